@@ -1,0 +1,33 @@
+# Two front-door commands: `make demo` and `make test`. Both bootstrap the venv on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: venv stubs demo test bench e2e-k8s clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
+	@java -version >/dev/null 2>&1 || { echo "Java 17+ is needed for Spark (java not found on PATH)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/python -c 'import fedmodel.wire'
+	touch $(STAMP)
+
+stubs: venv
+	$(BIN)/python -c 'from fedmodel.wire import generate; generate()'
+
+demo: venv
+	$(BIN)/fedlab demo
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	$(BIN)/fedlab bench
+
+clean:
+	rm -rf runs .pytest_cache .hypothesis

@@ -1,0 +1,202 @@
+"""The catalog every side of the federation shares: relations, their placement, keys, FDs and RI.
+
+Base relations are sets: each has a key (all of its columns when none is declared), so a row is
+identified by its key values. Keys imply the functional dependency key -> all columns; further
+FDs and referential-integrity constraints are declared per relation (Sze-Ling section 4.2 uses
+them for irrelevant updates and partial self-maintenance).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from fedmodel.errors import ModelError
+
+TYPES = ("BIGINT", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN")
+
+
+@dataclass(frozen=True)
+class Relation:
+    name: str
+    source: str
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    key: tuple[str, ...]
+
+    def index(self, column: str) -> int:
+        for i, c in enumerate(self.columns):
+            if c.lower() == column.lower():
+                return i
+        raise ModelError(f"relation {self.name} has no column {column!r}")
+
+    def has_column(self, column: str) -> bool:
+        return any(c.lower() == column.lower() for c in self.columns)
+
+    @property
+    def key_positions(self) -> tuple[int, ...]:
+        return tuple(self.index(c) for c in self.key)
+
+    def key_of(self, row: Sequence) -> tuple:
+        return tuple(row[i] for i in self.key_positions)
+
+
+@dataclass(frozen=True)
+class FunctionalDependency:
+    relation: str
+    lhs: tuple[str, ...]
+    rhs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReferentialIntegrity:
+    """Every row of `child` refers, through `columns`, to a row of `parent` (its `parent_columns`)."""
+
+    child: str
+    columns: tuple[str, ...]
+    parent: str
+    parent_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    relations: tuple[Relation, ...]
+    fds: tuple[FunctionalDependency, ...] = ()
+    ri: tuple[ReferentialIntegrity, ...] = ()
+    _by_name: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        seen = {}
+        for r in self.relations:
+            if r.name.lower() in seen:
+                raise ModelError(f"relation {r.name} is declared twice")
+            seen[r.name.lower()] = r
+        object.__setattr__(self, "_by_name", seen)
+        for fd in self.fds:
+            rel = self.relation(fd.relation)
+            for c in fd.lhs + fd.rhs:
+                rel.index(c)
+        for ri in self.ri:
+            child, parent = self.relation(ri.child), self.relation(ri.parent)
+            if child.source != parent.source:
+                raise ModelError(
+                    f"referential integrity {ri.child}->{ri.parent} spans two sources; "
+                    "a source can only enforce constraints over its own relations")
+            if len(ri.columns) != len(ri.parent_columns):
+                raise ModelError(f"referential integrity {ri.child}->{ri.parent}: column lists differ in length")
+            for c in ri.columns:
+                child.index(c)
+            for c in ri.parent_columns:
+                parent.index(c)
+
+    def relation(self, name: str) -> Relation:
+        try:
+            return self._by_name[name.lower()]
+        except KeyError:
+            raise ModelError(f"unknown relation {name!r}") from None
+
+    def has_relation(self, name: str) -> bool:
+        return name.lower() in self._by_name
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(r.source for r in self.relations))
+
+    def relations_at(self, source: str) -> tuple[Relation, ...]:
+        return tuple(r for r in self.relations if r.source == source)
+
+    def fds_of(self, relation: str) -> Iterable[FunctionalDependency]:
+        rel = self.relation(relation)
+        yield FunctionalDependency(rel.name, rel.key, rel.columns)
+        for fd in self.fds:
+            if fd.relation.lower() == relation.lower():
+                yield fd
+
+    def to_dict(self) -> dict:
+        """The catalog in the scenario file's shape (plus column types), for the wire and for files."""
+        sources: dict = {}
+        for r in self.relations:
+            sources.setdefault(r.source, {})[r.name] = {
+                "columns": list(r.columns), "types": list(r.types), "key": list(r.key)}
+        return {
+            "sources": sources,
+            "constraints": {
+                "fds": [{"relation": f.relation, "from": list(f.lhs), "to": list(f.rhs)} for f in self.fds],
+                "ri": [{"child": c.child, "columns": list(c.columns), "parent": c.parent,
+                        "parent_columns": list(c.parent_columns)} for c in self.ri],
+            },
+        }
+
+    @staticmethod
+    def from_dict(doc: dict, initial: dict | None = None, where: str = "catalog") -> "Catalog":
+        """Builds a catalog from the scenario file's `sources` and `constraints` sections.
+
+        Column types may be given (`types: [BIGINT, VARCHAR]`); otherwise they are inferred from
+        the `initial` rows (integers -> BIGINT, floats -> DOUBLE, anything else VARCHAR).
+        """
+        sources = doc.get("sources")
+        if not isinstance(sources, dict) or not sources:
+            raise ModelError(f"{where}: 'sources' must map each source to its relations")
+        relations = []
+        for source, rels in sources.items():
+            if not isinstance(rels, dict) or not rels:
+                raise ModelError(f"{where}: source {source!r} must map relation names to schemas")
+            for name, schema in rels.items():
+                if not isinstance(schema, dict) or not isinstance(schema.get("columns"), list):
+                    raise ModelError(f"{where}: relation {name!r} needs a 'columns' list")
+                columns = tuple(str(c) for c in schema["columns"])
+                if len({c.lower() for c in columns}) != len(columns):
+                    raise ModelError(f"{where}: relation {name!r} repeats a column")
+                key = tuple(str(c) for c in schema.get("key") or columns)
+                types = schema.get("types")
+                if types is None:
+                    types = _infer_types(columns, (initial or {}).get(name, []))
+                types = tuple(str(t).upper() for t in types)
+                if len(types) != len(columns) or any(t not in TYPES for t in types):
+                    raise ModelError(f"{where}: relation {name!r} has bad 'types' (one of {', '.join(TYPES)} per column)")
+                rel = Relation(str(name), str(source), columns, types, key)
+                for c in key:
+                    rel.index(c)
+                relations.append(rel)
+        constraints = doc.get("constraints") or {}
+        fds = tuple(FunctionalDependency(str(f["relation"]), tuple(f["from"]), tuple(f["to"]))
+                    for f in constraints.get("fds", []) or [])
+        ri = tuple(ReferentialIntegrity(str(c["child"]), tuple(c["columns"]), str(c["parent"]),
+                                        tuple(c["parent_columns"]))
+                   for c in constraints.get("ri", []) or [])
+        return Catalog(tuple(relations), fds, ri)
+
+
+def _infer_types(columns: Sequence[str], rows: Sequence[Sequence]) -> tuple[str, ...]:
+    types = []
+    for i, _ in enumerate(columns):
+        values = [r[i] for r in rows if i < len(r) and r[i] is not None]
+        if values and all(isinstance(v, bool) for v in values):
+            types.append("BOOLEAN")
+        elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            types.append("BIGINT")
+        elif values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            types.append("DOUBLE")
+        else:
+            types.append("VARCHAR")
+    return tuple(types)
+
+
+def check_row(relation: Relation, row: Sequence, where: str) -> tuple:
+    """Validates one row against the relation's arity and column types; returns it as a tuple."""
+    if not isinstance(row, (list, tuple)) or len(row) != len(relation.columns):
+        raise ModelError(f"{where}: a row of {relation.name} needs {len(relation.columns)} values, got {row!r}")
+    for value, column, typ in zip(row, relation.columns, relation.types):
+        if value is None:
+            continue
+        ok = {
+            "BIGINT": isinstance(value, int) and not isinstance(value, bool),
+            "DOUBLE": isinstance(value, (int, float)) and not isinstance(value, bool),
+            "BOOLEAN": isinstance(value, bool),
+            "VARCHAR": isinstance(value, str),
+            "DATE": isinstance(value, (str, datetime.date)),
+        }[typ]
+        if not ok:
+            raise ModelError(f"{where}: {relation.name}.{column} is {typ}, got {value!r}")
+    return tuple(row)

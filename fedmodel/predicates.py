@@ -1,0 +1,139 @@
+"""Compiles a selection predicate over one relation into a Python test on that relation's rows.
+
+Sources evaluate the same predicate as SQL in DuckDB; the warehouse core and the in-memory
+sources use the compiled form, so that compensation can tell whether a row it re-adds passes
+the view's selection. SQL three-valued logic: a comparison with NULL is not true.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Callable, Sequence
+
+from sqlglot import exp
+
+from fedmodel.errors import ModelError
+
+_COMPARE = {
+    exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.GT: operator.gt,
+    exp.GTE: operator.ge, exp.LT: operator.lt, exp.LTE: operator.le,
+}
+_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, exp.Div: operator.truediv}
+
+
+def compile_predicate(expr: exp.Expression, relation) -> Callable[[Sequence], bool]:
+    """Returns row -> bool for `expr`, whose columns all belong to `relation`."""
+    value = _compile(expr, relation)
+    return lambda row: value(row) is True
+
+
+def _compile(e: exp.Expression, rel) -> Callable:
+    if isinstance(e, exp.Paren):
+        return _compile(e.this, rel)
+    if isinstance(e, exp.Column):
+        i = rel.index(e.name)
+        return lambda row: row[i]
+    if isinstance(e, exp.Literal):
+        v = e.this if e.is_string else (int(e.this) if re.fullmatch(r"-?\d+", e.this) else float(e.this))
+        return lambda row: v
+    if isinstance(e, exp.Boolean):
+        v = bool(e.this)
+        return lambda row: v
+    if isinstance(e, exp.Null):
+        return lambda row: None
+    if isinstance(e, exp.Neg):
+        inner = _compile(e.this, rel)
+        return lambda row: None if inner(row) is None else -inner(row)
+    if isinstance(e, exp.Cast):
+        return _compile(e.this, rel)
+    if type(e) in _COMPARE:
+        op, a, b = _COMPARE[type(e)], _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: _null_safe(op, a(row), b(row))
+    if type(e) in _ARITH:
+        op, a, b = _ARITH[type(e)], _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: _null_safe(op, a(row), b(row))
+    if isinstance(e, exp.And):
+        a, b = _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: _and(a(row), b(row))
+    if isinstance(e, exp.Or):
+        a, b = _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: _or(a(row), b(row))
+    if isinstance(e, exp.Not):
+        a = _compile(e.this, rel)
+        return lambda row: None if a(row) is None else not a(row)
+    if isinstance(e, exp.Is):
+        a = _compile(e.this, rel)
+        return lambda row: a(row) is None
+    if isinstance(e, exp.In):
+        a = _compile(e.this, rel)
+        options = [_compile(x, rel) for x in e.expressions]
+        return lambda row: _in(a(row), [o(row) for o in options])
+    if isinstance(e, exp.Between):
+        a, lo, hi = _compile(e.this, rel), _compile(e.args["low"], rel), _compile(e.args["high"], rel)
+        return lambda row: _and(_null_safe(operator.ge, a(row), lo(row)), _null_safe(operator.le, a(row), hi(row)))
+    if isinstance(e, exp.Like):
+        a, pat = _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: _like(a(row), pat(row))
+    raise ModelError(f"view: unsupported predicate {e.sql()!r} (comparisons, AND/OR/NOT, IN, BETWEEN, LIKE, IS NULL)")
+
+
+def _null_safe(op, a, b):
+    if a is None or b is None:
+        return None
+    try:
+        return op(a, b)
+    except TypeError:
+        raise ModelError(f"view: cannot compare {a!r} with {b!r} (type mismatch)") from None
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def _in(a, options):
+    if a is None:
+        return None
+    return True if a in options else (None if None in options else False)
+
+
+def _like(a, pattern):
+    if a is None or pattern is None:
+        return None
+    regex = "".join(".*" if ch == "%" else "." if ch == "_" else re.escape(ch) for ch in pattern)
+    return re.fullmatch(regex, a, flags=re.S) is not None
+
+
+_compiled_sql: dict = {}
+
+
+def compile_sql(sql: str, relation) -> Callable[[Sequence], bool]:
+    """`compile_predicate` for a predicate given as SQL text over one relation's columns (cached)."""
+    if not sql:
+        return _always_true
+    key = (sql, relation.name, relation.columns)
+    if key not in _compiled_sql:
+        import sqlglot
+
+        try:
+            expr = sqlglot.parse_one(sql, dialect="duckdb")
+        except sqlglot.errors.ParseError as err:
+            raise ModelError(f"selection on {relation.name}: malformed SQL: {str(err).splitlines()[0]}") from None
+        _compiled_sql[key] = compile_predicate(expr, relation)
+    return _compiled_sql[key]
+
+
+def _always_true(_row) -> bool:
+    return True

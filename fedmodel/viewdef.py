@@ -1,0 +1,297 @@
+"""The view definition: select-project-join SQL parsed into a join graph (Sze-Ling equation 1).
+
+`parse_view(sql, catalog)` accepts `SELECT cols FROM R1 JOIN R2 ON ... [JOIN ...] [WHERE ...]`
+(or comma joins with the equalities in WHERE). Equalities between columns of two relations are
+join edges; predicates over one relation are that relation's selection, pushed to its source;
+anything else is rejected with one line that says what and where.
+
+A view whose select list lacks the key of some relation carries a trailing count column
+(multiplicity), as in the paper's examples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import sqlglot
+from sqlglot import exp
+
+from fedmodel.catalog import Catalog, Relation
+from fedmodel.errors import ModelError
+from fedmodel.predicates import compile_predicate
+
+
+@dataclass(frozen=True)
+class ColumnRef:
+    relation: str
+    column: str
+
+    def __str__(self) -> str:
+        return f"{self.relation}.{self.column}"
+
+
+@dataclass(frozen=True)
+class JoinEdge:
+    """All equalities between two relations: R_a.pairs[i][0] = R_b.pairs[i][1]."""
+
+    a: str
+    b: str
+    pairs: tuple[tuple[str, str], ...]
+
+    def columns_of(self, relation: str) -> tuple[str, ...]:
+        if relation == self.a:
+            return tuple(p[0] for p in self.pairs)
+        if relation == self.b:
+            return tuple(p[1] for p in self.pairs)
+        raise KeyError(relation)
+
+    def other(self, relation: str) -> str:
+        return self.b if relation == self.a else self.a
+
+
+@dataclass(frozen=True)
+class OutputColumn:
+    name: str
+    ref: ColumnRef
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The conjunction of a relation's local predicates, as SQL (for sources) and compiled."""
+
+    relation: str
+    sql: str
+    test: Callable[[Sequence], bool]
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    sql: str
+    relations: tuple[str, ...]
+    edges: tuple[JoinEdge, ...]
+    selections: dict  # relation -> Selection
+    outputs: tuple[OutputColumn, ...]
+    has_count: bool
+    catalog: Catalog
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(o.name for o in self.outputs) + (("count",) if self.has_count else ())
+
+    def relation(self, name: str) -> Relation:
+        return self.catalog.relation(name)
+
+    def edges_of(self, relation: str) -> tuple[JoinEdge, ...]:
+        return tuple(e for e in self.edges if relation in (e.a, e.b))
+
+    def edge(self, a: str, b: str) -> JoinEdge | None:
+        for e in self.edges:
+            if {e.a, e.b} == {a, b}:
+                return e
+        return None
+
+    def neighbours(self, relation: str) -> tuple[str, ...]:
+        return tuple(e.other(relation) for e in self.edges_of(relation))
+
+    def selection_test(self, relation: str) -> Callable[[Sequence], bool]:
+        sel = self.selections.get(relation)
+        return sel.test if sel else _always
+
+    def selection_sql(self, relation: str) -> str:
+        sel = self.selections.get(relation)
+        return sel.sql if sel else ""
+
+    def visible_columns(self, relation: str) -> frozenset[str]:
+        """Columns of `relation` whose values a view row shows, directly or through a join equality."""
+        out = set()
+        for o in self.outputs:
+            for ref in self.equivalents(o.ref):
+                if ref.relation == relation:
+                    out.add(ref.column)
+        return frozenset(out)
+
+    def equivalents(self, ref: ColumnRef) -> frozenset[ColumnRef]:
+        """All columns equal to `ref` through chains of join equalities."""
+        seen = {ref}
+        frontier = [ref]
+        while frontier:
+            cur = frontier.pop()
+            for e in self.edges_of(cur.relation):
+                for ca, cb in e.pairs:
+                    mine, theirs = (ca, cb) if cur.relation == e.a else (cb, ca)
+                    if mine == cur.column:
+                        nxt = ColumnRef(e.other(cur.relation), theirs)
+                        if nxt not in seen:
+                            seen.add(nxt)
+                            frontier.append(nxt)
+        return frozenset(seen)
+
+    def output_position(self, relation: str, column: str) -> int | None:
+        """The view column that shows `relation.column` (directly or through a join), if any."""
+        target = self.equivalents(ColumnRef(relation, column))
+        for i, o in enumerate(self.outputs):
+            if o.ref in target:
+                return i
+        return None
+
+    def components(self) -> list[list[str]]:
+        """Connected components of the join graph, each in FROM order."""
+        comps: list[list[str]] = []
+        seen: set[str] = set()
+        for r in self.relations:
+            if r in seen:
+                continue
+            comp, stack = [], [r]
+            seen.add(r)
+            while stack:
+                cur = stack.pop()
+                comp.append(cur)
+                for n in self.neighbours(cur):
+                    if n not in seen:
+                        seen.add(n)
+                        stack.append(n)
+            comps.append([x for x in self.relations if x in comp])
+        return comps
+
+
+def _always(_row) -> bool:
+    return True
+
+
+def parse_view(sql: str, catalog: Catalog) -> ViewDef:
+    """Parses the view SQL against the catalog; raises ModelError with one clear line on bad input.
+
+    >>> from fedmodel.catalog import Catalog
+    >>> cat = Catalog.from_dict({"sources": {"ds1": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
+    ...                                       "ds2": {"R2": {"columns": ["B", "C"], "key": ["B"]}}}})
+    >>> v = parse_view("SELECT C FROM R1 JOIN R2 ON R1.B = R2.B", cat)
+    >>> v.column_names, v.edges[0].pairs
+    (('C', 'count'), (('B', 'B'),))
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise ModelError("view: the view SQL is empty")
+    try:
+        tree = sqlglot.parse_one(sql)
+    except sqlglot.errors.ParseError as err:
+        first = str(err).splitlines()[0]
+        raise ModelError(f"view: malformed SQL: {first}") from None
+    if not isinstance(tree, exp.Select):
+        raise ModelError("view: expected a single SELECT ... FROM ... statement")
+    for unsupported in ("group", "having", "order", "limit", "distinct"):
+        if tree.args.get(unsupported):
+            raise ModelError(f"view: {unsupported.upper()} is not supported in a select-project-join view")
+
+    aliases: dict[str, str] = {}
+    order: list[str] = []
+    conjuncts: list[exp.Expression] = []
+    from_ = tree.args.get("from_") or tree.args.get("from")
+    if from_ is None:
+        raise ModelError("view: missing FROM clause")
+    tables = [from_.this] + [j.this for j in tree.args.get("joins") or []]
+    for j in tree.args.get("joins") or []:
+        if j.args.get("side") or (j.args.get("kind") and j.args["kind"].upper() not in ("INNER", "CROSS")):
+            raise ModelError(f"view: only inner joins are supported, got {j.sql()}")
+        if j.args.get("on"):
+            conjuncts.extend(_conjuncts(j.args["on"]))
+        if j.args.get("using"):
+            raise ModelError("view: JOIN ... USING is not supported; write JOIN ... ON a = b")
+    for t in tables:
+        if not isinstance(t, exp.Table):
+            raise ModelError(f"view: only base relations may appear in FROM, got {t.sql()}")
+        rel = catalog.relation(t.name) if catalog.has_relation(t.name) else None
+        if rel is None:
+            raise ModelError(f"view: unknown relation {t.name!r} in FROM")
+        if rel.name in order:
+            raise ModelError(f"view: relation {rel.name} appears twice (self-joins are not supported)")
+        order.append(rel.name)
+        aliases[(t.alias or t.name).lower()] = rel.name
+        aliases[rel.name.lower()] = rel.name
+    if tree.args.get("where"):
+        conjuncts.extend(_conjuncts(tree.args["where"].this))
+
+    def resolve(col: exp.Column) -> ColumnRef:
+        if col.table:
+            rel_name = aliases.get(col.table.lower())
+            if rel_name is None:
+                raise ModelError(f"view: unknown relation {col.table!r} in {col.sql()}")
+            rel = catalog.relation(rel_name)
+            if not rel.has_column(col.name):
+                raise ModelError(f"view: relation {rel.name} has no column {col.name!r}")
+            return ColumnRef(rel.name, rel.columns[rel.index(col.name)])
+        owners = [catalog.relation(r) for r in order if catalog.relation(r).has_column(col.name)]
+        if not owners:
+            raise ModelError(f"view: no relation in FROM has a column {col.name!r}")
+        refs = [ColumnRef(o.name, o.columns[o.index(col.name)]) for o in owners]
+        return refs[0] if len(refs) == 1 else _Ambiguous(col.name, refs)  # settled once edges are known
+
+    edge_pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    local: dict[str, list[exp.Expression]] = {}
+    for c in conjuncts:
+        cols = list(c.find_all(exp.Column))
+        refs = [resolve(col) for col in cols]
+        for r in refs:
+            if isinstance(r, _Ambiguous):
+                raise ModelError(f"view: column {r.name!r} is ambiguous in {c.sql()}; qualify it")
+        rels = {r.relation for r in refs}
+        if len(rels) >= 2:
+            if not (isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
+                    and isinstance(c.expression, exp.Column) and len(rels) == 2):
+                raise ModelError(f"view: only equalities may relate two relations, got {c.sql()}")
+            ra, rb = refs
+            key = tuple(sorted((ra.relation, rb.relation), key=order.index))
+            pair = (ra.column, rb.column) if ra.relation == key[0] else (rb.column, ra.column)
+            if pair not in edge_pairs.setdefault(key, []):
+                edge_pairs[key].append(pair)
+        else:
+            rel = next(iter(rels)) if rels else order[0]
+            local.setdefault(rel, []).append(c)
+    edges = tuple(JoinEdge(a, b, tuple(p)) for (a, b), p in edge_pairs.items())
+
+    selections = {}
+    for rel_name, preds in local.items():
+        rel = catalog.relation(rel_name)
+        expr = exp.and_(*[p.copy() for p in preds]) if len(preds) > 1 else preds[0].copy()
+        for col in expr.find_all(exp.Column):
+            col.set("table", None)
+            col.set("this", exp.to_identifier(rel.columns[rel.index(col.name)]))
+        selections[rel_name] = Selection(rel_name, expr.sql(dialect="duckdb"), compile_predicate(expr, rel))
+
+    probe = ViewDef(sql, tuple(order), edges, selections, (), False, catalog)
+    outputs: list[OutputColumn] = []
+    for item in tree.expressions:
+        name = item.alias_or_name
+        target = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
+            raise ModelError("view: SELECT * is not supported; list the view's columns")
+        if not isinstance(target, exp.Column):
+            raise ModelError(f"view: select list items must be columns, got {item.sql()}")
+        ref = resolve(target)
+        if isinstance(ref, _Ambiguous):
+            classes = {probe.equivalents(r) for r in ref.refs}
+            if len(classes) > 1:
+                raise ModelError(f"view: column {ref.name!r} is ambiguous in the select list; qualify it")
+            ref = ref.refs[0]
+        if any(o.name.lower() == name.lower() for o in outputs):
+            raise ModelError(f"view: the select list names {name!r} twice; give one an alias")
+        outputs.append(OutputColumn(name, ref))
+    if not outputs:
+        raise ModelError("view: the select list is empty")
+
+    view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog)
+    has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
+    return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog)
+
+
+@dataclass(frozen=True)
+class _Ambiguous:
+    name: str
+    refs: list
+
+
+def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    if isinstance(e, exp.And):
+        return _conjuncts(e.this) + _conjuncts(e.expression)
+    return [e]

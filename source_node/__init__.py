@@ -1,0 +1,1 @@
+"""One autonomous data source: an embedded database, its version numbers, its outbox, its server."""

@@ -1,0 +1,77 @@
+"""A source's state held in memory: what the deterministic simulator runs its sources on.
+
+Same contract as the DuckDB store (source_node.store): commit with version numbers and a
+notification log, atomic sub-query answers, resend from the log, snapshots. Answers follow the
+reference semantics in fedmodel.subquery.evaluate_semijoins.
+"""
+
+from __future__ import annotations
+
+from fedmodel.catalog import Catalog
+from fedmodel.predicates import compile_sql
+from fedmodel.subquery import Answer, RelationAnswer, Subquery, evaluate_semijoins
+from fedmodel.transactions import Notification, RelationChange, TransactionRequest
+from source_node.commit import plan_commit
+
+
+class MemoryStore:
+    def __init__(self, catalog: Catalog, source: str, initial: dict[str, list[tuple]] | None = None,
+                 log_retention: int | None = None):
+        self.catalog = catalog
+        self.source = source
+        self.relations = {r.name: {} for r in catalog.relations_at(source)}
+        for name, rows in (initial or {}).items():
+            rel = catalog.relation(name)
+            for row in rows:
+                self.relations[rel.name][rel.key_of(row)] = tuple(row)
+        self.dsv = 1
+        self.brv = {name: 1 for name in self.relations}
+        self.log: list[Notification] = []
+        self.acked = 0
+        self.log_retention = log_retention
+
+    def commit(self, request: TransactionRequest, commit_time: float = 0.0) -> Notification:
+        planned = plan_commit(self.catalog, self.source, request,
+                              lambda rel, key: self.relations[rel].get(key))
+        self.dsv += 1
+        changes = []
+        for p in planned:
+            rel = self.catalog.relation(p.relation)
+            table = self.relations[rel.name]
+            for row in p.deleted:
+                del table[rel.key_of(row)]
+            for m in p.modified:
+                del table[rel.key_of(m.old)]
+            for m in p.modified:
+                table[rel.key_of(m.new)] = m.new
+            for row in p.inserted:
+                table[rel.key_of(row)] = row
+            self.brv[rel.name] += 1
+            changes.append(RelationChange(rel.name, self.brv[rel.name], p.inserted, p.deleted, p.modified))
+        note = Notification(self.source, self.dsv, request.txn_id, tuple(changes), commit_time)
+        self.log.append(note)
+        if self.log_retention is not None and len(self.log) > self.log_retention:
+            self.log = [n for n in self.log[-self.log_retention:]]
+        return note
+
+    def answer(self, sq: Subquery) -> Answer:
+        rows = evaluate_semijoins(
+            sq, self.catalog, lambda rel: list(self.relations[rel].values()),
+            lambda rel, sql: compile_sql(sql, self.catalog.relation(rel)))
+        return Answer(sq.id, self.source, self.dsv,
+                      tuple(RelationAnswer(r, self.brv[r], tuple(rows[r])) for r in sq.relation_names))
+
+    def notifications_from(self, dsv: int) -> list[Notification]:
+        return [n for n in self.log if n.dsv >= dsv]
+
+    def oldest_available(self) -> int:
+        return self.log[0].dsv if self.log else self.dsv + 1
+
+    def acknowledge(self, dsv: int) -> None:
+        self.acked = max(self.acked, dsv)
+
+    def unacknowledged(self) -> list[Notification]:
+        return [n for n in self.log if n.dsv > self.acked]
+
+    def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        return self.dsv, {name: (self.brv[name], list(rows.values())) for name, rows in self.relations.items()}
