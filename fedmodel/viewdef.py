@@ -63,6 +63,7 @@ class Selection:
     relation: str
     sql: str
     test: Callable[[Sequence], bool]
+    columns: frozenset  # the relation's columns the predicate reads
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,14 @@ class ViewDef:
     def selection_sql(self, relation: str) -> str:
         sel = self.selections.get(relation)
         return sel.sql if sel else ""
+
+    def selection_columns(self, relation: str) -> frozenset[str]:
+        sel = self.selections.get(relation)
+        return sel.columns if sel else frozenset()
+
+    def join_columns(self, relation: str) -> frozenset[str]:
+        """Columns of `relation` that appear in any join edge of the view."""
+        return frozenset(c for e in self.edges_of(relation) for c in e.columns_of(relation))
 
     def visible_columns(self, relation: str) -> frozenset[str]:
         """Columns of `relation` whose values a view row shows, directly or through a join equality."""
@@ -255,9 +264,9 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         for col in expr.find_all(exp.Column):
             col.set("table", None)
             col.set("this", exp.to_identifier(rel.columns[rel.index(col.name)]))
-        selections[rel_name] = Selection(rel_name, expr.sql(dialect="duckdb"), compile_predicate(expr, rel))
+        selections[rel_name] = Selection(rel_name, expr.sql(dialect="duckdb"), compile_predicate(expr, rel),
+                                         frozenset(c.name for c in expr.find_all(exp.Column)))
 
-    probe = ViewDef(sql, tuple(order), edges, selections, (), False, catalog)
     outputs: list[OutputColumn] = []
     for item in tree.expressions:
         name = item.alias_or_name
@@ -268,10 +277,8 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
             raise ModelError(f"view: select list items must be columns, got {item.sql()}")
         ref = resolve(target)
         if isinstance(ref, _Ambiguous):
-            classes = {probe.equivalents(r) for r in ref.refs}
-            if len(classes) > 1:
-                raise ModelError(f"view: column {ref.name!r} is ambiguous in the select list; qualify it")
-            ref = ref.refs[0]
+            owners = " or ".join(f"{r.relation}.{r.column}" for r in ref.refs)
+            raise ModelError(f"view: column {ref.name!r} is ambiguous in the select list; write {owners}")
         if any(o.name.lower() == name.lower() for o in outputs):
             raise ModelError(f"view: the select list names {name!r} twice; give one an alias")
         outputs.append(OutputColumn(name, ref))

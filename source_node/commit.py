@@ -25,8 +25,15 @@ class PlannedChange:
 
 
 def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
-                lookup: Callable[[str, tuple], tuple | None]) -> list[PlannedChange]:
-    """`lookup(relation, key)` returns the stored row with that key, or None."""
+                lookup: Callable[[str, tuple], tuple | None],
+                find: Callable[[str, tuple, tuple], list] | None = None) -> list[PlannedChange]:
+    """`lookup(relation, key)` returns the stored row with that key, or None;
+    `find(relation, columns, values)` the stored rows with those values in those columns.
+
+    With `find`, the source also enforces the catalog's declared functional dependencies and
+    referential integrity over the state after the transaction: the warehouse relies on them
+    (Sze-Ling 4.2), so a source that declares them must not commit a violation.
+    """
     where = f"transaction {request.txn_id}"
     if not request.relations:
         raise ModelError(f"{where}: it changes nothing")
@@ -72,4 +79,47 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
             touched[rel.key_of(row)] = row
             inserted.append(row)
         planned.append(PlannedChange(rel.name, tuple(inserted), tuple(deleted), tuple(modified)))
+    if find is not None:
+        _check_constraints(catalog, source, planned, find, where)
     return planned
+
+
+def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChange], find, where: str) -> None:
+    """Declared FDs and RI must hold after the transaction (checked against rows it touches)."""
+    removed = {p.relation: {catalog.relation(p.relation).key_of(r)
+                            for r in p.deleted + tuple(m.old for m in p.modified)} for p in planned}
+    added = {p.relation: list(p.inserted) + [m.new for m in p.modified] for p in planned}
+
+    def after(relation: str, columns: tuple, values: tuple) -> list:
+        rel = catalog.relation(relation)
+        pos = [rel.index(c) for c in columns]
+        gone = removed.get(rel.name, set())
+        stored = [r for r in find(rel.name, columns, values) if rel.key_of(r) not in gone]
+        fresh = [r for r in added.get(rel.name, []) if tuple(r[i] for i in pos) == tuple(values)]
+        return stored + fresh
+
+    for fd in catalog.fds:
+        rel = catalog.relation(fd.relation)
+        for row in added.get(rel.name, []):
+            lhs = tuple(row[rel.index(c)] for c in fd.lhs)
+            rhs = tuple(row[rel.index(c)] for c in fd.rhs)
+            for other in after(rel.name, fd.lhs, lhs):
+                if tuple(other[rel.index(c)] for c in fd.rhs) != rhs:
+                    raise ModelError(f"{where}: {rel.name}{list(row)} violates the functional dependency "
+                                     f"{list(fd.lhs)} -> {list(fd.rhs)}")
+    for ri in catalog.ri:
+        child, parent = catalog.relation(ri.child), catalog.relation(ri.parent)
+        if child.source != source:
+            continue
+        for row in added.get(child.name, []):
+            ref = tuple(row[child.index(c)] for c in ri.columns)
+            if None not in ref and not after(parent.name, ri.parent_columns, ref):
+                raise ModelError(f"{where}: {child.name}{list(row)} refers to no {parent.name} row "
+                                 f"with {list(ri.parent_columns)} = {list(ref)}")
+        for key in removed.get(parent.name, set()):
+            gone = [r for r in find(parent.name, parent.key, key)]
+            for old in gone:
+                ref = tuple(old[parent.index(c)] for c in ri.parent_columns)
+                if not after(parent.name, ri.parent_columns, ref) and after(child.name, ri.columns, ref):
+                    raise ModelError(f"{where}: removing {parent.name}{list(old)} leaves {child.name} rows "
+                                     f"referring to {list(ref)}")

@@ -32,7 +32,7 @@ class MemoryStore:
 
     def commit(self, request: TransactionRequest, commit_time: float = 0.0) -> Notification:
         planned = plan_commit(self.catalog, self.source, request,
-                              lambda rel, key: self.relations[rel].get(key))
+                              lambda rel, key: self.relations[rel].get(key), self._find)
         self.dsv += 1
         changes = []
         for p in planned:
@@ -53,6 +53,11 @@ class MemoryStore:
         if self.log_retention is not None and len(self.log) > self.log_retention:
             self.log = [n for n in self.log[-self.log_retention:]]
         return note
+
+    def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
+        rel = self.catalog.relation(relation)
+        pos = [rel.index(c) for c in columns]
+        return [r for r in self.relations[rel.name].values() if tuple(r[i] for i in pos) == tuple(values)]
 
     def answer(self, sq: Subquery) -> Answer:
         rows = evaluate_semijoins(

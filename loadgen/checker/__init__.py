@@ -1,0 +1,1 @@
+"""The consistency checker: an independent oracle and the Strobe paper's consistency levels."""

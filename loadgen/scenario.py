@@ -1,0 +1,191 @@
+"""Scenario files: a federation, a view, and a script of commits and network events (YAML).
+
+The format is documented in docs/scenarios.md and read by `fedlab simulate`; other tools (the
+consistency matrix, saved counterexamples) write it too, so it is kept exactly. Everything that
+can be checked before running is checked here, and a bad file raises ScenarioError with one
+line naming the file, the place and the problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from fedmodel.catalog import Catalog, check_row
+from fedmodel.errors import ModelError
+from fedmodel.transactions import Modification, TransactionRequest
+from fedmodel.viewdef import ViewDef, parse_view
+
+LEVELS = ("none", "convergence", "weak", "strong", "complete")
+STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random")
+_RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate"}
+
+
+class ScenarioError(ModelError):
+    """An invalid scenario file."""
+
+
+@dataclass
+class Step:
+    kind: str
+    args: dict
+    where: str
+
+
+@dataclass
+class Scenario:
+    name: str
+    algorithm: str
+    catalog: Catalog
+    view: ViewDef
+    initial: dict[str, list[tuple]]
+    steps: list[Step]
+    expect_view: list[tuple] | None = None
+    expect_consistency: str | None = None
+    force_queries: set[str] = field(default_factory=set)
+    access: str | None = None
+    path: str = "<scenario>"
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ScenarioError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    return parse_scenario(doc, str(path))
+
+
+def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
+    if not isinstance(doc, dict):
+        raise ScenarioError(f"{where}: a scenario is a YAML mapping")
+    unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps", "expect"}
+    if unknown:
+        raise ScenarioError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}")
+    try:
+        initial_doc = doc.get("initial") or {}
+        if not isinstance(initial_doc, dict):
+            raise ScenarioError(f"{where}: 'initial' must map relations to rows")
+        catalog = Catalog.from_dict(doc, initial_doc, where)
+        view = parse_view(doc.get("view", ""), catalog)
+        initial = {}
+        for name, rows in initial_doc.items():
+            rel = catalog.relation(str(name))
+            initial[rel.name] = _rows(rel, rows, f"{where}: initial.{name}")
+            keys = [rel.key_of(r) for r in initial[rel.name]]
+            if len(set(keys)) != len(keys):
+                raise ScenarioError(f"{where}: initial.{name} repeats a key")
+        for rel in catalog.relations:
+            initial.setdefault(rel.name, [])
+    except ScenarioError:
+        raise
+    except ModelError as err:
+        raise ScenarioError(f"{where}: {err}") from None
+    scenario = Scenario(str(doc.get("name", Path(where).stem)), str(doc.get("algorithm", "sze-ling")),
+                        catalog, view, initial, [], path=where, access=doc.get("access"))
+    committed: set[str] = set()
+    for i, step in enumerate(doc.get("steps") or []):
+        scenario.steps.append(_step(scenario, step, committed, f"{where}: steps[{i}]"))
+    expect = doc.get("expect") or {}
+    if not isinstance(expect, dict) or set(expect) - {"view", "consistency"}:
+        raise ScenarioError(f"{where}: 'expect' takes 'view' and 'consistency'")
+    if "view" in expect:
+        scenario.expect_view = _view_rows(view, expect["view"], f"{where}: expect.view")
+    if "consistency" in expect:
+        if expect["consistency"] not in LEVELS:
+            raise ScenarioError(f"{where}: expect.consistency must be one of {', '.join(LEVELS)}")
+        scenario.expect_consistency = expect["consistency"]
+    return scenario
+
+
+def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
+    if not isinstance(step, dict) or len(step) != 1:
+        raise ScenarioError(f"{where}: a step is a mapping with exactly one key (one of {', '.join(STEP_KINDS)})")
+    kind, args = next(iter(step.items()))
+    if kind not in STEP_KINDS:
+        raise ScenarioError(f"{where}: unknown step {kind!r}")
+    if kind == "commit":
+        return Step(kind, {"request": _commit(scenario, args, committed, where),
+                           "source": args["source"]}, where)
+    if kind in ("deliver", "drop", "duplicate"):
+        txn = args.get("notification") if isinstance(args, dict) else None
+        if txn is None or str(txn) not in committed:
+            raise ScenarioError(f"{where}: {kind} needs {{notification: ID}} of a transaction committed earlier")
+        return Step(kind, {"notification": str(txn)}, where)
+    if kind in ("hold", "release", "answer"):
+        key = "query_to" if kind == "answer" else "queries_to"
+        source = args.get(key) if isinstance(args, dict) else None
+        if source not in scenario.catalog.sources:
+            raise ScenarioError(f"{where}: {kind} needs {{{key}: SOURCE}} naming a known source")
+        return Step(kind, {"source": source}, where)
+    if kind == "expect_view":
+        return Step(kind, {"rows": _view_rows(scenario.view, args, where)}, where)
+    if kind == "run":
+        if args != "all":
+            raise ScenarioError(f"{where}: run takes 'all'")
+        return Step(kind, {}, where)
+    if not isinstance(args, dict) or set(args) - _RANDOM_KEYS:
+        raise ScenarioError(f"{where}: random takes {', '.join(sorted(_RANDOM_KEYS))}")
+    for rate in ("drop", "reorder", "duplicate", "commit_rate"):
+        if not 0 <= float(args.get(rate, 0)) <= 1:
+            raise ScenarioError(f"{where}: random.{rate} must be between 0 and 1")
+    return Step(kind, {"seed": int(args.get("seed", 0)), "steps": int(args.get("steps", 100)),
+                       "drop": float(args.get("drop", 0)), "reorder": float(args.get("reorder", 0)),
+                       "duplicate": float(args.get("duplicate", 0)),
+                       "commit_rate": float(args.get("commit_rate", 0.5))}, where)
+
+
+def _commit(scenario: Scenario, args, committed: set[str], where: str) -> TransactionRequest:
+    if not isinstance(args, dict) or "source" not in args or "id" not in args:
+        raise ScenarioError(f"{where}: commit needs source and id")
+    unknown = set(args) - {"source", "id", "insert", "delete", "modify", "force_queries"}
+    if unknown:
+        raise ScenarioError(f"{where}: commit has unknown key {sorted(unknown)[0]!r}")
+    source, txn = args["source"], str(args["id"])
+    if source not in scenario.catalog.sources:
+        raise ScenarioError(f"{where}: unknown source {source!r}")
+    if txn in committed:
+        raise ScenarioError(f"{where}: transaction id {txn!r} is used twice")
+    committed.add(txn)
+    if args.get("force_queries"):
+        scenario.force_queries.add(txn)
+
+    def relation(name):
+        if not scenario.catalog.has_relation(str(name)):
+            raise ScenarioError(f"{where}: unknown relation {name!r}")
+        rel = scenario.catalog.relation(str(name))
+        if rel.source != source:
+            raise ScenarioError(f"{where}: relation {rel.name} is not at source {source}")
+        return rel
+
+    inserts = {relation(r).name: _rows(relation(r), rows, where) for r, rows in (args.get("insert") or {}).items()}
+    deletes = {relation(r).name: _rows(relation(r), rows, where) for r, rows in (args.get("delete") or {}).items()}
+    modifies = {}
+    for r, mods in (args.get("modify") or {}).items():
+        rel = relation(r)
+        if not isinstance(mods, list) or not all(isinstance(m, dict) and set(m) == {"old", "new"} for m in mods):
+            raise ScenarioError(f"{where}: modify.{r} is a list of {{old: ROW, new: ROW}}")
+        modifies[rel.name] = [Modification(*_rows(rel, [m["old"], m["new"]], where)) for m in mods]
+    if not (inserts or deletes or modifies):
+        raise ScenarioError(f"{where}: commit {txn} changes nothing")
+    return TransactionRequest(txn, inserts, deletes, modifies)
+
+
+def _rows(rel, rows, where: str) -> list[tuple]:
+    if not isinstance(rows, list):
+        raise ScenarioError(f"{where}: rows of {rel.name} must be a list of rows")
+    try:
+        return [check_row(rel, r, where) for r in rows]
+    except ModelError as err:
+        raise ScenarioError(str(err)) from None
+
+
+def _view_rows(view: ViewDef, rows, where: str) -> list[tuple]:
+    width = len(view.column_names)
+    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == width for r in rows):
+        raise ScenarioError(f"{where}: view rows must be lists of {width} values ({', '.join(view.column_names)})")
+    return [tuple(r) for r in rows]

@@ -1,0 +1,107 @@
+"""`fedlab simulate`: run a scenario file deterministically and judge it.
+
+The run's consistency level comes from the checker (loadgen.checker), whose DuckDB oracle shares
+no code with the maintenance path. Exit status: 0 when every expectation holds, 1 when one fails
+(with a diff), 2 when the file is invalid.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from fedmodel.errors import ModelError
+from loadgen.checker.levels import classify
+from loadgen.checker.oracle import Oracle
+from loadgen.scenario import LEVELS, Scenario, load_scenario
+from loadgen.simulator import Simulator, _rows
+
+
+def simulate(scenario: Scenario, algorithm: str | None = None, access: str | None = None) -> dict:
+    """Runs the scenario; returns the result object that `--json` prints."""
+    sim = Simulator(scenario, algorithm, access)
+    run = sim.execute()
+    oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, sim.history())
+    verdict = classify(oracle, run.states, sim.engine.view_rows())
+    failures = list(run.failures)
+    final = sim.view_rows()
+    if scenario.expect_view is not None and sorted(final, key=repr) != sorted(scenario.expect_view, key=repr):
+        failures.append({"where": "expect.view", "expected": [list(r) for r in scenario.expect_view],
+                         "got": [list(r) for r in final]})
+    if scenario.expect_consistency and LEVELS.index(verdict.level) < LEVELS.index(scenario.expect_consistency):
+        failures.append({"where": "expect.consistency", "expected": scenario.expect_consistency,
+                         "got": verdict.level, "first_violation": verdict.first_violation})
+    counters = {k: run.counters.get(k, 0) for k in
+                ("subqueries", "messages", "rows_transferred", "bytes_transferred", "resends")}
+    counters.update({k: v for k, v in run.counters.items() if k not in counters})
+    counters.update({f"engine_{k}": v for k, v in sim.engine.counters.as_dict().items()})
+    return {
+        "name": scenario.name,
+        "algorithm": algorithm or scenario.algorithm,
+        "columns": list(scenario.view.column_names),
+        "view": [list(r) for r in final],
+        "states": [{"transaction": s["transaction"], "view": [list(r) for r in _rows(scenario.view, s["view"])]}
+                   for s in run.states],
+        "consistency": verdict.level,
+        "checker": verdict.to_dict(),
+        "expectations_met": not failures,
+        "failures": failures,
+        "counters": counters,
+        "trace": run.trace,
+    }
+
+
+def main(args) -> int:
+    try:
+        scenario = load_scenario(args.file)
+        result = simulate(scenario, args.algorithm, args.access)
+    except (ModelError, ValueError) as err:
+        print(f"fedlab simulate: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        _print_text(result)
+    return 0 if result["expectations_met"] else 1
+
+
+def _print_text(result: dict) -> None:
+    print(f"scenario: {result['name']}  algorithm: {result['algorithm']}")
+    for entry in result["trace"]:
+        print("  " + _describe(entry))
+    print(f"final view ({', '.join(result['columns'])}): {result['view']}")
+    print(f"consistency: {result['consistency']}")
+    c = result["counters"]
+    print(f"sub-queries {c['subqueries']}, messages {c['messages']}, rows {c['rows_transferred']}, "
+          f"bytes {c['bytes_transferred']}, resends {c['resends']}")
+    for f in result["failures"]:
+        print(f"FAILED {f['where']}: expected {f['expected']}, got {f['got']}")
+        if f.get("first_violation"):
+            v = f["first_violation"]
+            print(f"  first violation at state {v['state']} ({v['transaction']}), versions {v['versions']}:")
+            print(f"    view held {v['view']}\n    should be {v['expected']}\n"
+                  f"    missing {v['missing']}  extra {v['extra']}")
+    print("expectations met" if result["expectations_met"] else "expectations NOT met")
+
+
+def _describe(e: dict) -> str:
+    t = f"t={e['t']:g}"
+    kind = e["event"]
+    if kind == "commit":
+        return f"{t} commit {e['txn']} at {e['source']} (DSV {e['dsv']})"
+    if kind in ("deliver", "drop"):
+        return f"{t} {kind} {e['kind']} {e['what']} ({e['source']})"
+    if kind == "subquery":
+        return f"{t} sub-query {e['id']} -> {e['source']} {'+'.join(e['relations'])} probe {e['probe']}"
+    if kind == "answer":
+        parts = ", ".join(f"{r} qvn {v['queried_version']}: {v['rows']}" for r, v in e["relations"].items())
+        return f"{t} answer {e['subquery']} <- {e['source']} (DSV {e['dsv']}): {parts}"
+    if kind == "compensate":
+        return (f"{t} compensate {e['computation']}: {e['relation']} from {e['read_from']}, "
+                f"{e['kind']} updates (queried {e['queried_version']}, initial {e['initial_version']}): "
+                f"{e['before']} -> {e['after']}")
+    if kind == "apply":
+        return f"{t} apply {e['txn']} at versions {e['versions']}: view {[list(r) for r in e['view']]}"
+    if kind == "resend-request":
+        return f"{t} resend request to {e['source']} from DSV {e['from_dsv']}"
+    return f"{t} {kind} {({k: v for k, v in e.items() if k not in ('t', 'event')})}"

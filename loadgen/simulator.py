@@ -1,0 +1,410 @@
+"""The deterministic simulator: a scenario run through the maintenance core with in-process sources.
+
+Time is simulated; nothing is random but what a `random` step draws from its own seed. The
+warehouse is the same `MaintenanceEngine` the live service drives; sources are in-memory stores
+with the same contract as the DuckDB ones. Messages in flight (notifications, sub-queries,
+answers, resend requests) sit in one list, oldest first, so that delivery, loss, duplication
+and reordering are explicit steps. The simulator records a trace of every message and every
+compensation step, and each view state the warehouse applied.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+from fedmodel.codec import encode_rows
+from fedmodel.errors import ModelError
+from fedmodel.subquery import Subquery
+from fedmodel.transactions import Modification, Notification, TransactionRequest
+from loadgen.scenario import Scenario, ScenarioError, Step
+from source_node.memory_store import MemoryStore
+from warehouse.core.algorithms import options_for
+from warehouse.core.engine import MaintenanceEngine
+from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, RequestResend,
+                                   Resynchronise, SendSubquery, StateApplied, TimerFired)
+from warehouse.core.recompute import recompute
+
+QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
+
+
+@dataclass
+class Message:
+    kind: str          # notification | subquery | answer | resend
+    source: str
+    payload: object
+
+
+@dataclass
+class Run:
+    states: list = field(default_factory=list)
+    trace: list = field(default_factory=list)
+    counters: Counter = field(default_factory=Counter)
+    failures: list = field(default_factory=list)
+
+
+class Simulator:
+    def __init__(self, scenario: Scenario, algorithm: str | None = None, access: str | None = None):
+        self.scenario = scenario
+        self.view = scenario.view
+        catalog = scenario.catalog
+        self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)})
+                        for s in catalog.sources}
+        options = options_for(algorithm or scenario.algorithm, access or scenario.access)
+        rows = recompute(self.view, scenario.initial)
+        self.engine = MaintenanceEngine(self.view, rows, {r.name: 1 for r in catalog.relations},
+                                        {s: 1 for s in catalog.sources}, options, scenario.force_queries)
+        self.now = 0.0
+        self.flight: list[Message] = []
+        self.held: dict[str, list[Subquery]] = {}
+        self.queued_queries = False   # inside `random` steps, sub-queries and answers travel too
+        self.run = Run()
+        self.by_txn: dict[str, Notification] = {}
+        self.current = Counter(rows)   # the view state by state, rebuilt from the applied deltas
+        self._trace_seen = 0
+
+    # ---- the script ----
+
+    def execute(self) -> Run:
+        for step in self.scenario.steps:
+            self.now += 1
+            self._step(step)
+        self.run_all()
+        return self.run
+
+    def _step(self, step: Step) -> None:
+        a = step.args
+        if step.kind == "commit":
+            self.commit(a["source"], a["request"], step.where)
+        elif step.kind in ("deliver", "drop", "duplicate"):
+            msg = self._take_notification(a["notification"], step)
+            if step.kind == "drop":
+                self._log("drop", msg)
+            else:
+                for _ in range(2 if step.kind == "duplicate" else 1):
+                    self._deliver(msg)
+        elif step.kind == "hold":
+            self.held.setdefault(a["source"], [])
+        elif step.kind == "answer":
+            queue = self.held.get(a["source"])
+            if not queue:
+                raise ScenarioError(f"{step.where}: no sub-query to {a['source']} is waiting")
+            self._handle_all(self._answer_now(queue.pop(0)))
+        elif step.kind == "release":
+            for sq in self.held.pop(a["source"], []):
+                self._handle_all(self._answer_now(sq))
+        elif step.kind == "expect_view":
+            got = self.view_rows()
+            if sorted(got, key=repr) != sorted(a["rows"], key=repr):
+                self.run.failures.append({"where": step.where, "expected": sorted(a["rows"], key=repr),
+                                          "got": sorted(got, key=repr)})
+        elif step.kind == "run":
+            self.run_all()
+        elif step.kind == "random":
+            self.random_steps(**a)
+
+    def commit(self, source: str, request: TransactionRequest, where: str = "commit") -> Notification:
+        try:
+            n = self.sources[source].commit(request, commit_time=self.now)
+        except ModelError as err:
+            raise ScenarioError(f"{where}: {err}") from None
+        self.by_txn[n.txn_id] = n
+        self.run.trace.append({"t": self.now, "event": "commit", "source": source, "dsv": n.dsv, "txn": n.txn_id})
+        self._send(Message("notification", source, n))
+        return n
+
+    def _take_notification(self, txn: str, step: Step) -> Message:
+        for i, m in enumerate(self.flight):
+            if m.kind == "notification" and m.payload.txn_id == txn:
+                return self.flight.pop(i)
+        raise ScenarioError(f"{step.where}: the notification of {txn} is not in flight")
+
+    # ---- running to quiescence ----
+
+    def run_all(self) -> None:
+        """Delivers everything in flight, oldest first; fires timers when nothing else can move."""
+        quiet = 0
+        while quiet < QUIET_TIMERS:
+            if self.flight:
+                self._deliver(self.flight.pop(0))
+                quiet = 0
+                continue
+            if self._settled():
+                return
+            before = len(self.run.states)
+            self._fire_timers()
+            quiet = 0 if len(self.run.states) > before else quiet + 1
+
+    def _settled(self) -> bool:
+        return (not self.engine.in_flight and not self.held
+                and not any(src.unacknowledged() for src in self.sources.values()))
+
+    def _fire_timers(self) -> None:
+        self.now += max(self.engine.options.query_timeout, self.engine.options.resend_timeout)
+        for source, store in self.sources.items():
+            in_flight = {m.payload.dsv for m in self.flight if m.kind == "notification" and m.source == source}
+            for n in store.unacknowledged():
+                if n.dsv not in in_flight:
+                    self._send(Message("notification", source, n), resend=True)
+        self._handle(TimerFired(self.now))
+
+    def random_steps(self, seed: int, steps: int, drop: float, reorder: float, duplicate: float,
+                     commit_rate: float) -> None:
+        rng = random.Random(seed)
+        workload = RandomTransactions(self.scenario, rng)
+        self.queued_queries = True
+        try:
+            for _ in range(steps):
+                self.now += 1
+                if rng.random() < commit_rate:
+                    source = rng.choice(sorted(self.sources))
+                    request = workload.transaction(self.sources[source])
+                    if request is not None:
+                        self.commit(source, request, "random")
+                    continue
+                if not self.flight:
+                    self._fire_timers()
+                    continue
+                msg = self.flight.pop(rng.randrange(len(self.flight)) if rng.random() < reorder else 0)
+                roll = rng.random()
+                if roll < drop:
+                    self._log("drop", msg)
+                else:
+                    for _ in range(2 if roll < drop + duplicate else 1):
+                        self._deliver(msg)
+        finally:
+            self.queued_queries = False
+
+    # ---- message flow ----
+
+    def _send(self, msg: Message, resend: bool = False) -> None:
+        self.run.counters["messages"] += 1
+        if msg.kind == "notification":
+            n = msg.payload
+            rows = [r for c in n.changes for r in (*c.inserted, *c.deleted, *(x for m in c.modified for x in (m.old, m.new)))]
+            self._count_rows(n.changes[0].relation if n.changes else None, rows)
+            if resend:
+                self.run.counters["notification_resends"] += 1
+        self.flight.append(msg)
+
+    def _deliver(self, msg: Message) -> None:
+        self._log("deliver", msg)
+        if msg.kind == "notification":
+            self._handle(NotificationArrived(msg.payload, self.now))
+        elif msg.kind == "subquery":
+            self._handle_all(self._query_arrives(msg.payload))
+        elif msg.kind == "answer":
+            self._handle(AnswerArrived(msg.payload, self.now))
+        elif msg.kind == "resend":
+            for n in self.sources[msg.source].notifications_from(msg.payload):
+                self._send(Message("notification", msg.source, n), resend=True)
+
+    def _query_arrives(self, sq: Subquery) -> list:
+        """A sub-query reaches its source: queued while the source is held, else answered."""
+        if sq.source in self.held:
+            self.held[sq.source].append(sq)
+            return []
+        return self._answer_now(sq)
+
+    def _answer_now(self, sq: Subquery) -> list:
+        """The source answers at its current state; returns the warehouse event, if it is immediate."""
+        answer = self.sources[sq.source].answer(sq)
+        self.run.counters["messages"] += 1
+        for ra in answer.relations:
+            self._count_rows(ra.relation, ra.rows)
+        self.run.trace.append({"t": self.now, "event": "answer", "source": sq.source, "subquery": sq.id,
+                               "dsv": answer.dsv,
+                               "relations": {ra.relation: {"queried_version": ra.brv, "rows": [list(r) for r in ra.rows]}
+                                             for ra in answer.relations}})
+        if self.queued_queries:
+            self.flight.append(Message("answer", sq.source, answer))
+            return []
+        return [AnswerArrived(answer, self.now)]
+
+    def _handle_all(self, events: list) -> None:
+        for event in events:
+            self._handle(event)
+
+    def _handle(self, event) -> None:
+        pending = [event]
+        while pending:
+            actions = self.engine.handle(pending.pop(0))
+            self._collect_trace()
+            for action in actions:
+                pending.extend(self._perform(action))
+
+    def _perform(self, action) -> list:
+        if isinstance(action, SendSubquery):
+            sq = action.subquery
+            self.run.counters["subqueries"] += 1
+            self.run.counters["messages"] += 1
+            self._count_rows(None, sq.probe)
+            self.run.trace.append({"t": self.now, "event": "subquery", "id": sq.id, "source": sq.source,
+                                   "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe]})
+            if self.queued_queries:
+                self.flight.append(Message("subquery", sq.source, sq))
+            else:
+                return self._query_arrives(sq)
+        elif isinstance(action, RequestResend):
+            self.run.counters["resends"] += 1
+            self.run.counters["messages"] += 1
+            self.run.trace.append({"t": self.now, "event": "resend-request", "source": action.source,
+                                   "from_dsv": action.from_dsv})
+            msg = Message("resend", action.source, action.from_dsv)
+            if self.queued_queries:
+                self.flight.append(msg)
+            else:
+                self._deliver(msg)
+        elif isinstance(action, Acknowledge):
+            self.sources[action.source].acknowledge(action.dsv)
+        elif isinstance(action, StateApplied):
+            self.current.update(action.delta)
+            view = {r: c for r, c in self.current.items() if c}
+            self.run.states.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
+                                    "versions": action.versions, "view": view})
+            self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
+                                   "versions": action.versions, "view": _rows(self.view, view)})
+        elif isinstance(action, Resynchronise):
+            self.run.trace.append({"t": self.now, "event": "resynchronise", "source": action.source})
+            self.run.counters["resynchronisations"] += 1
+        return []
+
+    def _collect_trace(self) -> None:
+        for entry in self.engine.trace[self._trace_seen:]:
+            self.run.trace.append({"t": self.now, "event": "compensate", **entry})
+        self._trace_seen = len(self.engine.trace)
+
+    def _log(self, what: str, msg: Message) -> None:
+        label = msg.payload.txn_id if msg.kind == "notification" else getattr(msg.payload, "id", msg.payload)
+        self.run.trace.append({"t": self.now, "event": what, "kind": msg.kind, "source": msg.source, "what": label})
+
+    def _count_rows(self, relation: str | None, rows) -> None:
+        rows = list(rows)
+        self.run.counters["rows_transferred"] += len(rows)
+        if rows and relation is not None:
+            rel = self.scenario.catalog.relation(relation)
+            if all(len(r) == len(rel.columns) for r in rows):
+                self.run.counters["bytes_transferred"] += len(encode_rows(rel.columns, rel.types, rows))
+                return
+        self.run.counters["bytes_transferred"] += sum(len(repr(r)) for r in rows)
+
+    # ---- results ----
+
+    def view_rows(self) -> list[tuple]:
+        return _rows(self.view, self.engine.view_rows())
+
+    def history(self) -> dict[str, list[Notification]]:
+        return {s: list(store.log) for s, store in self.sources.items()}
+
+
+def _rows(view, counts: dict) -> list[tuple]:
+    """View rows as the scenario format writes them: values, then the count when the view has one."""
+    out = []
+    for row, count in sorted(counts.items(), key=repr):
+        if view.has_count:
+            out.append((*row, count))
+        else:
+            out.extend([row] * count)
+    return out
+
+
+class RandomTransactions:
+    """Random valid transactions over one source: inserts, deletes, modifications, 1-5 operations.
+
+    Values come from small per-column domains seeded with the scenario's own values (join
+    columns share one domain), so that updates join often; keys stay unique because rows are
+    planned against the source's current state. A transaction the source rejects (a declared
+    FD or RI it would break) is simply not committed.
+    """
+
+    def __init__(self, scenario: Scenario, rng: random.Random):
+        self.scenario = scenario
+        self.rng = rng
+        self.fresh = 0
+        view = scenario.view
+        self.domains: dict[tuple[str, str], list] = {}
+        classes: dict = {}
+        for rel in scenario.catalog.relations:
+            for col in rel.columns:
+                from fedmodel.viewdef import ColumnRef
+                ref = ColumnRef(rel.name, col)
+                cls = view.equivalents(ref) if rel.name in view.relations else frozenset({ref})
+                domain = classes.setdefault(cls, set())
+                self.domains[(rel.name, col)] = domain
+        for name, rows in scenario.initial.items():
+            rel = scenario.catalog.relation(name)
+            for row in rows:
+                for col, v in zip(rel.columns, row):
+                    self.domains[(rel.name, col)].add(v)
+
+    def transaction(self, store: MemoryStore) -> TransactionRequest | None:
+        self.fresh += 1
+        txn = f"r{self.fresh}"
+        tables = {name: dict(rows) for name, rows in store.relations.items()}
+        inserts, deletes, modifies = {}, {}, {}
+        for _ in range(self.rng.randint(1, 5)):
+            name = self.rng.choice(sorted(tables))
+            rel = self.scenario.catalog.relation(name)
+            table = tables[name]
+            kind = self.rng.choice(("insert", "delete", "modify") if table else ("insert",))
+            if kind == "insert":
+                row = self._row(rel, table)
+                table[rel.key_of(row)] = row
+                inserts.setdefault(name, []).append(row)
+            else:
+                old = table.pop(self.rng.choice(sorted(table, key=repr)))
+                if kind == "delete":
+                    deletes.setdefault(name, []).append(old)
+                else:
+                    new = self._changed(rel, old, table)
+                    table[rel.key_of(new)] = new
+                    modifies.setdefault(name, []).append(Modification(old, new))
+        request = TransactionRequest(txn, inserts, deletes, modifies)
+        if _touches_twice(request, self.scenario):
+            return None
+        try:
+            from source_node.commit import plan_commit
+            plan_commit(store.catalog, store.source, request, lambda r, k: store.relations[r].get(k), store._find)
+        except ModelError:
+            return None
+        return request
+
+    def _value(self, rel, col, fresh: bool):
+        domain = self.domains[(rel.name, col)]
+        typ = rel.types[rel.index(col)]
+        if domain and not fresh and self.rng.random() < 0.8:
+            return self.rng.choice(sorted(domain, key=repr))
+        self.fresh += 1
+        value = self.fresh * 1000 + self.rng.randint(0, 999) if typ == "BIGINT" else (
+            float(self.fresh) if typ == "DOUBLE" else f"{col.lower()}_{self.fresh}")
+        domain.add(value)
+        return value
+
+    def _row(self, rel, table) -> tuple:
+        for _ in range(20):
+            row = tuple(self._value(rel, c, fresh=False) for c in rel.columns)
+            if rel.key_of(row) not in table:
+                return row
+        return tuple(self._value(rel, c, fresh=c in rel.key) for c in rel.columns)
+
+    def _changed(self, rel, old: tuple, table) -> tuple:
+        row = list(old)
+        cols = self.rng.sample(range(len(rel.columns)), self.rng.randint(1, len(rel.columns)))
+        for i in cols:
+            if rel.columns[i] in rel.key and self.rng.random() < 0.7:
+                continue
+            row[i] = self._value(rel, rel.columns[i], fresh=False)
+        new = tuple(row)
+        return new if rel.key_of(new) not in table else old
+
+
+def _touches_twice(request: TransactionRequest, scenario: Scenario) -> bool:
+    """Whether one key is both removed and re-added within a relation (kept out for simplicity)."""
+    for name in request.relations:
+        rel = scenario.catalog.relation(name)
+        removed = [rel.key_of(r) for r in request.deletes.get(name, [])] + [rel.key_of(m.old) for m in request.modifies.get(name, [])]
+        added = [rel.key_of(r) for r in request.inserts.get(name, [])] + [rel.key_of(m.new) for m in request.modifies.get(name, [])]
+        if len(set(removed)) != len(removed) or len(set(added)) != len(added):
+            return True
+    return False

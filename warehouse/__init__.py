@@ -1,0 +1,1 @@
+"""The warehouse: the maintenance core (pure), the Spark + Delta view store, the gRPC service."""

@@ -1,0 +1,222 @@
+"""The maintenance engine: events in, actions out (the pure core every adapter drives).
+
+`MaintenanceEngine.handle(event)` takes a notification, an answer, a timer or a refused resend
+and returns the actions to carry out: sub-queries to send, resend requests, acknowledgements, and
+the view states it applied. It reads no clock (time comes with the events), draws no random
+numbers and opens no sockets, so the simulator can replay any interleaving through it.
+
+With `Options()` it is Sze-Ling's algorithm; other settings give the baselines that share its
+machinery (see warehouse.core.algorithms).
+
+Theorem 2 (complete consistency): a source's transactions start in DSV order, whatever order their
+notifications arrive in; every started task is applied in start order, so each transaction gets
+its own view state, which reflects exactly the transactions started before it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from fedmodel.subquery import Subquery
+from fedmodel.transactions import Notification
+from fedmodel.viewdef import ViewDef
+from warehouse.core.computation import Computation, Context
+from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, RequestResend,
+                                   ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired)
+from warehouse.core.notification_log import NotificationLog
+from warehouse.core.transaction_task import TransactionTask
+from warehouse.core.version_state import VersionState
+from warehouse.core.view_state import MaterializedView
+
+
+@dataclass(frozen=True)
+class Options:
+    compensate: bool = True          # Lemmas 1-7
+    ordered: bool = True             # DSV order, duplicates ignored, gaps recovered by resend
+    self_maintenance: bool = True    # read the view where keys and FDs allow (4.2)
+    key_shortcuts: bool = True       # delete / update the view by key (4.3)
+    access: str = "join-graph"       # or "scan"
+    query_timeout: float = 2.0       # re-send a sub-query unanswered for this long
+    resend_timeout: float = 1.0      # ask again for a notification gap older than this
+
+
+@dataclass
+class Counters:
+    subqueries: int = 0
+    retries: int = 0
+    resends: int = 0
+    compensations: int = 0
+    duplicates: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class MaintenanceEngine:
+    def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
+                 options: Options = Options(), force_queries: Iterable[str] = ()):
+        """`rows` is the view materialised at the source states `dsv` (per source), `brv` (per relation)."""
+        self.view = view
+        self.options = options
+        self.mview = MaterializedView(rows)
+        self.versions = VersionState.initial(brv, dsv)
+        self.log = NotificationLog(dsv)
+        self.tasks: list[TransactionTask] = []
+        self.trace: list[dict] = []
+        self.counters = Counters()
+        self.force_queries = set(force_queries)
+        self._ids = 0
+        self._routes: dict[str, Computation] = {}
+        self._sent_at: dict[str, tuple[float, Subquery]] = {}
+        self._asked_at: dict[str, float] = {}
+        self._seq = 0
+        self._ctx = Context(view, self.log, self.mview, self.versions.refreshed, options.compensate,
+                            options.self_maintenance, self._new_id, self._record)
+
+    # ---- events ----
+
+    def handle(self, event) -> list:
+        if isinstance(event, NotificationArrived):
+            actions = self._on_notification(event.notification, event.now)
+        elif isinstance(event, AnswerArrived):
+            actions = self._on_answer(event.answer, event.now)
+        elif isinstance(event, TimerFired):
+            actions = self._on_timer(event.now)
+        elif isinstance(event, ResendRefused):
+            actions = [Resynchronise(event.source, event.from_dsv, event.oldest_available)]
+        else:
+            raise TypeError(f"unknown event {event!r}")
+        return actions + self._apply_ready()
+
+    def _on_notification(self, n: Notification, now: float) -> list:
+        fresh = self.log.add(n)
+        if not fresh:
+            self.counters.duplicates += 1
+        actions: list = [Acknowledge(n.source, self.log.contiguous(n.source))]
+        if self.options.ordered:
+            started = []
+            while (nxt := self.log.get(n.source, self.versions.started_dsv.get(n.source, 0) + 1)) is not None:
+                started.append(nxt)
+                self.versions.started_dsv[n.source] = nxt.dsv
+            for note in started:
+                actions += self._start(note, now)
+        else:
+            # Conventional maintenance: whatever arrives is processed, in arrival order.
+            self.versions.started_dsv[n.source] = max(self.versions.started_dsv.get(n.source, 0), n.dsv)
+            actions += self._start(n, now)
+        for task in self.tasks:
+            for comp in task.computations:
+                if comp.waiting and comp.retry_waiting():
+                    actions += self._advance(comp, now)
+        return actions
+
+    def _on_answer(self, answer, now: float) -> list:
+        comp = self._routes.get(answer.id)
+        if comp is None:
+            self.counters.duplicates += 1
+            return []
+        if comp.on_answer(answer):
+            self._routes.pop(answer.id, None)
+            self._sent_at.pop(answer.id, None)
+            return self._advance(comp, now)
+        return []
+
+    def _on_timer(self, now: float) -> list:
+        actions: list = []
+        for sid, (sent, sq) in list(self._sent_at.items()):
+            if now - sent >= self.options.query_timeout:
+                self._sent_at[sid] = (now, sq)
+                self.counters.retries += 1
+                actions.append(SendSubquery(sq))
+        if self.options.ordered:
+            for source in self.versions.started_dsv:
+                if self._stuck(source) and now - self._asked_at.get(source, float("-inf")) >= self.options.resend_timeout:
+                    self._asked_at[source] = now
+                    self.counters.resends += 1
+                    actions.append(RequestResend(source, self.log.contiguous(source) + 1))
+        return actions
+
+    def _stuck(self, source: str) -> bool:
+        """A gap in the received DSVs, or an answer read at a state whose notifications are missing."""
+        if self.log.has_gap(source):
+            return True
+        contiguous = self.log.contiguous(source)
+        return any(a.source == source and a.dsv > contiguous
+                   for t in self.tasks for c in t.computations for a in c.waiting)
+
+    # ---- tasks ----
+
+    def _start(self, n: Notification, now: float) -> list:
+        self._seq += 1
+        order = self._relation_order(n)
+        task = TransactionTask(self._seq, n, self._ctx, self.versions, self.options.access,
+                               self.options.key_shortcuts and n.txn_id not in self.force_queries, order)
+        task.alpha_dsv = dict(self.versions.started_dsv)
+        self.tasks.append(task)
+        actions = []
+        for comp in task.computations:
+            actions += self._advance(comp, now)
+        return actions
+
+    def _relation_order(self, n: Notification) -> tuple[str, ...]:
+        """The transaction's view relations, referenced (parent) relations first (see ri_irrelevant)."""
+        touched = [r for r in self.view.relations if n.change(r) is not None]
+        ri = self.view.catalog.ri
+        ordered: list[str] = []
+        while len(ordered) < len(touched):
+            for r in touched:
+                if r not in ordered and all(p.parent in ordered or p.parent not in touched or p.parent == r
+                                            for p in ri if p.child == r):
+                    ordered.append(r)
+                    break
+            else:  # a cycle of constraints: keep FROM order for the rest
+                ordered += [r for r in touched if r not in ordered]
+        return tuple(ordered)
+
+    def _advance(self, comp: Computation, now: float) -> list:
+        actions = []
+        for sq in comp.advance():
+            self._routes[sq.id] = comp
+            self._sent_at[sq.id] = (now, sq)
+            self.counters.subqueries += 1
+            actions.append(SendSubquery(sq))
+        return actions
+
+    def _apply_ready(self) -> list:
+        """Applies finished tasks: in start order (Theorem 2), or as they finish (conventional)."""
+        actions = []
+        while True:
+            ready = [t for t in self.tasks if t.done]
+            if not ready:
+                return actions
+            task = self.tasks[0] if self.options.ordered else ready[0]
+            if not task.done:
+                return actions
+            self.tasks.remove(task)
+            actions.append(self._apply(task))
+
+    def _apply(self, task: TransactionTask) -> StateApplied:
+        n = task.notification
+        delta = task.apply(self.view, self.mview, self.versions.refreshed)
+        applied = self.versions.applied_dsv
+        applied[n.source] = max(applied.get(n.source, 0), n.dsv)
+        versions = dict(task.alpha_dsv) if self.options.ordered else dict(applied)
+        return StateApplied(n.source, n.dsv, n.txn_id, delta, versions, n.commit_time)
+
+    # ---- helpers ----
+
+    def _new_id(self) -> str:
+        self._ids += 1
+        return f"q{self._ids}"
+
+    def _record(self, entry: dict) -> None:
+        self.counters.compensations += 1
+        self.trace.append(entry)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.tasks)
+
+    def view_rows(self) -> dict[tuple, int]:
+        return self.mview.snapshot()

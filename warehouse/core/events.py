@@ -1,0 +1,84 @@
+"""What the maintenance core is told (events) and what it asks its adapters to do (actions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fedmodel.subquery import Answer, Subquery
+from fedmodel.transactions import Notification
+
+
+# ---- events ----
+
+@dataclass(frozen=True)
+class NotificationArrived:
+    notification: Notification
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class AnswerArrived:
+    answer: Answer
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class TimerFired:
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class ResendRefused:
+    """The source's log no longer holds `from_dsv`: the oldest it can resend is `oldest_available`."""
+
+    source: str
+    from_dsv: int
+    oldest_available: int
+    now: float = 0.0
+
+
+# ---- actions ----
+
+@dataclass(frozen=True)
+class SendSubquery:
+    subquery: Subquery
+
+
+@dataclass(frozen=True)
+class RequestResend:
+    source: str
+    from_dsv: int
+
+
+@dataclass(frozen=True)
+class Acknowledge:
+    """Every notification of `source` up to `dsv` is received (and logged by the core)."""
+
+    source: str
+    dsv: int
+
+
+@dataclass(frozen=True)
+class StateApplied:
+    """One source transaction's effect was applied to the view: a new view state.
+
+    `delta` maps view rows (with the count column left out) to signed count changes;
+    `versions` is the per-source data source version vector the new state reflects.
+    """
+
+    source: str
+    dsv: int
+    txn_id: str
+    delta: dict
+    versions: dict
+    commit_time: float = 0.0
+    notes: tuple = field(default=())
+
+
+@dataclass(frozen=True)
+class Resynchronise:
+    """A lost notification can no longer be resent: the view must be rebuilt from snapshots."""
+
+    source: str
+    missing_from: int
+    oldest_available: int

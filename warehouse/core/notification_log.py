@@ -1,0 +1,61 @@
+"""Every notification the warehouse has received, indexed for ordering and compensation.
+
+Sze-Ling section 3 item 2: notifications are processed in data source version (DSV) order,
+whatever their arrival order; duplicates are ignored. Compensation (section 5) looks updates up
+by relation and base relation version number (BRV). A DSV gap that persists is a lost
+notification (end of section 5.2).
+"""
+
+from __future__ import annotations
+
+from fedmodel.transactions import Notification, RelationChange
+
+
+class NotificationLog:
+    def __init__(self, start_dsv: dict[str, int]):
+        """`start_dsv[source]` is the DSV of the state the view was materialised from."""
+        self._by_source: dict[str, dict[int, Notification]] = {s: {} for s in start_dsv}
+        self._contiguous = dict(start_dsv)
+        self._by_relation: dict[str, dict[int, RelationChange]] = {}
+
+    def add(self, n: Notification) -> bool:
+        """Records `n`; False when it is a duplicate (or older than the log's start)."""
+        received = self._by_source.setdefault(n.source, {})
+        if n.dsv <= self._contiguous.get(n.source, 0) or n.dsv in received:
+            return False
+        received[n.dsv] = n
+        for change in n.changes:
+            self._by_relation.setdefault(change.relation, {})[change.brv] = change
+        c = self._contiguous.get(n.source, 0)
+        while c + 1 in received:
+            c += 1
+        self._contiguous[n.source] = c
+        return True
+
+    def contiguous(self, source: str) -> int:
+        """The highest DSV such that every DSV up to it has been received."""
+        return self._contiguous.get(source, 0)
+
+    def highest(self, source: str) -> int:
+        received = self._by_source.get(source, {})
+        return max(received, default=self._contiguous.get(source, 0))
+
+    def has_gap(self, source: str) -> bool:
+        return self.highest(source) > self.contiguous(source)
+
+    def get(self, source: str, dsv: int) -> Notification | None:
+        return self._by_source.get(source, {}).get(dsv)
+
+    def change(self, relation: str, brv: int) -> RelationChange:
+        """The update that took `relation` to version `brv`; it must have been received."""
+        return self._by_relation[relation][brv]
+
+    def has_change(self, relation: str, brv: int) -> bool:
+        return brv in self._by_relation.get(relation, {})
+
+    def forget_through(self, source: str, dsv: int) -> None:
+        """Drops notifications of `source` up to `dsv` (applied and no longer needed)."""
+        received = self._by_source.get(source, {})
+        for d in [d for d in received if d <= dsv]:
+            for change in received.pop(d).changes:
+                self._by_relation.get(change.relation, {}).pop(change.brv, None)

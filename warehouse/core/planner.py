@@ -1,0 +1,175 @@
+"""The access path of an update's incremental computation: which sub-queries go to which source.
+
+Two access paths, a named choice so that a run can separate their effect from compensation's:
+
+- `join-graph` (Sze-Ling section 4.1): from the updated relation, follow the view's join graph;
+  each not-yet-queried neighbour of a queried relation starts a sub-query that also takes every
+  not-yet-queried relation of the same source connected to it, so several relations of one source
+  travel in one sub-query and no cartesian product is ever asked for. Sub-queries whose parent is
+  answered go out in parallel. A join graph with several components (cartesian products in the
+  view) queries each other component whole.
+- `scan` (the left and right scan of section 2.1, used by the Strobe family): one relation per
+  sub-query, in FROM order, leftwards then rightwards from the updated relation; a step between
+  relations with no join edge asks for the whole relation (the cartesian products of Example 5).
+
+Example 5 (join graph reconstructed in papers/NOTES.md, since Figure 1 is lost): for an update of
+R1 the join-graph path sends 3 sub-queries where the scans send 5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedmodel.viewdef import JoinEdge, ViewDef
+
+ACCESS_PATHS = ("join-graph", "scan")
+
+
+@dataclass(frozen=True)
+class PlannedRelation:
+    """A relation's place in the query tree: it is probed with its parent's rows (None: all rows)."""
+
+    relation: str
+    source: str
+    parent: str | None
+    columns: tuple[str, ...]
+    parent_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One sub-query: connected relations of one source, the first joined to its parent outside."""
+
+    source: str
+    relations: tuple[PlannedRelation, ...]
+
+    @property
+    def root(self) -> PlannedRelation:
+        return self.relations[0]
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    updated: str
+    nodes: tuple[PlanNode, ...]         # every node after the node of its root's parent
+    non_tree_edges: tuple[JoinEdge, ...]  # join edges the tree does not follow: checked on the result
+
+    def slot(self, relation: str) -> PlannedRelation:
+        for node in self.nodes:
+            for pr in node.relations:
+                if pr.relation == relation:
+                    return pr
+        raise KeyError(relation)
+
+    @property
+    def relations(self) -> tuple[str, ...]:
+        return tuple(pr.relation for node in self.nodes for pr in node.relations)
+
+    def children(self, relation: str | None) -> tuple[str, ...]:
+        return tuple(pr.relation for node in self.nodes for pr in node.relations if pr.parent == relation)
+
+    def descendants(self, relation: str) -> tuple[str, ...]:
+        out, stack = [], list(self.children(relation))
+        while stack:
+            r = stack.pop(0)
+            out.append(r)
+            stack.extend(self.children(r))
+        return tuple(out)
+
+    def node_of(self, relation: str) -> PlanNode:
+        for node in self.nodes:
+            if any(pr.relation == relation for pr in node.relations):
+                return node
+        raise KeyError(relation)
+
+    def node_below(self, relation: str) -> tuple[PlannedRelation, ...]:
+        """`relation` and its descendants inside its own node: what a follow-up sub-query re-asks."""
+        node = self.node_of(relation)
+        keep = {relation}
+        out = []
+        for pr in node.relations:
+            if pr.relation in keep or pr.parent in keep:
+                keep.add(pr.relation)
+                out.append(pr)
+        return tuple(out)
+
+
+def plan(view: ViewDef, updated: str, access: str = "join-graph", only: tuple[str, ...] | None = None) -> QueryPlan:
+    """The query tree for an update of `updated`; `only` limits it to those relations (a key path)."""
+    if access == "join-graph":
+        return _join_graph_plan(view, updated, only)
+    if access == "scan":
+        return _scan_plan(view, updated, only)
+    raise ValueError(f"unknown access path {access!r} (one of {', '.join(ACCESS_PATHS)})")
+
+
+def _link(view: ViewDef, relation: str, parent: str | None) -> PlannedRelation:
+    source = view.relation(relation).source
+    edge = view.edge(relation, parent) if parent else None
+    if edge is None:
+        return PlannedRelation(relation, source, parent, (), ())
+    return PlannedRelation(relation, source, parent, edge.columns_of(relation), edge.columns_of(parent))
+
+
+def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
+    allowed = set(only if only is not None else view.relations)
+    queried = {updated}
+    nodes: list[PlanNode] = []
+    tree_edges: set[frozenset] = set()
+
+    def grow(first: str, parent: str | None) -> None:
+        source = view.relation(first).source
+        members = [_link(view, first, parent)]
+        queried.add(first)
+        i = 0
+        while i < len(members):
+            cur = members[i].relation
+            for n in view.neighbours(cur):
+                if n in allowed and n not in queried and view.relation(n).source == source:
+                    queried.add(n)
+                    members.append(_link(view, n, cur))
+            i += 1
+        nodes.append(PlanNode(source, tuple(members)))
+        tree_edges.update(frozenset((m.relation, m.parent)) for m in members if m.parent)
+
+    def expand_from(start: str) -> None:
+        queue = [start]
+        while queue:
+            cur = queue.pop(0)
+            for n in view.neighbours(cur):
+                if n in allowed and n not in queried:
+                    before = len(nodes)
+                    grow(n, cur)
+                    queue.extend(pr.relation for node in nodes[before:] for pr in node.relations)
+
+    expand_from(updated)
+    for component in view.components():
+        rest = [r for r in component if r in allowed and r not in queried]
+        if rest and updated not in component:
+            before = len(nodes)
+            grow(rest[0], None)
+            for node in list(nodes[before:]):
+                for pr in node.relations:
+                    expand_from(pr.relation)
+    return QueryPlan(updated, tuple(nodes), _non_tree(view, tree_edges, allowed | {updated}))
+
+
+def _scan_plan(view: ViewDef, updated: str, only) -> QueryPlan:
+    order = [r for r in view.relations if only is None or r in only or r == updated]
+    i = order.index(updated)
+    nodes: list[PlanNode] = []
+    tree_edges: set[frozenset] = set()
+    for direction in (order[:i][::-1], order[i + 1:]):
+        parent = updated
+        for rel in direction:
+            link = _link(view, rel, parent)
+            nodes.append(PlanNode(link.source, (link,)))
+            if link.columns:
+                tree_edges.add(frozenset((rel, parent)))
+            parent = rel
+    return QueryPlan(updated, tuple(nodes), _non_tree(view, tree_edges, set(order)))
+
+
+def _non_tree(view: ViewDef, tree_edges: set[frozenset], relations: set[str]) -> tuple[JoinEdge, ...]:
+    return tuple(e for e in view.edges
+                 if frozenset((e.a, e.b)) not in tree_edges and e.a in relations and e.b in relations)
