@@ -70,7 +70,6 @@ class Simulator:
         for step in self.scenario.steps:
             self.now += 1
             self._step(step)
-        self.run_all()
         return self.run
 
     def _step(self, step: Step) -> None:

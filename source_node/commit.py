@@ -1,6 +1,6 @@
 """Validating a client's transaction against a source's state, the same for every kind of store.
 
-`plan_commit` turns a `TransactionRequest` into the per-relation changes to write, or raises
+`plan_commit` turns a `TransactionRequest` into the per-relation net changes to write, or raises
 ModelError naming the first problem (a relation the source does not own, a type mismatch, a
 duplicate key, a row to delete or modify that is not there). Nothing is written until it returns,
 so a rejected transaction leaves no partial state.
@@ -59,11 +59,8 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
                 raise ModelError(f"{where}: {what} {rel.name}{list(values)} which is not there")
             return row
 
-        deleted, modified, inserted = [], [], []
         for r in request.deletes.get(name, []):
-            row = existing(r, "deletes")
-            touched[rel.key_of(row)] = None
-            deleted.append(row)
+            touched[rel.key_of(existing(r, "deletes"))] = None
         for m in request.modifies.get(name, []):
             old = existing(m.old, "modifies")
             new = check_row(rel, m.new, where)
@@ -71,17 +68,33 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
             if current(rel.key_of(new)) is not None:
                 raise ModelError(f"{where}: modifying {rel.name}{list(old)} would duplicate key {list(rel.key_of(new))}")
             touched[rel.key_of(new)] = new
-            modified.append(Modification(old, new))
         for r in request.inserts.get(name, []):
             row = check_row(rel, r, where)
             if current(rel.key_of(row)) is not None:
                 raise ModelError(f"{where}: inserting {rel.name}{list(row)} duplicates key {list(rel.key_of(row))}")
             touched[rel.key_of(row)] = row
-            inserted.append(row)
-        planned.append(PlannedChange(rel.name, tuple(inserted), tuple(deleted), tuple(modified)))
+        planned.append(_net_change(rel.name, {k: lookup(rel.name, k) for k in touched}, touched))
     if find is not None:
         _check_constraints(catalog, source, planned, find, where)
     return planned
+
+
+def _net_change(relation: str, before: dict, after: dict) -> PlannedChange:
+    """The transaction's net effect per key: what the notification reports (section 3, item 2).
+
+    A row present before and after under the same key with other values is a modification;
+    a key change is a deletion plus an insertion, since the row is another row to the view.
+    """
+    deleted, inserted, modified = [], [], []
+    for key, new in after.items():
+        old = before[key]
+        if old is not None and new is not None and old != new:
+            modified.append(Modification(old, new))
+        elif old is not None and new is None:
+            deleted.append(old)
+        elif old is None and new is not None:
+            inserted.append(new)
+    return PlannedChange(relation, tuple(inserted), tuple(deleted), tuple(modified))
 
 
 def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChange], find, where: str) -> None:

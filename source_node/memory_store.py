@@ -40,9 +40,7 @@ class MemoryStore:
             table = self.relations[rel.name]
             for row in p.deleted:
                 del table[rel.key_of(row)]
-            for m in p.modified:
-                del table[rel.key_of(m.old)]
-            for m in p.modified:
+            for m in p.modified:  # net changes: a modification keeps its key
                 table[rel.key_of(m.new)] = m.new
             for row in p.inserted:
                 table[rel.key_of(row)] = row

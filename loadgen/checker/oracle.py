@@ -23,7 +23,7 @@ class Oracle:
         self.catalog = catalog
         self.sql = f"SELECT *, COUNT(*) AS __count FROM ({view_sql}) AS v GROUP BY ALL"
         self.history = history
-        self.db = duckdb.connect()
+        self.db = duckdb.connect(config={"threads": 1})  # tiny states: threads only add overhead
         for rel in catalog.relations:
             cols = ", ".join(f'"{c}" {t}' for c, t in zip(rel.columns, rel.types))
             self.db.execute(f'CREATE TABLE "{rel.name}" ({cols})')
@@ -56,11 +56,11 @@ class Oracle:
             rel = self.catalog.relation(change.relation)
             removed, added = (change.removed, change.added) if forward else (change.added, change.removed)
             where = " AND ".join(f'"{c}" = ?' for c in rel.key)
-            for row in removed:
-                self.db.execute(f'DELETE FROM "{rel.name}" WHERE {where}', list(rel.key_of(row)))
+            if removed:
+                self.db.executemany(f'DELETE FROM "{rel.name}" WHERE {where}', [list(rel.key_of(r)) for r in removed])
             marks = ", ".join("?" for _ in rel.columns)
-            for row in added:
-                self.db.execute(f'INSERT INTO "{rel.name}" VALUES ({marks})', list(row))
+            if added:
+                self.db.executemany(f'INSERT INTO "{rel.name}" VALUES ({marks})', [list(r) for r in added])
 
 
 def _plain(v):

@@ -59,7 +59,7 @@ class MaintenanceEngine:
         """`rows` is the view materialised at the source states `dsv` (per source), `brv` (per relation)."""
         self.view = view
         self.options = options
-        self.mview = MaterializedView(rows)
+        self.mview = MaterializedView(rows, strict=options.compensate)
         self.versions = VersionState.initial(brv, dsv)
         self.log = NotificationLog(dsv)
         self.tasks: list[TransactionTask] = []
@@ -95,12 +95,9 @@ class MaintenanceEngine:
             self.counters.duplicates += 1
         actions: list = [Acknowledge(n.source, self.log.contiguous(n.source))]
         if self.options.ordered:
-            started = []
             while (nxt := self.log.get(n.source, self.versions.started_dsv.get(n.source, 0) + 1)) is not None:
-                started.append(nxt)
                 self.versions.started_dsv[n.source] = nxt.dsv
-            for note in started:
-                actions += self._start(note, now)
+                actions += self._start(nxt, now)
         else:
             # Conventional maintenance: whatever arrives is processed, in arrival order.
             self.versions.started_dsv[n.source] = max(self.versions.started_dsv.get(n.source, 0), n.dsv)
@@ -120,7 +117,9 @@ class MaintenanceEngine:
             self._routes.pop(answer.id, None)
             self._sent_at.pop(answer.id, None)
             return self._advance(comp, now)
-        return []
+        # The answer was read at a state whose notifications have not all arrived: one of them
+        # may be lost (end of section 5.2), so ask now rather than wait for the timer.
+        return self._ask_resend(answer.source, now)
 
     def _on_timer(self, now: float) -> list:
         actions: list = []
@@ -131,11 +130,16 @@ class MaintenanceEngine:
                 actions.append(SendSubquery(sq))
         if self.options.ordered:
             for source in self.versions.started_dsv:
-                if self._stuck(source) and now - self._asked_at.get(source, float("-inf")) >= self.options.resend_timeout:
-                    self._asked_at[source] = now
-                    self.counters.resends += 1
-                    actions.append(RequestResend(source, self.log.contiguous(source) + 1))
+                if self._stuck(source):
+                    actions += self._ask_resend(source, now)
         return actions
+
+    def _ask_resend(self, source: str, now: float) -> list:
+        if now - self._asked_at.get(source, float("-inf")) < self.options.resend_timeout:
+            return []
+        self._asked_at[source] = now
+        self.counters.resends += 1
+        return [RequestResend(source, self.log.contiguous(source) + 1)]
 
     def _stuck(self, source: str) -> bool:
         """A gap in the received DSVs, or an answer read at a state whose notifications are missing."""

@@ -13,7 +13,10 @@ from typing import Iterable, Sequence
 
 
 class MaterializedView:
-    def __init__(self, rows: dict[tuple, int] | None = None):
+    def __init__(self, rows: dict[tuple, int] | None = None, strict: bool = True):
+        """`strict`: a count below zero is a bug (raise); a baseline without compensation may
+        legitimately drive counts negative, and the checker then reports the anomaly."""
+        self.strict = strict
         self.counts: Counter = Counter()
         self._indexes: dict[tuple[int, ...], dict[tuple, set[tuple]]] = {}
         self.apply(dict(rows or {}))
@@ -25,13 +28,13 @@ class MaterializedView:
                 continue
             before = self.counts.get(row, 0)
             after = before + change
-            if after < 0:
+            if after < 0 and self.strict:
                 raise ValueError(f"view row {row} would reach count {after}: a delta was applied twice or lost")
             if after:
                 self.counts[row] = after
             else:
                 del self.counts[row]
-            if (before == 0) != (after == 0):
+            if (before == 0) != (after == 0):  # indexes hold every row with a nonzero count
                 for positions, index in self._indexes.items():
                     bucket = index.setdefault(tuple(row[i] for i in positions), set())
                     (bucket.add if after else bucket.discard)(row)
