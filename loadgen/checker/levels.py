@@ -42,9 +42,9 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int]) -
     verdict = Verdict("none", len(states), committed, lost, doubled)
     weak, monotone, single_steps = True, True, True
     previous = {s: 1 for s in final}
-    for i, state in enumerate(states):
-        vector = {s: state["versions"].get(s, 1) for s in final}
-        expected = oracle.view_at(vector)
+    vectors = [{s: state["versions"].get(s, 1) for s in final} for state in states]
+    *expected_views, true_final = oracle.views_at(vectors + [final])
+    for i, (state, vector, expected) in enumerate(zip(states, vectors, expected_views)):
         if expected != state["view"] and weak:
             weak = False
             verdict.first_violation = _violation(i, state, vector, expected)
@@ -53,7 +53,6 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int]) -
         if sum(vector[s] - previous[s] for s in final) != 1:
             single_steps = False
         previous = vector
-    true_final = oracle.view_at(final)
     converged = true_final == final_view
     if not converged and verdict.first_violation is None:
         verdict.first_violation = _violation(len(states), {"transaction": "(final)", "view": final_view}, final, true_final)

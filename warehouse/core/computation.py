@@ -134,7 +134,7 @@ class Computation:
         return any(f.covers(relation) for f in self.outstanding.values())
 
     def _parent_settled(self, pr: PlannedRelation) -> bool:
-        return pr.parent in (None, self.plan.updated) or self._settled(pr.parent)
+        return all(r in (None, self.plan.updated) or self._settled(r) for r in (pr.parent, pr.waits_for))
 
     def _settled(self, relation: str) -> bool:
         pr = self.plan.slot(relation)
@@ -167,7 +167,7 @@ class Computation:
             self.ctx.trace({"computation": self.label, "relation": pr.relation, "read_from": source,
                             "queried_version": beta, "initial_version": alpha,
                             "kind": "interfering" if beta > alpha else "missing",
-                            "before": sorted(rows, key=repr), "after": sorted(after, key=repr)})
+                            "before": _listed(rows), "after": _listed(after)})
         return after
 
     def _keep(self, pr: PlannedRelation, values: frozenset) -> Callable[[tuple], bool]:
@@ -215,7 +215,7 @@ class Computation:
             self.ctx.trace({"computation": self.label, "relation": rj, "read_from": "view",
                             "queried_version": beta, "initial_version": self.alpha[rj], "kind": "missing",
                             "before": _combo_rows(view, rel, before), "after": _combo_rows(view, rel, found),
-                            "added_rows": sorted(self.rows[rj].values(), key=repr)})
+                            "added_rows": _listed(self.rows[rj].values())})
         for value, combos in found.items():
             self.combos[rj][value] = list(combos.values())
         self.resolved[rj] |= set(found)
@@ -255,6 +255,10 @@ class Computation:
                 value = self._values(rj, [row], pr.columns)[0]
                 if value in found and test(row):
                     self.rows[rj][rel.key_of(row)] = row
+
+
+def _listed(rows) -> list[list]:
+    return sorted((list(r) for r in rows), key=repr)
 
 
 def _combo_rows(view: ViewDef, rel, found: dict) -> list:

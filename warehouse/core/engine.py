@@ -117,9 +117,9 @@ class MaintenanceEngine:
             self._routes.pop(answer.id, None)
             self._sent_at.pop(answer.id, None)
             return self._advance(comp, now)
-        # The answer was read at a state whose notifications have not all arrived: one of them
-        # may be lost (end of section 5.2), so ask now rather than wait for the timer.
-        return self._ask_resend(answer.source, now)
+        # Read at a state whose notifications have not all arrived: if that lasts until the
+        # timer, one of them is probably lost (end of section 5.2) and is asked for again.
+        return []
 
     def _on_timer(self, now: float) -> list:
         actions: list = []
@@ -190,15 +190,13 @@ class MaintenanceEngine:
     def _apply_ready(self) -> list:
         """Applies finished tasks: in start order (Theorem 2), or as they finish (conventional)."""
         actions = []
-        while True:
-            ready = [t for t in self.tasks if t.done]
-            if not ready:
-                return actions
-            task = self.tasks[0] if self.options.ordered else ready[0]
-            if not task.done:
+        while self.tasks:
+            task = self.tasks[0] if self.options.ordered else next((t for t in self.tasks if t.done), None)
+            if task is None or not task.done:
                 return actions
             self.tasks.remove(task)
             actions.append(self._apply(task))
+        return actions
 
     def _apply(self, task: TransactionTask) -> StateApplied:
         n = task.notification

@@ -34,6 +34,7 @@ class PlannedRelation:
     parent: str | None
     columns: tuple[str, ...]
     parent_columns: tuple[str, ...]
+    waits_for: str | None = None  # a scan step waits for the previous step even if it probes another
 
 
 @dataclass(frozen=True)
@@ -103,12 +104,12 @@ def plan(view: ViewDef, updated: str, access: str = "join-graph", only: tuple[st
     raise ValueError(f"unknown access path {access!r} (one of {', '.join(ACCESS_PATHS)})")
 
 
-def _link(view: ViewDef, relation: str, parent: str | None) -> PlannedRelation:
+def _link(view: ViewDef, relation: str, parent: str | None, waits_for: str | None = None) -> PlannedRelation:
     source = view.relation(relation).source
     edge = view.edge(relation, parent) if parent else None
     if edge is None:
-        return PlannedRelation(relation, source, parent, (), ())
-    return PlannedRelation(relation, source, parent, edge.columns_of(relation), edge.columns_of(parent))
+        return PlannedRelation(relation, source, parent, (), (), waits_for)
+    return PlannedRelation(relation, source, parent, edge.columns_of(relation), edge.columns_of(parent), waits_for)
 
 
 def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
@@ -160,13 +161,16 @@ def _scan_plan(view: ViewDef, updated: str, only) -> QueryPlan:
     nodes: list[PlanNode] = []
     tree_edges: set[frozenset] = set()
     for direction in (order[:i][::-1], order[i + 1:]):
-        parent = updated
+        scanned = [updated]
         for rel in direction:
-            link = _link(view, rel, parent)
+            # Each step joins the result accumulated so far: probe with the latest scanned
+            # relation it has an edge to; with none, the step is a cartesian product.
+            parent = next((p for p in reversed(scanned) if view.edge(rel, p)), scanned[-1])
+            link = _link(view, rel, parent, waits_for=scanned[-1] if scanned[-1] != parent else None)
             nodes.append(PlanNode(link.source, (link,)))
             if link.columns:
                 tree_edges.add(frozenset((rel, parent)))
-            parent = rel
+            scanned.append(rel)
     return QueryPlan(updated, tuple(nodes), _non_tree(view, tree_edges, set(order)))
 
 

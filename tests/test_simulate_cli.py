@@ -1,0 +1,81 @@
+"""`fedlab simulate`: exit codes, the JSON object other tools read, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+
+
+@pytest.fixture
+def fedlab(capsys):
+    """Runs the CLI in-process; returns (returncode, stdout, stderr) like a finished process."""
+    from types import SimpleNamespace
+
+    from loadgen.cli import main
+
+    def run(*args):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+    return run
+
+
+def test_json_has_the_documented_keys_and_exit_zero(fedlab):
+    out = fedlab("simulate", str(SCENARIOS / "sze_ling_examples_8_to_12.yaml"), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert {"view", "states", "consistency", "expectations_met", "counters"} <= set(doc)
+    assert {"subqueries", "messages", "rows_transferred", "bytes_transferred", "resends"} <= set(doc["counters"])
+    assert doc["view"] == [] and doc["consistency"] == "complete" and doc["expectations_met"] is True
+    assert doc["states"][1] == {"transaction": "t2", "view": [["b2", "c2", "f2", 1]]}
+
+
+def test_failed_expectation_exits_one_with_a_diff(fedlab):
+    out = fedlab("simulate", str(SCENARIOS / "sze_ling_example2.yaml"), "--algorithm", "sze-ling")
+    assert out.returncode == 1
+    assert "FAILED expect.view: expected [['c1', 3]], got [['c1', 2]]" in out.stdout
+
+
+def test_trace_names_compensation_steps_with_their_version_numbers(fedlab):
+    out = fedlab("simulate", str(SCENARIOS / "sze_ling_examples_8_to_12.yaml"))
+    assert "compensate t1/R2: R1 from source, interfering updates (queried 2, initial 1)" in out.stdout
+    assert "compensate t2/R1: R2 from view, missing updates (queried 1, initial 2)" in out.stdout
+
+
+@pytest.mark.parametrize("change, message", [
+    (("steps", [{"teleport": {}}]), "steps[0]: unknown step 'teleport'"),
+    (("view", "SELECT B FROM R1 JOIN R9 ON R1.A = R9.A"), "unknown relation 'R9'"),
+    (("view", "SELECT Q FROM R1"), "no relation in FROM has a column 'Q'"),
+    (("view", "SELEC B FROM"), "view: "),
+    (("steps", [{"commit": {"source": "ds1", "id": "t1", "insert": {"R2": [["b", "c"]]}}}]), "relation R2 is not at source ds1"),
+    (("steps", [{"deliver": {"notification": "nope"}}]), "deliver needs {notification: ID}"),
+    (("steps", [{"commit": {"source": "ds9", "id": "t1", "insert": {"R1": [["a", "b"]]}}}]), "unknown source 'ds9'"),
+    (("steps", [{"commit": {"source": "ds1", "id": "t1", "insert": {"R1": [["a1", "b"]]}}}]), "duplicates key"),
+])
+def test_invalid_file_exits_two_with_one_line(fedlab, tmp_path, change, message):
+    import yaml
+
+    doc = yaml.safe_load((SCENARIOS / "sze_ling_example1.yaml").read_text())
+    doc[change[0]] = change[1]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = fedlab("simulate", str(path))
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+def test_the_console_script_runs_and_lists_subcommands_each_with_its_own_help():
+    top = subprocess.run([sys.executable, "-m", "loadgen.cli", "--help"], capture_output=True, text=True, timeout=120)
+    assert top.returncode == 0 and "simulate" in top.stdout
+    sub = subprocess.run([sys.executable, "-m", "loadgen.cli", "simulate", "--help"], capture_output=True, text=True)
+    assert "--algorithm" in sub.stdout
