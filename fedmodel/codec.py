@@ -25,19 +25,23 @@ def arrow_schema(columns: Sequence[str], types: Sequence[str]) -> pa.Schema:
 
 
 def encode_rows(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence]) -> bytes:
+    table = rows_to_arrow(columns, types, rows)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def rows_to_arrow(columns: Sequence[str], types: Sequence[str], rows: Sequence[Sequence]) -> pa.Table:
+    """Row tuples as an Arrow table with the catalog's types (what DuckDB reads without copying)."""
     schema = arrow_schema(columns, types)
     arrays = []
     for i, field in enumerate(schema):
-        values = [_to_arrow_value(r[i], field.type) for r in rows]
         try:
-            arrays.append(pa.array(values, type=field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
+            arrays.append(pa.array([_to_arrow_value(r[i], field.type) for r in rows], type=field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:
             raise ModelError(f"column {field.name}: {err}") from None
-    batch = pa.record_batch(arrays, schema=schema)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def decode_rows(payload: bytes) -> tuple[list[str], list[tuple]]:
@@ -46,9 +50,11 @@ def decode_rows(payload: bytes) -> tuple[list[str], list[tuple]]:
         return [], []
     try:
         table = pa.ipc.open_stream(payload).read_all()
-    except (pa.ArrowInvalid, OSError) as err:
+        # Buffers are not checked on read: a corrupt offset would crash the process on access.
+        table.validate(full=True)
+        columns = [_from_arrow_column(table.column(i)) for i in range(table.num_columns)]
+    except (pa.ArrowException, OSError, ValueError, OverflowError) as err:
         raise ModelError(f"garbled row payload: {err}") from None
-    columns = [_from_arrow_column(table.column(i)) for i in range(table.num_columns)]
     return list(table.schema.names), list(zip(*columns)) if columns else []
 
 

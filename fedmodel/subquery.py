@@ -4,7 +4,8 @@ A sub-query names a connected set of relations at one source as a small tree (Sz
 root joins the probe values; each later relation joins its parent. The answer holds, for each
 relation, the rows (passing the view's selection on it) that join the probe through the tree:
 a chain of semijoins, read atomically at one source state, each relation tagged with its base
-relation version number (the queried version number of Lemma 1).
+relation version number (the queried version number of Lemma 1). As in SQL, a NULL join value
+joins nothing.
 """
 
 from __future__ import annotations
@@ -80,12 +81,11 @@ def evaluate_semijoins(sq: Subquery, catalog: Catalog, rows_of: Callable[[str], 
             wanted = {tuple(p[j] for j in ppos) for p in result[sr.parent]}
         result[sr.relation] = [
             r for r in rows_of(sr.relation)
-            if (wanted is None or tuple(r[j] for j in pos) in wanted) and test(r)
+            if (wanted is None or _joinable(tuple(r[j] for j in pos), wanted)) and test(r)
         ]
     return result
 
 
-def probe_values(rows: Sequence[Sequence], positions: Sequence[int]) -> tuple[tuple, ...]:
-    """Distinct join values of `rows` at `positions`, in first-seen order (deterministic)."""
-    return tuple(dict.fromkeys(tuple(r[i] for i in positions) for r in rows))
-
+def _joinable(value: tuple, wanted: set) -> bool:
+    """SQL inner-join semantics: a NULL join value matches nothing."""
+    return None not in value and value in wanted

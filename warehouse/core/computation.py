@@ -123,7 +123,7 @@ class Computation:
             parent_rows = [row for row, _ in self.delta]
         else:
             parent_rows = self.rows[pr.parent].values()
-        return set(self._values(pr.parent, parent_rows, pr.parent_columns))
+        return {v for v in self._values(pr.parent, parent_rows, pr.parent_columns) if None not in v}
 
     def _values(self, relation: str, rows, columns) -> list[tuple]:
         rel = self.ctx.view.relation(relation)

@@ -31,7 +31,7 @@ def fold(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
         for child in qplan.children(relation):
             slot = qplan.slot(child)
             value = tuple(row[rel.index(c)] for c in slot.parent_columns)
-            frags = _product(frags, subtree(child).get(value, []))
+            frags = _product(frags, subtree(child).get(value, []) if None not in value else [])
             if not frags:
                 break
         return frags
@@ -54,7 +54,7 @@ def fold(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
     result = []
     for row, sign in delta:
         frags = [f for f in _product(below(qplan.updated, row), detached)
-                 if all(f.get(a) == f.get(b) for a, b in checked)]
+                 if all(f.get(a) is not None and f.get(a) == f.get(b) for a, b in checked)]
         result.append((row, sign, frags))
     return result
 

@@ -1,0 +1,100 @@
+"""A source node as a named, restartable Ray actor (DESIGN.md 5, 6).
+
+The actor is named after its source, in namespace "fedlab", and Ray restarts it without limit
+after a crash. A restarted actor runs its constructor again with the original arguments: it
+reopens its DuckDB file, where the relations, versions and unsent notifications are (the
+outbox is committed with the data), and starts a new gRPC server, whose port may differ from
+the old one: `address()` tells the new one. Settings changed at run time (the warehouse address,
+the fault rates) are kept in a small JSON file beside the database and applied again on restart,
+so a restarted source goes on delivering to the warehouse it was last pointed at.
+
+    handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.duckdb", initial)
+    ray.get(handle.address.remote())        # "127.0.0.1:<port>"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import ray
+
+from fedmodel.catalog import Catalog
+from source_node.faults import FaultInjector
+from source_node.node import SourceNode
+from source_node.ray_runtime import NAMESPACE
+
+
+@ray.remote(max_restarts=-1, max_task_retries=3)
+class SourceActor:
+    def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None = None,
+                 warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0):
+        """`host` and `port` are where the gRPC server listens: the loopback address on a free port
+        on a laptop; on a cluster, all interfaces on the port its Service forwards to."""
+        self._settings_path = Path(db_path + ".settings.json")
+        settings = {"warehouse_address": warehouse_address, "faults": {}}
+        if _was_restarted() and self._settings_path.exists():
+            settings = json.loads(self._settings_path.read_text())
+        self._settings = settings
+        self._save_settings()
+        self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
+                               warehouse_address=settings["warehouse_address"],
+                               faults=FaultInjector(**settings["faults"]), host=host, port=port)
+        self.node.start()
+
+    def address(self) -> str:
+        """The source's gRPC address, "127.0.0.1:<port>" (it may change when the actor restarts)."""
+        return self.node.address
+
+    def set_warehouse(self, address: str | None) -> None:
+        """Where the sender delivers notifications (the warehouse's gRPC address)."""
+        self.node.set_warehouse(address)
+        self._settings["warehouse_address"] = address
+        self._save_settings()
+
+    def set_faults(self, **rates: float) -> dict:
+        """Changes fault rates at run time (source_node.faults.FaultInjector.configure); returns those in force."""
+        self.node.faults.configure(**rates)
+        self._settings["faults"].update(rates)
+        self._save_settings()
+        return self.node.faults.rates()
+
+    def health(self) -> dict:
+        store = self.node.store
+        return {"source": store.source, "address": self.node.address, "dsv": store.dsv, "brv": store.brv,
+                "unacknowledged": len(store.unacknowledged()), "pid": os.getpid()}
+
+    def stop(self) -> None:
+        """Stops the node (server, sender, store); the actor itself stays until killed."""
+        self.node.stop()
+
+    def _save_settings(self) -> None:
+        tmp = self._settings_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._settings))
+        os.replace(tmp, self._settings_path)
+
+
+def _was_restarted() -> bool:
+    with warnings.catch_warnings():
+        # Ray 2.60 reads its own deprecated RuntimeContext.actor_id here and warns about it.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike,
+                       initial: dict | None = None, warehouse_address: str | None = None, *,
+                       host: str = "127.0.0.1", port: int = 0, **actor_options):
+    """Creates the named actor for `source` (name = source, namespace "fedlab"); returns its handle.
+
+    `actor_options` go to Ray's `.options` (a cluster deployment passes e.g. lifetime="detached",
+    get_if_exists=True and a custom resource that pins the actor to the node with its volume).
+    """
+    return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
+        catalog.to_dict(), source, str(Path(db_path).resolve()), initial, warehouse_address, host, port)
+
+
+def source_actor(source: str):
+    """The handle of the running actor for `source`."""
+    return ray.get_actor(source, namespace=NAMESPACE)

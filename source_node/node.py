@@ -1,0 +1,61 @@
+"""One source node in one process: its DuckDB store, gRPC server, outbox sender and fault injector.
+
+The Ray actor (source_node.actor) wraps one of these; tests and the embedded demo may also run
+one directly:
+
+    node = SourceNode(catalog, "ds1", "runs/x/ds1.duckdb", initial, warehouse_address="127.0.0.1:50051")
+    node.start()            # binds 127.0.0.1 on a free port
+    node.address            # "127.0.0.1:<port>"
+    ...
+    node.stop()
+"""
+
+from __future__ import annotations
+
+import os
+
+from fedmodel.catalog import Catalog
+from source_node.faults import FaultInjector
+from source_node.sender import NotificationSender
+from source_node.server import SourceServicer, serve
+from source_node.store import DuckDBStore
+
+
+class SourceNode:
+    def __init__(self, catalog: Catalog, source: str, db_path: str | os.PathLike,
+                 initial: dict[str, list[tuple]] | None = None, *, warehouse_address: str | None = None,
+                 faults: FaultInjector | None = None, log_retention: int | None = None,
+                 resend_interval: float = 0.5, max_message_bytes: int = 64 << 20,
+                 host: str = "127.0.0.1", port: int = 0):
+        """Opens (or creates) the store at once, so that it can be inspected before `start`."""
+        self.catalog = catalog
+        self.source = source
+        self.host, self.port = host, port
+        self.max_message_bytes = max_message_bytes
+        self.faults = faults or FaultInjector()
+        self.store = DuckDBStore(catalog, source, db_path, initial, log_retention)
+        self.sender = NotificationSender(self.store, catalog, self.faults, warehouse_address,
+                                         resend_interval=resend_interval, max_message_bytes=max_message_bytes)
+        self._server = None
+
+    def start(self) -> int:
+        """Starts the sender and the gRPC server; returns the port the server is bound to."""
+        servicer = SourceServicer(self.store, self.catalog, self.sender, self.faults)
+        self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes)
+        self.sender.start()
+        return self.port
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def set_warehouse(self, address: str | None) -> None:
+        self.sender.set_warehouse(address)
+
+    def stop(self, grace: float = 1.0) -> None:
+        """Stops serving and sending, then closes the store (everything committed is in its file)."""
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        self.sender.stop()
+        self.store.close()

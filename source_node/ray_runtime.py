@@ -1,0 +1,36 @@
+"""Starting and stopping the local Ray instance that hosts the source actors (DESIGN.md 6).
+
+Token authentication is turned off (RAY_AUTH_MODE=disabled) before Ray starts, so nothing is
+written to ~/.ray (shared/ENVIRONMENT.md). The dashboard is off. Ray's own services listen on
+all interfaces: a local Ray 2.60 instance has no switch to bind them to the loopback address only
+(`_node_ip_address="127.0.0.1"` is rewritten to the machine's address); the source nodes' gRPC
+servers do bind 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import ray
+
+NAMESPACE = "fedlab"
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def start_ray(temp_dir: str | None = None, num_cpus: int = 2) -> None:
+    """Starts (once) a local Ray instance in namespace "fedlab"; a second call does nothing."""
+    if ray.is_initialized():
+        return
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=NAMESPACE,
+             _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
+             # Workers import the project's packages from the checkout, installed or not.
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
+                 p for p in (_PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)}})
+
+
+def stop_ray() -> None:
+    """Stops the local Ray instance if this process started or joined one."""
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,197 @@
+"""The outbox's sender: a background thread that delivers a source's notifications to the warehouse.
+
+It drains `store.unacknowledged()` to the warehouse's `Warehouse.Notify` RPC in DSV order,
+several notifications per RPC, each through the fault injector (which may drop, duplicate or
+delay it). The reply's cumulative `acked_dsv` for this source marks the outbox entries
+acknowledged (`store.acknowledge`). A notification still unacknowledged `resend_interval` seconds
+after it last left is sent again, until it is acknowledged: with the outbox committed in the same
+transaction as the data (source_node.store), this gives at-least-once delivery across drops and
+crashes; the warehouse discards duplicates by DSV (DESIGN.md 4.1, 4.2).
+
+A failed RPC (warehouse down or unset) is retried with exponential backoff. `resend(notes)` puts
+logged notifications through again at the warehouse's request (the Resend RPC), acknowledged
+or not.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+
+import grpc
+
+from fedmodel.catalog import Catalog
+from fedmodel.messages import to_pb
+from fedmodel.transactions import Notification
+from fedmodel.wire import pb, rpc
+from source_node.faults import FaultInjector
+
+log = logging.getLogger(__name__)
+MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the warehouse fails
+
+
+class NotificationSender:
+    def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
+                 resend_interval: float = 0.5, rpc_timeout: float = 5.0, max_batch_bytes: int = 4 << 20,
+                 max_message_bytes: int = 64 << 20):
+        self.store = store
+        self.catalog = catalog
+        self.faults = faults
+        self.resend_interval = resend_interval
+        self.rpc_timeout = rpc_timeout
+        self.max_batch_bytes = max_batch_bytes
+        self.max_message_bytes = max_message_bytes
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._woken = False
+        self._thread: threading.Thread | None = None
+        self._channel: grpc.Channel | None = None
+        self._stub = None
+        self._address: str | None = None
+        self._last_left: dict[int, float] = {}   # DSV -> when its latest copy went through the faults
+        self._held: list = []                      # heap of (due, seq, Notification): delayed copies
+        self._seq = itertools.count()
+        self._backoff = 0.0
+        self._retry_at = 0.0
+        self.set_warehouse(warehouse_address)
+
+    def set_warehouse(self, address: str | None) -> None:
+        """Points the sender at a (new) warehouse; everything unacknowledged goes there at once."""
+        with self._cond:
+            if self._channel is not None:
+                self._channel.close()
+            self._address = address or None
+            self._channel = self._stub = None
+            if self._address:
+                self._channel = grpc.insecure_channel(self._address, options=[
+                    ("grpc.max_send_message_length", self.max_message_bytes),
+                    ("grpc.max_receive_message_length", self.max_message_bytes)])
+                self._stub = rpc.WarehouseStub(self._channel)
+            self._last_left.clear()
+            self._backoff = self._retry_at = 0.0
+            self._wake()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"sender-{self.store.source}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            if self._channel is not None:
+                self._channel.close()  # cancels a Notify in flight, so that stopping does not wait for it
+            self._wake()
+        if self._thread is not None:
+            self._thread.join()
+
+    def wake(self) -> None:
+        """A transaction committed: send its notification now rather than at the next tick."""
+        with self._cond:
+            self._wake()
+
+    def resend(self, notes: list[Notification]) -> int:
+        """Puts logged notifications through the faults again (the warehouse asked); returns how many."""
+        with self._cond:
+            now = time.monotonic()
+            for note in notes:
+                self._through_faults(note, now)
+            self._wake()
+        return len(notes)
+
+    # ---- the thread ----
+
+    def _run(self) -> None:
+        while not self._stopping:
+            try:
+                self._round()
+            except Exception:  # a bug here must not silently end delivery: log it and go on
+                log.exception("sender of %s", self.store.source)
+                with self._cond:
+                    self._failed()
+            with self._cond:
+                if not self._woken and not self._stopping:
+                    self._cond.wait(timeout=self._next_wake())
+                self._woken = False
+
+    def _round(self) -> None:
+        """One pass: sends what is due (copies whose delay is over; notifications never sent, or
+        unacknowledged for resend_interval) and records the acknowledgements.
+
+        The lock is not held while reading the outbox or calling the warehouse, so commits (which
+        wake the sender) never wait for a slow warehouse.
+        """
+        with self._cond:
+            stub = self._stub
+            if stub is None or time.monotonic() < self._retry_at:
+                return
+        unacknowledged = self.store.unacknowledged()
+        with self._cond:
+            now = time.monotonic()
+            # Forget what is no longer waiting for an acknowledgement (acknowledged, or gone from the log).
+            self._last_left = {n.dsv: self._last_left[n.dsv] for n in unacknowledged if n.dsv in self._last_left}
+            for note in unacknowledged:
+                last = self._last_left.get(note.dsv)
+                if last is None or now - last >= self.resend_interval:
+                    self._through_faults(note, now)
+            due = []
+            while self._held and self._held[0][0] <= now:
+                due.append(heapq.heappop(self._held)[2])
+        for batch in self._batches(due):
+            try:
+                reply = stub.Notify(batch, timeout=self.rpc_timeout)
+            except (grpc.RpcError, ValueError) as err:  # ValueError: the channel was replaced meanwhile
+                log.info("notify %s failed: %s", self._address, err)
+                with self._cond:
+                    self._failed()
+                return
+            acked = reply.acked_dsv.get(self.store.source, 0)
+            if acked:
+                self.store.acknowledge(acked)
+            with self._cond:
+                self._backoff = 0.0
+                for dsv in [d for d in self._last_left if d <= acked]:
+                    del self._last_left[dsv]
+
+    def _through_faults(self, note: Notification, now: float) -> None:
+        self._last_left[note.dsv] = now
+        for delay in self.faults.decide("notification"):
+            heapq.heappush(self._held, (now + delay, next(self._seq), note))
+
+    def _batches(self, notes: list[Notification]):
+        """NotificationBatches of at most max_batch_bytes (at least one notification each), in order."""
+        batch, size = pb.NotificationBatch(), 0
+        for note in notes:
+            msg = to_pb(note, self.catalog)
+            if batch.notifications and size + msg.ByteSize() > self.max_batch_bytes:
+                yield batch
+                batch, size = pb.NotificationBatch(), 0
+            batch.notifications.append(msg)
+            size += msg.ByteSize()
+        if batch.notifications:
+            yield batch
+
+    def _wake(self) -> None:
+        self._woken = True
+        self._cond.notify()
+
+    def _failed(self) -> None:
+        # Everything unacknowledged goes again on the next attempt, which waits for the backoff.
+        self._last_left.clear()
+        self._backoff = min(max(2 * self._backoff, MIN_BACKOFF), MAX_BACKOFF)
+        self._retry_at = time.monotonic() + self._backoff
+
+    def _next_wake(self) -> float:
+        now = time.monotonic()
+        if self._stub is None:
+            return self.resend_interval  # nothing can leave before set_warehouse, which wakes the thread
+        if self._retry_at > now:
+            return self._retry_at - now
+        times = [now + self.resend_interval]
+        if self._held:
+            times.append(self._held[0][0])
+        if self._last_left:
+            times.append(min(self._last_left.values()) + self.resend_interval)
+        return max(0.0, min(times) - now)

@@ -1,0 +1,72 @@
+"""source_node.actor: a named Ray actor that, killed and restarted by Ray, finds its data, versions
+and unsent notifications again in its DuckDB file."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+import ray
+
+from fake_warehouse import FakeWarehouse
+from fedmodel.catalog import Catalog
+from fedmodel.codec import decode_rows
+from fedmodel.messages import to_pb
+from fedmodel.transactions import TransactionRequest
+from fedmodel.wire import pb, rpc
+from source_node.actor import source_actor, start_source_actor
+
+pytestmark = pytest.mark.ray
+
+CATALOG = Catalog.from_dict({"sources": {"actor_ds": {
+    "R": {"columns": ["A", "B"], "types": ["BIGINT", "VARCHAR"], "key": ["A"]}}}})
+
+
+def commit(address: str, request: TransactionRequest) -> pb.CommitReply:
+    with grpc.insecure_channel(address) as channel:
+        return rpc.SourceStub(channel).Commit(to_pb(request, CATALOG), timeout=10)
+
+
+def snapshot_rows(address: str) -> list[tuple]:
+    with grpc.insecure_channel(address) as channel:
+        chunks = list(rpc.SourceStub(channel).Snapshot(pb.SnapshotRequest(), timeout=10))
+    return sorted(row for c in chunks for row in decode_rows(c.rows)[1])
+
+
+def restarted_health(actor, old_pid: int, timeout: float = 30.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            health = ray.get(actor.health.remote(), timeout=timeout)
+            if health["pid"] != old_pid:
+                return health
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            pass
+        time.sleep(0.1)
+    raise TimeoutError("the source actor did not come back")
+
+
+def test_killed_actor_restarts_with_its_data_versions_and_unsent_notification(ray_runtime, tmp_path):
+    actor = start_source_actor(CATALOG, "actor_ds", tmp_path / "actor_ds.duckdb", {"R": [(1, "a")]})
+    assert source_actor("actor_ds") == actor
+    assert commit(ray.get(actor.address.remote()), TransactionRequest("t1", inserts={"R": [(2, "b")]})).dsv == 2
+    before = ray.get(actor.health.remote())
+    assert (before["dsv"], before["brv"], before["unacknowledged"]) == (2, {"R": 2}, 1)
+    ray.get(actor.set_faults.remote(answer_drop=0.5))
+
+    ray.kill(actor, no_restart=False)
+    after = restarted_health(actor, before["pid"])
+
+    assert (after["dsv"], after["brv"], after["unacknowledged"]) == (2, {"R": 2}, 1)
+    assert ray.get(actor.set_faults.remote())["answer"]["drop"] == 0.5, "run-time settings survive too"
+    assert snapshot_rows(after["address"]) == [(1, "a"), (2, "b")]
+
+    warehouse = FakeWarehouse()
+    try:
+        ray.get(actor.set_warehouse.remote(warehouse.address))
+        assert warehouse.wait_for("actor_ds", 1) == [2]
+    finally:
+        warehouse.stop()
+        ray.get(actor.stop.remote())
+        ray.kill(actor, no_restart=True)

@@ -1,0 +1,231 @@
+"""source_node.server, sender and node over real gRPC: bad input is refused and loses nothing,
+answers go through the fault injector, and notifications reach a warehouse in DSV order and are
+resent until acknowledged."""
+
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+
+from fake_warehouse import FakeWarehouse
+from fedmodel.catalog import Catalog
+from fedmodel.codec import decode_rows, encode_rows
+from fedmodel.messages import from_pb, to_pb
+from fedmodel.subquery import Subquery, SubqueryRelation
+from fedmodel.transactions import Modification, TransactionRequest
+from fedmodel.wire import pb, rpc
+from source_node.faults import FaultInjector
+from source_node.node import SourceNode
+
+CATALOG = Catalog.from_dict({"sources": {
+    "ds1": {
+        "R": {"columns": ["A", "B", "D"], "types": ["BIGINT", "VARCHAR", "DATE"], "key": ["A"]},
+        "S": {"columns": ["B", "C"], "types": ["VARCHAR", "DOUBLE"], "key": ["B"]},
+    },
+    "ds2": {"U": {"columns": ["A"], "types": ["BIGINT"]}},
+}})
+INITIAL = {"R": [(1, "a", "2020-01-01"), (2, "b", None)], "S": [("a", 1.5), ("c", 2.5)]}
+MAX_MESSAGE = 1 << 20  # small, so that the oversized message in the test is quick to build
+
+
+@pytest.fixture
+def node(tmp_path):
+    n = SourceNode(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, faults=FaultInjector(seed=1),
+                   resend_interval=0.3, max_message_bytes=MAX_MESSAGE)
+    n.start()
+    yield n
+    n.stop()
+
+
+@pytest.fixture
+def stub(node):
+    with grpc.insecure_channel(node.address) as channel:
+        yield rpc.SourceStub(channel)
+
+
+def commit(stub, txn_id: str, **ops) -> pb.CommitReply:
+    return stub.Commit(to_pb(TransactionRequest(txn_id, **ops), CATALOG))
+
+
+def snapshot(stub, *relations: str) -> dict:
+    chunks = list(stub.Snapshot(pb.SnapshotRequest(relations=relations)))
+    assert len({c.dsv for c in chunks}) == 1
+    return {c.relation: (c.brv, sorted(decode_rows(c.rows)[1], key=repr)) for c in chunks}
+
+
+# ---- commits, queries, snapshots ----
+
+def test_commit_returns_the_versions_it_produced(stub):
+    reply = commit(stub, "t1", inserts={"R": [(3, "c", "2021-05-05")]})
+    assert reply.dsv == 2 and dict(reply.brv) == {"R": 2}
+    reply = commit(stub, "t2", modifies={"S": [Modification(("a",), ("a", 9.0))]})
+    assert reply.dsv == 3 and dict(reply.brv) == {"S": 2}
+
+
+def test_query_answers_every_subquery_of_the_batch(node, stub):
+    sq1 = Subquery("q1", "ds1", (SubqueryRelation("R", None, ("B",), ("X",)),
+                                 SubqueryRelation("S", "R", ("B",), ("B",), "C > 1")), (("a",), ("b",)))
+    sq2 = Subquery("q2", "ds1", (SubqueryRelation("S", None, (), ()),), ())
+    reply = stub.Query(pb.SubqueryBatch(subqueries=[to_pb(sq1, CATALOG), to_pb(sq2, CATALOG)]))
+    answers = [from_pb(a, CATALOG) for a in reply.answers]
+    assert answers == [node.store.answer(sq1), node.store.answer(sq2)]
+    assert answers[0].rows_of("S").rows == (("a", 1.5),)
+
+
+def test_snapshot_streams_relations_at_one_state(stub):
+    commit(stub, "t1", deletes={"S": [("c",)]})
+    assert snapshot(stub) == {"R": (1, [(1, "a", "2020-01-01"), (2, "b", None)]), "S": (2, [("a", 1.5)])}
+    assert snapshot(stub, "S") == {"S": (2, [("a", 1.5)])}
+
+
+def test_health_reports_versions_and_the_outbox(stub):
+    commit(stub, "t1", inserts={"S": [("z", 0.0)]})
+    reply = stub.Health(pb.HealthRequest())
+    assert (reply.source, reply.dsv, dict(reply.brv), reply.unacknowledged) == ("ds1", 2, {"R": 1, "S": 2}, 1)
+
+
+# ---- bad input ----
+
+def assert_refused(call, code, message: str):
+    with pytest.raises(grpc.RpcError) as err:
+        call()
+    assert err.value.code() == code
+    assert message in err.value.details()
+
+
+def test_garbled_payload_is_invalid_argument_and_the_server_goes_on(node, stub):
+    garbled = pb.CommitRequest(txn_id="bad", ops=[pb.RelationOps(relation="R", inserts=b"\xff\xff\xff\xffnot arrow")])
+    assert_refused(lambda: stub.Commit(garbled), grpc.StatusCode.INVALID_ARGUMENT, "garbled row payload")
+    assert node.store.dsv == 1
+    assert commit(stub, "t1", inserts={"R": [(3, "c", None)]}).dsv == 2
+
+
+@pytest.mark.parametrize("request_, message", [
+    (pb.CommitRequest(txn_id="t", ops=[pb.RelationOps(relation="U", inserts=encode_rows(["A"], ["BIGINT"], [(1,)]))]),
+     "does not own a relation named 'U'"),
+    (pb.CommitRequest(txn_id="t", ops=[pb.RelationOps(
+        relation="R", inserts=encode_rows(["A", "B", "D"], ["VARCHAR", "VARCHAR", "DATE"], [("x", "y", None)]))]),
+     "R.A is BIGINT"),
+    (pb.CommitRequest(txn_id="t", ops=[pb.RelationOps(relation="R", deletes=encode_rows(["A"], ["BIGINT"], [(7,)]))]),
+     "which is not there"),
+])
+def test_invalid_transactions_are_invalid_argument_and_change_nothing(node, stub, request_, message):
+    assert_refused(lambda: stub.Commit(request_), grpc.StatusCode.INVALID_ARGUMENT, message)
+    assert (node.store.dsv, node.store.unacknowledged()) == (1, [])
+
+
+def test_bad_subquery_and_snapshot_are_invalid_argument(stub):
+    bad = pb.Subquery(id="q", relations=[pb.SubqueryRelation(relation="R", selection_sql="A >")])
+    assert_refused(lambda: stub.Query(pb.SubqueryBatch(subqueries=[bad])), grpc.StatusCode.INVALID_ARGUMENT,
+                   "malformed SQL")
+    assert_refused(lambda: list(stub.Snapshot(pb.SnapshotRequest(relations=["U"]))), grpc.StatusCode.INVALID_ARGUMENT,
+                   "does not own a relation named 'U'")
+
+
+def test_oversized_message_is_resource_exhausted_and_the_server_goes_on(node, stub):
+    rows = [(i, "x" * 100, None) for i in range(MAX_MESSAGE // 100)]
+    big = to_pb(TransactionRequest("big", inserts={"R": rows}), CATALOG)
+    assert big.ByteSize() > MAX_MESSAGE
+    assert_refused(lambda: stub.Commit(big), grpc.StatusCode.RESOURCE_EXHAUSTED, "")
+    assert node.store.dsv == 1
+    assert stub.Health(pb.HealthRequest()).dsv == 1
+
+
+# ---- faults on answers ----
+
+def test_dropped_and_duplicated_answers(node, stub):
+    batch = pb.SubqueryBatch(subqueries=[to_pb(Subquery(f"q{i}", "ds1", (SubqueryRelation("S", None, (), ()),), ()),
+                                               CATALOG) for i in range(3)])
+    node.faults.configure(answer_drop=1.0)
+    assert list(stub.Query(batch).answers) == []
+    node.faults.configure(answer_drop=0.0, answer_duplicate=1.0)
+    assert [a.id for a in stub.Query(batch).answers] == ["q0", "q0", "q1", "q1", "q2", "q2"]
+
+
+def test_delayed_answers_come_late(node, stub):
+    batch = pb.SubqueryBatch(subqueries=[to_pb(Subquery("q", "ds1", (SubqueryRelation("S", None, (), ()),), ()), CATALOG)])
+    node.faults.configure(answer_delay_mean=0.2)
+    start = time.monotonic()
+    for _ in range(5):
+        assert [a.id for a in stub.Query(batch).answers] == ["q"]
+    assert time.monotonic() - start > 0.3  # five exponential delays of mean 0.2 s
+
+
+# ---- notifications to the warehouse ----
+
+@pytest.fixture
+def warehouse():
+    w = FakeWarehouse()
+    yield w
+    w.stop()
+
+
+def test_notifications_arrive_in_dsv_order_and_are_acknowledged(node, stub, warehouse):
+    node.set_warehouse(warehouse.address)
+    for i in range(5):
+        commit(stub, f"t{i}", inserts={"S": [(f"k{i}", float(i))]})
+    assert warehouse.wait_for("ds1", 5) == [2, 3, 4, 5, 6]
+    assert all(b == sorted(b) for b in warehouse.batches)
+    first = from_pb(warehouse.notifications[("ds1", 2)], CATALOG)
+    assert first.change("S").inserted == (("k0", 0.0),) and first.change("S").brv == 2
+    deadline = time.monotonic() + 5
+    while node.store.unacknowledged() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert node.store.unacknowledged() == []
+
+
+def test_unacknowledged_notifications_are_resent(tmp_path):
+    warehouse = FakeWarehouse(ignore_first_delivery=True)
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, warehouse_address=warehouse.address,
+                      resend_interval=0.3)
+    node.start()
+    try:
+        for i in range(3):
+            node.store.commit(TransactionRequest(f"t{i}", inserts={"S": [(f"k{i}", 0.0)]}))
+            node.sender.wake()
+        assert warehouse.wait_for("ds1", 3) == [2, 3, 4]
+        arrivals = [dsv for batch in warehouse.batches for dsv in batch]
+        assert all(arrivals.count(dsv) >= 2 for dsv in (2, 3, 4))
+    finally:
+        node.stop()
+        warehouse.stop()
+
+
+def test_notifications_wait_for_a_warehouse_address_and_for_faults_to_clear(node, stub, warehouse):
+    commit(stub, "t1", inserts={"S": [("k", 1.0)]})
+    node.faults.configure(notification_drop=1.0)
+    node.set_warehouse(warehouse.address)
+    time.sleep(0.5)
+    assert warehouse.batches == [] and len(node.store.unacknowledged()) == 1
+    node.faults.configure(notification_drop=0.0)
+    assert warehouse.wait_for("ds1", 1) == [2]
+
+
+def test_sender_retries_until_the_warehouse_is_up(node, stub):
+    warehouse = FakeWarehouse()
+    port = warehouse.port
+    warehouse.stop()  # nobody listens at this address yet
+    node.set_warehouse(f"127.0.0.1:{port}")
+    commit(stub, "t1", inserts={"S": [("k", 1.0)]})
+    time.sleep(0.3)
+    revived = FakeWarehouse(port=port)
+    try:
+        assert revived.wait_for("ds1", 1) == [2]
+    finally:
+        revived.stop()
+
+
+def test_resend_pushes_logged_notifications_again(node, stub, warehouse):
+    node.set_warehouse(warehouse.address)
+    for i in range(3):
+        commit(stub, f"t{i}", inserts={"S": [(f"k{i}", 1.0)]})
+    warehouse.wait_for("ds1", 3)
+    reply = stub.Resend(pb.ResendRequest(from_dsv=3))
+    assert (reply.resent, reply.oldest_available) == (2, 2)
+    deadline = time.monotonic() + 5
+    while sum(b.count(3) for b in warehouse.batches) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    arrivals = [dsv for batch in warehouse.batches for dsv in batch]
+    assert arrivals.count(3) == 2 and arrivals.count(4) == 2 and arrivals.count(2) == 1

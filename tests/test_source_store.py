@@ -1,0 +1,296 @@
+"""source_node.store.DuckDBStore: versions, the transactional outbox, atomic rejection, reopening,
+and sub-query answers equal to the in-memory reference (MemoryStore) on random data."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
+from fedmodel.subquery import Subquery, SubqueryRelation
+from fedmodel.transactions import Modification, TransactionRequest
+from source_node.memory_store import MemoryStore
+from source_node.store import DuckDBStore
+
+CATALOG = Catalog.from_dict({"sources": {
+    "ds1": {
+        "R": {"columns": ["A", "B", "C", "D"], "types": ["BIGINT", "VARCHAR", "DOUBLE", "DATE"], "key": ["A"]},
+        "S": {"columns": ["B", "E", "F"], "types": ["VARCHAR", "BIGINT", "BOOLEAN"], "key": ["B", "E"]},
+        "T": {"columns": ["E", "G"], "types": ["BIGINT", "VARCHAR"], "key": ["E"]},
+    },
+    "ds2": {"U": {"columns": ["A", "H"], "types": ["BIGINT", "VARCHAR"], "key": ["A"]}},
+}})
+INITIAL = {
+    "R": [(1, "a", 0.5, "2020-01-01"), (2, "b", None, "2020-01-02"), (3, None, 2.5, None)],
+    "S": [("a", 1, True), ("b", 2, False), ("a", 3, None)],
+    "T": [(1, "x"), (2, "y")],
+}
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = DuckDBStore(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL)
+    yield s
+    s.close()
+
+
+def state(store) -> tuple:
+    """Everything a store holds, comparable across stores: DSV, BRVs, rows as sets, the log, the outbox."""
+    dsv, relations = store.snapshot()
+    return (dsv, {name: (brv, frozenset(rows)) for name, (brv, rows) in relations.items()},
+            store.notifications_from(0), store.unacknowledged(), store.oldest_available())
+
+
+# ---- versions and the outbox ----
+
+def test_versions_start_at_one_and_bump_per_transaction(store):
+    assert store.dsv == 1 and store.brv == {"R": 1, "S": 1, "T": 1}
+    store.commit(TransactionRequest("t1", inserts={"R": [(4, "c", 1.0, None)]}))
+    store.commit(TransactionRequest("t2", inserts={"S": [("c", 4, True)]}, deletes={"T": [(1,)]}))
+    note = store.commit(TransactionRequest("t3", modifies={"R": [Modification((4,), (4, "d", 2.0, "2021-01-01"))]}))
+    assert store.dsv == 4 and note.dsv == 4
+    assert store.brv == {"R": 3, "S": 2, "T": 2}
+    assert [c.brv for c in note.changes] == [3]
+
+
+def test_outbox_holds_each_notification_until_acknowledged(store):
+    notes = [store.commit(TransactionRequest(f"t{i}", inserts={"T": [(10 + i, "z")]})) for i in range(3)]
+    assert store.unacknowledged() == notes
+    store.acknowledge(2)
+    assert store.unacknowledged() == notes[1:]
+    store.acknowledge(1)  # acknowledgements are cumulative: an older one changes nothing
+    assert store.unacknowledged() == notes[1:]
+    store.acknowledge(4)
+    assert store.unacknowledged() == []
+    assert store.notifications_from(3) == notes[1:], "acknowledged notifications stay in the log for Resend"
+
+
+def test_log_retention_keeps_the_newest_notifications(tmp_path):
+    store = DuckDBStore(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, log_retention=2)
+    assert store.oldest_available() == 2
+    for i in range(4):
+        store.commit(TransactionRequest(f"t{i}", inserts={"T": [(10 + i, "z")]}))
+    assert [n.dsv for n in store.notifications_from(0)] == [4, 5]
+    assert store.oldest_available() == 4
+    store.close()
+
+
+# ---- rejected transactions leave no partial state ----
+
+VALID_PART = {"R": [(9, "v", 9.5, "2022-02-02")]}
+
+
+@pytest.mark.parametrize("bad, message", [
+    (TransactionRequest("t", inserts={**VALID_PART, "NOPE": [(1,)]}), "does not own a relation named 'NOPE'"),
+    (TransactionRequest("t", inserts={**VALID_PART, "U": [(1, "h")]}), "does not own a relation named 'U'"),
+    (TransactionRequest("t", inserts={**VALID_PART, "T": [("five", "g")]}), "T.E is BIGINT"),
+    (TransactionRequest("t", inserts={**VALID_PART, "S": [("a", 1, False)]}), "duplicates key"),
+    (TransactionRequest("t", inserts=VALID_PART, deletes={"T": [(99,)]}), "which is not there"),
+    (TransactionRequest("t", inserts=VALID_PART, deletes={"R": [(1, "a", 0.5, "1999-01-01")]}), "which is not there"),
+    # Passes validation but breaks the database's own constraint (a key column is NOT NULL): the
+    # first relation's rows were already written when DuckDB refuses, and are rolled back.
+    (TransactionRequest("t", inserts={**VALID_PART, "S": [(None, 5, True)]}), "NOT NULL constraint"),
+])
+def test_rejected_transaction_leaves_no_partial_state(store, bad, message):
+    store.commit(TransactionRequest("t0", inserts={"T": [(7, "w")]}))
+    before = state(store)
+    with pytest.raises(ModelError, match=message):
+        store.commit(bad)
+    assert state(store) == before
+    store.commit(TransactionRequest("t1", inserts=VALID_PART))  # and the store goes on
+    assert store.dsv == before[0] + 1
+
+
+def test_referential_integrity_is_enforced_like_the_memory_store(tmp_path):
+    catalog = Catalog.from_dict({
+        "sources": {"ds1": {"P": {"columns": ["K"], "types": ["BIGINT"]},
+                            "C": {"columns": ["I", "K"], "types": ["BIGINT", "BIGINT"], "key": ["I"]}}},
+        "constraints": {"ri": [{"child": "C", "columns": ["K"], "parent": "P", "parent_columns": ["K"]}]}})
+    initial = {"P": [(1,)], "C": [(10, 1)]}
+    duck = DuckDBStore(catalog, "ds1", tmp_path / "ri.duckdb", initial)
+    memory = MemoryStore(catalog, "ds1", initial)
+    for bad in (TransactionRequest("t", inserts={"C": [(11, 2)]}), TransactionRequest("t", deletes={"P": [(1,)]})):
+        for s in (duck, memory):
+            with pytest.raises(ModelError, match="refers to no P row|leaves C rows"):
+                s.commit(bad)
+    assert duck.dsv == memory.dsv == 1
+    duck.close()
+
+
+# ---- reopening ----
+
+def test_reopen_restores_relations_versions_and_outbox(tmp_path):
+    path = tmp_path / "ds1.duckdb"
+    store = DuckDBStore(CATALOG, "ds1", path, INITIAL)
+    store.commit(TransactionRequest("t1", inserts={"R": [(4, "c", 1.0, "2023-03-03")]}))
+    store.commit(TransactionRequest("t2", deletes={"S": [("a", 1)]}, modifies={"T": [Modification((2,), (2, "yy"))]}))
+    store.acknowledge(2)
+    before = state(store)
+    store.close()
+    reopened = DuckDBStore(CATALOG, "ds1", path, initial={"T": [(100, "ignored on reopen")]})
+    assert state(reopened) == before
+    assert [n.dsv for n in reopened.unacknowledged()] == [3]
+    assert reopened.commit(TransactionRequest("t3", inserts={"T": [(5, "q")]})).dsv == 4
+    reopened.close()
+
+
+def test_reopening_another_sources_file_is_refused(tmp_path):
+    path = tmp_path / "ds1.duckdb"
+    DuckDBStore(CATALOG, "ds1", path, INITIAL).close()
+    other = Catalog.from_dict({"sources": {"ds9": {"R": {"columns": ["A"], "types": ["BIGINT"]}}}})
+    with pytest.raises(ModelError, match="holds source 'ds1', not 'ds9'"):
+        DuckDBStore(other, "ds9", path)
+
+
+def test_invalid_initial_rows_are_refused(tmp_path):
+    with pytest.raises(ModelError, match="initial rows of T.*duplicate key"):
+        DuckDBStore(CATALOG, "ds1", tmp_path / "x.duckdb", {"T": [(1, "x"), (1, "y")]})
+    with pytest.raises(ModelError, match="does not own a relation named 'U'"):
+        DuckDBStore(CATALOG, "ds1", tmp_path / "y.duckdb", {"U": [(1, "h")]})
+
+
+# ---- the same contract as the memory store, on random transactions ----
+
+DOMAINS = {
+    "BIGINT": [0, 1, 2, 3, 4, 5, None], "DOUBLE": [0.5, 1.0, 2.5, -1.25, None],
+    "VARCHAR": ["a", "b", "c", "ab", None], "DATE": ["2020-01-01", "2020-01-02", "2020-01-03", None],
+    "BOOLEAN": [True, False, None],
+}
+
+
+def random_row(rng: random.Random, rel) -> tuple:
+    return tuple(rng.choice([v for v in DOMAINS[t] if v is not None or c not in rel.key])
+                 for c, t in zip(rel.columns, rel.types))
+
+
+def random_transaction(rng: random.Random, i: int, rows: dict) -> TransactionRequest:
+    """Mostly valid transactions over the current `rows`; some insert a duplicate key or touch a missing row."""
+    req = TransactionRequest(f"t{i}")
+    for name in rng.sample(["R", "S", "T"], rng.randint(1, 2)):
+        rel = CATALOG.relation(name)
+        present = sorted(rows[name], key=repr)
+        kind = rng.choice(["insert", "delete", "modify"] if present else ["insert"])
+        if kind == "insert":
+            req.inserts[name] = [random_row(rng, rel)]
+        elif kind == "delete":
+            row = rng.choice(present)
+            req.deletes[name] = [rel.key_of(row) if rng.random() < 0.5 else row]
+        else:
+            old = rng.choice(present)
+            new = random_row(rng, rel)
+            req.modifies[name] = [Modification(rel.key_of(old), new)]
+    return req
+
+
+def twin_stores(seed: int, transactions: int = 25) -> tuple[DuckDBStore, MemoryStore]:
+    """A DuckDB store and the memory store after the same random transactions, checked equal all along."""
+    rng = random.Random(seed)
+    duck = DuckDBStore(CATALOG, "ds1", ":memory:", INITIAL)
+    memory = MemoryStore(CATALOG, "ds1", INITIAL)
+    for i in range(transactions):
+        req = random_transaction(rng, i, {n: list(r.values()) for n, r in memory.relations.items()})
+        outcomes = []
+        for s in (duck, memory):
+            try:
+                outcomes.append(s.commit(req, commit_time=float(i)))
+            except ModelError as err:
+                outcomes.append(type(err))
+        assert outcomes[0] == outcomes[1], f"{req} -> {outcomes}"
+    assert state(duck) == state(memory)
+    return duck, memory
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_commits_match_the_memory_store(seed):
+    twin_stores(seed)
+
+
+@pytest.fixture(scope="module", params=[11, 12])
+def twins(request):
+    duck, memory = twin_stores(request.param)
+    yield duck, memory
+    duck.close()
+
+
+# Columns that may be joined: equal types.
+JOINABLE = {("R", "A"): "BIGINT", ("R", "B"): "VARCHAR", ("S", "B"): "VARCHAR", ("S", "E"): "BIGINT",
+            ("T", "E"): "BIGINT", ("T", "G"): "VARCHAR"}
+
+
+@st.composite
+def predicates(draw, relation: str, depth: int = 0) -> str:
+    rel = CATALOG.relation(relation)
+    if depth < 2 and draw(st.integers(0, 3)) == 0:
+        a, b = draw(predicates(relation, depth + 1)), draw(predicates(relation, depth + 1))
+        return draw(st.sampled_from([f"({a}) AND ({b})", f"({a}) OR ({b})", f"NOT ({a})"]))
+    i = draw(st.integers(0, len(rel.columns) - 1))
+    col, typ = rel.columns[i], rel.types[i]
+    values = [v for v in DOMAINS[typ] if v is not None]
+    lit = draw(st.sampled_from(values))
+    sql_lit = f"'{lit}'" if isinstance(lit, str) else str(lit).lower() if isinstance(lit, bool) else repr(lit)
+    forms = [f"{col} IS NULL", f"{col} IS NOT NULL", f"{col} = {sql_lit}", f"{col} <> {sql_lit}"]
+    if typ == "BOOLEAN":
+        forms += [col, f"NOT {col}"]
+    else:
+        lits = [f"'{v}'" if isinstance(v, str) else repr(v) for v in draw(st.lists(st.sampled_from(values), min_size=1, max_size=3))]
+        null = ", NULL" if draw(st.booleans()) else ""
+        forms += [f"{col} < {sql_lit}", f"{col} >= {sql_lit}", f"{col} IN ({', '.join(lits)}{null})",
+                  f"{col} BETWEEN {min(lits)} AND {max(lits)}"]
+    if typ in ("BIGINT", "DOUBLE"):
+        forms += [f"{col} + 1 > {sql_lit}", f"-{col} <= {sql_lit}"]
+    if typ == "VARCHAR":
+        forms += [f"{col} LIKE '{lit[0]}%'", f"{col} LIKE '_{lit[-1]}'"]
+    return draw(st.sampled_from(forms))
+
+
+@st.composite
+def subqueries(draw) -> Subquery:
+    names = draw(st.permutations(["R", "S", "T"]))[:draw(st.integers(1, 3))]
+    relations = []
+    root_cols = draw(st.sampled_from([(), *[(c,) for (r, c) in JOINABLE if r == names[0]], *(
+        [("B", "E")] if names[0] == "S" else [])]))
+    for i, name in enumerate(names):
+        selection = draw(predicates(name)) if draw(st.booleans()) else ""
+        if i == 0:
+            relations.append(SubqueryRelation(name, None, root_cols, tuple(f"P{j}" for j in range(len(root_cols))), selection))
+            continue
+        parent = draw(st.sampled_from(names[:i]))
+        pairs = [(c, pc) for (r, c), t in JOINABLE.items() if r == name
+                 for (pr, pc), pt in JOINABLE.items() if pr == parent and pt == t]
+        if not pairs:
+            break
+        c, pc = draw(st.sampled_from(pairs))
+        relations.append(SubqueryRelation(name, parent, (c,), (pc,), selection))
+    root = CATALOG.relation(names[0])
+    probe = draw(st.lists(st.tuples(*[st.sampled_from(DOMAINS[root.types[root.index(c)]]) for c in root_cols]),
+                          max_size=6, unique=True)) if root_cols else []
+    return Subquery("q", "ds1", tuple(relations), tuple(probe))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sq=subqueries())
+def test_answer_equals_the_memory_store(twins, sq):
+    duck, memory = twins
+    got, expected = duck.answer(sq), memory.answer(sq)
+    assert (got.id, got.source, got.dsv) == (expected.id, expected.source, expected.dsv)
+    assert [(r.relation, r.brv, sorted(r.rows, key=repr)) for r in got.relations] == \
+           [(r.relation, r.brv, sorted(r.rows, key=repr)) for r in expected.relations]
+
+
+# ---- bad sub-queries ----
+
+@pytest.mark.parametrize("sq, message", [
+    (Subquery("q", "ds1", (SubqueryRelation("U", None, (), ()),), ()), "does not own a relation named 'U'"),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, (), (), "A >"),), ()), "malformed SQL"),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, (), (), "Z = 1"),), ()), "has no column 'Z'"),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, ("A",), ("P",)),), (("one",),)), "convert string .one."),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, (), ()), SubqueryRelation("S", "T", ("E",), ("E",))), ()),
+     "parent of S must be a relation listed before it"),
+])
+def test_bad_subquery_is_a_model_error(store, sq, message):
+    with pytest.raises(ModelError, match=message):
+        store.answer(sq)
