@@ -1,0 +1,198 @@
+"""The TPC-H federation: its catalog over several sources, its data from `tpchgen-cli`, its views.
+
+`tpch_catalog(placement)` declares the eight TPC-H relations with their real columns and keys,
+placed over sources (by default an order-entry source "sales", a "procurement" source for parts
+and suppliers, and a "reference" source for nations and regions). A foreign key becomes a
+referential-integrity constraint only when both of its relations sit at the same source, since
+a source can enforce constraints over its own relations only.
+
+`generate(scale, out_dir)` runs the `tpchgen-cli` console script installed next to the Python
+interpreter, caches its output in `out_dir`, and returns the rows as tuples in catalog column
+order (DECIMAL as float, DATE as an ISO string). `load_view(name)` returns one of the view
+definitions in loadgen/views/.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
+from fedmodel.errors import ModelError
+
+VIEWS_DIR = Path(__file__).with_name("views")
+
+DEFAULT_PLACEMENT: dict[str, list[str]] = {
+    "sales": ["customer", "orders", "lineitem"],
+    "procurement": ["part", "partsupp", "supplier"],
+    "reference": ["nation", "region"],
+}
+
+# name -> (columns with their types, in the order tpchgen-cli writes them; key)
+SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
+    "region": ((("r_regionkey", "BIGINT"), ("r_name", "VARCHAR"), ("r_comment", "VARCHAR")),
+               ("r_regionkey",)),
+    "nation": ((("n_nationkey", "BIGINT"), ("n_name", "VARCHAR"), ("n_regionkey", "BIGINT"),
+                ("n_comment", "VARCHAR")),
+               ("n_nationkey",)),
+    "supplier": ((("s_suppkey", "BIGINT"), ("s_name", "VARCHAR"), ("s_address", "VARCHAR"),
+                  ("s_nationkey", "BIGINT"), ("s_phone", "VARCHAR"), ("s_acctbal", "DOUBLE"),
+                  ("s_comment", "VARCHAR")),
+                 ("s_suppkey",)),
+    "customer": ((("c_custkey", "BIGINT"), ("c_name", "VARCHAR"), ("c_address", "VARCHAR"),
+                  ("c_nationkey", "BIGINT"), ("c_phone", "VARCHAR"), ("c_acctbal", "DOUBLE"),
+                  ("c_mktsegment", "VARCHAR"), ("c_comment", "VARCHAR")),
+                 ("c_custkey",)),
+    "part": ((("p_partkey", "BIGINT"), ("p_name", "VARCHAR"), ("p_mfgr", "VARCHAR"),
+              ("p_brand", "VARCHAR"), ("p_type", "VARCHAR"), ("p_size", "BIGINT"),
+              ("p_container", "VARCHAR"), ("p_retailprice", "DOUBLE"), ("p_comment", "VARCHAR")),
+             ("p_partkey",)),
+    "partsupp": ((("ps_partkey", "BIGINT"), ("ps_suppkey", "BIGINT"), ("ps_availqty", "BIGINT"),
+                  ("ps_supplycost", "DOUBLE"), ("ps_comment", "VARCHAR")),
+                 ("ps_partkey", "ps_suppkey")),
+    "orders": ((("o_orderkey", "BIGINT"), ("o_custkey", "BIGINT"), ("o_orderstatus", "VARCHAR"),
+                ("o_totalprice", "DOUBLE"), ("o_orderdate", "DATE"), ("o_orderpriority", "VARCHAR"),
+                ("o_clerk", "VARCHAR"), ("o_shippriority", "BIGINT"), ("o_comment", "VARCHAR")),
+               ("o_orderkey",)),
+    "lineitem": ((("l_orderkey", "BIGINT"), ("l_partkey", "BIGINT"), ("l_suppkey", "BIGINT"),
+                  ("l_linenumber", "BIGINT"), ("l_quantity", "DOUBLE"), ("l_extendedprice", "DOUBLE"),
+                  ("l_discount", "DOUBLE"), ("l_tax", "DOUBLE"), ("l_returnflag", "VARCHAR"),
+                  ("l_linestatus", "VARCHAR"), ("l_shipdate", "DATE"), ("l_commitdate", "DATE"),
+                  ("l_receiptdate", "DATE"), ("l_shipinstruct", "VARCHAR"), ("l_shipmode", "VARCHAR"),
+                  ("l_comment", "VARCHAR")),
+                 ("l_orderkey", "l_linenumber")),
+}
+
+# The TPC-H foreign keys (specification 1.4.2): child, its columns, parent, the parent's key.
+FOREIGN_KEYS: tuple[ReferentialIntegrity, ...] = (
+    ReferentialIntegrity("nation", ("n_regionkey",), "region", ("r_regionkey",)),
+    ReferentialIntegrity("supplier", ("s_nationkey",), "nation", ("n_nationkey",)),
+    ReferentialIntegrity("customer", ("c_nationkey",), "nation", ("n_nationkey",)),
+    ReferentialIntegrity("partsupp", ("ps_partkey",), "part", ("p_partkey",)),
+    ReferentialIntegrity("partsupp", ("ps_suppkey",), "supplier", ("s_suppkey",)),
+    ReferentialIntegrity("orders", ("o_custkey",), "customer", ("c_custkey",)),
+    ReferentialIntegrity("lineitem", ("l_orderkey",), "orders", ("o_orderkey",)),
+    ReferentialIntegrity("lineitem", ("l_partkey", "l_suppkey"), "partsupp", ("ps_partkey", "ps_suppkey")),
+    ReferentialIntegrity("lineitem", ("l_partkey",), "part", ("p_partkey",)),
+    ReferentialIntegrity("lineitem", ("l_suppkey",), "supplier", ("s_suppkey",)),
+)
+
+TABLES = tuple(SCHEMA)
+
+
+def tpch_catalog(placement: dict[str, list[str]] | None = None) -> Catalog:
+    """The TPC-H catalog with each relation at its source; RI only for same-source foreign keys.
+
+    `placement` maps a source name to the relations it holds; every TPC-H relation must be placed
+    exactly once. Raises ModelError otherwise.
+    """
+    source_of = _source_of(placement or DEFAULT_PLACEMENT)
+    relations = tuple(
+        Relation(name, source_of[name], tuple(c for c, _ in cols), tuple(t for _, t in cols), key)
+        for name, (cols, key) in SCHEMA.items())
+    ri = tuple(fk for fk in FOREIGN_KEYS if source_of[fk.child] == source_of[fk.parent])
+    return Catalog(relations, (), ri)
+
+
+def _source_of(placement: dict[str, list[str]]) -> dict[str, str]:
+    """relation -> source, checking that the placement covers each TPC-H relation once."""
+    source_of: dict[str, str] = {}
+    for source, names in placement.items():
+        for name in names:
+            rel = str(name).lower()
+            if rel not in SCHEMA:
+                raise ModelError(f"placement: {name!r} is not a TPC-H relation (one of {', '.join(TABLES)})")
+            if rel in source_of:
+                raise ModelError(f"placement: {rel} is placed at both {source_of[rel]} and {source}")
+            source_of[rel] = str(source)
+    missing = [t for t in TABLES if t not in source_of]
+    if missing:
+        raise ModelError(f"placement: no source holds {', '.join(missing)}")
+    return source_of
+
+
+def tpchgen_path() -> str:
+    """The `tpchgen-cli` console script of this interpreter's environment (the venv's bin/)."""
+    path = Path(sys.executable).with_name("tpchgen-cli")
+    if not path.exists():
+        raise FileNotFoundError(f"tpchgen-cli is not installed next to {sys.executable}; "
+                                "install the tpchgen-cli package into this environment")
+    return str(path)
+
+
+MARKER = "fedlab-tpch.json"
+
+
+def generate(scale: float, out_dir: str, seed: int | None = None) -> dict[str, list[tuple]]:
+    """TPC-H data at `scale` as rows per relation, generated into `out_dir` or reused from it.
+
+    The data is dbgen's, a fixed function of the scale factor: `tpchgen-cli` takes no seed, so
+    `seed` does not change the rows (it is accepted so that callers can pass a run's seed
+    uniformly). Output is the pipe-separated .tbl format, which parses faster into Python tuples
+    than Parquet does (its DECIMAL columns would need a lossy cast) and keeps values exact.
+    """
+    del seed  # dbgen's data depends on the scale factor only
+    if not scale > 0:
+        raise ValueError(f"scale factor must be positive, got {scale}")
+    out = Path(out_dir)
+    if not _cached(out, scale):
+        _run_tpchgen(scale, out)
+    return {name: read_tbl(out / f"{name}.tbl", name) for name in TABLES}
+
+
+def _cached(out: Path, scale: float) -> bool:
+    """True if `out` holds a complete generation for this scale factor (written by _run_tpchgen)."""
+    try:
+        marker = json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return marker.get("scale") == scale and all((out / f"{t}.tbl").exists() for t in TABLES)
+
+
+def _run_tpchgen(scale: float, out: Path) -> None:
+    """Runs tpchgen-cli into `out`; the marker is written last so an interrupted run is redone."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).unlink(missing_ok=True)
+    cmd = [tpchgen_path(), "tbl", "--scale-factor", repr(scale), "--output-dir", str(out),
+           "--overwrite", "--quiet", "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"tpchgen-cli failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    (out / MARKER).write_text(json.dumps({"scale": scale, "format": "tbl", "tables": list(TABLES)}))
+
+
+_CONVERT = {"BIGINT": int, "DOUBLE": float, "VARCHAR": str, "DATE": str}
+
+
+def read_tbl(path: str | os.PathLike, relation: str) -> list[tuple]:
+    """The rows of one dbgen .tbl file (`a|b|c|` per line), converted to the catalog's types."""
+    converters = [_CONVERT[t] for _, t in SCHEMA[relation][0]]
+    call = operator.call
+    with open(path, encoding="utf-8") as f:
+        # map() stops at the shorter input, which drops the empty field after the trailing '|'
+        return [tuple(map(call, converters, line.split("|"))) for line in f]
+
+
+def sample_orders(data: dict[str, list[tuple]], orders: int) -> dict[str, list[tuple]]:
+    """A smaller federation that still satisfies every foreign key: the first `orders` orders,
+    their line items, and all of the (much smaller) other relations."""
+    kept = data["orders"][:orders]
+    keys = {row[0] for row in kept}
+    return {**data, "orders": kept, "lineitem": [row for row in data["lineitem"] if row[0] in keys]}
+
+
+def view_names() -> list[str]:
+    """The names of the view definitions shipped in loadgen/views/ (file names without .sql)."""
+    return sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
+
+
+def load_view(name: str) -> str:
+    """The SQL of the named view; ValueError naming the available views for an unknown name."""
+    names = view_names()
+    if name not in names:
+        raise ValueError(f"unknown TPC-H view {name!r}; choose one of {', '.join(names)}")
+    return (VIEWS_DIR / f"{name}.sql").read_text().strip()
