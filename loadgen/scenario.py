@@ -46,6 +46,7 @@ class Scenario:
     expect_consistency: str | None = None
     force_queries: set[str] = field(default_factory=set)
     access: str | None = None
+    log_retention: dict[str, int] = field(default_factory=dict)
     path: str = "<scenario>"
 
 
@@ -63,7 +64,8 @@ def load_scenario(path: str | Path) -> Scenario:
 def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError(f"{where}: a scenario is a YAML mapping")
-    unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps", "expect"}
+    unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps",
+                          "expect", "log_retention"}
     if unknown:
         raise ScenarioError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}")
     try:
@@ -87,6 +89,11 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         raise ScenarioError(f"{where}: {err}") from None
     scenario = Scenario(str(doc.get("name", Path(where).stem)), str(doc.get("algorithm", "sze-ling")),
                         catalog, view, initial, [], path=where, access=doc.get("access"))
+    retention = doc.get("log_retention") or {}
+    if not isinstance(retention, dict) or any(s not in catalog.sources or not isinstance(n, int) or n < 0
+                                               for s, n in retention.items()):
+        raise ScenarioError(f"{where}: log_retention maps sources to how many notifications their log keeps")
+    scenario.log_retention = dict(retention)
     committed: set[str] = set()
     for i, step in enumerate(doc.get("steps") or []):
         scenario.steps.append(_step(scenario, step, committed, f"{where}: steps[{i}]"))

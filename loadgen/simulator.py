@@ -23,7 +23,7 @@ from source_node.memory_store import MemoryStore
 from warehouse.core.algorithms import options_for
 from warehouse.core.engine import MaintenanceEngine
 from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, RequestResend,
-                                   Resynchronise, SendSubquery, StateApplied, TimerFired)
+                                   ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired)
 from warehouse.core.recompute import recompute
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
@@ -49,7 +49,8 @@ class Simulator:
         self.scenario = scenario
         self.view = scenario.view
         catalog = scenario.catalog
-        self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)})
+        self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
+                                       scenario.log_retention.get(s))
                         for s in catalog.sources}
         options = options_for(algorithm or scenario.algorithm, access or scenario.access)
         rows = recompute(self.view, scenario.initial)
@@ -60,7 +61,7 @@ class Simulator:
         self.held: dict[str, list[Subquery]] = {}
         self.queued_queries = False   # inside `random` steps, sub-queries and answers travel too
         self.run = Run()
-        self.by_txn: dict[str, Notification] = {}
+        self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
         self.current = Counter(rows)   # the view state by state, rebuilt from the applied deltas
         self._trace_seen = 0
 
@@ -108,7 +109,7 @@ class Simulator:
             n = self.sources[source].commit(request, commit_time=self.now)
         except ModelError as err:
             raise ScenarioError(f"{where}: {err}") from None
-        self.by_txn[n.txn_id] = n
+        self.committed[source].append(n)
         self.run.trace.append({"t": self.now, "event": "commit", "source": source, "dsv": n.dsv, "txn": n.txn_id})
         self._send(Message("notification", source, n))
         return n
@@ -196,7 +197,10 @@ class Simulator:
         elif msg.kind == "answer":
             self._handle(AnswerArrived(msg.payload, self.now))
         elif msg.kind == "resend":
-            for n in self.sources[msg.source].notifications_from(msg.payload):
+            store = self.sources[msg.source]
+            if msg.payload < store.oldest_available():
+                self._handle(ResendRefused(msg.source, msg.payload, store.oldest_available(), self.now))
+            for n in store.notifications_from(msg.payload):
                 self._send(Message("notification", msg.source, n), resend=True)
 
     def _query_arrives(self, sq: Subquery) -> list:
@@ -228,7 +232,8 @@ class Simulator:
     def _handle(self, event) -> None:
         pending = [event]
         while pending:
-            actions = self.engine.handle(pending.pop(0))
+            event = pending.pop(0)
+            actions = self._resynchronise() if event == ("resync",) else self.engine.handle(event)
             self._collect_trace()
             for action in actions:
                 pending.extend(self._perform(action))
@@ -265,9 +270,20 @@ class Simulator:
             self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
                                    "versions": action.versions, "view": _rows(self.view, view)})
         elif isinstance(action, Resynchronise):
-            self.run.trace.append({"t": self.now, "event": "resynchronise", "source": action.source})
+            self.run.trace.append({"t": self.now, "event": "resynchronise", "source": action.source,
+                                   "missing_from": action.missing_from, "oldest_available": action.oldest_available})
             self.run.counters["resynchronisations"] += 1
+            return [("resync",)]
         return []
+
+    def _resynchronise(self) -> list:
+        """Snapshots of every source (each read at once) and the view recomputed over them."""
+        relations, brv, dsv = {}, {}, {}
+        for source, store in self.sources.items():
+            dsv[source], states = store.snapshot()
+            for name, (version, rows) in states.items():
+                relations[name], brv[name] = rows, version
+        return self.engine.resynchronise(recompute(self.view, relations), brv, dsv)
 
     def _collect_trace(self) -> None:
         for entry in self.engine.trace[self._trace_seen:]:
@@ -294,7 +310,8 @@ class Simulator:
         return _rows(self.view, self.engine.view_rows())
 
     def history(self) -> dict[str, list[Notification]]:
-        return {s: list(store.log) for s, store in self.sources.items()}
+        """Every committed transaction per source, in DSV order (sources' logs may be truncated)."""
+        return {s: list(notes) for s, notes in self.committed.items()}
 
 
 def _rows(view, counts: dict) -> list[tuple]:

@@ -15,6 +15,7 @@ its own view state, which reflects exactly the transactions started before it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -148,6 +149,37 @@ class MaintenanceEngine:
         contiguous = self.log.contiguous(source)
         return any(a.source == source and a.dsv > contiguous
                    for t in self.tasks for c in t.computations for a in c.waiting)
+
+    # ---- resynchronisation ----
+
+    def resynchronise(self, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int]) -> list:
+        """Rebuilds from a recomputed view when a lost notification can no longer be resent.
+
+        `rows` is the view over source snapshots read at `dsv` (per source) and `brv`. Tasks in
+        flight are dropped (their sub-queries' late answers are ignored); notifications past the
+        snapshots are kept and started again. The new state skips transactions, so the run can
+        no longer be completely consistent, and the StateApplied (transaction "resync") says so.
+        """
+        before = self.mview.snapshot()
+        self.tasks.clear()
+        self._routes.clear()
+        self._sent_at.clear()
+        self.mview = MaterializedView(rows, strict=self.options.compensate)
+        self._ctx.mview = self.mview
+        self.versions.highest_processing.update(brv)
+        self.versions.refreshed.update(brv)
+        self.versions.started_dsv.update(dsv)
+        self.versions.applied_dsv.update(dsv)
+        pending = [n for s in dsv for d in range(dsv[s] + 1, self.log.highest(s) + 1)
+                   if (n := self.log.get(s, d)) is not None]
+        self.log = NotificationLog(dsv)
+        self._ctx.log = self.log
+        delta = Counter(rows)
+        delta.subtract(before)
+        actions: list = [StateApplied("*", 0, "resync", {r: c for r, c in delta.items() if c}, dict(dsv))]
+        for n in pending:
+            actions += self._on_notification(n, 0.0)
+        return actions + self._apply_ready()
 
     # ---- tasks ----
 
