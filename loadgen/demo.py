@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from loadgen.driver import drive
+
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
 
@@ -45,6 +47,7 @@ def main(args) -> int:
         data = generate(args.scale, str(Path(args.data_dir or ".cache/tpch").resolve() / f"sf{args.scale}"))
     with console.status("starting Spark with Delta"):
         spark = spark_session(warehouse_dir=str(run_dir / "spark-warehouse"))
+        spark.sparkContext.setLogLevel("ERROR")
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm)
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):
@@ -55,7 +58,7 @@ def main(args) -> int:
         console.print(f"view materialised: {len(fed.warehouse.view_rows())} rows; sources {fed.addresses}; "
                       f"warehouse {fed.warehouse_address}")
         stream = Workload.named("mixed").stream(catalog, data, seed=args.seed)
-        committed = _drive(fed, stream, args.rate, args.duration, Progress(
+        load = _drive(fed, stream, args.rate, args.duration, Progress(
             TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=console))
         with console.status("waiting for the view to reflect every commit"):
@@ -63,7 +66,7 @@ def main(args) -> int:
         with console.status("recomputing the view from source snapshots (Spark)"):
             recomputed = fed.recompute()
         view = fed.warehouse.view_rows()
-        summary = _summary(fed, committed, caught_up, view, recomputed, run_dir)
+        summary = _summary(fed, load, caught_up, view, recomputed, run_dir)
     finally:
         with console.status("stopping every process"):
             fed.stop()
@@ -74,35 +77,28 @@ def main(args) -> int:
     return 0 if summary["converged"] else 1
 
 
-def _drive(fed, stream, rate: float, duration: float, progress) -> int:
-    """Open-loop: transaction i is due at start + i / rate, whatever the previous one cost."""
-    committed = 0
-    start = time.monotonic()
+def _drive(fed, stream, rate: float, duration: float, progress):
     with progress:
         task = progress.add_task("load", total=duration, info="")
-        while (now := time.monotonic() - start) < duration:
-            due = committed / rate
-            if due > now:
-                time.sleep(min(due - now, 0.05))
-            else:
-                source, request = stream.next()
-                fed.commit(source, request)
-                committed += 1
-            if committed % 20 == 0:
-                status = fed.warehouse.status()
-                progress.update(task, completed=min(now, duration),
-                                info=f"committed {committed}  applied {status['applied']}  in flight {status['in_flight']}")
-        progress.update(task, completed=duration)
-    return committed
+
+        def show(elapsed, result):
+            status = fed.warehouse.status()
+            progress.update(task, completed=min(elapsed, duration),
+                            info=f"committed {result.committed}/{result.offered}  applied {status['applied']}  "
+                                 f"in flight {status['in_flight']}")
+        return drive(fed.commit, stream, fed.catalog.sources, rate, duration, show)
 
 
-def _summary(fed, committed: int, caught_up: bool, view: dict, recomputed: dict, run_dir: Path) -> dict:
+def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: Path) -> dict:
     status = fed.warehouse.status()
     lags = sorted(s for _, s in fed.warehouse.staleness)
     pct = (lambda p: round(lags[min(len(lags) - 1, int(p * len(lags)))] * 1000, 1)) if lags else (lambda p: None)
     return {
         "run_dir": str(run_dir),
-        "committed": committed,
+        "offered": load.offered,
+        "committed": load.committed,
+        "rejected": load.rejected,
+        "achieved_rate": round(load.achieved_rate, 1),
         "applied": status["applied"],
         "caught_up": caught_up,
         "view_rows": len(view),
@@ -119,7 +115,8 @@ def _summary(fed, committed: int, caught_up: bool, view: dict, recomputed: dict,
 
 def _print(console, s: dict) -> None:
     verdict = "[green]yes[/]" if s["converged"] else f"[red]NO[/] ({s['differences']} rows differ)"
-    console.print(f"\n[bold]summary[/]\n  transactions committed {s['committed']}, applied {s['applied']}"
+    console.print(f"\n[bold]summary[/]\n  transactions offered {s['offered']}, committed {s['committed']} "
+                  f"({s['achieved_rate']}/s), rejected {s['rejected']}, applied {s['applied']}"
                   f"{'' if s['caught_up'] else ' (did not catch up in time)'}\n"
                   f"  final view: {s['view_rows']} rows\n"
                   f"  final view equals the view recomputed from the sources (convergence): {verdict}\n"
@@ -135,7 +132,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor (default 0.01)")
     parser.add_argument("--view", default="demo4", help="view file under loadgen/views (default demo4)")
     parser.add_argument("--algorithm", default="sze-ling", help="maintenance algorithm (default sze-ling)")
-    parser.add_argument("--rate", type=float, default=20.0, help="target source transactions per second")
+    parser.add_argument("--rate", type=float, default=15.0, help="target source transactions per second")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
     parser.add_argument("--settle", type=float, default=120.0, help="seconds to wait for the view to catch up")
     parser.add_argument("--seed", type=int, default=1)

@@ -287,7 +287,7 @@ class Simulator:
 
     def _collect_trace(self) -> None:
         for entry in self.engine.trace[self._trace_seen:]:
-            self.run.trace.append({"t": self.now, "event": "compensate", **entry})
+            self.run.trace.append({"t": self.now, **entry})
         self._trace_seen = len(self.engine.trace)
 
     def _log(self, what: str, msg: Message) -> None:

@@ -25,7 +25,7 @@ class SourceNode:
     def __init__(self, catalog: Catalog, source: str, db_path: str | os.PathLike,
                  initial: dict[str, list[tuple]] | None = None, *, warehouse_address: str | None = None,
                  faults: FaultInjector | None = None, log_retention: int | None = None,
-                 resend_interval: float = 0.5, max_message_bytes: int = 64 << 20,
+                 resend_interval: float = 2.0, max_message_bytes: int = 64 << 20,
                  host: str = "127.0.0.1", port: int = 0):
         """Opens (or creates) the store at once, so that it can be inspected before `start`."""
         self.catalog = catalog

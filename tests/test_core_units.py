@@ -127,3 +127,23 @@ def test_selection_columns_and_count():
     assert not view.has_count                       # every key is shown
     assert view.selection_columns("R3") == {"F"}
     assert view.selection_test("R3")(("e1", "f2", "g")) and not view.selection_test("R3")(("e1", "f3", "g"))
+
+
+def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
+    from fedmodel.subquery import Answer, RelationAnswer
+    from loadgen.scenario import load_scenario
+    from loadgen.simulator import Simulator
+    from warehouse.core.events import AnswerArrived
+
+    sim = Simulator(load_scenario("tests/scenarios/sze_ling_examples_8_to_12.yaml"))
+    for step in sim.scenario.steps[:6]:      # three commits, both sources held, t1 delivered
+        sim._step(step)
+    (held,) = sim.held["ds1"]                # t1's sub-query to R1; R1's initial version is 1 ...
+    stale = Answer(held.id, "ds1", 1, (RelationAnswer("R1", 0, ()),))   # ... this claims version 0
+    sim._handle(AnswerArrived(stale))
+    assert sim.engine.counters.rejected_answers == 1
+    assert any(e.get("event") == "rejected-answer" for e in sim.run.trace)
+    sim.held["ds1"] = [held]
+    for step in sim.scenario.steps[6:]:      # the real answers still complete the scenario
+        sim._step(step)
+    assert sim.view_rows() == []

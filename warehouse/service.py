@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 import time
 from collections import Counter
 from concurrent import futures
@@ -45,10 +46,13 @@ MAX_MESSAGE = 64 * 1024 * 1024
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
-                 batch_interval: float = 0.5, tick: float = 0.25):
+                 batch_interval: float = 0.5, tick: float = 0.25, query_timeout: float = 5.0,
+                 resend_timeout: float = 3.0):
         self.catalog = catalog
         self.view = parse_view(view_sql, catalog)
-        self.options = options_for(algorithm, access)
+        # Live timeouts are longer than the simulator's: a Delta batch commit takes about a second.
+        self.options = replace(options_for(algorithm, access), query_timeout=query_timeout,
+                               resend_timeout=resend_timeout)
         self.algorithm = algorithm
         self.sources = dict(sources)
         self.spark = spark

@@ -49,6 +49,7 @@ class Counters:
     resends: int = 0
     compensations: int = 0
     duplicates: int = 0
+    rejected_answers: int = 0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -113,6 +114,15 @@ class MaintenanceEngine:
         comp = self._routes.get(answer.id)
         if comp is None:
             self.counters.duplicates += 1
+            return []
+        if any(ra.brv < comp.alpha.get(ra.relation, 0) for ra in answer.relations):
+            # Below the initial version numbers: the source already reported (notified) a later
+            # state, so this is an error, not data. The sub-query stays outstanding and is
+            # asked again at the timer.
+            self.counters.rejected_answers += 1
+            self.trace.append({"event": "rejected-answer", "computation": comp.label, "subquery": answer.id,
+                               "source": answer.source, "dsv": answer.dsv,
+                               "reason": "read at a version older than one the source already reported"})
             return []
         if comp.on_answer(answer):
             self._routes.pop(answer.id, None)
@@ -246,7 +256,7 @@ class MaintenanceEngine:
 
     def _record(self, entry: dict) -> None:
         self.counters.compensations += 1
-        self.trace.append(entry)
+        self.trace.append({"event": "compensate", **entry})
 
     @property
     def in_flight(self) -> int:
