@@ -20,8 +20,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 from loadgen.scenario import Scenario, ScenarioError, Step
 from source_node.memory_store import MemoryStore
-from warehouse.core.algorithms import options_for
-from warehouse.core.engine import MaintenanceEngine
+from warehouse.core.algorithms import create
 from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, RequestResend,
                                    ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired)
 from warehouse.core.recompute import recompute
@@ -52,10 +51,9 @@ class Simulator:
         self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
                                        scenario.log_retention.get(s))
                         for s in catalog.sources}
-        options = options_for(algorithm or scenario.algorithm, access or scenario.access)
         rows = recompute(self.view, scenario.initial)
-        self.engine = MaintenanceEngine(self.view, rows, {r.name: 1 for r in catalog.relations},
-                                        {s: 1 for s in catalog.sources}, options, scenario.force_queries)
+        self.engine = create(algorithm or scenario.algorithm, self.view, rows, {r.name: 1 for r in catalog.relations},
+                             {s: 1 for s in catalog.sources}, access or scenario.access, scenario.force_queries)
         self.now = 0.0
         self.flight: list[Message] = []
         self.held: dict[str, list[Subquery]] = {}
@@ -141,7 +139,7 @@ class Simulator:
                 and not any(src.unacknowledged() for src in self.sources.values()))
 
     def _fire_timers(self) -> None:
-        self.now += max(self.engine.options.query_timeout, self.engine.options.resend_timeout)
+        self.now += self.engine.timeout
         for source, store in self.sources.items():
             in_flight = {m.payload.dsv for m in self.flight if m.kind == "notification" and m.source == source}
             for n in store.unacknowledged():

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import replace
 import time
 from collections import Counter
 from concurrent import futures
@@ -32,8 +31,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
-from warehouse.core.algorithms import options_for
-from warehouse.core.engine import MaintenanceEngine
+from warehouse.core.algorithms import create, options_for
 from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
                                    Resynchronise, SendSubquery, StateApplied, TimerFired)
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
@@ -50,9 +48,10 @@ class Warehouse:
                  resend_timeout: float = 3.0):
         self.catalog = catalog
         self.view = parse_view(view_sql, catalog)
+        options_for(algorithm, access)   # an unknown name fails here, before anything starts
+        self.access = access
         # Live timeouts are longer than the simulator's: a Delta batch commit takes about a second.
-        self.options = replace(options_for(algorithm, access), query_timeout=query_timeout,
-                               resend_timeout=resend_timeout)
+        self.timeouts = {"query_timeout": query_timeout, "resend_timeout": resend_timeout}
         self.algorithm = algorithm
         self.sources = dict(sources)
         self.spark = spark
@@ -61,7 +60,7 @@ class Warehouse:
         self.tick = tick
         self.store = DeltaViewStore(spark, str(self.data_dir / "delta"), list(self.view.column_names[:len(self.view.outputs)]),
                                     self._view_types())
-        self.engine: MaintenanceEngine | None = None
+        self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.lock = threading.RLock()
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
         self.received: list = []                      # notifications received since the last batch commit
@@ -125,7 +124,7 @@ class Warehouse:
             snapshots.setdefault(rel.name, (list(rel.columns), list(rel.types), []))
             brv.setdefault(rel.name, 1)
         rows = materialize(self.spark, self.view.sql, snapshots)
-        self.engine = MaintenanceEngine(self.view, rows, brv, dsv, self.options)
+        self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access, **self.timeouts)
         self.store.initialize(rows, self._version_state())
         self.durable = dict(dsv)
 
@@ -133,7 +132,7 @@ class Warehouse:
         relations, sources = state.get("relations", {}), state.get("sources", {})
         brv = {r: v["refreshed"] for r, v in relations.items()}
         dsv = {s: v["applied_dsv"] for s, v in sources.items()}
-        self.engine = MaintenanceEngine(self.view, rows, brv, dsv, self.options)
+        self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access, **self.timeouts)
         self.batch_id = last_batch or 0
         self.seq = log_length
         pending = [n for n in self.store.read_notifications() if n.dsv > dsv.get(n.source, 0)]
@@ -236,7 +235,7 @@ class Warehouse:
                 return
             applied, received = self.applied, self.received
             state = self._version_state()
-            contiguous = {s: self.engine.log.contiguous(s) for s in self.sources}
+            contiguous = {s: self.engine.received_through(s) for s in self.sources}
             net = Counter()
             for a in applied:
                 net.update(dict(a.delta))
@@ -251,10 +250,7 @@ class Warehouse:
     # ---- reading ----
 
     def _version_state(self) -> dict:
-        v = self.engine.versions
-        return {"relations": {r: {"processing": v.highest_processing[r], "refreshed": v.refreshed[r]}
-                              for r in v.refreshed},
-                "sources": {s: {"applied_dsv": v.applied_dsv.get(s, 0)} for s in self.sources}}
+        return self.engine.version_state()
 
     def _view_types(self) -> list[str]:
         return [self.catalog.relation(o.ref.relation).types[self.catalog.relation(o.ref.relation).index(o.ref.column)]
@@ -267,7 +263,7 @@ class Warehouse:
     def status(self) -> dict:
         with self.lock:
             return {"algorithm": self.algorithm, "applied": self.seq, "in_flight": self.engine.in_flight,
-                    "refreshed_dsv": dict(self.engine.versions.applied_dsv), "view_rows": len(self.engine.mview),
+                    "refreshed_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
                     "resynchronisations": list(self.resyncs)}
 

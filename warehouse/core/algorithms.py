@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from warehouse.core.engine import Options
+from warehouse.core.engine import MaintenanceEngine, Options
 from warehouse.core.planner import ACCESS_PATHS
 
 ALGORITHMS = {
@@ -26,3 +26,10 @@ def options_for(name: str, access: str | None = None) -> Options:
     if access is not None and access not in ACCESS_PATHS:
         raise ValueError(f"unknown access path {access!r} (one of {', '.join(ACCESS_PATHS)})")
     return replace(ALGORITHMS[name], access=access) if access else ALGORITHMS[name]
+
+
+def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None = None,
+           force_queries=(), **timeouts):
+    """The algorithm `name` over a view materialised at source states `dsv` / relation versions `brv`."""
+    options = replace(options_for(name, access), **timeouts)
+    return MaintenanceEngine(view, rows, brv, dsv, options, force_queries)

@@ -258,9 +258,27 @@ class MaintenanceEngine:
         self.counters.compensations += 1
         self.trace.append({"event": "compensate", **entry})
 
+    # ---- the Algorithm interface (warehouse.core.algorithm) ----
+
     @property
     def in_flight(self) -> int:
         return len(self.tasks)
 
+    @property
+    def timeout(self) -> float:
+        return max(self.options.query_timeout, self.options.resend_timeout)
+
     def view_rows(self) -> dict[tuple, int]:
         return self.mview.snapshot()
+
+    def received_through(self, source: str) -> int:
+        return self.log.contiguous(source)
+
+    def applied_dsv(self) -> dict[str, int]:
+        return dict(self.versions.applied_dsv)
+
+    def version_state(self) -> dict:
+        v = self.versions
+        return {"relations": {r: {"processing": v.highest_processing[r], "refreshed": v.refreshed[r]}
+                              for r in v.refreshed},
+                "sources": {s: {"applied_dsv": d} for s, d in v.applied_dsv.items()}}
