@@ -15,6 +15,7 @@ state, and the notifications received but not yet applied.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -61,6 +62,7 @@ class Warehouse:
         self.store = DeltaViewStore(spark, str(self.data_dir / "delta"), list(self.view.column_names[:len(self.view.outputs)]),
                                     self._view_types())
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
+        self.history = ChangeHistory(self.data_dir / "history", [o.name for o in self.view.outputs])
         self.lock = threading.RLock()
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
         self.received: list = []                      # notifications received since the last batch commit
@@ -126,6 +128,7 @@ class Warehouse:
         rows = materialize(self.spark, self.view.sql, snapshots)
         self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access, **self.timeouts)
         self.store.initialize(rows, self._version_state())
+        self.history.write_initial(rows, dsv)
         self.durable = dict(dsv)
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
@@ -135,6 +138,8 @@ class Warehouse:
         self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access, **self.timeouts)
         self.batch_id = last_batch or 0
         self.seq = log_length
+        # A crash between a batch's Delta commit and its line here: the change log has it.
+        self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
         pending = [n for n in self.store.read_notifications() if n.dsv > dsv.get(n.source, 0)]
         self.stored = {(n.source, n.dsv) for n in self.store.read_notifications()}
         self.durable = {s: max([d for (src, d) in self.stored if src == s] + [dsv.get(s, 0)]) for s in self.sources}
@@ -240,6 +245,7 @@ class Warehouse:
             for a in applied:
                 net.update(dict(a.delta))
         self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received)
+        self.history.append(applied)
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
@@ -266,6 +272,35 @@ class Warehouse:
                     "refreshed_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
                     "resynchronisations": list(self.resyncs)}
+
+
+class ChangeHistory:
+    """The warehouse's side of a run's history, as plain files the checker reads without Spark:
+    the view it materialised first (and at which source versions), then each applied source
+    transaction's delta and version vector, appended once its batch is durable in Delta."""
+
+    def __init__(self, folder: Path, columns: list[str]):
+        self.folder = folder
+        self.columns = columns
+
+    def write_initial(self, rows: dict[tuple, int], dsv: dict[str, int]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        doc = {"columns": self.columns, "versions": dsv, "rows": [[*r, c] for r, c in rows.items()]}
+        (self.folder / "initial_view.json").write_text(json.dumps(doc, default=str))
+        (self.folder / "changes.jsonl").write_text("")
+
+    def last_seq(self) -> int:
+        path = self.folder / "changes.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return json.loads(lines[-1])["seq"] if lines else 0
+
+    def append(self, applied: list[AppliedTxn]) -> None:
+        with open(self.folder / "changes.jsonl", "a") as out:
+            for a in applied:
+                out.write(json.dumps({"seq": a.seq, "source": a.source, "dsv": a.dsv, "txn_id": a.txn_id,
+                                      "commit_time": a.commit_time, "applied_time": a.applied_time,
+                                      "versions": a.versions, "delta": [[list(r), c] for r, c in a.delta]},
+                                     default=str) + "\n")
 
 
 def from_pb_rows(rel, payload: bytes) -> list[tuple]:
