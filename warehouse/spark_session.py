@@ -1,0 +1,180 @@
+"""The warehouse's Spark session, with Delta Lake enabled from delta-spark's own JVM jars.
+
+pyspark ships no Delta jar, so the session needs `io.delta:delta-spark_<spark>_<scala>:<version>`
+(the coordinate `delta.configure_spark_with_delta_pip` would ask for) and its dependencies.
+Where they come from, first hit wins:
+
+1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>/`, or `$FEDLAB_JARS_DIR`),
+   filled by `ensure_delta_jars()` (`make jars`): passed as `spark.jars`, no resolver is asked, so
+   a warmed machine starts offline;
+2. Ivy, through `configure_spark_with_delta_pip` (`spark.jars.packages`, cached in ~/.ivy2.5.2);
+3. if Ivy fails (a resolver host unreachable), Maven fetches the same artifact into the fedlab
+   jar cache (`ensure_delta_jars`) and the session starts from those jars.
+
+`FEDLAB_DELTA_JARS=ivy|maven` forces one route (for tests of the fallback and for debugging).
+The session is sized for a laptop: 2 shuffle partitions, no UI, WARN logs. Two hooks for tuning
+without code changes: `FEDLAB_SPARK_CONF="key=value,key=value"` (extra Spark settings) and
+`FEDLAB_JAVA_OPTS` (driver JVM options, e.g. -XX:TieredStopAtLevel=1).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SCALA_VERSION = "2.13"
+
+_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    # Delta reconstructs table snapshots with this many partitions (default 50): one is plenty.
+    "spark.databricks.delta.snapshotPartitions": "2",
+}
+
+
+def delta_coordinate() -> str:
+    """The Maven coordinate of delta-spark for the installed pyspark and delta-spark wheels.
+
+    Mirrors `configure_spark_with_delta_pip`: io.delta:delta-spark_<spark major.minor>_2.13:<ver>.
+    """
+    import pyspark
+
+    spark_mm = ".".join(pyspark.__version__.split(".")[:2])
+    version = importlib.metadata.version("delta_spark")
+    return f"io.delta:delta-spark_{spark_mm}_{SCALA_VERSION}:{version}"
+
+
+def jar_cache_dir() -> Path:
+    """Where Maven-fetched Delta jars live, one folder per coordinate."""
+    base = Path(os.environ.get("FEDLAB_JARS_DIR") or Path.home() / ".cache" / "fedlab" / "jars")
+    _, artifact, version = delta_coordinate().split(":")
+    return base / f"{artifact}-{version}"
+
+
+def cached_delta_jars() -> list[str]:
+    """The jars of a completed Maven fetch (listed in its COMPLETE marker), or [] if none."""
+    marker = jar_cache_dir() / "COMPLETE"
+    if not marker.is_file():
+        return []
+    jars = [str(jar_cache_dir() / name) for name in marker.read_text().split()]
+    return jars if jars and all(os.path.isfile(j) for j in jars) else []
+
+
+def ensure_delta_jars(timeout: float = 600.0) -> list[str]:
+    """Fetches delta-spark and its runtime dependencies with Maven into the jar cache (idempotent).
+
+    Returns the jar paths. Spark's own artifacts and Scala are excluded: pyspark ships them, as
+    Spark's Ivy resolution excludes them too. The folder is filled in a temporary sibling and
+    renamed into place, so an interrupted fetch never leaves a half-filled cache behind.
+    """
+    jars = cached_delta_jars()
+    if jars:
+        return jars
+    if shutil.which("mvn") is None:
+        raise RuntimeError("Delta jars are not cached and `mvn` is not on PATH to fetch them")
+    group, artifact, version = delta_coordinate().split(":")
+    target = jar_cache_dir()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        pom = Path(tmp) / "pom.xml"
+        pom.write_text(_POM.format(group=group, artifact=artifact, version=version))
+        out = Path(tmp) / "jars"
+        cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+               f"-DoutputDirectory={out}", "-DincludeScope=runtime",
+               "-DexcludeGroupIds=org.apache.spark,org.scala-lang"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if done.returncode != 0 or not out.is_dir():
+            tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+            raise RuntimeError("mvn could not fetch " + delta_coordinate() + ":\n" + "\n".join(tail))
+        names = sorted(p.name for p in out.glob("*.jar"))
+        if f"{artifact}-{version}.jar" not in names:
+            raise RuntimeError(f"mvn finished but {artifact}-{version}.jar is not among {names}")
+        (out / "COMPLETE").write_text("\n".join(names) + "\n")
+        if not cached_delta_jars():  # another process may have finished first: keep its copy
+            shutil.rmtree(target, ignore_errors=True)
+            out.rename(target)
+    return cached_delta_jars()
+
+
+_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>fedlab</groupId><artifactId>delta-jars</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+
+def spark_session(warehouse_dir: str | None = None, master: str = "local[2]"):
+    """Returns the active SparkSession if there is one, else starts one with Delta enabled.
+
+    `warehouse_dir` becomes spark.sql.warehouse.dir (the store itself uses path-based Delta
+    tables, so nothing else lands there). Logs are cut to WARN once the JVM is up.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    if SparkContext._active_spark_context is not None:  # started in another thread
+        return SparkSession.builder.getOrCreate()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    route = os.environ.get("FEDLAB_DELTA_JARS", "auto").lower()
+    jars = cached_delta_jars() if route in ("auto", "maven") else []
+    if not jars and route in ("auto", "ivy"):
+        try:
+            return _start(_builder(warehouse_dir, master), ivy=True)
+        except Exception as err:  # resolver unreachable, JVM exited before the gateway came up
+            if route == "ivy":
+                raise
+            log.warning("Ivy could not resolve %s (%s); fetching it with Maven",
+                        delta_coordinate(), str(err).splitlines()[0] if str(err) else type(err).__name__)
+    if not jars:
+        jars = ensure_delta_jars()
+    return _start(_builder(warehouse_dir, master).config("spark.jars", ",".join(jars)), ivy=False)
+
+
+def _builder(warehouse_dir: str | None, master: str):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName("fedlab-warehouse")
+    for key, value in _CONF.items():
+        builder = builder.config(key, value)
+    if warehouse_dir:
+        builder = builder.config("spark.sql.warehouse.dir", str(warehouse_dir))
+    if os.environ.get("FEDLAB_JAVA_OPTS"):
+        builder = builder.config("spark.driver.extraJavaOptions", os.environ["FEDLAB_JAVA_OPTS"])
+    for item in filter(None, os.environ.get("FEDLAB_SPARK_CONF", "").split(",")):
+        key, _, value = item.partition("=")
+        builder = builder.config(key.strip(), value.strip())
+    return builder
+
+
+def _start(builder, ivy: bool):
+    if ivy:
+        from delta import configure_spark_with_delta_pip
+
+        builder = configure_spark_with_delta_pip(builder)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+if __name__ == "__main__":  # `python -m warehouse.spark_session`: warm the jar cache (make jars)
+    print("\n".join(ensure_delta_jars()))

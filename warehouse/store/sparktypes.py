@@ -1,0 +1,77 @@
+"""Catalog types <-> Spark and Arrow: schemas, and rows in and out of Spark.
+
+Rows in the federation carry DATE values as ISO strings (see fedmodel.codec); Spark gets
+`datetime.date` and hands them back as ISO strings, so a row read from Delta equals the row the
+maintenance core holds. DOUBLE columns accept ints. Data goes to Spark as Arrow tables with an
+explicit schema (no pandas, no Python workers).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Iterable, Sequence
+
+import pyarrow as pa
+from pyspark.sql.types import (BooleanType, DataType, DateType, DoubleType, LongType, StringType,
+                               StructField, StructType)
+
+from fedmodel.codec import arrow_schema
+
+SPARK_TYPES: dict[str, DataType] = {
+    "BIGINT": LongType(), "DOUBLE": DoubleType(), "VARCHAR": StringType(),
+    "DATE": DateType(), "BOOLEAN": BooleanType(),
+}
+
+
+def check_types(types: Sequence[str]) -> list[str]:
+    """Upper-cased catalog type names; raises ValueError on anything else."""
+    out = [str(t).upper() for t in types]
+    bad = [t for t in out if t not in SPARK_TYPES]
+    if bad:
+        raise ValueError(f"unsupported column type(s) {bad}; use one of {', '.join(SPARK_TYPES)}")
+    return out
+
+
+def spark_schema(columns: Sequence[str], types: Sequence[str]) -> StructType:
+    return StructType([StructField(c, SPARK_TYPES[t], True) for c, t in zip(columns, check_types(types))])
+
+
+def to_arrow(columns: Sequence[str], types: Sequence[str], rows: Iterable[Sequence]) -> pa.Table:
+    """Rows (tuples in column order) as an Arrow table of the catalog types."""
+    types = check_types(types)
+    rows = list(rows)
+    arrays = []
+    for i, (column, typ) in enumerate(zip(columns, types)):
+        try:
+            values = [_to_arrow_value(r[i], typ) for r in rows]
+            arrays.append(pa.array(values, type=arrow_schema([column], [typ])[0].type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:
+            raise ValueError(f"column {column} ({typ}): {err}") from None
+    return pa.table(arrays, schema=arrow_schema(columns, types))
+
+
+def create_df(spark, columns: Sequence[str], types: Sequence[str], rows: Iterable[Sequence]):
+    """A Spark DataFrame of `rows` with the explicit schema of `columns`/`types`."""
+    return spark.createDataFrame(to_arrow(columns, types, rows), schema=spark_schema(columns, types))
+
+
+def from_spark(value):
+    """A value collected from Spark, as the federation's rows carry it (DATE -> ISO string)."""
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return value.isoformat()
+    return value
+
+
+def quote(name: str) -> str:
+    """A Spark SQL identifier, back-quoted."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _to_arrow_value(value, typ: str):
+    if value is None:
+        return None
+    if typ == "DATE" and isinstance(value, str):
+        return datetime.date.fromisoformat(value)
+    if typ == "DOUBLE" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
