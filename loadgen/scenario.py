@@ -19,8 +19,10 @@ from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef, parse_view
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
-STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random")
-_RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate"}
+STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
+              "restart")
+_RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "transactions"}
+TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
 
 
 class ScenarioError(ModelError):
@@ -48,6 +50,8 @@ class Scenario:
     access: str | None = None
     log_retention: dict[str, int] = field(default_factory=dict)
     path: str = "<scenario>"
+    global_transactions: dict[str, tuple[str, int]] = field(default_factory=dict)  # txn -> (global id, parts)
+    period: float | None = None    # recompute's period
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -65,7 +69,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError(f"{where}: a scenario is a YAML mapping")
     unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps",
-                          "expect", "log_retention"}
+                          "expect", "log_retention", "period"}
     if unknown:
         raise ScenarioError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}")
     try:
@@ -94,6 +98,11 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
                                                for s, n in retention.items()):
         raise ScenarioError(f"{where}: log_retention maps sources to how many notifications their log keeps")
     scenario.log_retention = dict(retention)
+    if "period" in doc:
+        period = doc["period"]
+        if isinstance(period, bool) or not isinstance(period, (int, float)) or period <= 0:
+            raise ScenarioError(f"{where}: period must be a positive number (recompute's period in simulated time)")
+        scenario.period = float(period)
     committed: set[str] = set()
     for i, step in enumerate(doc.get("steps") or []):
         scenario.steps.append(_step(scenario, step, committed, f"{where}: steps[{i}]"))
@@ -135,21 +144,30 @@ def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
         if args != "all":
             raise ScenarioError(f"{where}: run takes 'all'")
         return Step(kind, {}, where)
+    if kind == "restart":
+        source = args.get("source") if isinstance(args, dict) else None
+        if source not in scenario.catalog.sources or set(args) != {"source"}:
+            raise ScenarioError(f"{where}: restart needs {{source: SOURCE}} naming a known source")
+        return Step(kind, {"source": source}, where)
     if not isinstance(args, dict) or set(args) - _RANDOM_KEYS:
         raise ScenarioError(f"{where}: random takes {', '.join(sorted(_RANDOM_KEYS))}")
-    for rate in ("drop", "reorder", "duplicate", "commit_rate"):
+    for rate in ("drop", "reorder", "duplicate", "commit_rate", "restart"):
         if not 0 <= float(args.get(rate, 0)) <= 1:
             raise ScenarioError(f"{where}: random.{rate} must be between 0 and 1")
+    transactions = args.get("transactions", "source-local")
+    if transactions not in TRANSACTION_SCENARIOS:
+        raise ScenarioError(f"{where}: random.transactions must be one of {', '.join(TRANSACTION_SCENARIOS)}")
     return Step(kind, {"seed": int(args.get("seed", 0)), "steps": int(args.get("steps", 100)),
                        "drop": float(args.get("drop", 0)), "reorder": float(args.get("reorder", 0)),
                        "duplicate": float(args.get("duplicate", 0)),
-                       "commit_rate": float(args.get("commit_rate", 0.5))}, where)
+                       "commit_rate": float(args.get("commit_rate", 0.5)),
+                       "restart": float(args.get("restart", 0)), "transactions": transactions}, where)
 
 
 def _commit(scenario: Scenario, args, committed: set[str], where: str) -> TransactionRequest:
     if not isinstance(args, dict) or "source" not in args or "id" not in args:
         raise ScenarioError(f"{where}: commit needs source and id")
-    unknown = set(args) - {"source", "id", "insert", "delete", "modify", "force_queries"}
+    unknown = set(args) - {"source", "id", "insert", "delete", "modify", "force_queries", "global"}
     if unknown:
         raise ScenarioError(f"{where}: commit has unknown key {sorted(unknown)[0]!r}")
     source, txn = args["source"], str(args["id"])
@@ -160,6 +178,12 @@ def _commit(scenario: Scenario, args, committed: set[str], where: str) -> Transa
     committed.add(txn)
     if args.get("force_queries"):
         scenario.force_queries.add(txn)
+    if "global" in args:
+        part_of = args["global"]
+        if (not isinstance(part_of, dict) or set(part_of) != {"id", "parts"} or isinstance(part_of["parts"], bool)
+                or not isinstance(part_of["parts"], int) or part_of["parts"] < 1):
+            raise ScenarioError(f"{where}: global needs {{id: GLOBAL_ID, parts: N}} (N >= 1 local commits form it)")
+        scenario.global_transactions[txn] = (str(part_of["id"]), part_of["parts"])
 
     def relation(name):
         if not scenario.catalog.has_relation(str(name)):

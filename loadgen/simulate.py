@@ -15,6 +15,7 @@ from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle
 from loadgen.scenario import LEVELS, Scenario, load_scenario
 from loadgen.simulator import Simulator, _rows
+from warehouse.core.algorithms import maintained_view
 
 
 def simulate(scenario: Scenario, algorithm: str | None = None, access: str | None = None) -> dict:
@@ -35,10 +36,13 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
                 ("subqueries", "messages", "rows_transferred", "bytes_transferred", "resends")}
     counters.update({k: v for k, v in run.counters.items() if k not in counters})
     counters.update({f"engine_{k}": v for k, v in sim.engine.counters.as_dict().items()})
+    name = algorithm or scenario.algorithm
     return {
         "name": scenario.name,
-        "algorithm": algorithm or scenario.algorithm,
+        "algorithm": name,
         "columns": list(scenario.view.column_names),
+        # The Strobe family keeps the view widened with every relation's key (keyed_view).
+        "maintained_columns": list(maintained_view(name, scenario.view).column_names),
         "view": [list(r) for r in final],
         "states": [{"transaction": s["transaction"], "view": [list(r) for r in _rows(scenario.view, s["view"])]}
                    for s in run.states],
@@ -70,6 +74,8 @@ def _print_text(result: dict) -> None:
     for entry in result["trace"]:
         print("  " + _describe(entry))
     print(f"final view ({', '.join(result['columns'])}): {result['view']}")
+    if result["maintained_columns"] != result["columns"]:
+        print(f"maintained view, widened with the relations' keys: ({', '.join(result['maintained_columns'])})")
     print(f"consistency: {result['consistency']}")
     c = result["counters"]
     print(f"sub-queries {c['subqueries']}, messages {c['messages']}, rows {c['rows_transferred']}, "
@@ -81,6 +87,8 @@ def _print_text(result: dict) -> None:
             print(f"  first violation at state {v['state']} ({v['transaction']}), versions {v['versions']}:")
             print(f"    view held {v['view']}\n    should be {v['expected']}\n"
                   f"    missing {v['missing']}  extra {v['extra']}")
+            if v.get("matches"):
+                print(f"    it is the view at versions {v['matches']} (weakly consistent)")
     print("expectations met" if result["expectations_met"] else "expectations NOT met")
 
 
@@ -102,6 +110,12 @@ def _describe(e: dict) -> str:
                 f"{e['before']} -> {e['after']}")
     if kind == "apply":
         return f"{t} apply {e['txn']} at versions {e['versions']}: view {[list(r) for r in e['view']]}"
+    if kind == "key-delete":
+        return f"{t} key_delete(A, {e['deleted']}) of {e['transaction']} removes {e['removed']}"
+    if kind == "compensating-query":
+        return f"{t} compensating query for {e['for']}, substituting {e['substituted']}"
+    if kind == "restart":
+        return f"{t} restart {e['source']}"
     if kind == "resend-request":
         return f"{t} resend request to {e['source']} from DSV {e['from_dsv']}"
     return f"{t} {kind} {({k: v for k, v in e.items() if k not in ('t', 'event')})}"

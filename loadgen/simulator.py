@@ -1,7 +1,8 @@
 """The deterministic simulator: a scenario run through the maintenance core with in-process sources.
 
 Time is simulated; nothing is random but what a `random` step draws from its own seed. The
-warehouse is the same `MaintenanceEngine` the live service drives; sources are in-memory stores
+warehouse is the same algorithm object the live service drives (warehouse.core.algorithms:
+Sze-Ling's engine or a baseline), over the view it maintains; sources are in-memory stores
 with the same contract as the DuckDB ones. Messages in flight (notifications, sub-queries,
 answers, resend requests) sit in one list, oldest first, so that delivery, loss, duplication
 and reordering are explicit steps. The simulator records a trace of every message and every
@@ -20,7 +21,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 from loadgen.scenario import Scenario, ScenarioError, Step
 from source_node.memory_store import MemoryStore
-from warehouse.core.algorithms import create
+from warehouse.core.algorithms import create, maintained_view
 from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, RequestResend,
                                    ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired)
 from warehouse.core.recompute import recompute
@@ -51,13 +52,18 @@ class Simulator:
         self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
                                        scenario.log_retention.get(s))
                         for s in catalog.sources}
+        name = algorithm or scenario.algorithm
         rows = recompute(self.view, scenario.initial)
-        self.engine = create(algorithm or scenario.algorithm, self.view, rows, {r.name: 1 for r in catalog.relations},
-                             {s: 1 for s in catalog.sources}, access or scenario.access, scenario.force_queries)
+        maintained = maintained_view(name, self.view)
+        self.engine = create(name, self.view, rows if maintained is self.view else recompute(maintained, scenario.initial),
+                             {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
+                             access or scenario.access, scenario.force_queries, scenario.global_transactions,
+                             scenario.period)
         self.now = 0.0
         self.flight: list[Message] = []
         self.held: dict[str, list[Subquery]] = {}
         self.queued_queries = False   # inside `random` steps, sub-queries and answers travel too
+        self.fifo_answers = False     # inside `run: all`, an answer does not overtake its source's messages
         self.run = Run()
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
         self.current = Counter(rows)   # the view state by state, rebuilt from the applied deltas
@@ -101,6 +107,8 @@ class Simulator:
             self.run_all()
         elif step.kind == "random":
             self.random_steps(**a)
+        elif step.kind == "restart":
+            self.restart(a["source"])
 
     def commit(self, source: str, request: TransactionRequest, where: str = "commit") -> Notification:
         try:
@@ -122,6 +130,13 @@ class Simulator:
 
     def run_all(self) -> None:
         """Delivers everything in flight, oldest first; fires timers when nothing else can move."""
+        self.fifo_answers = True
+        try:
+            self._run_all()
+        finally:
+            self.fifo_answers = False
+
+    def _run_all(self) -> None:
         quiet = 0
         while quiet < QUIET_TIMERS:
             if self.flight:
@@ -148,13 +163,17 @@ class Simulator:
         self._handle(TimerFired(self.now))
 
     def random_steps(self, seed: int, steps: int, drop: float, reorder: float, duplicate: float,
-                     commit_rate: float) -> None:
+                     commit_rate: float, restart: float = 0.0, transactions: str = "source-local") -> None:
         rng = random.Random(seed)
-        workload = RandomTransactions(self.scenario, rng)
+        workload = RandomTransactions(self.scenario, rng, single_update=transactions == "single-update")
         self.queued_queries = True
         try:
             for _ in range(steps):
                 self.now += 1
+                # Drawn only when asked for, so that schedules without restarts stay as they were.
+                if restart and rng.random() < restart:
+                    self.restart(rng.choice(sorted(self.sources)))
+                    continue
                 if rng.random() < commit_rate:
                     source = rng.choice(sorted(self.sources))
                     request = workload.transaction(self.sources[source])
@@ -173,6 +192,20 @@ class Simulator:
                         self._deliver(msg)
         finally:
             self.queued_queries = False
+
+    def restart(self, source: str) -> None:
+        """The source's process restarts from its durable state (DESIGN.md 4.5: its relations,
+        versions and outbox survive). Answers it sent that are still in flight are lost with their
+        connections, sub-queries it held unanswered are lost (and a hold ends), and its sender
+        resends every notification the warehouse has not acknowledged (some may be in flight too)."""
+        self.run.trace.append({"t": self.now, "event": "restart", "source": source})
+        self.run.counters["restarts"] += 1
+        for msg in [m for m in self.flight if m.kind == "answer" and m.source == source]:
+            self.flight.remove(msg)
+            self._log("drop", msg)
+        self.held.pop(source, None)
+        for n in self.sources[source].unacknowledged():
+            self._send(Message("notification", source, n), resend=True)
 
     # ---- message flow ----
 
@@ -218,7 +251,10 @@ class Simulator:
                                "dsv": answer.dsv,
                                "relations": {ra.relation: {"queried_version": ra.brv, "rows": [list(r) for r in ra.rows]}
                                              for ra in answer.relations}})
-        if self.queued_queries:
+        # Per-source FIFO (the Strobe paper's section 3.3): an answer does not overtake a
+        # notification (or answer) its source sent earlier and the network still carries.
+        if self.queued_queries or (self.fifo_answers and any(
+                m.source == sq.source and m.kind in ("notification", "answer") for m in self.flight)):
             self.flight.append(Message("answer", sq.source, answer))
             return []
         return [AnswerArrived(answer, self.now)]
@@ -332,9 +368,12 @@ class RandomTransactions:
     FD or RI it would break) is simply not committed.
     """
 
-    def __init__(self, scenario: Scenario, rng: random.Random):
+    def __init__(self, scenario: Scenario, rng: random.Random, single_update: bool = False):
+        """`single_update`: every transaction is one insertion or one deletion (the Strobe paper's
+        single update transactions, section 3.1); otherwise 1-5 operations of any kind."""
         self.scenario = scenario
         self.rng = rng
+        self.single_update = single_update
         self.fresh = 0
         view = scenario.view
         self.domains: dict[tuple[str, str], list] = {}
@@ -357,11 +396,12 @@ class RandomTransactions:
         txn = f"r{self.fresh}"
         tables = {name: dict(rows) for name, rows in store.relations.items()}
         inserts, deletes, modifies = {}, {}, {}
-        for _ in range(self.rng.randint(1, 5)):
+        kinds = ("insert", "delete") if self.single_update else ("insert", "delete", "modify")
+        for _ in range(1 if self.single_update else self.rng.randint(1, 5)):
             name = self.rng.choice(sorted(tables))
             rel = self.scenario.catalog.relation(name)
             table = tables[name]
-            kind = self.rng.choice(("insert", "delete", "modify") if table else ("insert",))
+            kind = self.rng.choice(kinds if table else ("insert",))
             if kind == "insert":
                 row = self._row(rel, table)
                 table[rel.key_of(row)] = row

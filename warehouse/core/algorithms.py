@@ -1,35 +1,78 @@
-"""The maintenance algorithms by name, each a configuration of the one engine.
+"""The maintenance algorithms by name; each offers warehouse.core.algorithm.Algorithm.
 
 - `sze-ling`: Sze & Ling 2000, complete: version-number compensation, DSV ordering with resend
   of lost notifications, partial self-maintenance, key-based refresh, join-graph access.
 - `conventional`: incremental maintenance with no compensation ([BLT86], the Strobe paper's
-  Example 1): updates processed and applied in arrival order. The reference for what goes wrong.
-Any of them can be paired with another access path (`join-graph` or `scan`).
+  Example 1): updates processed and applied in arrival order; where the view holds the key, a
+  deletion deletes view rows by key without a query (Example 1, step 3: "since the current view
+  is empty, no action is taken for this deletion"). The reference for what goes wrong.
+  Both are configurations of the one engine (warehouse.core.engine).
+- `strobe`, `t-strobe`, `g-strobe` (warehouse.core.strobe) and `c-strobe`
+  (warehouse.core.c_strobe): Zhuge, Garcia-Molina & Wiener 1996, on the view widened with every
+  relation's key (warehouse.core.keyed_view), scan access by default.
+- `recompute`: periodic recomputation from whole-relation answers
+  (warehouse.core.periodic_recompute), every `period` of time.
+Any incremental one can be paired with another access path (`join-graph` or `scan`), so that a
+run can separate the effect of compensation from that of the access path.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from fedmodel.viewdef import ViewDef
+from warehouse.core.c_strobe import CStrobe
 from warehouse.core.engine import MaintenanceEngine, Options
+from warehouse.core.keyed_view import widen
+from warehouse.core.periodic_recompute import PeriodicRecompute
 from warehouse.core.planner import ACCESS_PATHS
+from warehouse.core.strobe import GStrobe, Strobe, TStrobe
 
-ALGORITHMS = {
+ENGINE_ALGORITHMS = {
     "sze-ling": Options(),
-    "conventional": Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=False),
+    "conventional": Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True),
 }
+STROBE_FAMILY = {"strobe": Strobe, "t-strobe": TStrobe, "g-strobe": GStrobe, "c-strobe": CStrobe}
+ALGORITHMS = (*ENGINE_ALGORITHMS, *STROBE_FAMILY, "recompute")
 
 
-def options_for(name: str, access: str | None = None) -> Options:
+def check(name: str, access: str | None = None) -> None:
+    """Raises ValueError for an unknown algorithm or access path."""
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r} (one of {', '.join(ALGORITHMS)})")
     if access is not None and access not in ACCESS_PATHS:
         raise ValueError(f"unknown access path {access!r} (one of {', '.join(ACCESS_PATHS)})")
-    return replace(ALGORITHMS[name], access=access) if access else ALGORITHMS[name]
+
+
+def options_for(name: str, access: str | None = None) -> Options:
+    """The engine's options for `sze-ling` or `conventional`."""
+    check(name, access)
+    if name not in ENGINE_ALGORITHMS:
+        raise ValueError(f"{name!r} is not a configuration of the engine (one of {', '.join(ENGINE_ALGORITHMS)})")
+    return replace(ENGINE_ALGORITHMS[name], access=access) if access else ENGINE_ALGORITHMS[name]
+
+
+def maintained_view(name: str, view: ViewDef) -> ViewDef:
+    """The view the algorithm keeps: the user's, or for the Strobe family the key-widened one."""
+    check(name)
+    return widen(view) if name in STROBE_FAMILY else view
 
 
 def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None = None,
-           force_queries=(), **timeouts):
-    """The algorithm `name` over a view materialised at source states `dsv` / relation versions `brv`."""
-    options = replace(options_for(name, access), **timeouts)
-    return MaintenanceEngine(view, rows, brv, dsv, options, force_queries)
+           force_queries=(), global_transactions: dict | None = None, period: float | None = None,
+           **timeouts):
+    """The algorithm `name` over `view`, whose maintained view (`maintained_view(name, view)`)
+    is `rows`, materialised at source states `dsv` / relation versions `brv`.
+
+    `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
+    Strobe Example 5) come from scenarios; `period` is recompute's; `timeouts` are
+    `query_timeout` and `resend_timeout` (the Strobe family and recompute have no resend).
+    """
+    check(name, access)
+    if name in ENGINE_ALGORITHMS:
+        return MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access), **timeouts), force_queries)
+    if name == "recompute":
+        return PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))
+    kwargs = {"query_timeout": timeouts["query_timeout"]} if "query_timeout" in timeouts else {}
+    return STROBE_FAMILY[name](view, rows, brv, dsv, access or "scan", global_transactions=global_transactions,
+                               **kwargs)

@@ -53,7 +53,8 @@ class Context:
 
 class Computation:
     def __init__(self, ctx: Context, qplan: QueryPlan, delta: list[tuple[tuple, int]],
-                 alpha: dict[str, int], label: str):
+                 alpha: dict[str, int], label: str, pinned: dict[str, tuple[tuple, ...]] | None = None):
+        """`pinned` gives relations whose rows are known and never queried (Strobe's Q<U_p>)."""
         self.ctx = ctx
         self.plan = qplan
         self.delta = delta
@@ -64,6 +65,9 @@ class Computation:
         self.combos: dict[str, dict[tuple, list[dict]]] = {r: {} for r in qplan.relations}
         self.outstanding: dict[str, Fetch] = {}
         self.waiting: list[Answer] = []
+        self.pinned = dict(pinned or {})
+        for relation, rows in self.pinned.items():
+            self.rows[relation] = {ctx.view.relation(relation).key_of(row): row for row in rows}
 
     # ---- progress ----
 
@@ -117,6 +121,8 @@ class Computation:
     # ---- the needed join values ----
 
     def _needed(self, pr: PlannedRelation) -> set:
+        if pr.relation in self.pinned:
+            return set()
         if pr.parent is None:
             return {ALL}
         if pr.parent == self.plan.updated:

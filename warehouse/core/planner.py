@@ -104,6 +104,34 @@ def plan(view: ViewDef, updated: str, access: str = "join-graph", only: tuple[st
     raise ValueError(f"unknown access path {access!r} (one of {', '.join(ACCESS_PATHS)})")
 
 
+def pin(qplan: QueryPlan, relations) -> QueryPlan:
+    """The plan with each of `relations` in a node of its own: their rows are known, not queried.
+
+    The Strobe paper's Q<U_p> (section 6, C-Strobe) substitutes a deleted tuple for its relation;
+    a join-graph node that holds the relation is split there, and the relations below it in the
+    node start nodes of their own, probed with the known row. Scan plans are unchanged.
+    """
+    known = set(relations) - {qplan.updated}
+    nodes: list[PlanNode] = []
+    for node in qplan.nodes:
+        if not any(pr.relation in known for pr in node.relations):
+            nodes.append(node)
+            continue
+        groups: list[list[PlannedRelation]] = []
+        group_of: dict[str, list[PlannedRelation]] = {}
+        for pr in node.relations:   # parents come before their children within a node
+            parent_group = group_of.get(pr.parent)
+            if pr.relation in known or parent_group is None or parent_group[0].relation in known:
+                group = [pr]
+                groups.append(group)
+            else:
+                group = parent_group
+                group.append(pr)
+            group_of[pr.relation] = group
+        nodes += [PlanNode(node.source, tuple(g)) for g in groups]
+    return QueryPlan(qplan.updated, tuple(nodes), qplan.non_tree_edges)
+
+
 def _link(view: ViewDef, relation: str, parent: str | None, waits_for: str | None = None) -> PlannedRelation:
     source = view.relation(relation).source
     edge = view.edge(relation, parent) if parent else None

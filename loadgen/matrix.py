@@ -1,0 +1,161 @@
+"""`fedlab matrix`: the consistency matrix - every algorithm against every fault condition.
+
+Each cell runs one algorithm over N seeded random schedules under one condition and reports the
+strongest consistency level (Zhuge et al. 1996, section 4.2; judged by loadgen.checker against
+its DuckDB oracle) that held in every schedule, and how many schedules fell short of each level.
+Schedule s uses the random federation of seed `seed + s` (loadgen.synthetic: 2-6 relations over
+2-4 sources) in every cell, so a row compares conditions and a column algorithms on the same
+federations; only the condition's fault rates change the schedule.
+
+Conditions (rates of the scenario format's `random` step, docs/scenarios.md):
+- fifo: per-source FIFO delivery without loss, what the Strobe papers assume;
+- reordering: any message in flight may overtake others; loss: messages are dropped (sources
+  resend unacknowledged notifications, warehouses ask again); duplication: messages arrive
+  twice; restart: sources restart (answers in flight lost, unacknowledged notifications resent);
+- all: everything together.
+
+The first schedule of a cell that fell short of the level above the cell's is written to DIR as
+a scenario file that `fedlab simulate` replays to the same verdict (its `expect.consistency`
+names the level it misses, so the replay prints the first violation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+from pathlib import Path
+
+import yaml
+
+from loadgen.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_scenario
+from loadgen.simulate import simulate
+from loadgen.synthetic import random_scenario
+from warehouse.core.algorithms import ALGORITHMS
+from warehouse.core.planner import ACCESS_PATHS
+
+CONDITIONS = {
+    "fifo": {},
+    "reordering": {"reorder": 0.3},
+    "loss": {"drop": 0.1},
+    "duplication": {"duplicate": 0.1},
+    "restart": {"restart": 0.03},
+    "all": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03},
+}
+ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "sze-ling")
+JUDGED = LEVELS[1:]   # the levels a schedule can fall short of: convergence .. complete
+
+
+def schedule(algorithm: str, condition: str, seed: int, transactions: str = "source-local",
+             steps: int = 60, period: float | None = None, access: str | None = None) -> dict:
+    """The scenario document of one schedule (a random federation and its random step)."""
+    rates = {k: CONDITIONS[condition].get(k, 0.0) for k in ("drop", "reorder", "duplicate")}
+    doc = random_scenario(seed, steps=steps, commit_rate=0.4, algorithm=algorithm, **rates)
+    step = doc["steps"][0]["random"]
+    if "restart" in CONDITIONS[condition]:
+        step["restart"] = CONDITIONS[condition]["restart"]
+    if transactions != "source-local":
+        step["transactions"] = transactions
+    if period is not None:
+        doc["period"] = period
+    if access is not None:
+        doc["access"] = access
+    del doc["expect"]
+    return doc
+
+
+def _run(job: tuple) -> tuple:
+    algorithm, condition, seed, kwargs = job
+    doc = schedule(algorithm, condition, seed, **kwargs)
+    result = simulate(parse_scenario(doc, f"{algorithm}/{condition}/seed {seed}"))
+    return algorithm, condition, seed, result["consistency"]
+
+
+def run_matrix(schedules: int = 20, seed: int = 0, algorithms=ORDER, conditions=tuple(CONDITIONS),
+               out: str | Path | None = None, jobs: int = 1, **kwargs) -> list[dict]:
+    """The cells, algorithm by algorithm and condition by condition; counterexamples go to `out`."""
+    work = [(a, c, seed + s, kwargs) for a in algorithms for c in conditions for s in range(schedules)]
+    if jobs > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            outcomes = pool.map(_run, work, chunksize=4)
+    else:
+        outcomes = [_run(job) for job in work]
+    levels: dict[tuple, list[tuple[int, str]]] = {}
+    for algorithm, condition, s, level in outcomes:
+        levels.setdefault((algorithm, condition), []).append((s, level))
+    cells = []
+    for (algorithm, condition), runs in levels.items():
+        level = min((lv for _, lv in runs), key=LEVELS.index)
+        cell = {"algorithm": algorithm, "condition": condition, "level": level, "schedules": len(runs),
+                "short_of": {target: sum(LEVELS.index(lv) < LEVELS.index(target) for _, lv in runs)
+                             for target in JUDGED}}
+        if out is not None and level != LEVELS[-1]:
+            s = next(s for s, lv in runs if lv == level)
+            cell["counterexample"] = str(_write_counterexample(Path(out), algorithm, condition, s, level, kwargs))
+        cells.append(cell)
+    return cells
+
+
+def _write_counterexample(out: Path, algorithm: str, condition: str, seed: int, level: str, kwargs: dict) -> Path:
+    missed = LEVELS[LEVELS.index(level) + 1]
+    doc = schedule(algorithm, condition, seed, **kwargs)
+    doc["name"] = f"counterexample: {algorithm} under {condition}, {doc['name']}: {level}, not {missed}"
+    doc["expect"] = {"consistency": missed}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{algorithm}-{condition}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def markdown(cells: list[dict]) -> str:
+    algorithms = list(dict.fromkeys(c["algorithm"] for c in cells))
+    conditions = list(dict.fromkeys(c["condition"] for c in cells))
+    by = {(c["algorithm"], c["condition"]): c for c in cells}
+    lines = ["| algorithm | " + " | ".join(conditions) + " |", "| --- |" + " --- |" * len(conditions)]
+    for a in algorithms:
+        lines.append(f"| {a} | " + " | ".join(_cell_text(by[(a, c)]) for c in conditions) + " |")
+    return "\n".join(lines)
+
+
+def _cell_text(cell: dict) -> str:
+    level = cell["level"]
+    if level == LEVELS[-1]:
+        return level
+    above = LEVELS[LEVELS.index(level) + 1]
+    return f"{level} ({cell['short_of'][above]}/{cell['schedules']} short of {above})"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schedules", type=int, default=20, metavar="N", help="random schedules per cell (20)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="first federation seed (0)")
+    parser.add_argument("--json", action="store_true", help="print the cells as a JSON list")
+    parser.add_argument("--out", default="runs/matrix", metavar="DIR",
+                        help="where each cell's first counterexample is written (runs/matrix)")
+    parser.add_argument("--algorithms", default=",".join(ORDER), help="comma-separated (all)")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="comma-separated (all)")
+    parser.add_argument("--transactions", choices=TRANSACTION_SCENARIOS, default="source-local",
+                        help="source-local (1-5 operations each, default) or single-update transactions")
+    parser.add_argument("--steps", type=int, default=60, help="random steps per schedule (60)")
+    parser.add_argument("--access", choices=ACCESS_PATHS, help="one access path for every algorithm")
+    parser.add_argument("--period", type=float, help="recompute's period in simulated time")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (1)")
+
+
+def main(args) -> int:
+    algorithms = [a for a in args.algorithms.split(",") if a]
+    conditions = [c for c in args.conditions.split(",") if c]
+    unknown = [a for a in algorithms if a not in ALGORITHMS] + [c for c in conditions if c not in CONDITIONS]
+    if unknown or args.schedules < 1:
+        print(f"fedlab matrix: unknown algorithm or condition {unknown[0]!r}" if unknown
+              else "fedlab matrix: --schedules must be at least 1", file=sys.stderr)
+        return 2
+    cells = run_matrix(args.schedules, args.seed, algorithms, conditions, args.out, args.jobs,
+                       transactions=args.transactions, steps=args.steps, period=args.period, access=args.access)
+    if args.json:
+        print(json.dumps(cells))
+    else:
+        print(f"{args.schedules} schedules per cell, federation seeds {args.seed}..{args.seed + args.schedules - 1}, "
+              f"{args.transactions} transactions; counterexamples in {args.out}\n")
+        print(markdown(cells))
+    return 0

@@ -1,0 +1,152 @@
+"""Periodic recomputation: the baseline a user picks when nothing else works (the Strobe paper's
+Example 1 notes that commercial warehouses recompute their views, and section 1 why that is not
+enough: a recomputation that reads sources at different moments is subject to the same anomalies).
+
+Every `period` of time, at a timer event, the warehouse asks every source for each view relation
+whole (a sub-query with no probe: all rows that pass the view's selection on it) and replaces the
+view with the recomputation over the answers (warehouse.core.recompute). The answers of one
+source form a snapshot only if they were read at one state (one DSV); if not, that source is
+asked again, so every state is the view at the vector of the DSVs its answers were read at, and
+the state claims that vector. A round that finds every source where the view already is applies
+nothing. Notifications only tell the warehouse how far behind the view is (they are acknowledged
+as they come); a sub-query unanswered for a period is sent again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from fedmodel.subquery import Answer, Subquery, SubqueryRelation
+from fedmodel.viewdef import ViewDef
+from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, ResendRefused,
+                                   SendSubquery, StateApplied, TimerFired)
+from warehouse.core.notification_log import NotificationLog
+from warehouse.core.recompute import recompute
+from warehouse.core.view_state import MaterializedView
+
+
+@dataclass
+class Counters:
+    subqueries: int = 0
+    retries: int = 0
+    rounds: int = 0
+    rereads: int = 0       # a source asked again: its answers were read at different states
+    duplicates: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class PeriodicRecompute:
+    def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
+                 period: float = 5.0):
+        self.view = view
+        self.period = period
+        self.mview = MaterializedView(rows)
+        self.transport = NotificationLog(dsv)
+        self.applied = dict(dsv)
+        self.refreshed = dict(brv)
+        self.trace: list[dict] = []
+        self.counters = Counters()
+        self.outstanding: dict[str, Subquery] = {}
+        self.answers: dict[str, Answer] = {}   # relation -> its answer in this round
+        self.last_round = 0.0
+        self.asked_at = 0.0
+        self._ids = 0
+
+    def handle(self, event) -> list:
+        if isinstance(event, NotificationArrived):
+            n = event.notification
+            self.transport.add(n)
+            contiguous = self.transport.contiguous(n.source)
+            self.transport.forget_through(n.source, contiguous)
+            return [Acknowledge(n.source, contiguous)]
+        if isinstance(event, AnswerArrived):
+            return self._on_answer(event.answer)
+        if isinstance(event, TimerFired):
+            return self._on_timer(event.now)
+        if isinstance(event, ResendRefused):
+            return []
+        raise TypeError(f"unknown event {event!r}")
+
+    def _on_timer(self, now: float) -> list:
+        if self.outstanding:
+            if now - self.asked_at < self.period:
+                return []
+            self.asked_at = now
+            self.counters.retries += len(self.outstanding)
+            return [SendSubquery(sq) for sq in self.outstanding.values()]
+        if now - self.last_round < self.period:
+            return []
+        self.last_round = self.asked_at = now
+        self.counters.rounds += 1
+        self.answers.clear()
+        return self._ask(self.view.relations)
+
+    def _ask(self, relations) -> list:
+        actions = []
+        for name in relations:
+            self._ids += 1
+            rel = self.view.relation(name)
+            sq = Subquery(f"r{self._ids}", rel.source,
+                          (SubqueryRelation(rel.name, None, (), (), self.view.selection_sql(rel.name)),), ())
+            self.outstanding[sq.id] = sq
+            self.counters.subqueries += 1
+            actions.append(SendSubquery(sq))
+        return actions
+
+    def _on_answer(self, answer: Answer) -> list:
+        sq = self.outstanding.pop(answer.id, None)
+        if sq is None:
+            self.counters.duplicates += 1
+            return []
+        self.answers[sq.relations[0].relation] = answer
+        mine = [r for r in self.view.relations if self.view.relation(r).source == answer.source]
+        if any(r not in self.answers for r in mine):
+            return []
+        if len({self.answers[r].dsv for r in mine}) > 1:
+            self.counters.rereads += 1
+            for r in mine:
+                del self.answers[r]
+            return self._ask(mine)
+        if self.outstanding:
+            return []
+        return self._replace()
+
+    def _replace(self) -> list:
+        versions = {**self.applied, **{a.source: a.dsv for a in self.answers.values()}}
+        if versions == self.applied:
+            return []
+        relations = {r: list(a.rows_of(r).rows) for r, a in self.answers.items()}
+        rows = recompute(self.view, relations)
+        delta = Counter(rows)
+        delta.subtract(self.mview.snapshot())
+        self.mview = MaterializedView(rows)
+        self.applied = versions
+        self.refreshed.update({r: a.rows_of(r).brv for r, a in self.answers.items()})
+        return [StateApplied("*", self.counters.rounds, f"recompute-{self.counters.rounds}",
+                             {r: c for r, c in delta.items() if c}, dict(versions))]
+
+    # ---- the Algorithm interface ----
+
+    @property
+    def in_flight(self) -> int:
+        return sum(max(0, self.transport.highest(s) - self.applied.get(s, 0)) for s in self.applied)
+
+    @property
+    def timeout(self) -> float:
+        return self.period
+
+    def view_rows(self) -> dict[tuple, int]:
+        return self.mview.snapshot()
+
+    def received_through(self, source: str) -> int:
+        return self.transport.contiguous(source)
+
+    def applied_dsv(self) -> dict[str, int]:
+        return dict(self.applied)
+
+    def version_state(self) -> dict:
+        return {"relations": {r: {"processing": v, "refreshed": v} for r, v in self.refreshed.items()},
+                "sources": {s: {"applied_dsv": d} for s, d in self.applied.items()}}
