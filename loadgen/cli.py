@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+
+# Role commands the Helm chart runs (helm/federation/README.md), each a module with
+# add_arguments(parser) and main(args); imported when used, so that `fedlab check` starts fast.
+ROLES = {
+    "source": ("loadgen.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),
+    "warehouse": ("loadgen.warehouse_role", "run the warehouse service until SIGTERM"),
+    "load": ("loadgen.load", "commit the configured workload at the sources at a target rate"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,26 +25,56 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--algorithm", help="override the file's algorithm (sze-ling, conventional)")
     sim.add_argument("--access", choices=["join-graph", "scan"], help="override the access path")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
-    from loadgen import demo
+    from loadgen import matrix
+
+    matrix.add_arguments(sub.add_parser("matrix", help="every algorithm against every fault condition, "
+                                                       "over seeded random schedules",
+                                        description=matrix.__doc__.split("\n\n")[0]))
+    from loadgen import check, demo
 
     demo.add_arguments(sub.add_parser("demo", help="run a live federation under a minute of load (make demo)",
                                       description=demo.__doc__.split("\n\n")[0]))
+    check.add_arguments(sub.add_parser("check", help="classify a live run's consistency from its run directory",
+                                       description=check.__doc__.split("\n\n")[0]))
+    for name, (module, help_text) in ROLES.items():
+        role = importlib.import_module(module)
+        role.add_arguments(sub.add_parser(name, help=help_text, description=role.__doc__.split("\n\n")[0]))
+    sub.add_parser("chaos-k8s", help="delete federation pods and set fault rates on a schedule (Kubernetes)",
+                   add_help=False)   # its own parser (loadgen.chaos_k8s) reads the arguments
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["chaos-k8s"]:
+        from loadgen.chaos_k8s import main as chaos_main
+
+        return chaos_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "simulate":
         from loadgen.simulate import main as simulate_main
 
         return simulate_main(args)
+    if args.command == "matrix":
+        from loadgen.matrix import main as matrix_main
+
+        return matrix_main(args)
     if args.command == "demo":
         from loadgen.demo import main as demo_main
 
         return demo_main(args)
+    if args.command == "check":
+        from loadgen.check import main as check_main
+
+        return check_main(args)
+    if args.command in ROLES:
+        from loadgen.role import configure_logging
+
+        configure_logging()
+        return importlib.import_module(ROLES[args.command][0]).main(args)
     parser.print_help()
-    return 0 if argv is None and len(sys.argv) == 1 else 2
+    return 0 if not argv else 2
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ source actor per source (gRPC + DuckDB), the warehouse in this process (Spark lo
 tables under the run directory), and a client that commits transactions at the sources.
 
 Used by `fedlab demo`, `fedlab run` and the integration tests; everything it starts it stops.
+The run directory gets a run file (loadgen.runfile), so `fedlab check RUN_DIR` can judge the run.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
+from loadgen.runfile import RunFile
 from source_node.actor import start_source_actor
 from source_node.ray_runtime import start_ray
 from warehouse.service import Warehouse, from_pb_rows
@@ -46,21 +48,49 @@ class Federation:
         start_ray(temp_dir=ray_temp_dir)
         for source in self.catalog.sources:
             rows = {r.name: [list(x) for x in self.initial.get(r.name, [])] for r in self.catalog.relations_at(source)}
-            self.actors[source] = start_source_actor(self.catalog, source, self.run_dir / f"{source}.duckdb", rows)
+            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), rows)
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(grpc.insecure_channel(a)) for s, a in self.addresses.items()}
         self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
                                    self.algorithm, self.access, batch_interval=self.batch_interval)
+        RunFile(self.catalog, self.view_sql, self.algorithm,
+                {s: self._db_path(s) for s in self.catalog.sources},
+                self.warehouse.history.folder).write(self.run_dir)
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
         return self
 
+    def _db_path(self, source: str) -> Path:
+        return self.run_dir / f"{source}.duckdb"
+
     def commit(self, source: str, request: TransactionRequest) -> pb.CommitReply:
-        return self.stubs[source].Commit(to_pb(request, self.catalog), timeout=30)
+        return self._call(source, lambda stub: stub.Commit(to_pb(request, self.catalog), timeout=30))
 
     def source_versions(self) -> dict[str, int]:
-        return {s: stub.Health(pb.HealthRequest(), timeout=30).dsv for s, stub in self.stubs.items()}
+        return {s: self._call(s, lambda stub: stub.Health(pb.HealthRequest(), timeout=30).dsv) for s in self.stubs}
+
+    def _call(self, source: str, rpc_call):
+        """One RPC to a source; if its server is unreachable, the actor may have been restarted on
+        a new port: ask Ray for its address, re-point this client and the warehouse, try once more.
+        UNAVAILABLE from a server that is gone means the request never reached it; a crash in the
+        middle of a commit can also end in UNAVAILABLE, so callers kill actors between commits."""
+        try:
+            return rpc_call(self.stubs[source])
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNAVAILABLE or not self.refresh_address(source):
+                raise
+        return rpc_call(self.stubs[source])
+
+    def refresh_address(self, source: str) -> bool:
+        """Re-reads the actor's address (waiting while Ray restarts it); True if it changed."""
+        address = ray.get(self.actors[source].address.remote(), timeout=120)
+        if address == self.addresses[source]:
+            return False
+        self.addresses[source] = address
+        self.stubs[source] = rpc.SourceStub(grpc.insecure_channel(address))
+        self.warehouse.set_source_address(source, address)
+        return True
 
     def wait_until_applied(self, timeout: float = 120.0) -> bool:
         """Waits until the view reflects every committed transaction of every source."""

@@ -194,7 +194,9 @@ class DuckDBStore:
                 conditions.append(f"EXISTS (SELECT 1 FROM {parent} AS p WHERE {match})")
             if sr.selection_sql:
                 compile_sql(sr.selection_sql, rel)  # rejects what is not a predicate over rel's columns
-                conditions.append(f"({sr.selection_sql})")
+                # IS TRUE: a NULL outcome filters the row out, as in the reference; DuckDB 2.0
+                # kept `5 IN (0, NULL)` rows when the probe came as a prepared-statement table.
+                conditions.append(f"(({sr.selection_sql}) IS TRUE)")
             position[rel.name] = i
             ctes.append(f"__sq{i} AS (SELECT r.* FROM {_q(rel.name)} AS r WHERE {' AND '.join(conditions) or 'true'})")
         return ctes

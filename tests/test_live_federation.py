@@ -48,5 +48,25 @@ def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtim
         assert fed.read_view() == view
         status = fed.warehouse.status()
         assert status["applied"] == 300
+        assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed)
     finally:
         fed.stop()
+
+
+def assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed):
+    import grpc
+
+    from fedmodel.wire import pb, rpc
+
+    stub = rpc.WarehouseStub(grpc.insecure_channel(fed.warehouse_address))
+    relation = fed.catalog.relations[0]
+    garbled = pb.Notification(source=relation.source, dsv=10 ** 6, txn_id="bad", changes=[
+        pb.RelationChange(relation=relation.name, brv=10 ** 6, inserted=b"\x00not arrow at all")])
+    for bad in (garbled, pb.Notification(source="nowhere", dsv=2, txn_id="bad", changes=[
+            pb.RelationChange(relation="no_such_relation", brv=2)])):
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Notify(pb.NotificationBatch(notifications=[bad]), timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "\n" not in err.value.details()
+    assert stub.Status(pb.StatusRequest(), timeout=30).applied == 300
+    assert fed.warehouse.view_rows() == fed.read_view()

@@ -32,7 +32,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
-from warehouse.core.algorithms import create, options_for
+from warehouse.core.algorithms import check, create, maintained_view
 from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
                                    Resynchronise, SendSubquery, StateApplied, TimerFired)
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
@@ -46,23 +46,27 @@ class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
                  batch_interval: float = 0.5, tick: float = 0.25, query_timeout: float = 5.0,
-                 resend_timeout: float = 3.0):
+                 resend_timeout: float = 3.0, history_dir: str | Path | None = None):
+        """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
+        `history_dir`: where the plain-file history goes (default <data_dir>/history)."""
         self.catalog = catalog
         self.view = parse_view(view_sql, catalog)
-        options_for(algorithm, access)   # an unknown name fails here, before anything starts
+        check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
         # Live timeouts are longer than the simulator's: a Delta batch commit takes about a second.
         self.timeouts = {"query_timeout": query_timeout, "resend_timeout": resend_timeout}
         self.algorithm = algorithm
         self.sources = dict(sources)
         self.spark = spark
-        self.data_dir = Path(data_dir)
+        self.data_dir = str(data_dir)
         self.batch_interval = batch_interval
         self.tick = tick
-        self.store = DeltaViewStore(spark, str(self.data_dir / "delta"), list(self.view.column_names[:len(self.view.outputs)]),
-                                    self._view_types())
+        # Joined as text: pathlib would turn "s3a://bucket" into "s3a:/bucket".
+        self.store = DeltaViewStore(spark, self.data_dir.rstrip("/") + "/delta",
+                                    list(self.view.column_names[:len(self.view.outputs)]), self._view_types())
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
-        self.history = ChangeHistory(self.data_dir / "history", [o.name for o in self.view.outputs])
+        self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
+                                     [o.name for o in self.view.outputs])
         self.lock = threading.RLock()
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
         self.received: list = []                      # notifications received since the last batch commit
@@ -114,6 +118,15 @@ class Warehouse:
         if self._server is not None:
             self._server.stop(grace=1).wait()
 
+    def set_source_address(self, source: str, address: str) -> None:
+        """Sends `source`'s sub-queries and resend requests to `address` from now on (a restarted
+        Ray actor serves on a new port); what failed at the old address the core retries."""
+        if source not in self.sources:
+            raise ModelError(f"unknown source {source!r}")
+        with self.lock:
+            self.sources[source] = address
+            self._stubs[source] = rpc.SourceStub(grpc.insecure_channel(address, options=_channel_options()))
+
     def _materialise(self) -> None:
         snapshots, brv, dsv = {}, {}, {}
         for source, stub in self._stubs.items():
@@ -125,13 +138,21 @@ class Warehouse:
         for rel in self.catalog.relations:
             snapshots.setdefault(rel.name, (list(rel.columns), list(rel.types), []))
             brv.setdefault(rel.name, 1)
-        rows = materialize(self.spark, self.view.sql, snapshots)
-        self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access, **self.timeouts)
-        self.store.initialize(rows, self._version_state())
+        # The Strobe family maintains the view widened with every relation's key; its
+        # view_rows() are the user's view again.
+        maintained = materialize(self.spark, maintained_view(self.algorithm, self.view).sql, snapshots)
+        self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access, **self.timeouts)
+        rows = self.engine.view_rows()
+        # History first: a crash before the store is initialised materialises (and writes) again,
+        # while a store without its initial view in the history could never be checked.
         self.history.write_initial(rows, dsv)
+        self.store.initialize(rows, self._version_state())
         self.durable = dict(dsv)
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
+        if maintained_view(self.algorithm, self.view) is not self.view:
+            raise RuntimeError(f"{self.algorithm} keeps a key-widened view that Delta does not hold; "
+                               "it cannot restart from Delta (start a new run)")
         relations, sources = state.get("relations", {}), state.get("sources", {})
         brv = {r: v["refreshed"] for r, v in relations.items()}
         dsv = {s: v["applied_dsv"] for s, v in sources.items()}
@@ -186,12 +207,12 @@ class Warehouse:
     # ---- threads ----
 
     def _dispatch(self, source: str) -> None:
-        stub = self._stubs[source]
         while not self._stop.is_set():
             with self.lock:
                 while not self._queues[source] and not self._stop.is_set():
                     self._wake[source].wait(timeout=1.0)
                 items, self._queues[source] = self._queues[source], []
+                stub = self._stubs[source]   # read each time: set_source_address may swap it
             subqueries = [i for i in items if isinstance(i, Subquery)]
             resends = [i for i in items if isinstance(i, RequestResend)]
             if subqueries:
@@ -238,7 +259,8 @@ class Warehouse:
         with self.lock:
             if not self.applied and not self.received:
                 return
-            applied, received = self.applied, self.received
+            # Copies: the lists grow while the batch is written (applies go on outside the lock).
+            applied, received = list(self.applied), list(self.received)
             state = self._version_state()
             contiguous = {s: self.engine.received_through(s) for s in self.sources}
             net = Counter()
@@ -290,8 +312,13 @@ class ChangeHistory:
         (self.folder / "changes.jsonl").write_text("")
 
     def last_seq(self) -> int:
+        """The seq of the last complete entry; a partial last line (a crash while appending) is cut."""
         path = self.folder / "changes.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
+        text = path.read_text() if path.exists() else ""
+        if text and not text.endswith("\n"):
+            text = text[:text.rfind("\n") + 1]
+            path.write_text(text)
+        lines = text.splitlines()
         return json.loads(lines[-1])["seq"] if lines else 0
 
     def append(self, applied: list[AppliedTxn]) -> None:

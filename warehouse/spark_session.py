@@ -38,8 +38,6 @@ _CONF = {
     "spark.default.parallelism": "2",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.host": "127.0.0.1",
-    "spark.driver.bindAddress": "127.0.0.1",
     # Delta reconstructs table snapshots with this many partitions (default 50): one is plenty.
     "spark.databricks.delta.snapshotPartitions": "2",
 }
@@ -156,6 +154,10 @@ def _builder(warehouse_dir: str | None, master: str):
     builder = SparkSession.builder.master(master).appName("fedlab-warehouse")
     for key, value in _CONF.items():
         builder = builder.config(key, value)
+    if master.startswith("local"):
+        # Embedded default: keep the driver on loopback. On Kubernetes the executors must reach
+        # the driver at its pod address, which the chart sets; nothing here may override it.
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if warehouse_dir:
         builder = builder.config("spark.sql.warehouse.dir", str(warehouse_dir))
     if os.environ.get("FEDLAB_JAVA_OPTS"):

@@ -1,0 +1,175 @@
+"""`fedlab load`: commit the configured workload at the sources (the chart's load role).
+
+Reads the run configuration (run.yaml), waits for the sources to answer, reads what they hold,
+loads the initial data, then drives update transactions open-loop at --rate for --duration
+(loadgen.driver.drive, one client per source, over gRPC Commit) and prints the achieved rate.
+Finally it waits (--settle) until the warehouse's Status shows every committed transaction
+applied, and writes a summary to <run dir>/load.json.
+
+Workloads (run.yaml `workload`):
+  kind: synthetic   loadgen.synthetic_load over the configured catalog: initialRows (per
+                    relation, default 1000), mix {insert, delete, modify}, skew (Zipf; 0: uniform)
+  kind: tpch        loadgen.workload's TPC-H streams: scale (default 0.01), stream (rf, mixed,
+                    skewed; default mixed), data_dir (tpchgen-cli's cache); the catalog must hold
+                    the TPC-H relations. Empty sources are first loaded with the generated data.
+Exit status: 0 when the load ran and the view caught up, 1 when it did not, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+from fedmodel.codec import decode_rows
+from fedmodel.errors import ModelError
+from fedmodel.messages import to_pb
+from fedmodel.transactions import TransactionRequest
+from fedmodel.wire import pb, rpc
+from loadgen.chaos_k8s import ChaosError, parse_duration
+from loadgen.driver import drive
+from loadgen.role import RoleError, add_tls_arguments, fail, reject_tls
+from loadgen.runconfig import RunConfig, load_config
+
+_TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
+_RETRY_UNAVAILABLE = 120.0  # seconds a commit is retried while its source is unreachable
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", required=True, metavar="FILE", help="run configuration (run.yaml)")
+    parser.add_argument("--duration", help="how long to drive, e.g. 120s, 2m (default: the config's load.duration)")
+    parser.add_argument("--rate", type=float, help="transactions per second (default: the config's load.rate)")
+    parser.add_argument("--seed", type=int, help="seed of the update stream (default: the config's run.seed)")
+    parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
+                        help="how long to wait for the sources to answer (default 600)")
+    parser.add_argument("--settle", type=float, default=600.0, metavar="SECONDS",
+                        help="how long to wait for the view to catch up after the load (default 600; 0: do not wait)")
+    add_tls_arguments(parser)
+
+
+def main(args) -> int:
+    try:
+        reject_tls(args)
+        config = load_config(args.config)
+        duration = parse_duration(args.duration or config.load.get("duration") or "60s")
+        rate = args.rate if args.rate is not None else float(config.load.get("rate") or 10)
+        if not rate > 0:
+            raise RoleError(f"--rate must be positive, got {rate:g}")
+    except (ModelError, RoleError, ChaosError, ValueError) as err:
+        return fail("load", err)
+    seed = args.seed if args.seed is not None else config.seed
+    sources = {s: rpc.SourceStub(grpc.insecure_channel(a)) for s, a in config.addresses.items()}
+    try:
+        _wait_for_sources(sources, args.wait)
+        initial, stream = _workload(config, _current_rows(config, sources), seed)
+    except (ModelError, RoleError, ValueError) as err:
+        return fail("load", err)
+
+    def commit(source: str, request: TransactionRequest):
+        # A source restarting (chaos) refuses connections: the transaction did not reach it, and
+        # the stream assumes it commits, so try again for a while.
+        deadline = time.monotonic() + _RETRY_UNAVAILABLE
+        while True:
+            try:
+                return sources[source].Commit(to_pb(request, config.catalog), timeout=60)
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+
+    loaded = 0
+    for source, request in initial:
+        commit(source, request)
+        loaded += sum(len(rows) for rows in request.inserts.values())
+    print(f"initial data: {loaded} rows inserted", flush=True)
+
+    reported = [0]   # the last 10-second mark a progress line was printed for
+
+    def progress(elapsed: float, result) -> None:
+        if int(elapsed) // 10 > reported[0]:
+            reported[0] = int(elapsed) // 10
+            print(f"  {elapsed:5.0f} s: offered {result.offered}, committed {result.committed}, "
+                  f"rejected {result.rejected}", flush=True)
+    result = drive(commit, stream, sorted(sources), rate, duration, progress)
+    print(f"load: offered {result.offered}, committed {result.committed}, rejected {result.rejected} in "
+          f"{result.seconds:.1f} s; achieved rate {result.achieved_rate:.1f} txn/s (target {rate:g})", flush=True)
+    for error in result.errors[:5]:
+        print(f"  rejected: {error}", file=sys.stderr)
+    caught_up = _wait_until_applied(config, sources, args.settle) if args.settle > 0 else None
+    if caught_up is not None:
+        print("the view reflects every commit" if caught_up else
+              f"the view did not catch up within {args.settle:g} s", flush=True)
+    if config.run_dir is not None:
+        config.run_dir.mkdir(parents=True, exist_ok=True)
+        (config.run_dir / "load.json").write_text(json.dumps({
+            "initial_rows": loaded, "offered": result.offered, "committed": result.committed,
+            "rejected": result.rejected, "seconds": round(result.seconds, 3), "target_rate": rate,
+            "achieved_rate": round(result.achieved_rate, 2), "caught_up": caught_up}, indent=2) + "\n")
+    return 0 if caught_up is not False and result.committed else 1
+
+
+def _workload(config: RunConfig, current: dict[str, list[tuple]], seed: int):
+    """(initial-load transactions, update stream) for the configured workload."""
+    spec = dict(config.workload)
+    kind = spec.pop("kind", "synthetic")
+    if kind == "synthetic":
+        from loadgen.synthetic_load import SyntheticStream
+
+        stream = SyntheticStream(config.catalog, config.view, current, spec.get("mix"), spec.get("skew", 0.0), seed)
+        return stream.initial_load(int(spec.get("initialRows", 1000))), stream
+    if kind == "tpch":
+        from loadgen.tpch import generate
+        from loadgen.workload import Workload
+
+        data = current
+        initial = []
+        if not any(current.values()):
+            scale = float(spec.get("scale", 0.01))
+            data = generate(scale, str(Path(spec.get("data_dir") or "/tmp/fedlab-tpch") / f"sf{scale:g}"))
+            initial = [(rel.source, TransactionRequest(f"load-{rel.name}-{i}", inserts={rel.name: rows[i:i + _TPCH_BATCH]}))
+                       for rel in config.catalog.relations if (rows := data.get(rel.name, []))
+                       for i in range(0, len(rows), _TPCH_BATCH)]
+        return initial, Workload.named(str(spec.get("stream", "mixed"))).stream(config.catalog, data, seed)
+    raise RoleError(f"workload kind {kind!r} is not supported by fedlab load (synthetic or tpch)")
+
+
+def _wait_for_sources(sources: dict, wait: float) -> None:
+    deadline = time.monotonic() + wait
+    for name, stub in sources.items():
+        while True:
+            try:
+                stub.Health(pb.HealthRequest(), timeout=10)
+                break
+            except grpc.RpcError as err:
+                if time.monotonic() > deadline:
+                    raise RoleError(f"source {name} did not answer within {wait:g} s ({err.code().name})") from None
+                time.sleep(2)
+
+
+def _current_rows(config: RunConfig, sources: dict) -> dict[str, list[tuple]]:
+    rows = {r.name: [] for r in config.catalog.relations}
+    for stub in sources.values():
+        for chunk in stub.Snapshot(pb.SnapshotRequest(), timeout=600):
+            rows[config.catalog.relation(chunk.relation).name].extend(decode_rows(chunk.rows)[1])
+    return rows
+
+
+def _wait_until_applied(config: RunConfig, sources: dict, settle: float) -> bool | None:
+    """Whether the warehouse came to reflect every commit at the sources; None with no warehouse address."""
+    if not config.warehouse_address:
+        return None
+    warehouse = rpc.WarehouseStub(grpc.insecure_channel(config.warehouse_address))
+    deadline = time.monotonic() + settle
+    while time.monotonic() < deadline:
+        try:
+            target = {s: stub.Health(pb.HealthRequest(), timeout=10).dsv for s, stub in sources.items()}
+            applied = warehouse.Status(pb.StatusRequest(), timeout=10).refreshed_dsv
+            if all(applied.get(s, 0) >= d for s, d in target.items()):
+                return True
+        except grpc.RpcError:
+            pass   # a source or the warehouse restarting (chaos): ask again
+        time.sleep(1)
+    return False

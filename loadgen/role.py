@@ -1,0 +1,75 @@
+"""What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags,
+the default listening address, and running in the foreground until SIGTERM or SIGINT.
+
+The chart runs each role as a container's main process, so SIGTERM (pod deletion, `helm
+uninstall`) is the normal way to stop, and each role then finishes cleanly (the warehouse commits
+its last batch). Listening: inside a pod (POD_IP is set, as the chart sets it) on every
+interface, so the pod's Service reaches it; elsewhere on the loopback address only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
+
+
+class RoleError(Exception):
+    """Bad input to a role command: one line, exit status 2."""
+
+
+def add_tls_arguments(parser) -> None:
+    group = parser.add_argument_group("TLS (mutual; not supported yet: giving any of these is an error)")
+    group.add_argument("--tls-cert", metavar="FILE", help="this party's certificate (PEM)")
+    group.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    group.add_argument("--tls-ca", metavar="FILE", help="the CA that signs every peer's certificate (PEM)")
+
+
+def reject_tls(args) -> None:
+    given = [flag for flag in TLS_FLAGS if getattr(args, flag[2:].replace("-", "_"), None)]
+    if given:
+        raise RoleError(f"{' '.join(given)}: TLS on the gRPC channels is not supported yet; "
+                        "run without tls.enabled")
+
+
+def configure_logging() -> None:
+    """fedlab's own log lines (restores, retries, failed batches) on stderr, with a time stamp."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("fedlab").setLevel(logging.INFO)
+
+
+def default_host() -> str:
+    return "0.0.0.0" if os.environ.get("POD_IP") else "127.0.0.1"
+
+
+class Foreground:
+    """Installs SIGTERM and SIGINT handlers that set `stopping`; `wait` returns once it is set."""
+
+    def __init__(self):
+        self.stopping = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._signalled)
+
+    def _signalled(self, signum, frame) -> None:
+        self.stopping.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once a signal came; with a timeout, False if none came within it."""
+        # Event.wait in short slices: the handler runs in the main thread between them.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.stopping.is_set():
+            left = 0.5 if deadline is None else min(0.5, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self.stopping.wait(left)
+        return True
+
+
+def fail(command: str, err: Exception) -> int:
+    print(f"fedlab {command}: {err}", file=sys.stderr)
+    return 2

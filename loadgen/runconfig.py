@@ -1,0 +1,116 @@
+"""The run configuration the role commands read (`--config`, the Helm chart's run.yaml) and the
+catalog file (`--catalog`, the chart's catalog.yaml).
+
+run.yaml, as helm/federation/templates/configmaps.yaml renders it:
+
+    run: {id: lab, dir: /var/fedlab/data/run/lab, algorithm: sze-ling, seed: 1}
+    catalog: /etc/fedlab/config/catalog.yaml      # relative paths: from the config file's folder
+    view: "SELECT ..."
+    sources: [{name: s1, address: "lab-fedlab-src-s1:50051"}, ...]
+    warehouse: {address: "lab-fedlab-warehouse:50052", data: /var/fedlab/data/warehouse,
+                spark_master: "k8s://..."}
+    workload: {kind: synthetic, initialRows: 1000, mix: {...}, skew: 0.0}
+    load: {duration: 120s, rate: 20}
+    faults_file: /etc/fedlab/faults/faults.json
+    tls: false
+
+Beyond the chart: a source entry may name its database file (`db`), when the run directory can
+reach it (a single machine); the run file then points the checker at it.
+catalog.yaml is the scenario file's `sources` and `constraints` sections (Catalog.from_dict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
+from fedmodel.viewdef import ViewDef, parse_view
+
+
+class ConfigError(ModelError):
+    """A missing or malformed configuration file (one line naming the file and the field)."""
+
+
+@dataclass
+class SourceEntry:
+    name: str
+    address: str
+    db: Path | None = None
+
+
+@dataclass
+class RunConfig:
+    path: Path
+    run_id: str
+    run_dir: Path | None
+    algorithm: str
+    seed: int
+    catalog: Catalog
+    view: ViewDef
+    sources: list[SourceEntry]
+    warehouse_address: str | None
+    warehouse_data: str | None
+    spark_master: str | None
+    workload: dict = field(default_factory=dict)
+    load: dict = field(default_factory=dict)
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return {s.name: s.address for s in self.sources}
+
+
+def read_yaml(path: str | Path, what: str) -> dict:
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ConfigError(f"{what} {path}: cannot read: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{what} {path}: not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{what} {path}: expected a mapping")
+    return doc
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    doc = read_yaml(path, "catalog")
+    try:
+        return Catalog.from_dict(doc, where=f"catalog {path}")
+    except ModelError as err:
+        raise ConfigError(str(err)) from None
+    except (KeyError, TypeError, AttributeError) as err:
+        raise ConfigError(f"catalog {path}: malformed ({err})") from None
+
+
+def load_config(path: str | Path) -> RunConfig:
+    path = Path(path)
+    doc = read_yaml(path, "config")
+    where = f"config {path}"
+    try:
+        run = doc.get("run") or {}
+        base = path.parent
+        catalog = load_catalog(base / str(doc["catalog"]))
+        view = parse_view(str(doc["view"]), catalog)
+        sources = [SourceEntry(str(s["name"]), str(s["address"]), base / str(s["db"]) if s.get("db") else None)
+                   for s in doc.get("sources") or []]
+        warehouse = doc.get("warehouse") or {}
+        config = RunConfig(path, str(run.get("id", "")), base / str(run["dir"]) if run.get("dir") else None,
+                           str(run.get("algorithm", "sze-ling")), int(run.get("seed", 0)), catalog, view, sources,
+                           warehouse.get("address"), warehouse.get("data"), warehouse.get("spark_master"),
+                           dict(doc.get("workload") or {}), dict(doc.get("load") or {}))
+    except KeyError as err:
+        raise ConfigError(f"{where}: missing field {err}") from None
+    except ConfigError:
+        raise
+    except ModelError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    except (TypeError, ValueError, AttributeError) as err:
+        raise ConfigError(f"{where}: malformed ({err})") from None
+    unknown = sorted({s.name for s in config.sources} ^ set(catalog.sources))
+    if unknown:
+        raise ConfigError(f"{where}: sources {unknown} are not both in 'sources' and in the catalog")
+    return config

@@ -1,0 +1,88 @@
+"""The run file: `run.json` at the root of a live run's directory, naming what the checker reads.
+
+A live run leaves its history in several places: each source's committed transactions in its
+DuckDB file (the outbox log), the warehouse's view states under its data directory
+(warehouse.service.ChangeHistory). The run file says where they are, with what the checker
+needs besides (the catalog and the view's SQL), so that `fedlab check RUN_DIR` needs nothing
+else. Written by whoever starts the run (loadgen.federation, `fedlab warehouse`).
+
+    {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
+     "sources": {"ds1": "ds1.duckdb", "ds2": null}, "warehouse_history": "warehouse/history"}
+
+Paths inside the run directory are stored relative to it (the directory can be copied and checked
+elsewhere), others absolute. A source whose file is not reachable from here is null.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
+
+RUN_FILE = "run.json"
+FORMAT = 1
+
+
+class RunFileError(ModelError):
+    """A missing or malformed run file."""
+
+
+@dataclass
+class RunFile:
+    catalog: Catalog
+    view_sql: str
+    algorithm: str
+    sources: dict[str, Path | None]    # source -> its DuckDB file, None when not reachable
+    warehouse_history: Path
+
+    def write(self, run_dir: str | os.PathLike) -> Path:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        doc = {"format": FORMAT, "catalog": self.catalog.to_dict(), "view": self.view_sql,
+               "algorithm": self.algorithm,
+               "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
+               "warehouse_history": _relative(self.warehouse_history, run_dir)}
+        path = run_dir / RUN_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=2) + "\n")
+        os.replace(tmp, path)   # a reader never sees half a file
+        return path
+
+    @staticmethod
+    def read(run_dir: str | os.PathLike) -> "RunFile":
+        run_dir = Path(run_dir)
+        path = run_dir / RUN_FILE
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise RunFileError(f"{path}: no run file (is {run_dir} the directory of a live run?)") from None
+        except (OSError, ValueError) as err:
+            raise RunFileError(f"{path}: unreadable: {err}") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise RunFileError(f"{path}: not a run file of format {FORMAT}")
+        try:
+            catalog = Catalog.from_dict(doc["catalog"], where=f"{path}: catalog")
+            sources = doc["sources"]
+            return RunFile(catalog, str(doc["view"]), str(doc.get("algorithm", "")),
+                           {str(s): _absolute(p, run_dir) for s, p in sources.items()},
+                           _absolute(doc["warehouse_history"], run_dir))
+        except (KeyError, TypeError, AttributeError) as err:
+            raise RunFileError(f"{path}: missing or malformed field {err}") from None
+
+
+def _relative(path: Path | str | None, run_dir: Path) -> str | None:
+    if path is None:
+        return None
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _absolute(path: str | None, run_dir: Path) -> Path | None:
+    return None if path is None else (run_dir / path)

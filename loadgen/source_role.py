@@ -1,0 +1,131 @@
+"""`fedlab source`: run one source node until SIGTERM (the chart's source role).
+
+Without --ray-address the node (source_node.node.SourceNode: DuckDB file, gRPC server, outbox
+sender, fault injector) runs in this process. With --ray-address this process joins that Ray
+cluster and creates, or finds after a restart, the source's detached, restartable actor
+(source_node.actor) pinned by --ray-resource to the one Ray node that offers it (the pod with the
+source's volume), then stays in the foreground watching it: it exits non-zero when the actor has
+not answered for --lost-after seconds (Ray restarts a crashed actor within a few), so that
+Kubernetes restarts the container. SIGTERM leaves the detached actor to Ray: its node's lifetime
+is its own.
+
+The relations come from --catalog (catalog.yaml); a new database file starts empty, or with
+--initial rows ({relation: [[...], ...]}, JSON or YAML). --faults-file rates are applied at once
+and again whenever the file changes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from fedmodel.catalog import check_row
+from fedmodel.errors import ModelError
+from loadgen.faults_file import FaultsFile
+from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, reject_tls
+from loadgen.runconfig import load_catalog, read_yaml
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--name", required=True, help="the source's name (as in the catalog)")
+    parser.add_argument("--catalog", required=True, metavar="FILE", help="catalog file (catalog.yaml)")
+    parser.add_argument("--db", required=True, metavar="PATH", help="the source's DuckDB file (created if new)")
+    parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
+    parser.add_argument("--host", help="address to listen on (default 0.0.0.0 in a pod, else 127.0.0.1)")
+    parser.add_argument("--warehouse", metavar="HOST:PORT", help="the warehouse's gRPC address (notifications go there)")
+    parser.add_argument("--initial", metavar="FILE", help="initial rows of a new database file: {relation: rows}")
+    parser.add_argument("--faults-file", metavar="FILE", help="fault rates (JSON), re-read when it changes")
+    parser.add_argument("--ray-address", metavar="HOST:PORT", help="run as a detached actor on this Ray cluster")
+    parser.add_argument("--ray-resource", metavar="NAME", help="custom resource pinning the actor to its node")
+    parser.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
+                        help="with --ray-address: exit 1 when the actor has not answered this long (default 60)")
+    add_tls_arguments(parser)
+
+
+def main(args) -> int:
+    try:
+        reject_tls(args)
+        catalog = load_catalog(args.catalog)
+        if args.name not in catalog.sources:
+            raise RoleError(f"--name {args.name}: the catalog has no source of that name "
+                            f"(it has {', '.join(catalog.sources)})")
+        initial = _initial_rows(catalog, args.name, args.initial) if args.initial else None
+        faults = FaultsFile(args.faults_file) if args.faults_file else None
+        seed, _ = faults.read() if faults else (0, {})
+        if args.ray_resource and not args.ray_address:
+            raise RoleError("--ray-resource needs --ray-address")
+    except (ModelError, RoleError) as err:
+        return fail("source", err)
+    host = args.host or default_host()
+    if args.ray_address:
+        return _run_actor(args, catalog, initial, faults, host)
+    return _run_node(args, catalog, initial, faults, seed, host)
+
+
+def _run_node(args, catalog, initial, faults, seed: int, host: str) -> int:
+    from source_node.faults import FaultInjector
+    from source_node.node import SourceNode
+
+    try:
+        node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
+                          faults=FaultInjector(seed), host=host, port=args.port)
+    except (ModelError, OSError) as err:
+        return fail("source", err)
+    except Exception as err:  # duckdb: a file another process holds, or not a database
+        return fail("source", f"cannot open {args.db}: {str(err).strip().splitlines()[0]}")
+    foreground = Foreground()
+    node.start()
+    if faults:
+        faults.watch(lambda rates: node.faults.configure(**rates))
+    print(f"source {args.name} serving on {node.address} (DSV {node.store.dsv}), warehouse {args.warehouse}",
+          flush=True)
+    foreground.wait()
+    if faults:
+        faults.stop()
+    node.stop()
+    return 0
+
+
+def _run_actor(args, catalog, initial, faults, host: str) -> int:
+    import ray
+
+    from source_node.actor import start_source_actor
+    from source_node.ray_runtime import NAMESPACE
+
+    foreground = Foreground()
+    ray.init(address=args.ray_address, namespace=NAMESPACE)
+    options = {"lifetime": "detached", "get_if_exists": True}
+    if args.ray_resource:
+        options["resources"] = {args.ray_resource: 1}
+    actor = start_source_actor(catalog, args.name, args.db, initial, args.warehouse, host=host, port=args.port,
+                               **options)
+    # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
+    ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
+    if faults:
+        faults.watch(lambda rates: ray.get(actor.set_faults.remote(**rates), timeout=30))
+    print(f"source {args.name}: actor at {ray.get(actor.address.remote(), timeout=120)}", flush=True)
+    last_answer = time.monotonic()
+    while not foreground.wait(timeout=2.0):
+        try:
+            ray.get(actor.health.remote(), timeout=10)
+            last_answer = time.monotonic()
+        except Exception as err:  # the actor restarting, its node gone, the head gone
+            if time.monotonic() - last_answer > args.lost_after:
+                print(f"fedlab source: actor {args.name} lost ({type(err).__name__}: {err})", file=sys.stderr)
+                return 1
+    if faults:
+        faults.stop()
+    return 0
+
+
+def _initial_rows(catalog, source: str, path: str) -> dict[str, list[tuple]]:
+    doc = read_yaml(path, "initial rows")
+    rows = {}
+    for name, table in doc.items():
+        if not catalog.has_relation(str(name)) or catalog.relation(str(name)).source != source:
+            raise RoleError(f"initial rows {path}: source {source} has no relation {name!r}")
+        rel = catalog.relation(str(name))
+        if not isinstance(table, list):
+            raise RoleError(f"initial rows {path}: {name} must be a list of rows")
+        rows[rel.name] = [check_row(rel, r, f"initial rows {path}: {name}") for r in table]
+    return rows

@@ -1,0 +1,190 @@
+"""`fedlab check RUN_DIR` on hand-built run directories: one per consistency level, one per kind
+of violation (a lost transaction, a doubled one, a wrong state), and unreadable histories.
+
+Each run has two sources with real DuckDB files (made with DuckDBStore) and a warehouse history
+written by hand. The federation: ds1 holds R1(K1, V1), ds2 holds R2(K2, F2); the view joins
+R2.F2 = R1.K1. Initially R1 = {(1, a)}, R2 = {(10, 1)}, so the view is {(1, a, 10)}. Then:
+  t1 at ds1 (DSV 2): insert R1 (2, b)               view unchanged
+  t2 at ds2 (DSV 2): insert R2 (20, 2)              + (2, b, 20)
+  t3 at ds1 (DSV 3): modify R1 (1, a) -> (1, c)     - (1, a, 10) + (1, c, 10)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fedmodel.catalog import Catalog
+from fedmodel.transactions import Modification, TransactionRequest
+from loadgen.cli import main
+from loadgen.runfile import RunFile
+from source_node.store import DuckDBStore
+
+CATALOG = Catalog.from_dict({"sources": {
+    "ds1": {"R1": {"columns": ["K1", "V1"], "types": ["BIGINT", "VARCHAR"], "key": ["K1"]}},
+    "ds2": {"R2": {"columns": ["K2", "F2"], "types": ["BIGINT", "BIGINT"], "key": ["K2"]}}}})
+VIEW = "SELECT R1.K1, R1.V1, R2.K2 FROM R1 JOIN R2 ON R2.F2 = R1.K1"
+INITIAL_VIEW = [[1, "a", 10, 1]]
+
+T1 = ("t1", "ds1", 2, {"ds1": 2, "ds2": 1}, [])
+T2 = ("t2", "ds2", 2, {"ds1": 2, "ds2": 2}, [[[2, "b", 20], 1]])
+T3 = ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [[[1, "a", 10], -1], [[1, "c", 10], 1]])
+
+
+def make_run(tmp_path, states, initial_view=INITIAL_VIEW, start_versions=None):
+    """A run directory: the sources' files after t1, t2, t3, and the given warehouse history."""
+    run = tmp_path / "run"
+    history = run / "warehouse" / "history"
+    history.mkdir(parents=True)
+    ds1 = DuckDBStore(CATALOG, "ds1", run / "ds1.duckdb", {"R1": [(1, "a")]})
+    ds2 = DuckDBStore(CATALOG, "ds2", run / "ds2.duckdb", {"R2": [(10, 1)]})
+    ds1.commit(TransactionRequest("t1", inserts={"R1": [(2, "b")]}))
+    ds2.commit(TransactionRequest("t2", inserts={"R2": [(20, 2)]}))
+    ds1.commit(TransactionRequest("t3", modifies={"R1": [Modification((1, "a"), (1, "c"))]}))
+    ds1.close()
+    ds2.close()
+    (history / "initial_view.json").write_text(json.dumps(
+        {"columns": ["K1", "V1", "K2"], "versions": start_versions or {"ds1": 1, "ds2": 1}, "rows": initial_view}))
+    (history / "changes.jsonl").write_text("".join(
+        json.dumps({"seq": i, "source": s, "dsv": d, "txn_id": t, "commit_time": 0, "applied_time": 0,
+                    "versions": v, "delta": delta}) + "\n"
+        for i, (t, s, d, v, delta) in enumerate(states, 1)))
+    RunFile(CATALOG, VIEW, "sze-ling", {"ds1": run / "ds1.duckdb", "ds2": run / "ds2.duckdb"}, history).write(run)
+    return run
+
+
+def check(run, *flags, capsys):
+    code = main(["check", str(run), *flags])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def verdict(run, capsys, expect="complete"):
+    code, out, _ = check(run, "--json", "--expect", expect, capsys=capsys)
+    return code, json.loads(out)
+
+
+# ---- one run per level ----
+
+def test_complete(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T3])
+    code, v = verdict(run, capsys)
+    assert (code, v["level"], v["lost"], v["doubled"]) == (0, "complete", [], [])
+    assert (v["transactions"], v["states"], v["first_violation"]) == (3, 3, None)
+    code, out, _ = check(run, capsys=capsys)
+    assert code == 0 and "level: complete" in out and "lost: none" in out
+
+
+def test_strong_when_two_transactions_share_a_state(tmp_path, capsys):
+    both = ("t2", "ds2", 2, {"ds1": 2, "ds2": 2}, [[[2, "b", 20], 1]])   # t1 and t2 in one state
+    run = make_run(tmp_path, [both, T3])
+    code, v = verdict(run, capsys)
+    assert (code, v["level"], v["first_violation"]) == (1, "strong", None)
+    assert verdict(run, capsys, expect="strong")[0] == 0
+
+
+def test_weak_when_a_source_goes_backwards(tmp_path, capsys):
+    run = make_run(tmp_path, [("t2", "ds2", 2, {"ds1": 1, "ds2": 2}, []),
+                              ("t1", "ds1", 2, {"ds1": 2, "ds2": 1}, []),
+                              ("t3", "ds1", 3, {"ds1": 3, "ds2": 2},
+                               [[[1, "a", 10], -1], [[1, "c", 10], 1], [[2, "b", 20], 1]])])
+    code, v = verdict(run, capsys, expect="strong")
+    assert (code, v["level"], v["first_violation"]) == (1, "weak", None)
+
+
+def test_convergence_accepts_the_charts_spelling(tmp_path, capsys):
+    wrong = ("t1", "ds1", 2, {"ds1": 2, "ds2": 1}, [[[9, "x", 9], 1]])
+    fixed = ("t2", "ds2", 2, {"ds1": 2, "ds2": 2}, [[[9, "x", 9], -1], [[2, "b", 20], 1]])
+    run = make_run(tmp_path, [wrong, fixed, T3])
+    assert verdict(run, capsys, expect="convergent") == verdict(run, capsys, expect="convergence")
+    code, v = verdict(run, capsys, expect="convergent")
+    assert (code, v["level"]) == (0, "convergence")
+    assert verdict(run, capsys, expect="weak")[0] == 1
+
+
+def test_none_when_the_final_view_is_wrong(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [[[1, "a", 10], -1]])])
+    code, v = verdict(run, capsys, expect="none")
+    assert (code, v["level"]) == (0, "none")
+    assert v["first_violation"]["missing"] == [[1, "c", 10, 1]]
+
+
+def test_a_view_materialised_after_some_commits_starts_there(tmp_path, capsys):
+    # The warehouse materialised at ds1 DSV 2 (t1 is in its first view): t1 has no state of its own.
+    run = make_run(tmp_path, [T2, T3], start_versions={"ds1": 2, "ds2": 1})
+    code, v = verdict(run, capsys)
+    assert (code, v["level"], v["transactions"], v["lost"]) == (0, "complete", 2, [])
+
+
+def test_a_wrong_initial_view_is_a_violation(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T3], initial_view=[[1, "a", 10, 1], [7, "z", 7, 1]])
+    code, v = verdict(run, capsys)
+    assert code == 1 and v["first_violation"]["transaction"] == "(initial view)"
+    assert v["first_violation"]["extra"] == [[7, "z", 7, 1]]
+
+
+# ---- one run per kind of violation ----
+
+def test_a_lost_transaction(tmp_path, capsys):
+    # t1 never reached the view, yet the warehouse went on to t3 claiming ds1 DSV 3.
+    run = make_run(tmp_path, [("t2", "ds2", 2, {"ds1": 1, "ds2": 2}, []),
+                              ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [[[1, "a", 10], -1], [[1, "c", 10], 1]])])
+    code, v = verdict(run, capsys)
+    assert (code, v["level"], v["lost"], v["doubled"]) == (1, "none", ["ds1:2"], [])
+    f = v["first_violation"]
+    assert (f["state"], f["transaction"], f["versions"]) == (1, "t3", {"ds1": 3, "ds2": 2})
+    assert (f["missing"], f["extra"]) == ([[2, "b", 20, 1]], [])
+    code, out, _ = check(run, capsys=capsys)
+    assert code == 1 and "lost: [ds1:2]" in out
+    assert "state 1 (after transaction t3)" in out and "ds1 DSV 3, ds2 DSV 2" in out and "missing: [[2, 'b', 20, 1]]" in out
+
+
+def test_a_doubled_transaction(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T2, ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, T3[4])])
+    code, v = verdict(run, capsys)
+    assert (code, v["level"], v["doubled"], v["lost"]) == (1, "none", ["ds2:2"], [])
+    f = v["first_violation"]
+    assert (f["state"], f["transaction"], f["extra"]) == (2, "t2", [[2, "b", 20, 1]])
+
+
+def test_a_wrong_state(tmp_path, capsys):
+    # t2's state holds the row with the wrong multiplicity; t3 repairs it.
+    run = make_run(tmp_path, [T1, ("t2", "ds2", 2, {"ds1": 2, "ds2": 2}, [[[2, "b", 20], 2]]),
+                              ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [*T3[4], [[2, "b", 20], -1]])])
+    code, v = verdict(run, capsys)
+    assert (code, v["level"], v["lost"], v["doubled"]) == (1, "convergence", [], [])
+    f = v["first_violation"]
+    assert (f["state"], f["expected"], f["extra"]) == (1, [[1, "a", 10, 1], [2, "b", 20, 1]], [[2, "b", 20, 1]])
+
+
+# ---- unreadable histories: exit 2, one line ----
+
+@pytest.mark.parametrize("damage", ["no run file", "no changes", "partial line", "no source file", "source open"])
+def test_an_unreadable_history_exits_2(tmp_path, capsys, damage):
+    run = make_run(tmp_path, [T1, T2, T3])
+    store = None
+    if damage == "no run file":
+        (run / "run.json").unlink()
+    elif damage == "no changes":
+        (run / "warehouse" / "history" / "changes.jsonl").unlink()
+    elif damage == "partial line":
+        with open(run / "warehouse" / "history" / "changes.jsonl", "a") as out:
+            out.write('{"seq": 4, "source": "ds')
+    elif damage == "no source file":
+        (run / "ds2.duckdb").unlink()
+    else:   # a source still running holds its file; the checker cannot read it
+        import subprocess
+        import sys
+        store = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                                  "print('open', flush=True); time.sleep(60)", str(run / "ds1.duckdb")],
+                                 stdout=subprocess.PIPE, text=True)
+        assert store.stdout.readline().strip() == "open"
+    try:
+        code, out, err = check(run, capsys=capsys)
+    finally:
+        if store is not None:
+            store.kill()
+            store.wait()
+    assert (code, out) == (2, "")
+    assert err.startswith("fedlab check: ") and len(err.strip().splitlines()) == 1
