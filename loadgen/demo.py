@@ -6,7 +6,9 @@ maintaining a 4-relation view with Sze-Ling's algorithm, and the load generator 
 mixed update stream at a target rate. Sources drop, duplicate and delay some notifications and
 answers (moderate chaos), so the verdict means something. It ends with a summary: transactions
 committed and applied, the view's size, staleness, and whether the final view equals the view
-recomputed from the sources; every process it started is stopped.
+recomputed from the sources, and the checker's verdict on the run's histories (the exit status is
+non-zero unless the view converged and the run was completely consistent); every process it
+started is stopped.
 """
 
 from __future__ import annotations
@@ -72,9 +74,15 @@ def main(args) -> int:
             fed.stop()
             stop_ray()
             spark.stop()
+    with console.status("checking the run's consistency (fedlab check: DuckDB oracle over the histories)"):
+        from loadgen.check import check
+
+        verdict = check(run_dir)
+    summary["consistency"] = {"level": verdict.level, "transactions": verdict.transactions,
+                              "states": verdict.states, "lost": verdict.lost, "doubled": verdict.doubled}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _print(console, summary)
-    return 0 if summary["converged"] else 1
+    return 0 if summary["converged"] and verdict.level == "complete" else 1
 
 
 def _drive(fed, stream, rate: float, duration: float, progress):
@@ -125,6 +133,8 @@ def _print(console, s: dict) -> None:
                   f"  sub-queries {s['engine']['subqueries']}, retries {s['engine']['retries']}, "
                   f"resend requests {s['engine']['resends']}, duplicates ignored {s['engine']['duplicates']}, "
                   f"compensation steps {s['engine']['compensations']}\n"
+                  f"  consistency (fedlab check): {s['consistency']['level']} over {s['consistency']['transactions']} "
+                  f"transactions, {len(s['consistency']['lost'])} lost, {len(s['consistency']['doubled'])} doubled\n"
                   f"  run directory: {s['run_dir']}")
 
 
@@ -132,7 +142,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor (default 0.01)")
     parser.add_argument("--view", default="demo4", help="view file under loadgen/views (default demo4)")
     parser.add_argument("--algorithm", default="sze-ling", help="maintenance algorithm (default sze-ling)")
-    parser.add_argument("--rate", type=float, default=15.0, help="target source transactions per second")
+    parser.add_argument("--rate", type=float, default=10.0, help="target source transactions per second")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
     parser.add_argument("--settle", type=float, default=120.0, help="seconds to wait for the view to catch up")
     parser.add_argument("--seed", type=int, default=1)

@@ -45,7 +45,7 @@ MAX_MESSAGE = 64 * 1024 * 1024
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
-                 batch_interval: float = 0.5, tick: float = 0.25, query_timeout: float = 5.0,
+                 batch_interval: float = 0.5, tick: float = 0.25, query_timeout: float = 1.5,
                  resend_timeout: float = 3.0, history_dir: str | Path | None = None):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
         `history_dir`: where the plain-file history goes (default <data_dir>/history)."""
