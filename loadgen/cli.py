@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo.add_arguments(sub.add_parser("demo", help="run a live federation under a minute of load (make demo)",
                                       description=demo.__doc__.split("\n\n")[0]))
+    from loadgen import run
+
+    run.add_arguments(sub.add_parser("run", help="a live federation under load and chaos, judged by the checker",
+                                     description=run.__doc__.split("\n\n")[0]))
     check.add_arguments(sub.add_parser("check", help="classify a live run's consistency from its run directory",
                                        description=check.__doc__.split("\n\n")[0]))
     for name, (module, help_text) in ROLES.items():
@@ -60,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.matrix import main as matrix_main
 
         return matrix_main(args)
+    if args.command == "run":
+        from loadgen.run import main as run_main
+
+        return run_main(args)
     if args.command == "demo":
         from loadgen.demo import main as demo_main
 

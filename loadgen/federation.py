@@ -38,6 +38,7 @@ class Federation:
         self.access = access
         self.batch_interval = batch_interval
         self.actors: dict = {}
+        self._initial_refs: dict = {}
         self.addresses: dict[str, str] = {}
         self.stubs: dict[str, rpc.SourceStub] = {}
         self.warehouse: Warehouse | None = None
@@ -48,7 +49,11 @@ class Federation:
         start_ray(temp_dir=ray_temp_dir)
         for source in self.catalog.sources:
             rows = {r.name: [list(x) for x in self.initial.get(r.name, [])] for r in self.catalog.relations_at(source)}
-            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), rows)
+            # Held here for the whole run: Ray re-reads a restarted actor's constructor arguments,
+            # and large ones live in its object store only while someone refers to them.
+            self._initial_refs[source] = ray.put(rows)
+            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source),
+                                                     self._initial_refs[source])
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(grpc.insecure_channel(a)) for s, a in self.addresses.items()}
         self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
@@ -60,6 +65,18 @@ class Federation:
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
         return self
+
+    def restart_warehouse(self) -> None:
+        """Stops the warehouse as a crash would (nothing more committed) and starts a new one on the
+        same Delta tables: it restores the view, the version state and the notifications received
+        but not applied; sources resend what it had not acknowledged. (The process-level kill is
+        tests/test_process_chaos.py, with `fedlab warehouse` in its own process.)"""
+        self.warehouse.close(commit=False)
+        self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
+                                   self.algorithm, self.access, batch_interval=self.batch_interval)
+        self.warehouse.open()
+        self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
+        ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
 
     def _db_path(self, source: str) -> Path:
         return self.run_dir / f"{source}.duckdb"

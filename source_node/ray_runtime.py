@@ -10,6 +10,7 @@ servers do bind 127.0.0.1.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import ray
@@ -23,6 +24,10 @@ def start_ray(temp_dir: str | None = None, num_cpus: int = 2) -> None:
     if ray.is_initialized():
         return
     os.environ["RAY_AUTH_MODE"] = "disabled"
+    if temp_dir and len(str(Path(temp_dir).resolve())) > 40:
+        # Ray puts Unix sockets ~65 characters deep under its temp dir, and a socket path may
+        # not exceed 107 bytes: a deep run directory gets a short folder in /tmp instead.
+        temp_dir = tempfile.mkdtemp(prefix="fedlab-ray-")
     ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=NAMESPACE,
              _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
              # Workers import the project's packages from the checkout, installed or not.

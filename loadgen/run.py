@@ -1,0 +1,154 @@
+"""`fedlab run`: a live federation under load and chaos, ending with the checker's verdict.
+
+    fedlab run --chaos drop=0.05,reorder=0.2,duplicate=0.01,kill-source=every:20s,kill-warehouse=once \\
+               --algorithm sze-ling --duration 60s
+
+Message faults are the sources' (source_node/faults.py), set at run time: `drop` and `duplicate`
+are probabilities per message (notifications and sub-query answers); `reorder=X` delays every
+message by an exponential time of mean X seconds, which reorders them (`delay=X` is the same).
+`kill-source=every:20s` (or `once`) kills a random source actor that Ray then restarts;
+`kill-warehouse=once` stops the warehouse as a crash would, mid-run, and restarts it from Delta.
+The exit status is the checker's: 0 when the run kept `--expect` (default complete).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import threading
+import time
+from pathlib import Path
+
+from fedmodel.errors import ModelError
+from loadgen.scenario import LEVELS
+
+_FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
+
+
+def parse_chaos(spec: str) -> tuple[dict, dict]:
+    """'drop=0.05,kill-source=every:20s,...' -> (fault rates, process faults)."""
+    faults, kills = {}, {}
+    for item in filter(None, (x.strip() for x in (spec or "").split(","))):
+        name, _, value = item.partition("=")
+        if name in _FAULTS:
+            try:
+                faults[_FAULTS[name]] = float(value)
+            except ValueError:
+                raise ModelError(f"--chaos: {name} takes a number, got {value!r}") from None
+        elif name in ("kill-source", "kill-warehouse"):
+            m = re.fullmatch(r"once|every:(\d+(?:\.\d+)?)s", value)
+            if not m:
+                raise ModelError(f"--chaos: {name} takes 'once' or 'every:Ns', got {value!r}")
+            kills[name] = float(m.group(1)) if m.group(1) else None
+        else:
+            raise ModelError(f"--chaos: unknown fault {name!r} (drop, duplicate, reorder, delay, kill-source, kill-warehouse)")
+    return faults, kills
+
+
+def seconds(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m)?", text)
+    if not m:
+        raise ModelError(f"--duration: expected e.g. 60s or 2m, got {text!r}")
+    return float(m.group(1)) * (60 if m.group(2) == "m" else 1)
+
+
+def main(args) -> int:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    try:
+        faults, kills = parse_chaos(args.chaos)
+        duration = seconds(args.duration)
+        if args.expect not in LEVELS:
+            raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
+    except ModelError as err:
+        print(f"fedlab run: {err}")
+        return 2
+    import ray
+
+    from loadgen.check import check
+    from loadgen.driver import drive
+    from loadgen.federation import Federation
+    from loadgen.tpch import generate, load_view, tpch_catalog
+    from loadgen.workload import Workload
+    from source_node.ray_runtime import stop_ray
+    from warehouse.spark_session import spark_session
+
+    run_dir = Path(args.run_dir or f"runs/run-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    catalog, view_sql = tpch_catalog(), load_view(args.view)
+    data = generate(args.scale, str(Path(".cache/tpch").resolve() / f"sf{args.scale}"))
+    spark = spark_session(warehouse_dir=str(run_dir / "spark-warehouse"))
+    spark.sparkContext.setLogLevel("ERROR")
+    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, args.access)
+    events: list[str] = []
+    try:
+        fed.start(ray_temp_dir=str(run_dir / "ray"))
+        if faults:
+            ray.get([a.set_faults.remote(**faults) for a in fed.actors.values()])
+        stop = threading.Event()
+        chaos = threading.Thread(target=_process_faults, args=(fed, kills, duration, random.Random(args.seed), stop, events),
+                                 daemon=True)
+        chaos.start()
+        load = drive(fed.commit, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
+                     catalog.sources, args.rate, duration)
+        stop.set()
+        chaos.join()
+        if faults:   # let the last messages through, then wait for the view to catch up
+            ray.get([a.set_faults.remote(drop=0, duplicate=0, delay_mean=0) for a in fed.actors.values()])
+        caught_up = fed.wait_until_applied(timeout=args.settle)
+    finally:
+        fed.stop()
+        stop_ray()
+        spark.stop()
+    verdict = check(run_dir)
+    result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
+              "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events}
+    (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
+    if args.json:
+        print(json.dumps(result, default=str))
+    else:
+        print(f"run {run_dir}: {load.committed} transactions at {result['achieved_rate']}/s; faults {faults}, "
+              f"{len(events)} process faults ({'; '.join(events) or 'none'})")
+        print(f"consistency: {verdict.level}; {verdict.transactions} transactions, {verdict.states} states, "
+              f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
+        if verdict.first_violation:
+            print(f"first violation: {json.dumps(verdict.first_violation, default=str)[:2000]}")
+    return 0 if LEVELS.index(verdict.level) >= LEVELS.index(args.expect) else 1
+
+
+def _process_faults(fed, kills: dict, duration: float, rng: random.Random, stop: threading.Event, events: list) -> None:
+    """Kills source actors (Ray restarts them) and restarts the warehouse on schedule."""
+    import ray
+
+    start = time.monotonic()
+    due = {name: (every if every else duration / 2) for name, every in kills.items()}
+    while not stop.wait(0.2):
+        elapsed = time.monotonic() - start
+        for name in [n for n, t in due.items() if elapsed >= t]:
+            if name == "kill-source":
+                source = rng.choice(sorted(fed.actors))
+                ray.kill(fed.actors[source], no_restart=False)
+                events.append(f"killed source {source} at {elapsed:.1f}s")
+            else:
+                fed.restart_warehouse()
+                events.append(f"restarted the warehouse at {elapsed:.1f}s")
+            every = kills[name]
+            due[name] = due[name] + every if every else float("inf")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--chaos", default="", help="faults, e.g. drop=0.05,reorder=0.2,duplicate=0.01,"
+                                                     "kill-source=every:20s,kill-warehouse=once")
+    parser.add_argument("--algorithm", default="sze-ling")
+    parser.add_argument("--access", choices=["join-graph", "scan"])
+    parser.add_argument("--duration", default="60s", help="load duration, e.g. 60s or 2m")
+    parser.add_argument("--rate", type=float, default=10.0, help="offered source transactions per second")
+    parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor")
+    parser.add_argument("--view", default="demo4")
+    parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--settle", type=float, default=180.0, help="seconds to wait for the view to catch up")
+    parser.add_argument("--expect", default="complete", help="the level the exit status asks for")
+    parser.add_argument("--json", action="store_true", help="print the checker's object plus run_dir")
+    parser.add_argument("--run-dir")
