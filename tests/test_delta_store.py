@@ -110,6 +110,8 @@ def test_recommitting_a_batch_is_a_no_op(committed):
     _, store = committed
     assert commit(store, 3, BATCHES[2][1]) is False
     assert commit(store, 2, BATCHES[1][1]) is False
+    with pytest.raises(StoreError, match="already committed"):  # seq 6 is not in batch 3
+        commit(store, 3, BATCHES[2][1] + [txn(6, 7, [(R5, 1)])])
     assert store.read_view() == expected_view(3)
     assert len(store.read_change_log()) == 6
 
@@ -185,8 +187,8 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
     # 4. A batch that applied nothing (only notifications arrived) is committed by its version state.
     waiting = {**state(2), "relations": {"R1": {"processing": 3, "refreshed": 2}}}
     assert store.commit_batch(2, [], [], waiting, [notification("ds1", 3)]) is True
-    view, version_state, log_len, last_batch = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
-    assert (view, version_state, log_len, last_batch) == (expected_view(1), waiting, 2, 2)
+    assert (store.read_version_state(), store.last_batch_id) == (waiting, 2)
+    assert [n.dsv for n in store.read_notifications()] == [3]
 
 
 def test_materialize_matches_duckdb(spark):

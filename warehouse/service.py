@@ -252,8 +252,9 @@ class Warehouse:
         while not self._stop.wait(self.batch_interval):
             try:
                 self._commit_batch()
-            except Exception:  # a failed batch is retried whole at the next interval
+            except Exception:  # a failed batch is retried at the next interval
                 log.exception("batch commit failed; it will be retried")
+                self._after_failed_commit()
 
     def _commit_batch(self) -> None:
         with self.lock:
@@ -274,6 +275,23 @@ class Warehouse:
             self.received = self.received[len(received):]
             for s, c in contiguous.items():
                 self.durable[s] = max(self.durable.get(s, 0), c)
+
+    def _after_failed_commit(self) -> None:
+        """A failed call may still have made its batch durable (Delta committed, the reply was
+        lost): recover the store, and if it holds that batch, move on past it, so the retry
+        carries only what is not durable yet (re-sent notifications are stored once anyway)."""
+        try:
+            _rows, _state, _length, last_batch = self.store.load()
+        except Exception:
+            log.exception("the store could not recover; the next batch will try again")
+            return
+        if last_batch is None or last_batch <= self.batch_id:
+            return
+        with self.lock:
+            done = [a for a in self.applied if a.seq <= self.store.last_seq]
+            self.applied = self.applied[len(done):]
+            self.batch_id = last_batch
+        self.history.append([a for a in done if a.seq > self.history.last_seq()])
 
     # ---- reading ----
 

@@ -248,6 +248,9 @@ class DeltaViewStore:
                      notifications: Sequence[Notification] = ()) -> bool:
         """Durably commits one batch; False (nothing written) if that batch id is committed already.
 
+        Re-committing a committed batch id with entries the change log does not hold (seq above
+        `last_seq`) raises StoreError instead: they must go into a new batch.
+
         `view_delta` is the batch's net delta [(row, count change)]; it must equal the sum of
         the applied transactions' deltas (every view change is in the change log, so the view
         stays checkable). Batch ids and seq numbers must grow. On any error the store forgets
@@ -259,6 +262,7 @@ class DeltaViewStore:
             if self._last_batch is None:
                 self._recover()
             if batch_id <= self._last_batch:
+                self._check_no_new_entries(batch_id, applied)
                 return False
             net = self._check_batch(batch_id, applied, view_delta, version_state)
             try:
@@ -290,6 +294,14 @@ class DeltaViewStore:
         self._write("version_state", _VERSION_STATE, _state_rows(batch_id, version_state, len(applied)))
         lap("version_state")
         self.timings["total"] = clock[-1] - clock[0]
+
+    def _check_no_new_entries(self, batch_id: int, applied: list[AppliedTxn]) -> None:
+        """A re-commit may only repeat durable entries; newer ones would otherwise be lost silently."""
+        newer = [a.seq for a in applied if a.seq > self._last_seq]
+        if newer:
+            raise StoreError(f"batch {batch_id} is already committed (the change log ends at seq "
+                             f"{self._last_seq}); entries with seq {newer[0]}..{newer[-1]} are not in it: "
+                             "commit them under a new batch id")
 
     def _check_batch(self, batch_id, applied, view_delta, version_state) -> dict:
         """Everything that can be checked without Spark, before anything is written."""
@@ -393,6 +405,11 @@ class DeltaViewStore:
     def last_batch_id(self) -> int | None:
         """The last committed batch id, or None until the store has recovered/initialized."""
         return self._last_batch
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last change-log entry known durable (-1: none)."""
+        return self._last_seq
 
 
 class _SessionConf:
