@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from loadgen.yamlfile import read_yaml as read_yaml_file
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
@@ -64,16 +64,7 @@ class RunConfig:
 
 
 def read_yaml(path: str | Path, what: str) -> dict:
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ConfigError(f"{what} {path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{what} {path}: not valid YAML: {str(err).splitlines()[0]}") from None
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{what} {path}: expected a mapping")
-    return doc
+    return read_yaml_file(path, what, ConfigError)
 
 
 def load_catalog(path: str | Path) -> Catalog:

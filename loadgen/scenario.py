@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from loadgen.yamlfile import read_yaml
 
 from fedmodel.catalog import Catalog, check_row
 from fedmodel.errors import ModelError
@@ -55,14 +55,7 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    path = Path(path)
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise ScenarioError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
-    return parse_scenario(doc, str(path))
+    return parse_scenario(read_yaml(path, "scenario", ScenarioError), str(path))
 
 
 def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
