@@ -99,6 +99,18 @@ def _escape(token: str) -> str:
     return token.replace("~", "~0").replace("/", "~1")
 
 
+def _key_ops(ops: list, field: str, base: dict, variant: dict) -> None:
+    """JSON-patch operations that turn mapping `field` of the base into the variant's, key by key."""
+    for sub in sorted(set(base) | set(variant)):
+        path = f"/{field}/{_escape(sub)}"
+        if sub not in variant:
+            ops.append({"op": "remove", "path": path})
+        elif sub not in base:
+            ops.append({"op": "add", "path": path, "value": variant[sub]})
+        elif base[sub] != variant[sub]:
+            ops.append({"op": "replace", "path": path, "value": variant[sub]})
+
+
 def json_patch(base: dict, variant: dict) -> list[dict]:
     """RFC 6902 operations turning base into variant, at the granularity of top-level fields
     (and the fields of metadata and of a ConfigMap's data)."""
@@ -107,26 +119,10 @@ def json_patch(base: dict, variant: dict) -> list[dict]:
         if field in ("apiVersion", "kind"):
             continue
         if field == "metadata":
-            bm, vm = base.get("metadata", {}), variant.get("metadata", {})
-            for sub in sorted(set(bm) | set(vm)):
-                path = f"/metadata/{_escape(sub)}"
-                if sub not in vm:
-                    ops.append({"op": "remove", "path": path})
-                elif sub not in bm:
-                    ops.append({"op": "add", "path": path, "value": vm[sub]})
-                elif bm[sub] != vm[sub]:
-                    ops.append({"op": "replace", "path": path, "value": vm[sub]})
+            _key_ops(ops, "metadata", base.get("metadata", {}), variant.get("metadata", {}))
             continue
         if field == "data" and isinstance(base.get(field), dict) and isinstance(variant.get(field), dict):
-            bd, vd = base[field], variant[field]
-            for sub in sorted(set(bd) | set(vd)):
-                path = f"/data/{_escape(sub)}"
-                if sub not in vd:
-                    ops.append({"op": "remove", "path": path})
-                elif sub not in bd:
-                    ops.append({"op": "add", "path": path, "value": vd[sub]})
-                elif bd[sub] != vd[sub]:
-                    ops.append({"op": "replace", "path": path, "value": vd[sub]})
+            _key_ops(ops, "data", base[field], variant[field])
             continue
         path = f"/{_escape(field)}"
         if field not in variant:
@@ -266,3 +262,4 @@ def compare(fresh: Path, current: Path) -> list[str]:
 
 if __name__ == "__main__":
     sys.exit(main())
+
