@@ -1,0 +1,84 @@
+"""The message-level history of a live run (issue #5): one JSON line per thing that happened to a
+message at the node that saw it.
+
+Each node writes its own file (a source: `<source>.messages.jsonl` beside its DuckDB file; the
+warehouse: `messages.jsonl` in its history folder), so nothing is shared between processes. A line:
+
+    {"t": 1732600000.123, "node": "sales", "kind": "notification", "event": "sent",
+     "peer": "warehouse", "bytes": 812, "rows": 7, "dsv": 42}
+
+- kind: notification, subquery, answer, resend_request (what the message is);
+- event: sent (left the node), dropped / duplicated / delayed (the fault injector's decision,
+  recorded where it was taken), received (arrived and was decoded);
+- bytes: the serialized protobuf size on the wire; rows: the rows it carries;
+- anything else names the message: dsv for a notification, id and versions for an answer.
+
+The checker summarises these files and `fedlab bench` turns them into cost per transaction
+(messages, rows and bytes on the wire). With no path a log records nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Iterator
+
+KINDS = ("notification", "subquery", "answer", "resend_request")
+EVENTS = ("sent", "dropped", "duplicated", "delayed", "received")
+
+
+class MessageLog:
+    def __init__(self, path: str | Path | None, node: str):
+        self.path = Path(path) if path is not None else None
+        self.node = node
+        self._lock = threading.Lock()
+        self._out = None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Line-buffered append: a crash loses at most the line being written, which readers skip.
+            self._out = open(self.path, "a", buffering=1)
+
+    def record(self, kind: str, event: str, peer: str, bytes: int = 0, rows: int = 0, **fields) -> None:
+        if self._out is None:
+            return
+        if kind not in KINDS or event not in EVENTS:
+            raise ValueError(f"message log: unknown kind/event {kind!r}/{event!r}")
+        line = json.dumps({"t": time.time(), "node": self.node, "kind": kind, "event": event, "peer": peer,
+                           "bytes": bytes, "rows": rows, **fields}, default=str)
+        with self._lock:
+            if self._out is not None:
+                self._out.write(line + "\n")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._out is not None:
+                self._out.close()
+                self._out = None
+
+
+def read(paths: Iterable[str | Path]) -> Iterator[dict]:
+    """Every complete line of the given files (missing files are skipped: a node that never ran)."""
+    for path in paths:
+        path = Path(path)
+        if not path.exists():
+            continue
+        with open(path) as lines:
+            for line in lines:
+                if line.endswith("\n"):
+                    yield json.loads(line)
+
+
+def totals(events: Iterable[dict]) -> dict[str, dict[str, int]]:
+    """Per kind: how many messages were sent, dropped, duplicated, delayed and received, and the
+    rows and bytes of what was sent (the cost on the wire)."""
+    out: dict[str, Counter] = {}
+    for e in events:
+        c = out.setdefault(e["kind"], Counter())
+        c[e["event"]] += 1
+        if e["event"] == "sent":
+            c["rows"] += e.get("rows", 0)
+            c["bytes"] += e.get("bytes", 0)
+    return {kind: dict(c) for kind, c in sorted(out.items())}
