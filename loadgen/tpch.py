@@ -141,7 +141,22 @@ def generate(scale: float, out_dir: str, seed: int | None = None) -> dict[str, l
     out = Path(out_dir)
     if not _cached(out, scale):
         _run_tpchgen(scale, out)
-    return {name: read_tbl(out / f"{name}.tbl", name) for name in TABLES}
+    return {name: _unique_keys(name, read_tbl(out / f"{name}.tbl", name)) for name in TABLES}
+
+
+def _unique_keys(relation: str, rows: list[tuple]) -> list[tuple]:
+    """The rows with the first of each key kept: below scale 0.01 dbgen's partsupp repeats
+    (partkey, suppkey) pairs (its supplier formula wraps around so few suppliers), which the
+    sources' PRIMARY KEY would reject."""
+    columns, key = SCHEMA[relation]
+    positions = [[c for c, _ in columns].index(k) for k in key]
+    seen, unique = set(), []
+    for row in rows:
+        k = tuple(row[i] for i in positions)
+        if k not in seen:
+            seen.add(k)
+            unique.append(row)
+    return unique
 
 
 def _cached(out: Path, scale: float) -> bool:

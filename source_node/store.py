@@ -323,7 +323,14 @@ class DuckDBStore:
         self._con.register(name, rows_to_arrow(columns, types, rows))
         try:
             yield name, []
-        finally:
+        except duckdb.Error:
+            # The transaction is aborted now and unregistering would fail too, hiding this error
+            # (a duplicate key, say) behind "transaction is aborted": roll back first.
+            self._con.rollback()
+            self._con.begin()
+            self._con.unregister(name)
+            raise
+        else:
             self._con.unregister(name)
 
     def _select(self, rel: Relation, sql: str, params: list | None = None) -> list[tuple]:

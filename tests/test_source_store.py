@@ -149,6 +149,9 @@ def test_reopening_another_sources_file_is_refused(tmp_path):
 def test_invalid_initial_rows_are_refused(tmp_path):
     with pytest.raises(ModelError, match="initial rows of T.*duplicate key"):
         DuckDBStore(CATALOG, "ds1", tmp_path / "x.duckdb", {"T": [(1, "x"), (1, "y")]})
+    many = [(i, f"t{i}") for i in range(100)] + [(7, "again")]   # many rows travel as an Arrow table
+    with pytest.raises(ModelError, match="initial rows of T.*duplicate key"):
+        DuckDBStore(CATALOG, "ds1", tmp_path / "z.duckdb", {"T": many})
     with pytest.raises(ModelError, match="does not own a relation named 'U'"):
         DuckDBStore(CATALOG, "ds1", tmp_path / "y.duckdb", {"U": [(1, "h")]})
 
