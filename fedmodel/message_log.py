@@ -52,6 +52,18 @@ class MessageLog:
             if self._out is not None:
                 self._out.write(line + "\n")
 
+    def record_faults(self, kind: str, peer: str, delays: list[float], **names) -> None:
+        """The fault injector's decision on one message (source_node.faults: the delays of its
+        copies) as lines: dropped, or duplicated, and one delayed line per copy held back."""
+        if not delays:
+            self.record(kind, "dropped", peer, **names)
+            return
+        if len(delays) > 1:
+            self.record(kind, "duplicated", peer, copies=len(delays), **names)
+        for delay in delays:
+            if delay > 0:
+                self.record(kind, "delayed", peer, delay=round(delay, 4), **names)
+
     def close(self) -> None:
         with self._lock:
             if self._out is not None:
@@ -82,3 +94,23 @@ def totals(events: Iterable[dict]) -> dict[str, dict[str, int]]:
             c["rows"] += e.get("rows", 0)
             c["bytes"] += e.get("bytes", 0)
     return {kind: dict(c) for kind, c in sorted(out.items())}
+
+
+# ---- what names a message, in the fields its lines carry ----
+
+def notification_fields(note) -> dict:
+    """rows and dsv of a notification (fedmodel.transactions.Notification): every row image it carries."""
+    rows = sum(len(c.inserted) + len(c.deleted) + 2 * len(c.modified) for c in note.changes)
+    return {"rows": rows, "dsv": note.dsv, "txn_id": note.txn_id}
+
+
+def subquery_fields(sq) -> dict:
+    """rows (the probe's) and the names of a sub-query (fedmodel.subquery.Subquery)."""
+    return {"rows": len(sq.probe), "id": sq.id, "relations": list(sq.relation_names)}
+
+
+def answer_fields(answer) -> dict:
+    """rows and the versions an answer (fedmodel.subquery.Answer) was read at: the source's DSV and
+    each relation's BRV, the queried version numbers of Sze-Ling section 3."""
+    return {"rows": sum(len(r.rows) for r in answer.relations), "id": answer.id, "dsv": answer.dsv,
+            "versions": {r.relation: r.brv for r in answer.relations}}

@@ -14,28 +14,26 @@ started is stopped.
 from __future__ import annotations
 
 import json
-import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
+from loadgen.bench.metrics import percentiles
 from loadgen.driver import drive
+from loadgen.live import prepare_environment, set_faults, tpch_data, warehouse_spark
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
 
 def main(args) -> int:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    prepare_environment()
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from loadgen.federation import Federation
-    from loadgen.tpch import generate, load_view, tpch_catalog
+    from loadgen.tpch import load_view, tpch_catalog
     from loadgen.workload import Workload
     from source_node.ray_runtime import stop_ray
-    from warehouse.spark_session import spark_session
 
     console = Console()
     run_dir = Path(args.run_dir or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -46,17 +44,20 @@ def main(args) -> int:
                   f"{args.rate} txn/s for {args.duration:g} s, chaos {DEFAULT_CHAOS if not args.no_chaos else 'off'}")
     console.print(f"run directory: {run_dir}")
     with console.status("generating TPC-H data"):
-        data = generate(args.scale, str(Path(args.data_dir or ".cache/tpch").resolve() / f"sf{args.scale}"))
+        data = tpch_data(args.scale, args.data_dir)
     with console.status("starting Spark with Delta"):
-        spark = spark_session(warehouse_dir=str(run_dir / "spark-warehouse"))
-        spark.sparkContext.setLogLevel("ERROR")
-    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm)
+        spark = warehouse_spark(run_dir)
+    tls = None
+    if args.tls:
+        from loadgen.certs import write_certificates
+
+        tls = write_certificates(run_dir / "tls")
+    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls)
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):
             fed.start(ray_temp_dir=str(run_dir / "ray"))
             if not args.no_chaos:
-                import ray
-                ray.get([a.set_faults.remote(**DEFAULT_CHAOS) for a in fed.actors.values()])
+                set_faults(fed, **DEFAULT_CHAOS)
         console.print(f"view materialised: {len(fed.warehouse.view_rows())} rows; sources {fed.addresses}; "
                       f"warehouse {fed.warehouse_address}")
         stream = Workload.named("mixed").stream(catalog, data, seed=args.seed)
@@ -99,8 +100,6 @@ def _drive(fed, stream, rate: float, duration: float, progress):
 
 def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: Path) -> dict:
     status = fed.warehouse.status()
-    lags = sorted(s for _, s in fed.warehouse.staleness)
-    pct = (lambda p: round(lags[min(len(lags) - 1, int(p * len(lags)))] * 1000, 1)) if lags else (lambda p: None)
     return {
         "run_dir": str(run_dir),
         "offered": load.offered,
@@ -113,9 +112,7 @@ def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: 
         "view_multiplicity": sum(view.values()),
         "converged": view == recomputed,
         "differences": len(set(view.items()) ^ set(recomputed.items())),
-        "staleness_ms": {"p50": pct(0.5), "p95": pct(0.95), "p99": pct(0.99),
-                         "max": round(lags[-1] * 1000, 1) if lags else None,
-                         "mean": round(statistics.mean(lags) * 1000, 1) if lags else None},
+        "staleness_ms": percentiles(s for _, s in fed.warehouse.staleness),
         "engine": status["counters"],
         "resynchronisations": status["resynchronisations"],
     }
@@ -149,6 +146,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--no-chaos", action="store_true", help="no message faults")
     parser.add_argument("--run-dir", help="where the run's files go (default runs/demo-TIMESTAMP)")
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
+    parser.add_argument("--tls", action="store_true",
+                        help="mutual TLS on every gRPC channel, with a throwaway CA written to RUN_DIR/tls")
 
 
 if __name__ == "__main__":  # pragma: no cover

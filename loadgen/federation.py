@@ -15,6 +15,7 @@ import grpc
 import ray
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
@@ -28,8 +29,13 @@ from warehouse.store.materialize import materialize
 
 class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]], run_dir: str | Path,
-                 spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5):
+                 spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
+                 tls: TlsFiles | None = None, recompute_period: float = 5.0):
+        """`tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
+        certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
+        between rounds (warehouse.service.Warehouse)."""
         self.catalog = catalog
+        self.tls = tls
         self.view_sql = view_sql
         self.initial = initial
         self.run_dir = Path(run_dir)
@@ -37,6 +43,7 @@ class Federation:
         self.algorithm = algorithm
         self.access = access
         self.batch_interval = batch_interval
+        self.recompute_period = recompute_period
         self.actors: dict = {}
         self._initial_refs: dict = {}
         self.addresses: dict[str, str] = {}
@@ -53,11 +60,12 @@ class Federation:
             # and large ones live in its object store only while someone refers to them.
             self._initial_refs[source] = ray.put(rows)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source),
-                                                     self._initial_refs[source])
+                                                     self._initial_refs[source], tls=self.tls)
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
-        self.stubs = {s: rpc.SourceStub(grpc.insecure_channel(a)) for s, a in self.addresses.items()}
+        self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
-                                   self.algorithm, self.access, batch_interval=self.batch_interval)
+                                   self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
+                                   recompute_period=self.recompute_period)
         RunFile(self.catalog, self.view_sql, self.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
                 self.warehouse.history.folder).write(self.run_dir)
@@ -73,7 +81,8 @@ class Federation:
         tests/test_process_chaos.py, with `fedlab warehouse` in its own process.)"""
         self.warehouse.close(commit=False)
         self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
-                                   self.algorithm, self.access, batch_interval=self.batch_interval)
+                                   self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
+                                   recompute_period=self.recompute_period)
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
@@ -105,7 +114,7 @@ class Federation:
         if address == self.addresses[source]:
             return False
         self.addresses[source] = address
-        self.stubs[source] = rpc.SourceStub(grpc.insecure_channel(address))
+        self.stubs[source] = rpc.SourceStub(client_channel(address, self.tls))
         self.warehouse.set_source_address(source, address)
         return True
 
@@ -139,7 +148,7 @@ class Federation:
 
     def read_view(self) -> dict[tuple, int]:
         """The view as the warehouse serves it over gRPC (ReadView), count last."""
-        stub = rpc.WarehouseStub(grpc.insecure_channel(self.warehouse_address))
+        stub = rpc.WarehouseStub(client_channel(self.warehouse_address, self.tls))
         out = {}
         for chunk in stub.ReadView(pb.ReadViewRequest(), timeout=60):
             for row in decode_rows(chunk.rows)[1]:

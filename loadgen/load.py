@@ -12,6 +12,7 @@ Workloads (run.yaml `workload`):
   kind: tpch        loadgen.workload's TPC-H streams: scale (default 0.01), stream (rf, mixed,
                     skewed; default mixed), data_dir (tpchgen-cli's cache); the catalog must hold
                     the TPC-H relations. Empty sources are first loaded with the generated data.
+--tls-cert, --tls-key and --tls-ca (all three or none): mutual TLS to the sources and the warehouse.
 Exit status: 0 when the load ran and the view caught up, 1 when it did not, 2 on bad input.
 """
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import grpc
 
+from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import to_pb
@@ -31,7 +33,7 @@ from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.chaos_k8s import ChaosError, parse_duration
 from loadgen.driver import drive
-from loadgen.role import RoleError, add_tls_arguments, fail, reject_tls
+from loadgen.role import RoleError, add_tls_arguments, fail, tls_files
 from loadgen.runconfig import RunConfig, load_config
 
 _TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
@@ -52,7 +54,7 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     try:
-        reject_tls(args)
+        tls = tls_files(args)
         config = load_config(args.config)
         duration = parse_duration(args.duration or config.load.get("duration") or "60s")
         rate = args.rate if args.rate is not None else float(config.load.get("rate") or 10)
@@ -61,7 +63,7 @@ def main(args) -> int:
     except (ModelError, RoleError, ChaosError, ValueError) as err:
         return fail("load", err)
     seed = args.seed if args.seed is not None else config.seed
-    sources = {s: rpc.SourceStub(grpc.insecure_channel(a)) for s, a in config.addresses.items()}
+    sources = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in config.addresses.items()}
     try:
         _wait_for_sources(sources, args.wait)
         initial, stream = _workload(config, _current_rows(config, sources), seed)
@@ -98,7 +100,7 @@ def main(args) -> int:
           f"{result.seconds:.1f} s; achieved rate {result.achieved_rate:.1f} txn/s (target {rate:g})", flush=True)
     for error in result.errors[:5]:
         print(f"  rejected: {error}", file=sys.stderr)
-    caught_up = _wait_until_applied(config, sources, args.settle) if args.settle > 0 else None
+    caught_up = _wait_until_applied(config, sources, args.settle, tls) if args.settle > 0 else None
     if caught_up is not None:
         print("the view reflects every commit" if caught_up else
               f"the view did not catch up within {args.settle:g} s", flush=True)
@@ -157,11 +159,11 @@ def _current_rows(config: RunConfig, sources: dict) -> dict[str, list[tuple]]:
     return rows
 
 
-def _wait_until_applied(config: RunConfig, sources: dict, settle: float) -> bool | None:
+def _wait_until_applied(config: RunConfig, sources: dict, settle: float, tls) -> bool | None:
     """Whether the warehouse came to reflect every commit at the sources; None with no warehouse address."""
     if not config.warehouse_address:
         return None
-    warehouse = rpc.WarehouseStub(grpc.insecure_channel(config.warehouse_address))
+    warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
     deadline = time.monotonic() + settle
     while time.monotonic() < deadline:
         try:

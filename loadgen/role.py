@@ -1,5 +1,6 @@
-"""What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags,
-the default listening address, and running in the foreground until SIGTERM or SIGINT.
+"""What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags
+(`fedlab check` takes them too), the default listening address, and running in the foreground
+until SIGTERM or SIGINT.
 
 The chart runs each role as a container's main process, so SIGTERM (pod deletion, `helm
 uninstall`) is the normal way to stop, and each role then finishes cleanly (the warehouse commits
@@ -16,6 +17,9 @@ import sys
 import threading
 import time
 
+from fedmodel.channels import TlsFiles
+from fedmodel.errors import ModelError
+
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
 
 
@@ -24,17 +28,26 @@ class RoleError(Exception):
 
 
 def add_tls_arguments(parser) -> None:
-    group = parser.add_argument_group("TLS (mutual; not supported yet: giving any of these is an error)")
+    group = parser.add_argument_group("mutual TLS on every gRPC channel (all three flags, or none)")
     group.add_argument("--tls-cert", metavar="FILE", help="this party's certificate (PEM)")
     group.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
     group.add_argument("--tls-ca", metavar="FILE", help="the CA that signs every peer's certificate (PEM)")
 
 
-def reject_tls(args) -> None:
-    given = [flag for flag in TLS_FLAGS if getattr(args, flag[2:].replace("-", "_"), None)]
-    if given:
-        raise RoleError(f"{' '.join(given)}: TLS on the gRPC channels is not supported yet; "
-                        "run without tls.enabled")
+def tls_files(args) -> TlsFiles | None:
+    """The TLS files the flags name, read; None without the flags. RoleError when only some are
+    given or a file cannot be read (the message names it)."""
+    given = {flag: getattr(args, flag[2:].replace("-", "_"), None) for flag in TLS_FLAGS}
+    missing = [flag for flag, value in given.items() if not value]
+    if len(missing) == len(TLS_FLAGS):
+        return None
+    if missing:
+        # Half a TLS setup would fall back to plaintext on some channels: refuse it.
+        raise RoleError(f"mutual TLS needs all of {', '.join(TLS_FLAGS)}; missing {', '.join(missing)}")
+    try:
+        return TlsFiles.load(ca=given["--tls-ca"], cert=given["--tls-cert"], key=given["--tls-key"])
+    except ModelError as err:
+        raise RoleError(str(err)) from None
 
 
 def configure_logging() -> None:

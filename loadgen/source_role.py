@@ -11,7 +11,8 @@ is its own.
 
 The relations come from --catalog (catalog.yaml); a new database file starts empty, or with
 --initial rows ({relation: [[...], ...]}, JSON or YAML). --faults-file rates are applied at once
-and again whenever the file changes.
+and again whenever the file changes. --tls-cert, --tls-key and --tls-ca (all three or none) put its
+server and its channel to the warehouse under mutual TLS (fedmodel.channels).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from fedmodel.catalog import check_row
 from fedmodel.errors import ModelError
 from loadgen.faults_file import FaultsFile
-from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, reject_tls
+from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, tls_files
 from loadgen.runconfig import load_catalog, read_yaml
 
 
@@ -44,7 +45,7 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     try:
-        reject_tls(args)
+        tls = tls_files(args)
         catalog = load_catalog(args.catalog)
         if args.name not in catalog.sources:
             raise RoleError(f"--name {args.name}: the catalog has no source of that name "
@@ -58,17 +59,17 @@ def main(args) -> int:
         return fail("source", err)
     host = args.host or default_host()
     if args.ray_address:
-        return _run_actor(args, catalog, initial, faults, host)
-    return _run_node(args, catalog, initial, faults, seed, host)
+        return _run_actor(args, catalog, initial, faults, host, tls)
+    return _run_node(args, catalog, initial, faults, seed, host, tls)
 
 
-def _run_node(args, catalog, initial, faults, seed: int, host: str) -> int:
+def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
     from source_node.faults import FaultInjector
     from source_node.node import SourceNode
 
     try:
         node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
-                          faults=FaultInjector(seed), host=host, port=args.port)
+                          faults=FaultInjector(seed), host=host, port=args.port, tls=tls)
     except (ModelError, OSError) as err:
         return fail("source", err)
     except Exception as err:  # duckdb: a file another process holds, or not a database
@@ -77,8 +78,8 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str) -> int:
     node.start()
     if faults:
         faults.watch(lambda rates: node.faults.configure(**rates))
-    print(f"source {args.name} serving on {node.address} (DSV {node.store.dsv}), warehouse {args.warehouse}",
-          flush=True)
+    print(f"source {args.name} serving on {node.address}{' (mutual TLS)' if tls else ''} (DSV {node.store.dsv}), "
+          f"warehouse {args.warehouse}", flush=True)
     foreground.wait()
     if faults:
         faults.stop()
@@ -86,7 +87,7 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str) -> int:
     return 0
 
 
-def _run_actor(args, catalog, initial, faults, host: str) -> int:
+def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
     import ray
 
     from source_node.actor import start_source_actor
@@ -98,7 +99,7 @@ def _run_actor(args, catalog, initial, faults, host: str) -> int:
     if args.ray_resource:
         options["resources"] = {args.ray_resource: 1}
     actor = start_source_actor(catalog, args.name, args.db, initial, args.warehouse, host=host, port=args.port,
-                               **options)
+                               tls=tls, **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
     ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
     if faults:

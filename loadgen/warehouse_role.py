@@ -6,11 +6,14 @@ with its Delta tables under --data (a directory or an object-store URI), and ser
 --port. The first start materialises the view from the sources' snapshots, waiting for the
 sources to come up; a later start on the same --data restores the view, its version state and
 the notifications not yet applied from Delta. SIGTERM (or SIGINT) commits the last batch and
-stops.
+stops. With `recompute` in the run configuration, --recompute-period sets the seconds between its
+rounds (each round's view evaluation is a Spark job on the warehouse's Spark).
 
 The warehouse's history goes to <run dir>/warehouse/history, and the run file (loadgen.runfile)
 to the run directory, so that `fedlab check RUN_DIR` finds both. --faults-file is checked, but
 the rates are the sources' to apply: the warehouse injects no faults of its own yet.
+--tls-cert, --tls-key and --tls-ca (all three or none): mutual TLS on its server and its
+channels to the sources (fedmodel.channels).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.faults_file import FaultsFile
-from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, reject_tls
+from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, tls_files
 from loadgen.runconfig import RunConfig, load_config
 from loadgen.runfile import RunFile
 
@@ -41,18 +44,22 @@ def add_arguments(parser) -> None:
                         help="how long the first start waits for the sources to answer (default 600)")
     parser.add_argument("--batch-interval", type=float, default=0.5, metavar="SECONDS",
                         help="seconds between Delta batch commits (default 0.5)")
+    parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
+                        help="seconds between the recompute algorithm's rounds, each a Spark job (default 5)")
     add_tls_arguments(parser)
 
 
 def main(args) -> int:
     try:
-        reject_tls(args)
+        tls = tls_files(args)
         config = load_config(args.config)
         data = args.data or config.warehouse_data
         if not data:
             raise RoleError("no --data and no warehouse.data in the config: where do the Delta tables go?")
         if args.faults_file:
             FaultsFile(args.faults_file).read()
+        if not args.recompute_period > 0:
+            raise RoleError(f"--recompute-period must be a positive number of seconds, got {args.recompute_period:g}")
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"
@@ -67,7 +74,8 @@ def main(args) -> int:
     spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master)
     try:
         warehouse = Warehouse(config.catalog, config.view.sql, data, config.addresses, spark, config.algorithm,
-                              batch_interval=args.batch_interval, history_dir=history)
+                              batch_interval=args.batch_interval, history_dir=history, tls=tls,
+                              recompute_period=args.recompute_period)
         if not _open(warehouse, args.wait_sources, foreground):
             return 1 if not foreground.stopping.is_set() else 0
         port = warehouse.serve(args.port, args.host or default_host())

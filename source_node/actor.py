@@ -6,7 +6,8 @@ reopens its DuckDB file, where the relations, versions and unsent notifications 
 outbox is committed with the data), and starts a new gRPC server, whose port may differ from
 the old one: `address()` tells the new one. Settings changed at run time (the warehouse address,
 the fault rates) are kept in a small JSON file beside the database and applied again on restart,
-so a restarted source goes on delivering to the warehouse it was last pointed at.
+so a restarted source goes on delivering to the warehouse it was last pointed at. Its message
+log (source_node.node.message_log_path, beside the database) is appended to across restarts.
 
     handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.duckdb", initial)
     ray.get(handle.address.remote())        # "127.0.0.1:<port>"
@@ -22,6 +23,7 @@ from pathlib import Path
 import ray
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles
 from source_node.faults import FaultInjector
 from source_node.node import SourceNode
 from source_node.ray_runtime import NAMESPACE
@@ -30,9 +32,11 @@ from source_node.ray_runtime import NAMESPACE
 @ray.remote(max_restarts=-1, max_task_retries=3)
 class SourceActor:
     def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None = None,
-                 warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0):
+                 warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0,
+                 tls: TlsFiles | None = None):
         """`host` and `port` are where the gRPC server listens: the loopback address on a free port
-        on a laptop; on a cluster, all interfaces on the port its Service forwards to."""
+        on a laptop; on a cluster, all interfaces on the port its Service forwards to. `tls` (the
+        PEM contents travel with it) makes its server and its channel to the warehouse mutual TLS."""
         self._settings_path = Path(db_path + ".settings.json")
         settings = {"warehouse_address": warehouse_address, "faults": {}}
         if _was_restarted() and self._settings_path.exists():
@@ -41,7 +45,7 @@ class SourceActor:
         self._save_settings()
         self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
                                warehouse_address=settings["warehouse_address"],
-                               faults=FaultInjector(**settings["faults"]), host=host, port=port)
+                               faults=FaultInjector(**settings["faults"]), host=host, port=port, tls=tls)
         self.node.start()
 
     def address(self) -> str:
@@ -64,7 +68,8 @@ class SourceActor:
     def health(self) -> dict:
         store = self.node.store
         return {"source": store.source, "address": self.node.address, "dsv": store.dsv, "brv": store.brv,
-                "unacknowledged": len(store.unacknowledged()), "pid": os.getpid()}
+                "unacknowledged": len(store.unacknowledged()), "pid": os.getpid(),
+                "message_log": str(self.node.messages.path) if self.node.messages.path else None}
 
     def stop(self) -> None:
         """Stops the node (server, sender, store); the actor itself stays until killed."""
@@ -85,14 +90,15 @@ def _was_restarted() -> bool:
 
 def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike,
                        initial: dict | None = None, warehouse_address: str | None = None, *,
-                       host: str = "127.0.0.1", port: int = 0, **actor_options):
+                       host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
+                       **actor_options):
     """Creates the named actor for `source` (name = source, namespace "fedlab"); returns its handle.
 
     `actor_options` go to Ray's `.options` (a cluster deployment passes e.g. lifetime="detached",
     get_if_exists=True and a custom resource that pins the actor to the node with its volume).
     """
     return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
-        catalog.to_dict(), source, str(Path(db_path).resolve()), initial, warehouse_address, host, port)
+        catalog.to_dict(), source, str(Path(db_path).resolve()), initial, warehouse_address, host, port, tls)
 
 
 def source_actor(source: str):

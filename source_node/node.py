@@ -8,13 +8,19 @@ one directly:
     node.address            # "127.0.0.1:<port>"
     ...
     node.stop()
+
+Its message log (fedmodel.message_log) is `<db stem>.messages.jsonl` beside the DuckDB file
+unless `message_log` names another file (runs/x/ds1.duckdb -> runs/x/ds1.messages.jsonl).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles
+from fedmodel.message_log import MessageLog
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 from source_node.server import SourceServicer, serve
@@ -26,22 +32,27 @@ class SourceNode:
                  initial: dict[str, list[tuple]] | None = None, *, warehouse_address: str | None = None,
                  faults: FaultInjector | None = None, log_retention: int | None = None,
                  resend_interval: float = 2.0, max_message_bytes: int = 64 << 20,
-                 host: str = "127.0.0.1", port: int = 0):
-        """Opens (or creates) the store at once, so that it can be inspected before `start`."""
+                 host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
+                 tls: TlsFiles | None = None):
+        """Opens (or creates) the store at once, so that it can be inspected before `start`.
+        With `tls`, its server and its channel to the warehouse use mutual TLS."""
         self.catalog = catalog
         self.source = source
         self.host, self.port = host, port
         self.max_message_bytes = max_message_bytes
         self.faults = faults or FaultInjector()
+        self.tls = tls
         self.store = DuckDBStore(catalog, source, db_path, initial, log_retention)
+        self.messages = MessageLog(message_log if message_log is not None else message_log_path(db_path), source)
         self.sender = NotificationSender(self.store, catalog, self.faults, warehouse_address,
-                                         resend_interval=resend_interval, max_message_bytes=max_message_bytes)
+                                         resend_interval=resend_interval, max_message_bytes=max_message_bytes,
+                                         messages=self.messages, tls=tls)
         self._server = None
 
     def start(self) -> int:
         """Starts the sender and the gRPC server; returns the port the server is bound to."""
-        servicer = SourceServicer(self.store, self.catalog, self.sender, self.faults)
-        self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes)
+        servicer = SourceServicer(self.store, self.catalog, self.sender, self.faults, self.messages)
+        self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes, tls=self.tls)
         self.sender.start()
         return self.port
 
@@ -59,3 +70,12 @@ class SourceNode:
             self._server = None
         self.sender.stop()
         self.store.close()
+        self.messages.close()
+
+
+def message_log_path(db_path: str | os.PathLike) -> Path | None:
+    """Where a source keeps its message log: beside its DuckDB file, `<db stem>.messages.jsonl`
+    (an in-memory database keeps none)."""
+    if str(db_path) == ":memory:":
+        return None
+    return Path(db_path).with_suffix(".messages.jsonl")

@@ -11,6 +11,9 @@ crashes; the warehouse discards duplicates by DSV (DESIGN.md 4.1, 4.2).
 A failed RPC (warehouse down or unset) is retried with exponential backoff. `resend(notes)` puts
 logged notifications through again at the warehouse's request (the Resend RPC), acknowledged
 or not.
+
+Every copy handed to the Notify RPC, and every drop, duplication and delay the fault injector
+decides, is a line of the source's message log (fedmodel.message_log).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import time
 import grpc
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles, client_channel
+from fedmodel.message_log import MessageLog, notification_fields
 from fedmodel.messages import to_pb
 from fedmodel.transactions import Notification
 from fedmodel.wire import pb, rpc
@@ -36,8 +41,11 @@ MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the wareh
 class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
                  resend_interval: float = 0.5, rpc_timeout: float = 5.0, max_batch_bytes: int = 4 << 20,
-                 max_message_bytes: int = 64 << 20):
+                 max_message_bytes: int = 64 << 20, messages: MessageLog | None = None,
+                 tls: TlsFiles | None = None):
         self.store = store
+        self.tls = tls
+        self.messages = messages or MessageLog(None, store.source)
         self.catalog = catalog
         self.faults = faults
         self.resend_interval = resend_interval
@@ -66,7 +74,7 @@ class NotificationSender:
             self._address = address or None
             self._channel = self._stub = None
             if self._address:
-                self._channel = grpc.insecure_channel(self._address, options=[
+                self._channel = client_channel(self._address, self.tls, options=[
                     ("grpc.max_send_message_length", self.max_message_bytes),
                     ("grpc.max_receive_message_length", self.max_message_bytes)])
                 self._stub = rpc.WarehouseStub(self._channel)
@@ -139,7 +147,10 @@ class NotificationSender:
             due = []
             while self._held and self._held[0][0] <= now:
                 due.append(heapq.heappop(self._held)[2])
-        for batch in self._batches(due):
+        for batch, notes in self._batches(due):
+            for msg, note in zip(batch.notifications, notes):
+                self.messages.record("notification", "sent", "warehouse", bytes=msg.ByteSize(),
+                                     **notification_fields(note))
             try:
                 reply = stub.Notify(batch, timeout=self.rpc_timeout)
             except (grpc.RpcError, ValueError) as err:  # ValueError: the channel was replaced meanwhile
@@ -157,21 +168,25 @@ class NotificationSender:
 
     def _through_faults(self, note: Notification, now: float) -> None:
         self._last_left[note.dsv] = now
-        for delay in self.faults.decide("notification"):
+        delays = self.faults.decide("notification")
+        for delay in delays:
             heapq.heappush(self._held, (now + delay, next(self._seq), note))
+        self.messages.record_faults("notification", "warehouse", delays, dsv=note.dsv, txn_id=note.txn_id)
 
     def _batches(self, notes: list[Notification]):
-        """NotificationBatches of at most max_batch_bytes (at least one notification each), in order."""
-        batch, size = pb.NotificationBatch(), 0
+        """NotificationBatches of at most max_batch_bytes (at least one notification each), in
+        order, each with the Notifications it was encoded from (for the message log)."""
+        batch, size, sources = pb.NotificationBatch(), 0, []
         for note in notes:
             msg = to_pb(note, self.catalog)
             if batch.notifications and size + msg.ByteSize() > self.max_batch_bytes:
-                yield batch
-                batch, size = pb.NotificationBatch(), 0
+                yield batch, sources
+                batch, size, sources = pb.NotificationBatch(), 0, []
             batch.notifications.append(msg)
+            sources.append(note)
             size += msg.ByteSize()
         if batch.notifications:
-            yield batch
+            yield batch, sources
 
     def _wake(self) -> None:
         self._woken = True
@@ -195,3 +210,4 @@ class NotificationSender:
         if self._last_left:
             times.append(min(self._last_left.values()) + self.resend_interval)
         return max(0.0, min(times) - now)
+

@@ -10,6 +10,14 @@ AnswerBatch; a duplicated one appears twice; delayed ones are put in the order o
 and the whole reply waits for the longest delay. That keeps the RPC synchronous and still lets
 the warehouse see late, reordered and missing answers. A batch with one bad sub-query is refused
 whole.
+
+History streams the source's committed history (its relations now and its logged notifications
+up to them) for `fedlab check` on a cluster, where the DuckDB file is on the source's volume; it
+passes through no fault injector: it is the testbed's instrument, not part of the protocol.
+
+The source's message log (fedmodel.message_log) gets a line for every sub-query and resend
+request received, every answer copy sent, and every fault decided for an answer, which names the
+answer and the versions it was read at.
 """
 
 from __future__ import annotations
@@ -21,8 +29,10 @@ from concurrent import futures
 import grpc
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles, add_port
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
+from fedmodel.message_log import MessageLog, answer_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.wire import pb, rpc
 from source_node.faults import FaultInjector
@@ -44,11 +54,13 @@ def _rejecting_bad_input(method):
 
 
 class SourceServicer(rpc.SourceServicer):
-    def __init__(self, store, catalog: Catalog, sender: NotificationSender, faults: FaultInjector):
+    def __init__(self, store, catalog: Catalog, sender: NotificationSender, faults: FaultInjector,
+                 messages: MessageLog | None = None):
         self.store = store
         self.catalog = catalog
         self.sender = sender
         self.faults = faults
+        self.messages = messages or MessageLog(None, store.source)
 
     @_rejecting_bad_input
     def Commit(self, request: pb.CommitRequest, context) -> pb.CommitReply:
@@ -60,14 +72,28 @@ class SourceServicer(rpc.SourceServicer):
 
     @_rejecting_bad_input
     def Query(self, request: pb.SubqueryBatch, context) -> pb.AnswerBatch:
-        answers = [to_pb(self.store.answer(from_pb(sq, self.catalog)), self.catalog) for sq in request.subqueries]
-        copies = sorted(((delay, i) for i, _ in enumerate(answers) for delay in self.faults.decide("answer")))
+        subqueries = [from_pb(sq, self.catalog) for sq in request.subqueries]
+        for msg, sq in zip(request.subqueries, subqueries):
+            self.messages.record("subquery", "received", "warehouse", bytes=msg.ByteSize(),
+                                 batch=len(subqueries), **subquery_fields(sq))
+        answers = [self.store.answer(sq) for sq in subqueries]
+        encoded = [to_pb(a, self.catalog) for a in answers]
+        copies = []
+        for i, answer in enumerate(answers):
+            delays = self.faults.decide("answer")
+            self.messages.record_faults("answer", "warehouse", delays, **answer_fields(answer))
+            copies.extend((delay, i) for delay in delays)
+        copies.sort()
         if copies and copies[-1][0] > 0:
             time.sleep(copies[-1][0])
-        return pb.AnswerBatch(answers=[answers[i] for _, i in copies])
+        for _, i in copies:
+            self.messages.record("answer", "sent", "warehouse", bytes=encoded[i].ByteSize(), **answer_fields(answers[i]))
+        return pb.AnswerBatch(answers=[encoded[i] for _, i in copies])
 
     @_rejecting_bad_input
     def Resend(self, request: pb.ResendRequest, context) -> pb.ResendReply:
+        self.messages.record("resend_request", "received", "warehouse", bytes=request.ByteSize(),
+                             from_dsv=request.from_dsv)
         resent = self.sender.resend(self.store.notifications_from(request.from_dsv))
         return pb.ResendReply(resent=resent, oldest_available=self.store.oldest_available())
 
@@ -89,16 +115,29 @@ class SourceServicer(rpc.SourceServicer):
         return pb.HealthReply(source=self.store.source, dsv=self.store.dsv, brv=self.store.brv,
                               unacknowledged=len(self.store.unacknowledged()))
 
+    def History(self, request: pb.HistoryRequest, context):
+        # Read eagerly, relations first: a commit between the two reads only adds notifications
+        # past the relations' DSV, which the cut drops, so state and log are of one moment.
+        dsv, relations = self.store.snapshot()
+        log = [n for n in self.store.notifications_from(2) if n.dsv <= dsv]
+        return self._history(dsv, relations, log)
+
+    def _history(self, dsv: int, relations: dict, log: list):
+        for chunk in self._chunks(dsv, relations):
+            yield pb.HistoryChunk(state=chunk)
+        for note in log:
+            yield pb.HistoryChunk(notification=to_pb(note, self.catalog))
+
 
 def serve(servicer: SourceServicer, host: str = "127.0.0.1", port: int = 0,
-          max_message_bytes: int = 64 << 20, workers: int = 8) -> tuple[grpc.Server, int]:
-    """Starts a gRPC server for `servicer`; returns it and the port it is bound to (port 0: a free one)."""
+          max_message_bytes: int = 64 << 20, workers: int = 8,
+          tls: TlsFiles | None = None) -> tuple[grpc.Server, int]:
+    """Starts a gRPC server for `servicer` (mutual TLS with `tls`); returns it and the port it is
+    bound to (port 0: a free one)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=[
         ("grpc.max_receive_message_length", max_message_bytes),
         ("grpc.max_send_message_length", max_message_bytes)])
     rpc.add_SourceServicer_to_server(servicer, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
-    if bound == 0:
-        raise OSError(f"cannot bind the source's gRPC server to {host}:{port}")
+    bound = add_port(server, f"{host}:{port}", tls)
     server.start()
     return server, bound

@@ -13,11 +13,12 @@ from concurrent import futures
 
 import grpc
 
+from fedmodel.channels import add_port
 from fedmodel.wire import pb, rpc
 
 
 class FakeWarehouse(rpc.WarehouseServicer):
-    def __init__(self, ignore_first_delivery: bool = False, port: int = 0):
+    def __init__(self, ignore_first_delivery: bool = False, port: int = 0, tls=None):
         self.ignore_first_delivery = ignore_first_delivery
         self.batches: list[list[int]] = []      # DSVs of every batch that arrived, in arrival order
         self.kept: dict[str, list[int]] = {}    # per source, DSVs kept, in the order they were kept
@@ -26,7 +27,7 @@ class FakeWarehouse(rpc.WarehouseServicer):
         self._cond = threading.Condition()
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         rpc.add_WarehouseServicer_to_server(self, self._server)
-        self.port = self._server.add_insecure_port(f"127.0.0.1:{port}")
+        self.port = add_port(self._server, f"127.0.0.1:{port}", tls)
         self._server.start()
 
     @property

@@ -286,7 +286,7 @@ def test_network_policies_let_only_the_intended_peers_in(rendered):
     everyone += [outsider, other_release]
 
     allowed_to_source = [src for src in everyone if reachable(policies, src, source, 50051)]
-    assert allowed_to_source == [warehouse, pod("load")]
+    assert allowed_to_source == [warehouse, pod("load"), pod("check")]   # check: the History RPC
     allowed_to_warehouse = [src for src in everyone if reachable(policies, src, warehouse, 50052)]
     assert allowed_to_warehouse == [source, pod("load")]
     for port in (7078, 7079):
@@ -416,7 +416,7 @@ def test_the_warehouse_can_keep_delta_tables_in_an_object_store(rendered):
 
 # ---- TLS, the Ray token ----
 
-GRPC_ROLES = {"source", "warehouse", "load"}
+GRPC_ROLES = {"source", "warehouse", "load", "check"}
 
 
 @pytest.mark.parametrize("name", ["default", "tls"])
@@ -443,6 +443,41 @@ def test_tls_flags_and_certificates_on_every_grpc_process(rendered, name):
     assert seen == GRPC_ROLES
 
 
+def test_tls_certs_for_the_charts_services_pass_mutual_tls_at_every_address_peers_dial(rendered, tmp_path):
+    """`fedlab tls-certs` (helm/federation/README.md) for the hosts in the run config: a server with
+    that certificate is accepted under each name a peer dials, and refused under another."""
+    from concurrent import futures
+
+    import grpc
+
+    from fedmodel.channels import TlsFiles, add_port, client_channel
+    from fedmodel.wire import pb, rpc
+    from loadgen.cli import main
+
+    run = yaml.safe_load(one(rendered["tls"], "ConfigMap", "fedlab-config")["data"]["run.yaml"])
+    hosts = [a.rpartition(":")[0] for a in [run["warehouse"]["address"], *(s["address"] for s in run["sources"])]]
+    assert main(["tls-certs", str(tmp_path), *(f for h in hosts for f in ("--host", h))]) == 0
+    tls = TlsFiles.load(tmp_path / "ca.crt", tmp_path / "tls.crt", tmp_path / "tls.key")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    rpc.add_WarehouseServicer_to_server(rpc.WarehouseServicer(), server)   # every RPC: UNIMPLEMENTED
+    port = add_port(server, "127.0.0.1:0", tls)
+    server.start()
+
+    def status_code(name):
+        # dial the loopback address but verify the server's certificate as `name`
+        with client_channel(f"127.0.0.1:{port}", tls, [("grpc.ssl_target_name_override", name)]) as channel:
+            with pytest.raises(grpc.RpcError) as err:
+                rpc.WarehouseStub(channel).Status(pb.StatusRequest(), timeout=10)
+        return err.value.code()
+
+    try:
+        # UNIMPLEMENTED comes from the servicer: the handshake went through
+        assert {h: status_code(h) for h in hosts} == {h: grpc.StatusCode.UNIMPLEMENTED for h in hosts}
+        assert status_code("fedlab-src-elsewhere") == grpc.StatusCode.UNAVAILABLE
+    finally:
+        server.stop(0)
+
+
 def test_ray_token_secret(rendered):
     default = rendered["default"]
     secret = one(default, "Secret", "fedlab-ray-auth")
@@ -461,7 +496,11 @@ def test_the_helm_test_runs_the_checker_on_the_run_directory(rendered):
     assert test_pod["kind"] == "Pod" and test_pod["spec"]["restartPolicy"] == "Never"
     run = yaml.safe_load(one(docs, "ConfigMap", "fedlab-config")["data"]["run.yaml"])
     args = test_pod["spec"]["containers"][0]["args"]
-    assert args == ["fedlab", "check", run["run"]["dir"], "--expect", "complete"]
+    # each source's history from the running source (its file is on its own volume), at the
+    # address the run config gives it
+    remote = [f"{s['name']}={s['address']}" for s in run["sources"]]
+    assert args == ["fedlab", "check", run["run"]["dir"], "--expect", "complete",
+                    *[a for r in remote for a in ("--source", r)]]
     mounts = {m["name"]: m["mountPath"] for m in test_pod["spec"]["containers"][0]["volumeMounts"]}
     assert run["run"]["dir"].startswith(mounts["data"] + "/")
     claim = {v["name"]: v for v in test_pod["spec"]["volumes"]}["data"]["persistentVolumeClaim"]["claimName"]
@@ -493,7 +532,7 @@ CLI_CONTRACT = {
                   "--tls-cert", "--tls-key", "--tls-ca"},
     "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
     "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--start-delay", "--duration", "--seed"},
-    "check": {"--expect"},
+    "check": {"--expect", "--source", "--tls-cert", "--tls-key", "--tls-ca"},
 }
 
 

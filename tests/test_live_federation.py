@@ -4,16 +4,14 @@ Delta, a few hundred transactions, and the final view against two independent re
 
 from __future__ import annotations
 
-import random
-
 import pytest
+from live_support import MirroredLoad
 
+from fedmodel.channels import client_channel
 from loadgen.checker.oracle import Oracle
 from loadgen.federation import Federation
 from loadgen.scenario import parse_scenario
-from loadgen.simulator import RandomTransactions
 from loadgen.synthetic import random_scenario
-from source_node.memory_store import MemoryStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
@@ -21,29 +19,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(random_scenario(11, relations=(4, 4), sources=(3, 3)), "live")
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark)
-    # The load generator's own picture of each source, to draw valid transactions from.
-    mirrors = {s: MemoryStore(scenario.catalog, s, {r.name: scenario.initial[r.name]
-                                                    for r in scenario.catalog.relations_at(s)})
-               for s in scenario.catalog.sources}
-    workload = RandomTransactions(scenario, random.Random(5))
-    rng = random.Random(6)
-    history = {s: [] for s in mirrors}
+    load = MirroredLoad(scenario, fed.commit)
     fed.start()
     try:
-        committed = 0
-        while committed < 300:
-            source = rng.choice(sorted(mirrors))
-            request = workload.transaction(mirrors[source])
-            if request is None:
-                continue
-            reply = fed.commit(source, request)
-            history[source].append(mirrors[source].commit(request))
-            assert reply.dsv == mirrors[source].dsv
-            committed += 1
+        load.commit(300)
         assert fed.wait_until_applied(timeout=180), fed.warehouse.status()
         view = fed.warehouse.view_rows()
         assert view == fed.recompute()
-        oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, history)
+        oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, load.history)
         assert view == oracle.view_at(oracle.final_versions())
         assert fed.read_view() == view
         status = fed.warehouse.status()
@@ -58,7 +41,7 @@ def assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed):
 
     from fedmodel.wire import pb, rpc
 
-    stub = rpc.WarehouseStub(grpc.insecure_channel(fed.warehouse_address))
+    stub = rpc.WarehouseStub(client_channel(fed.warehouse_address, None))
     relation = fed.catalog.relations[0]
     garbled = pb.Notification(source=relation.source, dsv=10 ** 6, txn_id="bad", changes=[
         pb.RelationChange(relation=relation.name, brv=10 ** 6, inserted=b"\x00not arrow at all")])

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from loadgen.cli import main
-from loadgen.matrix import CONDITIONS, ORDER, markdown, run_matrix
-from loadgen.scenario import LEVELS, load_scenario
+from loadgen.matrix import CONDITIONS, ORDER, markdown, run_matrix, schedule, widening_note
+from loadgen.scenario import LEVELS, load_scenario, parse_scenario
 from loadgen.simulate import simulate
 
 
@@ -105,3 +105,12 @@ def test_a_restart_loses_held_queries_and_resends_what_was_not_acknowledged():
     assert result["counters"]["engine_retries"] >= 1
     assert result["counters"]["engine_duplicates"] == 1      # the copy in flight and the resent one
     assert [s["transaction"] for s in result["states"]] == ["t1", "t2", "t3"]
+
+
+def test_the_matrix_reports_where_the_strobe_family_maintained_a_widened_view():
+    # Federation 6's view lacks a relation's key (7 and 9 too); 5's has every key.
+    cells = run_matrix(schedules=2, seed=5, algorithms=["strobe", "sze-ling"], conditions=["fifo"])
+    assert [(c["algorithm"], c["widened"]) for c in cells] == [("strobe", 1), ("sze-ling", 0)]
+    assert "strobe in 1/2 schedules" in widening_note(cells) and "sze-ling" not in widening_note(cells)
+    result = simulate(parse_scenario(schedule("strobe", "fifo", 6), "seed 6"))
+    assert len(result["maintained_columns"]) > len(result["columns"]) and result["maintained_view"] is not None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -22,15 +21,15 @@ from pathlib import Path
 import grpc
 import pytest
 import yaml
+from live_support import MirroredLoad, refuses
 
+from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.wire import pb, rpc
 from loadgen.check import load_history
 from loadgen.scenario import parse_scenario
-from loadgen.simulator import RandomTransactions
 from loadgen.synthetic import random_scenario
-from source_node.memory_store import MemoryStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -97,14 +96,6 @@ def wait_for(what: str, ready, timeout: float, procs: Processes | None):
     pytest.fail(f"{what} within {timeout:g} s\n{procs.tails() if procs else ''}")
 
 
-def _refuses(stub) -> bool:
-    try:
-        stub.Health(pb.HealthRequest(), timeout=2)
-    except grpc.RpcError as err:
-        return err.code() == grpc.StatusCode.UNAVAILABLE
-    return False
-
-
 def read_view(stub) -> dict:
     out = {}
     for chunk in stub.ReadView(pb.ReadViewRequest(), timeout=60):
@@ -134,26 +125,11 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
         procs.start(s, "source", "--name", s, "--catalog", str(tmp_path / "catalog.yaml"),
                     "--db", str(run / f"{s}.duckdb"), "--port", str(port), "--initial", str(tmp_path / f"{s}-initial.json"),
                     "--warehouse", f"127.0.0.1:{warehouse_port}")
-        sources[s] = rpc.SourceStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
-    warehouse = rpc.WarehouseStub(grpc.insecure_channel(f"127.0.0.1:{warehouse_port}"))
+        sources[s] = rpc.SourceStub(client_channel(f"127.0.0.1:{port}", None))
+    warehouse = rpc.WarehouseStub(client_channel(f"127.0.0.1:{warehouse_port}", None))
     status = lambda: warehouse.Status(pb.StatusRequest(), timeout=5)  # noqa: E731
-    mirrors = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)})
-               for s in catalog.sources}
-    workload = RandomTransactions(scenario, random.Random(5))
-    rng = random.Random(6)
-
-    def commit(n: int, pause: float = 0.0) -> None:
-        done = 0
-        while done < n:
-            source = rng.choice(sorted(mirrors))
-            request = workload.transaction(mirrors[source])
-            if request is None:
-                continue
-            reply = sources[source].Commit(to_pb(request, catalog), timeout=30)
-            mirrors[source].commit(request)
-            assert reply.dsv == mirrors[source].dsv
-            done += 1
-            time.sleep(pause)
+    commit = MirroredLoad(scenario, lambda source, request: sources[source].Commit(to_pb(request, catalog),
+                                                                                    timeout=30)).commit
 
     try:
         started = time.monotonic()
@@ -208,21 +184,7 @@ def test_a_ray_source_actor_restarted_mid_run_keeps_complete_consistency(spark, 
     catalog = scenario.catalog
     run = tmp_path / "run"
     fed = Federation(catalog, scenario.view.sql, scenario.initial, run, spark)
-    mirrors = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)})
-               for s in catalog.sources}
-    workload = RandomTransactions(scenario, random.Random(5))
-    rng = random.Random(6)
-
-    def commit(n: int) -> None:
-        done = 0
-        while done < n:
-            source = rng.choice(sorted(mirrors))
-            request = workload.transaction(mirrors[source])
-            if request is None:
-                continue
-            assert fed.commit(source, request).dsv == mirrors[source].commit(request).dsv
-            done += 1
-
+    commit = MirroredLoad(scenario, fed.commit).commit
     fed.start()
     try:
         victim = sorted(catalog.sources)[0]
@@ -231,8 +193,7 @@ def test_a_ray_source_actor_restarted_mid_run_keeps_complete_consistency(spark, 
         ray.kill(fed.actors[victim], no_restart=False)     # Ray restarts it: same file, new port
         # Commit again only once the old server is gone: a commit cut off mid-way could not be
         # told from one that never arrived. The federation's client still dials the old port.
-        old = rpc.SourceStub(grpc.insecure_channel(before))
-        wait_for("the killed actor still answers", lambda: _refuses(old), 30, None)
+        wait_for("the killed actor still answers", lambda: refuses(before), 30, None)
         commit(120)
         assert fed.addresses[victim] != before
         assert fed.wait_until_applied(timeout=180), fed.warehouse.status()

@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-import grpc
 import pytest
 import yaml
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import client_channel
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
@@ -43,7 +43,8 @@ CHART_COMMANDS = [
     "--spark-master k8s://https://kubernetes.default.svc:443 --faults-file /etc/fedlab/faults/faults.json "
     "--tls-cert a --tls-key b --tls-ca c",
     "load --config /etc/fedlab/config/run.yaml --duration 120s --rate 20 --tls-cert a --tls-key b --tls-ca c",
-    "check /var/fedlab/data/run/lab --expect complete",
+    "check /var/fedlab/data/run/lab --expect complete --source s1=lab-fedlab-src-s1:50051 "
+    "--source s2=lab-fedlab-src-s2:50051 --tls-cert a --tls-key b --tls-ca c",
 ]
 
 
@@ -55,12 +56,14 @@ def test_the_charts_command_lines_parse(command):
 
 @pytest.mark.parametrize("argv, message", [
     (["source", "--name", "s1", "--catalog", "{catalog}", "--db", "{tmp}/s1.duckdb", "--tls-cert", "x"],
-     "TLS on the gRPC channels is not supported yet"),
+     "mutual TLS needs all of --tls-cert, --tls-key, --tls-ca; missing --tls-key, --tls-ca"),
     (["source", "--name", "s9", "--catalog", "{catalog}", "--db", "{tmp}/s9.duckdb"], "no source of that name"),
     (["source", "--name", "s1", "--catalog", "{tmp}/missing.yaml", "--db", "{tmp}/s1.duckdb"], "cannot read"),
     (["source", "--name", "s1", "--catalog", "{catalog}", "--db", "{tmp}/s1.duckdb", "--faults-file", "{tmp}/bad.json"],
      "drop is a probability"),
     (["warehouse", "--config", "{tmp}/missing.yaml"], "cannot read"),
+    (["warehouse", "--config", "{config}", "--data", "{tmp}/delta", "--recompute-period", "0"],
+     "--recompute-period must be a positive number of seconds"),
     (["load", "--config", "{config}", "--duration", "soon"], "bad duration"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -121,7 +124,7 @@ def test_source_processes_under_load_follow_their_faults_file_and_stop_on_sigter
         assert "initial data: 60 rows inserted" in out and "committed 50, rejected 0" in out
         summary = json.loads((tmp_path / "run" / "load.json").read_text())
         assert (summary["committed"], summary["rejected"]) == (50, 0)
-        dsv = {s: rpc.SourceStub(grpc.insecure_channel(f"127.0.0.1:{p}")).Health(pb.HealthRequest(), timeout=5).dsv
+        dsv = {s: rpc.SourceStub(client_channel(f"127.0.0.1:{p}", None)).Health(pb.HealthRequest(), timeout=5).dsv
                for s, p in ports.items()}
         assert sum(dsv.values()) - 2 == 50 + 2   # every update plus one initial-load transaction per relation
         faults.write_text(json.dumps({"answer_drop": 0.5, "seed": 1, "version": 1}))

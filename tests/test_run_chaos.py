@@ -32,3 +32,16 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stdout.strip() == "fedlab run: --chaos: drop takes a number, got 'lots'"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--algorithm", "strobe", "--chaos", "kill-warehouse=once"],
+     "fedlab run: --chaos kill-warehouse: strobe cannot restart from Delta yet"),
+    (["--algorithm", "recompute", "--recompute-period", "0"],
+     "fedlab run: --recompute-period must be a positive number of seconds"),
+])
+def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
+    from loadgen.cli import main
+
+    assert main(["run", *argv]) == 2
+    assert capsys.readouterr().out.strip() == message

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import time
 
-import grpc
 import pytest
 import ray
 
 from fake_warehouse import FakeWarehouse
 from fedmodel.catalog import Catalog
+from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
@@ -24,12 +24,12 @@ CATALOG = Catalog.from_dict({"sources": {"actor_ds": {
 
 
 def commit(address: str, request: TransactionRequest) -> pb.CommitReply:
-    with grpc.insecure_channel(address) as channel:
+    with client_channel(address, None) as channel:
         return rpc.SourceStub(channel).Commit(to_pb(request, CATALOG), timeout=10)
 
 
 def snapshot_rows(address: str) -> list[tuple]:
-    with grpc.insecure_channel(address) as channel:
+    with client_channel(address, None) as channel:
         chunks = list(rpc.SourceStub(channel).Snapshot(pb.SnapshotRequest(), timeout=10))
     return sorted(row for c in chunks for row in decode_rows(c.rows)[1])
 

@@ -11,6 +11,7 @@ import pytest
 
 from fake_warehouse import FakeWarehouse
 from fedmodel.catalog import Catalog
+from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows, encode_rows
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery, SubqueryRelation
@@ -41,7 +42,7 @@ def node(tmp_path):
 
 @pytest.fixture
 def stub(node):
-    with grpc.insecure_channel(node.address) as channel:
+    with client_channel(node.address, None) as channel:
         yield rpc.SourceStub(channel)
 
 

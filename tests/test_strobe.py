@@ -23,7 +23,8 @@ from loadgen.scenario import load_scenario, parse_scenario
 from loadgen.simulate import simulate
 from loadgen.synthetic import random_scenario
 from warehouse.core.algorithms import create, maintained_view
-from warehouse.core.events import AnswerArrived, NotificationArrived, SendSubquery, StateApplied, TimerFired
+from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, SendSubquery, StateApplied,
+                                   TimerFired, ViewEvaluated)
 from warehouse.core.keyed_view import project, widen
 from warehouse.core.strobe import Update, cancel_inserted_then_deleted, updates_of
 
@@ -147,6 +148,7 @@ def test_simulate_reports_the_maintained_columns_and_projects_states_back():
            "steps": [{"commit": {"source": "y", "id": "t1", "insert": {"R2": [[9, 7]]}}}, {"run": "all"}]}
     result = simulate(parse_scenario(doc))
     assert result["columns"] == ["B", "count"] and result["maintained_columns"] == ["B", "id", "R2_id"]
+    assert result["maintained_view"] == [[7, 1, 9], [7, 2, 9]] and result["view"] == [[7, 2]]
     assert states(result) == [("t1", [[7, 2]])]
     assert result["consistency"] == "complete"
 
@@ -274,10 +276,33 @@ def test_recompute_reads_whole_relations_every_period():
         ("x", ("R1",), ()), ("y", ("R2",), ())]
     r1, r2 = (next(sq for sq in asks if sq.source == s) for s in ("x", "y"))
     assert rec.handle(AnswerArrived(Answer(r1.id, "x", 2, (RelationAnswer("R1", 2, ((1, 7, 0),)),)))) == []
-    (state,) = rec.handle(AnswerArrived(Answer(r2.id, "y", 3, (RelationAnswer("R2", 3, ((5, 7),)),))))
+    (job,) = rec.handle(AnswerArrived(Answer(r2.id, "y", 3, (RelationAnswer("R2", 3, ((5, 7),)),))))
+    # The core does not evaluate the view: its adapter does (Spark live), and hands the rows back.
+    assert isinstance(job, EvaluateView) and job.relations == {"R1": [(1, 7, 0)], "R2": [(5, 7)]}
+    assert rec.view_rows() == {}
+    (state,) = rec.handle(ViewEvaluated(job.round, {(1, 5): 1}))
     assert state.versions == {"x": 2, "y": 3} and state.delta == {(1, 5): 1}
-    assert rec.view_rows() == {(1, 5): 1}
+    assert rec.view_rows() == {(1, 5): 1} and rec.counters.evaluations == 1
     assert rec.handle(TimerFired(7.0)) == []                           # next round at 10
+
+
+def test_recompute_waits_for_its_job_and_a_failed_job_ends_the_round_without_a_state():
+    rec = algorithm("recompute", "SELECT R1.id, R2.id AS id2 FROM R1 JOIN R2 ON R1.B = R2.B")
+
+    def round_at(now: float, dsv: int) -> EvaluateView:
+        answers = {"x": ("R1", ((1, 7, 0),)), "y": ("R2", ((5, 7),))}
+        (job,) = [a for sq in (a.subquery for a in rec.handle(TimerFired(now))) for a in rec.handle(AnswerArrived(
+            Answer(sq.id, sq.source, dsv, (RelationAnswer(answers[sq.source][0], dsv, answers[sq.source][1]),))))]
+        return job
+
+    job = round_at(5.0, 2)
+    assert rec.handle(TimerFired(20.0)) == []                          # a slow job: no new round meanwhile
+    assert rec.handle(ViewEvaluated(job.round + 1, {(9, 9): 1})) == [] and rec.counters.duplicates == 1
+    assert rec.handle(ViewEvaluated(job.round, None)) == []            # the job failed: no state
+    assert rec.counters.failed_evaluations == 1 and rec.view_rows() == {}
+    again = round_at(25.0, 2)                                          # the next round asks afresh
+    (state,) = rec.handle(ViewEvaluated(again.round, {(1, 5): 1}))
+    assert again.round == job.round + 1 and state.delta == {(1, 5): 1} and state.versions == {"x": 2, "y": 2}
 
 
 def test_recompute_asks_a_source_again_when_its_answers_were_read_at_two_states():

@@ -8,9 +8,15 @@
 - A timer thread hands the core the time, so it can retry lost sub-queries and ask for gaps.
 - A committer thread writes what the core applied to Delta in batches: one MERGE into the view
   for many source transactions, while the change log keeps each transaction's own delta.
+- An evaluator thread runs periodic recomputation's view evaluations (EvaluateView) as Spark jobs
+  over the relations the core gathered, and hands the rows back (ViewEvaluated).
+- For the Strobe family, which assumes FIFO channels, each source's notifications and answers
+  reach the core in the order the source sent them (warehouse.fifo_order).
 The core keeps the view in memory (partial self-maintenance reads it; ReadView serves it); Delta
 is its durable copy. After a crash the warehouse restarts from Delta: the view, the version
 state, and the notifications received but not yet applied.
+The warehouse's message log (fedmodel.message_log, `messages.jsonl` in the history folder) gets a
+line for every notification and answer received and every sub-query and resend request sent.
 """
 
 from __future__ import annotations
@@ -26,16 +32,19 @@ from pathlib import Path
 import grpc
 
 from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles, add_port, client_channel
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
+from fedmodel.message_log import MessageLog, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
-from warehouse.core.algorithms import check, create, maintained_view
-from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
-                                   Resynchronise, SendSubquery, StateApplied, TimerFired)
+from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view
+from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
+                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated)
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
+from warehouse.fifo_order import FifoOrder
 from warehouse.store.materialize import materialize
 
 log = logging.getLogger("fedlab.warehouse")
@@ -46,10 +55,14 @@ class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
                  batch_interval: float = 0.5, tick: float = 0.25, query_timeout: float = 1.5,
-                 resend_timeout: float = 3.0, history_dir: str | Path | None = None):
+                 resend_timeout: float = 3.0, history_dir: str | Path | None = None,
+                 tls: TlsFiles | None = None, recompute_period: float = 5.0):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
-        `history_dir`: where the plain-file history goes (default <data_dir>/history)."""
+        `history_dir`: where the plain-file history goes (default <data_dir>/history);
+        `tls`: mutual TLS on its server and its channels to the sources;
+        `recompute_period`: seconds between rounds of the `recompute` algorithm."""
         self.catalog = catalog
+        self.tls = tls
         self.view = parse_view(view_sql, catalog)
         check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
@@ -61,12 +74,17 @@ class Warehouse:
         self.data_dir = str(data_dir)
         self.batch_interval = batch_interval
         self.tick = tick
+        if not recompute_period > 0:
+            raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
+        self.recompute_period = recompute_period
         # Joined as text: pathlib would turn "s3a://bucket" into "s3a:/bucket".
         self.store = DeltaViewStore(spark, self.data_dir.rstrip("/") + "/delta",
                                     list(self.view.column_names[:len(self.view.outputs)]), self._view_types())
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
+        self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      [o.name for o in self.view.outputs])
+        self.messages = MessageLog(self.history.folder / "messages.jsonl", "warehouse")
         self.lock = threading.RLock()
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
         self.received: list = []                      # notifications received since the last batch commit
@@ -78,8 +96,10 @@ class Warehouse:
         self.resyncs: list[str] = []
         self._queues: dict[str, list] = {s: [] for s in self.sources}
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
-        self._stubs = {s: rpc.SourceStub(grpc.insecure_channel(a, options=_channel_options())) for s, a in self.sources.items()}
+        self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
         self._stop = threading.Event()
+        self._evaluations: list[EvaluateView] = []   # recomputations for the evaluator thread (Spark)
+        self._evaluate_wake = threading.Condition(self.lock)
         self._threads: list[threading.Thread] = []
         self._server = None
 
@@ -93,14 +113,16 @@ class Warehouse:
             self._materialise()
         else:
             self._restore(*restored)
+        if self.algorithm in ASSUMES_FIFO:
+            self.fifo = FifoOrder({s: self.engine.received_through(s) for s in self.sources})
 
     def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_channel_options())
         rpc.add_WarehouseServicer_to_server(_Servicer(self), self._server)
-        bound = self._server.add_insecure_port(f"{host}:{port}")
+        bound = add_port(self._server, f"{host}:{port}", self.tls)
         self._server.start()
         for name, target in [*((f"dispatch-{s}", lambda s=s: self._dispatch(s)) for s in self.sources),
-                             ("timer", self._timer), ("committer", self._committer)]:
+                             ("timer", self._timer), ("committer", self._committer), ("evaluator", self._evaluator)]:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -111,12 +133,17 @@ class Warehouse:
         with self.lock:
             for cond in self._wake.values():
                 cond.notify_all()
+            self._evaluate_wake.notify_all()
         for t in self._threads:
-            t.join(timeout=10)
+            # The committer is waited for however long its batch takes (a loaded machine: tens of
+            # seconds): a batch still being written when the last one (or a successor warehouse on
+            # the same tables) starts would commit the same batch id twice.
+            t.join(timeout=None if t.name == "committer" else 10)
         if commit:
             self._commit_batch()
         if self._server is not None:
             self._server.stop(grace=1).wait()
+        self.messages.close()
 
     def set_source_address(self, source: str, address: str) -> None:
         """Sends `source`'s sub-queries and resend requests to `address` from now on (a restarted
@@ -125,7 +152,7 @@ class Warehouse:
             raise ModelError(f"unknown source {source!r}")
         with self.lock:
             self.sources[source] = address
-            self._stubs[source] = rpc.SourceStub(grpc.insecure_channel(address, options=_channel_options()))
+            self._stubs[source] = rpc.SourceStub(client_channel(address, self.tls, _channel_options()))
 
     def _materialise(self) -> None:
         snapshots, brv, dsv = {}, {}, {}
@@ -141,7 +168,8 @@ class Warehouse:
         # The Strobe family maintains the view widened with every relation's key; its
         # view_rows() are the user's view again.
         maintained = materialize(self.spark, maintained_view(self.algorithm, self.view).sql, snapshots)
-        self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access, **self.timeouts)
+        self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access,
+                             period=self.recompute_period, **self.timeouts)
         rows = self.engine.view_rows()
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
@@ -156,7 +184,8 @@ class Warehouse:
         relations, sources = state.get("relations", {}), state.get("sources", {})
         brv = {r: v["refreshed"] for r, v in relations.items()}
         dsv = {s: v["applied_dsv"] for s, v in sources.items()}
-        self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access, **self.timeouts)
+        self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access,
+                             period=self.recompute_period, **self.timeouts)
         self.batch_id = last_batch or 0
         self.seq = log_length
         # A crash between a batch's Delta commit and its line here: the change log has it.
@@ -192,6 +221,10 @@ class Warehouse:
         elif isinstance(action, Resynchronise):
             self.resyncs.append(f"{action.source}: DSV {action.missing_from} is gone (oldest {action.oldest_available})")
             log.error("lost notification can no longer be resent: %s", self.resyncs[-1])
+        elif isinstance(action, EvaluateView):
+            # A Spark job takes seconds: it runs on the evaluator thread, not under the lock.
+            self._evaluations.append(action)
+            self._evaluate_wake.notify()
 
     def notify(self, notes) -> dict[str, int]:
         now = time.monotonic()
@@ -200,7 +233,7 @@ class Warehouse:
                 with self.lock:
                     self.stored.add((n.source, n.dsv))
                     self.received.append(n)
-            self._handle(NotificationArrived(n, now))
+            self._arrived(n.source, [NotificationArrived(n, now)])
         with self.lock:
             return {s: self.durable.get(s, 0) for s in {n.source for n in notes}}
 
@@ -221,11 +254,20 @@ class Warehouse:
                 self._resend(source, stub, r)
 
     def _query(self, source: str, stub, subqueries) -> None:
+        batch = pb.SubqueryBatch(subqueries=[to_pb(sq, self.catalog) for sq in subqueries])
+        for msg, sq in zip(batch.subqueries, subqueries):
+            self.messages.record("subquery", "sent", source, bytes=msg.ByteSize(), batch=len(subqueries),
+                                 **subquery_fields(sq))
+        if self.fifo is not None:
+            with self.lock:
+                self.fifo.query_sent(source)
         try:
-            reply = stub.Query(pb.SubqueryBatch(subqueries=[to_pb(sq, self.catalog) for sq in subqueries]), timeout=30)
+            reply = stub.Query(batch, timeout=30)
         except grpc.RpcError as err:
             log.warning("sub-queries to %s failed (%s); the core will retry them", source, err.code())
+            self._arrived(source, [], query_done=True)
             return
+        answers = []
         now = time.monotonic()
         for msg in reply.answers:
             try:
@@ -233,11 +275,24 @@ class Warehouse:
             except ModelError as err:
                 log.error("bad answer from %s: %s", source, err)
                 continue
-            self._handle(AnswerArrived(answer, now))
+            self.messages.record("answer", "received", source, bytes=msg.ByteSize(), **answer_fields(answer))
+            answers.append(AnswerArrived(answer, now))
+        self._arrived(source, answers, query_done=True)
+
+    def _arrived(self, source: str, events: list, query_done: bool = False) -> None:
+        """Hands arrived notifications and answers to the core; for an algorithm that assumes FIFO
+        channels, in the order their source sent them (warehouse.fifo_order)."""
+        with self.lock:
+            if self.fifo is not None:
+                events = self.fifo.arrived(source, events, query_done)
+            for event in events:
+                self._handle(event)
 
     def _resend(self, source: str, stub, request: RequestResend) -> None:
+        message = pb.ResendRequest(from_dsv=request.from_dsv)
+        self.messages.record("resend_request", "sent", source, bytes=message.ByteSize(), from_dsv=request.from_dsv)
         try:
-            reply = stub.Resend(pb.ResendRequest(from_dsv=request.from_dsv), timeout=30)
+            reply = stub.Resend(message, timeout=30)
         except grpc.RpcError as err:
             log.warning("resend request to %s failed (%s); the core will ask again", source, err.code())
             return
@@ -247,6 +302,25 @@ class Warehouse:
     def _timer(self) -> None:
         while not self._stop.wait(self.tick):
             self._handle(TimerFired(time.monotonic()))
+
+    def _evaluator(self) -> None:
+        """Runs periodic recomputation's EvaluateView as a Spark job over the relations the core
+        gathered (DESIGN.md 5: full recomputation is a Spark job over source snapshots) and hands
+        the rows back; a failed job is logged and reported as such (the core's next round tries again)."""
+        while not self._stop.is_set():
+            with self.lock:
+                while not self._evaluations and not self._stop.is_set():
+                    self._evaluate_wake.wait(timeout=1.0)
+                jobs, self._evaluations = self._evaluations, []
+            for job in jobs:
+                snapshots = {name: (list(rel.columns), list(rel.types), rows) for name, rows in job.relations.items()
+                             for rel in [self.catalog.relation(name)]}
+                try:
+                    rows = materialize(self.spark, job.view.sql, snapshots)
+                except Exception:  # Spark's errors are many kinds; whichever it is, the round is lost
+                    log.exception("recomputation of round %d failed; the next round tries again", job.round)
+                    rows = None
+                self._handle(ViewEvaluated(job.round, rows, time.monotonic()))
 
     def _committer(self) -> None:
         while not self._stop.wait(self.batch_interval):
@@ -366,6 +440,9 @@ class _Servicer(rpc.WarehouseServicer):
             notes = [from_pb(n, self.w.catalog) for n in request.notifications]
         except ModelError as err:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        for msg, note in zip(request.notifications, notes):
+            self.w.messages.record("notification", "received", note.source, bytes=msg.ByteSize(),
+                                   **notification_fields(note))
         return pb.NotifyReply(acked_dsv=self.w.notify(notes))
 
     def ReadView(self, request, context):

@@ -34,6 +34,9 @@ ENGINE_ALGORITHMS = {
 }
 STROBE_FAMILY = {"strobe": Strobe, "t-strobe": TStrobe, "g-strobe": GStrobe, "c-strobe": CStrobe}
 ALGORITHMS = (*ENGINE_ALGORITHMS, *STROBE_FAMILY, "recompute")
+# The Strobe paper assumes each source's messages are processed in the order it sent them
+# (section 3.3); an adapter whose messages may overtake each other restores that order for these.
+ASSUMES_FIFO = frozenset(STROBE_FAMILY)
 
 
 def check(name: str, access: str | None = None) -> None:

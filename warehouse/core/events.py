@@ -82,3 +82,25 @@ class Resynchronise:
     source: str
     missing_from: int
     oldest_available: int
+
+
+@dataclass(frozen=True)
+class EvaluateView:
+    """Evaluate `view` over whole relations (`relations`: name -> rows), read at one state per
+    source, and hand the result back as ViewEvaluated(`round`, ...): periodic recomputation's
+    job. The live warehouse runs it as a Spark job, the simulator with warehouse.core.recompute;
+    the core never evaluates it itself, so it stays free of Spark and of the time a job takes."""
+
+    round: int
+    view: object          # fedmodel.viewdef.ViewDef
+    relations: dict
+
+
+@dataclass(frozen=True)
+class ViewEvaluated:
+    """The result of EvaluateView(`round`): {view row: multiplicity}, or None if the job failed.
+    The adapter reports every EvaluateView it was given, so the core never waits on a timer."""
+
+    round: int
+    rows: dict | None
+    now: float = 0.0

@@ -4,12 +4,19 @@ enough: a recomputation that reads sources at different moments is subject to th
 
 Every `period` of time, at a timer event, the warehouse asks every source for each view relation
 whole (a sub-query with no probe: all rows that pass the view's selection on it) and replaces the
-view with the recomputation over the answers (warehouse.core.recompute). The answers of one
-source form a snapshot only if they were read at one state (one DSV); if not, that source is
-asked again, so every state is the view at the vector of the DSVs its answers were read at, and
-the state claims that vector. A round that finds every source where the view already is applies
-nothing. Notifications only tell the warehouse how far behind the view is (they are acknowledged
-as they come); a sub-query unanswered for a period is sent again.
+view with the recomputation over the answers. The answers of one source form a snapshot only if
+they were read at one state (one DSV); if not, that source is asked again, so every state is the
+view at the vector of the DSVs its answers were read at, and the state claims that vector. A
+round that finds every source where the view already is applies nothing. Notifications only tell
+the warehouse how far behind the view is (they are acknowledged as they come); a sub-query
+unanswered for a period is sent again.
+
+The recomputation itself is the adapter's (DESIGN.md 5: "full recomputation runs as a Spark job
+over source snapshots"): the round ends with an EvaluateView action carrying the gathered
+relations, and the view is replaced when ViewEvaluated comes back with that round's number. The
+live warehouse runs a Spark job on its own thread meanwhile, the simulator answers at once with
+warehouse.core.recompute. A job that failed ends its round without a state; the next round starts
+a period after this one did, with fresh answers.
 """
 
 from __future__ import annotations
@@ -19,10 +26,9 @@ from dataclasses import dataclass
 
 from fedmodel.subquery import Answer, Subquery, SubqueryRelation
 from fedmodel.viewdef import ViewDef
-from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, ResendRefused,
-                                   SendSubquery, StateApplied, TimerFired)
+from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, ResendRefused,
+                                   SendSubquery, StateApplied, TimerFired, ViewEvaluated)
 from warehouse.core.notification_log import NotificationLog
-from warehouse.core.recompute import recompute
 from warehouse.core.view_state import MaterializedView
 
 
@@ -33,6 +39,8 @@ class Counters:
     rounds: int = 0
     rereads: int = 0       # a source asked again: its answers were read at different states
     duplicates: int = 0
+    evaluations: int = 0   # recomputations that came back (ViewEvaluated) and replaced the view
+    failed_evaluations: int = 0
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -53,6 +61,7 @@ class PeriodicRecompute:
         self.answers: dict[str, Answer] = {}   # relation -> its answer in this round
         self.last_round = 0.0
         self.asked_at = 0.0
+        self.evaluating: dict | None = None   # the round whose EvaluateView is out: round, versions, refreshed
         self._ids = 0
 
     def handle(self, event) -> list:
@@ -66,11 +75,15 @@ class PeriodicRecompute:
             return self._on_answer(event.answer)
         if isinstance(event, TimerFired):
             return self._on_timer(event.now)
+        if isinstance(event, ViewEvaluated):
+            return self._on_evaluated(event)
         if isinstance(event, ResendRefused):
             return []
         raise TypeError(f"unknown event {event!r}")
 
     def _on_timer(self, now: float) -> list:
+        if self.evaluating is not None:
+            return []   # a job may outlast a period; its adapter reports it either way
         if self.outstanding:
             if now - self.asked_at < self.period:
                 return []
@@ -112,21 +125,36 @@ class PeriodicRecompute:
             return self._ask(mine)
         if self.outstanding:
             return []
-        return self._replace()
+        return self._evaluate()
 
-    def _replace(self) -> list:
+    def _evaluate(self) -> list:
         versions = {**self.applied, **{a.source: a.dsv for a in self.answers.values()}}
         if versions == self.applied:
-            return []
+            return []   # nothing committed since the last round: no job to run
         relations = {r: list(a.rows_of(r).rows) for r, a in self.answers.items()}
-        rows = recompute(self.view, relations)
-        delta = Counter(rows)
+        action = EvaluateView(self.counters.rounds, self.view, relations)
+        self.evaluating = {"round": action.round, "versions": versions,
+                           "refreshed": {r: a.rows_of(r).brv for r, a in self.answers.items()}}
+        self.trace.append({"event": "evaluate-view", "round": action.round, "versions": dict(versions)})
+        return [action]
+
+    def _on_evaluated(self, event: ViewEvaluated) -> list:
+        if self.evaluating is None or event.round != self.evaluating["round"]:
+            self.counters.duplicates += 1   # not the round this core is waiting for
+            return []
+        pending, self.evaluating = self.evaluating, None
+        if event.rows is None:
+            self.counters.failed_evaluations += 1
+            self.trace.append({"event": "evaluation-failed", "round": event.round})
+            return []
+        self.counters.evaluations += 1
+        delta = Counter(event.rows)
         delta.subtract(self.mview.snapshot())
-        self.mview = MaterializedView(rows)
-        self.applied = versions
-        self.refreshed.update({r: a.rows_of(r).brv for r, a in self.answers.items()})
-        return [StateApplied("*", self.counters.rounds, f"recompute-{self.counters.rounds}",
-                             {r: c for r, c in delta.items() if c}, dict(versions))]
+        self.mview = MaterializedView(dict(event.rows))
+        self.applied = pending["versions"]
+        self.refreshed.update(pending["refreshed"])
+        return [StateApplied("*", event.round, f"recompute-{event.round}",
+                             {r: c for r, c in delta.items() if c}, dict(pending["versions"]))]
 
     # ---- the Algorithm interface ----
 

@@ -1,0 +1,53 @@
+"""warehouse.fifo_order: each source's messages processed in the order the source sent them
+(Zhuge et al. 1996, section 3.3), as the live warehouse does for the Strobe family."""
+
+from __future__ import annotations
+
+import doctest
+
+import warehouse.fifo_order
+from fedmodel.subquery import Answer
+from fedmodel.transactions import Notification
+from warehouse.core.events import AnswerArrived, NotificationArrived
+from warehouse.fifo_order import FifoOrder
+
+
+def note(dsv: int, source: str = "x") -> NotificationArrived:
+    return NotificationArrived(Notification(source, dsv, f"t{dsv}", ()))
+
+
+def answer(dsv: int, id: str = "q", source: str = "x") -> AnswerArrived:
+    return AnswerArrived(Answer(id, source, dsv, ()))
+
+
+def order_of(events) -> list:
+    return [(type(e).__name__[0], e.notification.dsv if isinstance(e, NotificationArrived) else e.answer.dsv)
+            for e in events]
+
+
+def test_an_answer_waits_for_the_notification_of_every_update_it_reflects():
+    order = FifoOrder({"x": 1})
+    assert order.arrived("x", [answer(3)]) == []
+    assert order_of(order.arrived("x", [note(2)])) == [("N", 2)]
+    assert order_of(order.arrived("x", [note(3)])) == [("N", 3), ("A", 3)]
+
+
+def test_a_notification_waits_while_a_query_to_its_source_is_in_flight_then_follows_older_answers():
+    order = FifoOrder({"x": 1})
+    order.query_sent("x")
+    assert order.arrived("x", [note(2), note(3)]) == []
+    released = order.arrived("x", [answer(2, "a"), answer(1, "b")], query_done=True)
+    assert order_of(released) == [("A", 1), ("N", 2), ("A", 2), ("N", 3)]
+
+
+def test_a_failed_query_releases_what_it_held_and_a_resent_notification_is_dropped():
+    order = FifoOrder({"x": 1, "y": 1})
+    order.query_sent("x")
+    assert order.arrived("x", [note(2)]) == []
+    assert order_of(order.arrived("y", [note(2, "y")])) == [("N", 2)]   # other sources are not held
+    assert order_of(order.arrived("x", [], query_done=True)) == [("N", 2)]
+    assert order.arrived("x", [note(2)]) == [] and order.repeats == 1
+
+
+def test_the_module_examples_run():
+    assert doctest.testmod(warehouse.fifo_order).failed == 0
