@@ -7,8 +7,17 @@ The run file (loadgen.runfile) says where the two sides of the history are:
 - the warehouse's view states, from its ChangeHistory files: the view it materialised first
   (initial_view.json, at some source versions) and each applied transaction's delta and version
   vector (changes.jsonl); the states are the cumulative sums.
-The verdict comes from loadgen.checker (a DuckDB oracle over the sources' histories that shares
-no code with the maintenance path). Sources must be stopped: a running source holds its file.
+The verdict comes from loadgen.checker: an oracle over the sources' histories that shares no code
+with the maintenance path, evaluated by DuckDB or, with --oracle postgres, by PostgreSQL (the
+server at --pg-dsn or $FEDLAB_PG_DSN, else a throwaway one). Sources must be stopped: a running
+source holds its file.
+`--source NAME=HOST:PORT` reads that source's history from the running source instead (the
+Source.History RPC, loadgen.remote_source; with --tls-* over mutual TLS): on a cluster the files
+are on the sources' volumes, out of the Helm test's reach.
+When the nodes kept message logs (fedmodel.message_log: each source's `<db stem>.messages.jsonl`
+beside its file, the warehouse's `messages.jsonl` in its history folder), the report also sums
+them up: messages sent, dropped, duplicated, delayed and received per kind, and the rows and bytes
+sent.
 
 Exit status: 0 when the level asked for with --expect (default complete) holds, 1 when it does
 not, 2 when the history cannot be read.
@@ -17,6 +26,7 @@ not, 2 when the history cannot be read.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -24,11 +34,14 @@ from pathlib import Path
 
 import duckdb
 
+from fedmodel import message_log
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
 from loadgen.checker.levels import Verdict, classify
-from loadgen.checker.oracle import Oracle
+from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
+from loadgen.remote_source import RemoteSource, read_history, remote_sources
+from loadgen.role import RoleError, add_tls_arguments, tls_files
 from loadgen.runfile import RunFile
 from loadgen.scenario import LEVELS
 from source_node.store import DuckDBStore
@@ -56,45 +69,36 @@ class LiveHistory:
     def final_view(self) -> dict[tuple, int]:
         return self.states[-1]["view"] if self.states else self.start_view
 
-    def oracle(self) -> Oracle:
-        return Oracle(self.run.catalog, self.run.view_sql, self.initial, self.log)
+    def oracle(self, engine: Engine | None = None) -> Oracle:
+        return Oracle(self.run.catalog, self.run.view_sql, self.initial, self.log, engine)
 
 
-def load_history(run_dir: str | Path) -> LiveHistory:
-    """Reads the run file and both sides of the history; HistoryError when any part is unreadable."""
+def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None) -> LiveHistory:
+    """Reads the run file and both sides of the history, each source in `remote` from the running
+    source rather than its file; HistoryError when any part is unreadable."""
     try:
         run = RunFile.read(run_dir)
     except ModelError as err:
         raise HistoryError(str(err)) from None
+    remote = remote or {}
+    for source in remote:
+        if source not in run.catalog.sources:
+            raise HistoryError(f"--source {source}: the run has no source of that name")
     initial, log = {}, {}
     for source in run.catalog.sources:
-        if source not in run.sources:
+        if source not in run.sources and source not in remote:
             raise HistoryError(f"run file: no entry for source {source}")
-        rows, log[source] = source_history(run.catalog, source, run.sources[source])
+        rows, log[source] = source_history(run.catalog, source, remote.get(source) or run.sources[source])
         initial.update(rows)
     start_versions, start_view, states = warehouse_states(run.warehouse_history)
     return LiveHistory(run, initial, log, start_versions, start_view, states)
 
 
-def source_history(catalog: Catalog, source: str, path: Path | None) -> tuple[dict[str, list[tuple]], list[Notification]]:
-    """The source's relations at DSV 1 and its committed transactions from DSV 2, from its file."""
-    if path is None:
-        raise HistoryError(f"source {source}: the run file names no database file for it "
-                           "(its file is not reachable from the run directory)")
-    if not path.is_file():
-        raise HistoryError(f"source {source}: no database file at {path}")
-    try:
-        store = DuckDBStore(catalog, source, path)
-    except duckdb.Error as err:
-        raise HistoryError(f"source {source}: cannot open {path}: {str(err).strip().splitlines()[0]} "
-                           "(is the source still running?)") from None
-    except ModelError as err:
-        raise HistoryError(f"source {source}: {err}") from None
-    try:
-        dsv, relations = store.snapshot()
-        log = store.notifications_from(2)
-    finally:
-        store.close()
+def source_history(catalog: Catalog, source: str,
+                   where: Path | RemoteSource | None) -> tuple[dict[str, list[tuple]], list[Notification]]:
+    """The source's relations at DSV 1 and its committed transactions from DSV 2, from its file
+    or, for a RemoteSource, from the running source."""
+    dsv, relations, log = committed_history(catalog, source, where)
     if [n.dsv for n in log] != list(range(2, dsv + 1)):
         first = log[0].dsv if log else dsv + 1
         raise HistoryError(f"source {source}: its log holds DSVs {first}..{log[-1].dsv if log else dsv} "
@@ -111,6 +115,36 @@ def source_history(catalog: Catalog, source: str, path: Path | None) -> tuple[di
             for row in change.removed:
                 table[rel.key_of(row)] = tuple(row)
     return {name: list(table.values()) for name, table in tables.items()}, log
+
+
+def committed_history(catalog: Catalog, source: str,
+                      where: Path | RemoteSource | None) -> tuple[int, dict[str, tuple[int, list[tuple]]], list[Notification]]:
+    """How a source's history is obtained: (DSV, {relation: (BRV, rows)} at that DSV, its logged
+    notifications from DSV 2), from its DuckDB file, or over gRPC from a RemoteSource."""
+    if isinstance(where, RemoteSource):
+        try:
+            return read_history(catalog, source, where)
+        except ModelError as err:
+            raise HistoryError(str(err)) from None
+    path = where
+    if path is None:
+        raise HistoryError(f"source {source}: the run file names no database file for it "
+                           "(its file is not reachable from the run directory; give --source NAME=HOST:PORT)")
+    if not path.is_file():
+        raise HistoryError(f"source {source}: no database file at {path}")
+    try:
+        store = DuckDBStore(catalog, source, path)
+    except duckdb.Error as err:
+        raise HistoryError(f"source {source}: cannot open {path}: {str(err).strip().splitlines()[0]} "
+                           "(is the source still running?)") from None
+    except ModelError as err:
+        raise HistoryError(f"source {source}: {err}") from None
+    try:
+        dsv, relations = store.snapshot()
+        log = store.notifications_from(2)
+    finally:
+        store.close()
+    return dsv, relations, log
 
 
 def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, int], list[dict]]:
@@ -148,13 +182,36 @@ def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, i
     return start_versions, start_view, states
 
 
-def check(run_dir: str | Path) -> Verdict:
-    history = load_history(run_dir)
+def message_logs(run: RunFile) -> list[Path]:
+    """Where the run's nodes keep their message logs (fedmodel.message_log), present or not."""
+    logs = [path.with_name(f"{path.stem}.messages.jsonl") for path in run.sources.values() if path is not None]
+    return logs + [run.warehouse_history / "messages.jsonl"]
+
+
+def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
+    """fedmodel.message_log.totals over every node's log; empty when no node kept one."""
     try:
-        oracle = history.oracle()
-        return classify(oracle, history.states, history.final_view, history.start_versions, history.start_view)
-    except (ModelError, duckdb.Error, ValueError) as err:
-        raise HistoryError(f"cannot evaluate the view over the sources' histories: {err}") from None
+        return message_log.totals(message_log.read(message_logs(run)))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        raise HistoryError(f"message log: malformed ({err})") from None
+
+
+def judge(history: LiveHistory, oracle: str = "duckdb", pg_dsn: str | None = None) -> Verdict:
+    """The history's verdict, the oracle evaluated by the engine named `oracle` (ORACLES)."""
+    try:
+        with engine_named(oracle, pg_dsn) as engine:
+            try:
+                return classify(history.oracle(engine), history.states, history.final_view,
+                                history.start_versions, history.start_view)
+            except (ModelError, duckdb.Error, ValueError) as err:
+                raise HistoryError(f"cannot evaluate the view over the sources' histories: {err}") from None
+    except OracleError as err:   # the engine itself: unknown, unreachable, would not start
+        raise HistoryError(str(err)) from None
+
+
+def check(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None,
+          oracle: str = "duckdb", pg_dsn: str | None = None) -> Verdict:
+    return judge(load_history(run_dir, remote), oracle, pg_dsn)
 
 
 def add_arguments(parser) -> None:
@@ -163,27 +220,52 @@ def add_arguments(parser) -> None:
     parser.add_argument("--expect", default="complete", type=str.lower,
                         choices=[*LEVELS, *ALIASES],
                         help="the level the run must keep (default complete; exit 1 if it does not)")
+    parser.add_argument("--oracle", default="duckdb", type=str.lower,
+                        help=f"the engine that evaluates the view over the sources' states: {' or '.join(ORACLES)} "
+                             "(default duckdb)")
+    parser.add_argument("--pg-dsn", metavar="DSN",
+                        help="with --oracle postgres: the server to use (default $FEDLAB_PG_DSN; "
+                             "without either, a private throwaway server is started and removed)")
+    parser.add_argument("--source", action="append", metavar="NAME=HOST:PORT",
+                        help="read this source's history from the running source, not its file (repeatable)")
+    add_tls_arguments(parser)
 
 
 def main(args) -> int:
     expect = ALIASES.get(args.expect, args.expect)
     try:
-        verdict = check(args.run_dir)
-    except HistoryError as err:
+        pg_dsn = _pg_dsn(args)
+        history = load_history(args.run_dir, remote_sources(args.source or [], tls_files(args)))
+        messages = message_totals(history.run)
+        verdict = judge(history, args.oracle, pg_dsn)
+    except (HistoryError, ModelError, RoleError) as err:
         print(f"fedlab check: {err}", file=sys.stderr)
         return 2
     ok = LEVELS.index(verdict.level) >= LEVELS.index(expect)
     if args.json:
-        print(json.dumps({k: verdict.to_dict()[k] for k in
-                          ("level", "lost", "doubled", "transactions", "states", "first_violation")}, default=str))
+        print(json.dumps({**{k: verdict.to_dict()[k] for k in
+                             ("level", "lost", "doubled", "transactions", "states", "first_violation")},
+                          "oracle": args.oracle, "messages": messages}, default=str))
     else:
-        _print_text(verdict, expect, ok)
+        _print_text(verdict, expect, ok, args.oracle, messages)
     return 0 if ok else 1
 
 
-def _print_text(v: Verdict, expect: str, ok: bool) -> None:
-    print(f"level: {v.level} (expected at least {expect}: {'ok' if ok else 'NOT MET'})")
+def _pg_dsn(args) -> str | None:
+    """The DSN of the PostgreSQL server to use; None: start a private one (or no PostgreSQL)."""
+    if args.oracle not in ORACLES:
+        raise HistoryError(f"unknown oracle {args.oracle!r} (one of {', '.join(ORACLES)})")
+    if args.oracle != "postgres":
+        if args.pg_dsn:
+            raise HistoryError("--pg-dsn is for --oracle postgres")
+        return None
+    return args.pg_dsn or os.environ.get("FEDLAB_PG_DSN") or None
+
+
+def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict) -> None:
+    print(f"level: {v.level} (expected at least {expect}: {'ok' if ok else 'NOT MET'}; oracle: {oracle})")
     print(f"transactions: {v.transactions}  states: {v.states}")
+    print(f"messages: {_message_line(messages)}")
     print(f"lost: {_few(v.lost) if v.lost else 'none'}")
     print(f"doubled: {_few(v.doubled) if v.doubled else 'none'}")
     f = v.first_violation
@@ -196,6 +278,19 @@ def _print_text(v: Verdict, expect: str, ok: bool) -> None:
         print(f"  should be ({len(f['expected'])} rows): {_few(f['expected'])}")
         print(f"  missing: {_few(f['missing'])}")
         print(f"  extra:   {_few(f['extra'])}")
+
+
+def _message_line(totals: dict) -> str:
+    """`notification 12 sent (40 rows, 9120 bytes), 1 dropped, 11 received; answer ...`."""
+    if not totals:
+        return "no message logs"
+    parts = []
+    for kind, counts in totals.items():
+        events = [f"{counts[e]} {e}" + (f" ({counts.get('rows', 0)} rows, {counts.get('bytes', 0)} bytes)"
+                                        if e == "sent" else "")
+                  for e in message_log.EVENTS if counts.get(e)]
+        parts.append(f"{kind} {', '.join(events)}")
+    return "; ".join(parts)
 
 
 def _few(items: list) -> str:

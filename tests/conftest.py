@@ -1,6 +1,7 @@
-"""Shared fixtures: one Spark session (with Delta) and one local Ray instance for the whole run.
+"""Shared fixtures: one Spark session (with Delta), one local Ray instance and one PostgreSQL
+server (tests/postgres_support.py) for the whole run.
 
-Both start lazily, only when a test asks for them, and stop at the end of the session.
+All start lazily, only when a test asks for them, and stop at the end of the session.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from postgres_support import postgres_dsn  # noqa: F401  (the session's PostgreSQL server, started on first use)
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

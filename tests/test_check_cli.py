@@ -1,5 +1,6 @@
 """`fedlab check RUN_DIR` on hand-built run directories: one per consistency level, one per kind
-of violation (a lost transaction, a doubled one, a wrong state), and unreadable histories.
+of violation (a lost transaction, a doubled one, a wrong state), the summary of the nodes' message
+logs, and unreadable histories.
 
 Each run has two sources with real DuckDB files (made with DuckDBStore) and a warehouse history
 written by hand. The federation: ds1 holds R1(K1, V1), ds2 holds R2(K2, F2); the view joins
@@ -72,8 +73,10 @@ def test_complete(tmp_path, capsys):
     code, v = verdict(run, capsys)
     assert (code, v["level"], v["lost"], v["doubled"]) == (0, "complete", [], [])
     assert (v["transactions"], v["states"], v["first_violation"]) == (3, 3, None)
+    assert (v["oracle"], v["messages"]) == ("duckdb", {})   # no node kept a message log
     code, out, _ = check(run, capsys=capsys)
     assert code == 0 and "level: complete" in out and "lost: none" in out
+    assert "messages: no message logs" in out
 
 
 def test_strong_when_two_transactions_share_a_state(tmp_path, capsys):
@@ -156,6 +159,50 @@ def test_a_wrong_state(tmp_path, capsys):
     assert (code, v["level"], v["lost"], v["doubled"]) == (1, "convergence", [], [])
     f = v["first_violation"]
     assert (f["state"], f["expected"], f["extra"]) == (1, [[1, "a", 10, 1], [2, "b", 20, 1]], [[2, "b", 20, 1]])
+
+
+# ---- the message-level history ----
+
+def message(node, kind, event, rows=0, size=0, **names) -> str:
+    return json.dumps({"t": 0.0, "node": node, "kind": kind, "event": event, "peer": "warehouse",
+                       "bytes": size, "rows": rows, **names}) + "\n"
+
+
+def test_the_nodes_message_logs_are_summed_up(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T3])
+    # ds1 sent its two notifications, the fault injector dropped one and duplicated the other;
+    # ds2 kept no log; the warehouse received two, asked one sub-query, and its answer came back.
+    # The last line of ds1's log was cut off by a crash: it does not count.
+    (run / "ds1.messages.jsonl").write_text(
+        message("ds1", "notification", "sent", rows=1, size=100, dsv=2)
+        + message("ds1", "notification", "dropped", dsv=2)
+        + message("ds1", "notification", "sent", rows=2, size=150, dsv=3)
+        + message("ds1", "notification", "duplicated", dsv=3)
+        + message("ds1", "answer", "sent", rows=3, size=70, id="q1")
+        + message("ds1", "notification", "sent", rows=9, size=999)[:40])
+    (run / "warehouse" / "history" / "messages.jsonl").write_text(
+        message("warehouse", "notification", "received", dsv=2)
+        + message("warehouse", "notification", "received", dsv=3)
+        + message("warehouse", "subquery", "sent", rows=1, size=40, id="q1")
+        + message("warehouse", "answer", "received", id="q1"))
+    code, v = verdict(run, capsys)
+    assert (code, v["level"]) == (0, "complete")
+    assert v["messages"] == {
+        "answer": {"sent": 1, "rows": 3, "bytes": 70, "received": 1},
+        "notification": {"sent": 2, "rows": 3, "bytes": 250, "dropped": 1, "duplicated": 1, "received": 2},
+        "subquery": {"sent": 1, "rows": 1, "bytes": 40}}
+    code, out, _ = check(run, capsys=capsys)
+    assert ("messages: answer 1 sent (3 rows, 70 bytes), 1 received; "
+            "notification 2 sent (3 rows, 250 bytes), 1 dropped, 1 duplicated, 2 received; "
+            "subquery 1 sent (1 rows, 40 bytes)\n") in out
+
+
+def test_a_garbled_message_log_exits_2(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T3])
+    (run / "ds2.messages.jsonl").write_text("not json\n")
+    code, out, err = check(run, capsys=capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("fedlab check: message log: malformed") and len(err.strip().splitlines()) == 1
 
 
 # ---- unreadable histories: exit 2, one line ----

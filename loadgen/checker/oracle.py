@@ -1,17 +1,22 @@
-"""The oracle: the view's SQL evaluated by DuckDB over source states rebuilt from their histories.
+"""The oracle: the view's SQL evaluated over source states rebuilt from their histories, by an SQL
+engine (DuckDB, the default, or PostgreSQL: loadgen.checker.postgres) so that a verdict need not
+rest on one engine.
 
 It shares no code with the maintenance path. From each source's committed transactions (full
 row images, from the source's own log) it builds every relation as a *versioned* table: each row
 with the half-open interval of its source's data source versions [vfrom, vto) in which it
 existed. The user's view SQL, rewritten with sqlglot so that every relation is read at the state
 each asked-for version vector names, then yields the view at all those states in one query,
-grouping identical rows into a count.
+grouping identical rows into a count. The tables and the rewrite are built once, here, for every
+engine; an engine only loads the tables, runs the query in its dialect and returns the rows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections import Counter
+from typing import Iterator, Protocol
 
 import duckdb
 import pyarrow as pa
@@ -20,44 +25,81 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog
 from fedmodel.codec import arrow_schema
+from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
 
+ORACLES = ("duckdb", "postgres")
 _FOREVER = 2 ** 62
 _connection = None
 
 
+class OracleError(ModelError):
+    """The oracle's engine is unreachable or failed (fedlab check exits 2)."""
+
+
+class Engine(Protocol):
+    dialect: str   # sqlglot's name for the engine's SQL dialect
+
+    def query(self, sql: str, tables: dict[str, pa.Table]) -> list[tuple]:
+        """The rows of `sql` with each of `tables` readable under its name."""
+
+
+class DuckDBEngine:
+    """DuckDB in this process: the tables are read as registered Arrow tables, without copying."""
+
+    dialect = "duckdb"
+
+    def query(self, sql: str, tables: dict[str, pa.Table]) -> list[tuple]:
+        db = _db()
+        for name, table in tables.items():
+            db.register(name, table)
+        try:
+            return db.execute(sql).fetchall()
+        finally:
+            for name in tables:
+                db.unregister(name)
+
+
 def _db():
-    """One DuckDB connection per process: the data travel as registered Arrow tables."""
+    """One DuckDB connection per process."""
     global _connection
     if _connection is None:
         _connection = duckdb.connect(config={"threads": 1})  # tiny states: threads only add overhead
     return _connection
 
 
+@contextlib.contextmanager
+def engine_named(name: str, pg_dsn: str | None = None) -> Iterator[Engine]:
+    """The engine `name` (one of ORACLES), closed afterwards. PostgreSQL: the server at `pg_dsn`,
+    or without one a throwaway server started for the purpose and removed afterwards."""
+    if name == "duckdb":
+        yield DuckDBEngine()
+    elif name == "postgres":
+        from loadgen.checker.postgres import postgres_engine
+
+        with postgres_engine(pg_dsn) as engine:
+            yield engine
+    else:
+        raise OracleError(f"unknown oracle {name!r} (one of {', '.join(ORACLES)})")
+
+
 class Oracle:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]],
-                 history: dict[str, list[Notification]]):
+                 history: dict[str, list[Notification]], engine: Engine | None = None):
         """`history[source]` lists the source's committed transactions in DSV order, from DSV 2."""
         self.catalog = catalog
         self.history = history
-        self.tables = {rel.name: _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []))
+        self.engine = engine or DuckDBEngine()
+        self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []))
                        for rel in catalog.relations}
-        self.sql = _temporal(view_sql, catalog)
+        self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
-        sources = list(self.catalog.sources)
-        states = pa.table({"__i": list(range(len(vectors))),
-                           **{f"__{s}": [v.get(s, 1) for v in vectors] for s in sources}})
-        db = _db()
-        for name, table in self.tables.items():
-            db.register(name, table)
-        db.register("__states", states)
-        try:
-            rows = db.execute(self.sql).fetchall()
-        finally:
-            for name in [*self.tables, "__states"]:
-                db.unregister(name)
+        states = pa.table({"__i": pa.array(range(len(vectors)), pa.int64()),
+                           **{_state_column(i): pa.array([v.get(s, 1) for v in vectors], pa.int64())
+                              for i, s in enumerate(self.catalog.sources)}})
+        rows = self.engine.query(self.sql, {**self.tables, "__states": states})
         results = [Counter() for _ in vectors]
         for row in rows:
             results[row[0]][tuple(_plain(v) for v in row[1:-1])] += row[-1]
@@ -89,23 +131,46 @@ def _versioned(rel, initial: list[tuple], history: list[Notification]) -> pa.Tab
                else pa.array([datetime.date.fromisoformat(r[i]) if r[i] else None for r in rows], type=f.type)
                for i, f in enumerate(schema)]
     columns += [pa.array([r[-2] for r in rows], pa.int64()), pa.array([r[-1] for r in rows], pa.int64())]
-    return pa.table(columns, names=[*rel.columns, "__vfrom", "__vto"])
+    # Lower-case names, quoted everywhere: DuckDB's identifiers ignore case, PostgreSQL's fold it.
+    return pa.table(columns, names=[*(c.lower() for c in rel.columns), "__vfrom", "__vto"])
 
 
-def _temporal(view_sql: str, catalog: Catalog) -> str:
-    """The view SQL read at every state of `__states`: `SELECT __i, <view>, count`."""
+def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
+    """The view SQL read at every state of `__states`, in `dialect`: `SELECT __i, <view>, count`.
+
+    Each relation is joined with the state table on its source's column (`__s<n>`, n its source's
+    place in the catalog) so that only the rows alive at that DSV take part. Identifiers are
+    lower-cased and quoted, matching the tables' names in every engine. The view's columns are
+    renamed by position (`__c<k>`), since a view may select two columns of the same name.
+
+    >>> from fedmodel.catalog import Catalog
+    >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}}}})
+    >>> temporal_sql("SELECT R1.A FROM R1 WHERE R1.B > 2", cat, "postgres")  # doctest: +NORMALIZE_WHITESPACE
+    'SELECT "__i", "__c0", COUNT(*) AS "__count" FROM (SELECT "__s"."__i" AS "__i", "r1"."a" AS "__c0"
+     FROM "r1" CROSS JOIN "__states" AS "__s" WHERE "r1"."b" > 2 AND "r1"."__vfrom" <= "__s"."__s0"
+     AND "__s"."__s0" < "r1"."__vto") AS "v" GROUP BY "__i", "__c0"'
+    """
     tree = sqlglot.parse_one(view_sql, dialect="duckdb")
+    sources = list(catalog.sources)
     conditions = []
     for table in tree.find_all(exp.Table):
         alias = table.alias_or_name
-        source = catalog.relation(table.name).source
-        at = f'__s."__{source}"'
-        conditions.append(f'"{alias}".__vfrom <= {at} AND {at} < "{alias}".__vto')
-    select = [exp.column("__i", table="__s").as_("__i"), *tree.expressions]
-    tree.set("expressions", select)
-    tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross")
-    tree = tree.where(" AND ".join(conditions), dialect="duckdb")
-    return f"SELECT *, COUNT(*) AS __count FROM ({tree.sql(dialect='duckdb')}) AS v GROUP BY ALL"
+        at = exp.column(_state_column(sources.index(catalog.relation(table.name).source)), table="__s")
+        conditions += [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
+    view_columns = [f"__c{k}" for k in range(len(tree.expressions))]
+    tree.set("expressions", [exp.column("__i", table="__s").as_("__i"),
+                             *(e.unalias().as_(name) for e, name in zip(tree.expressions, view_columns))])
+    tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross").where(*conditions)
+    grouped = ["__i", *view_columns]
+    outer = (exp.select(*grouped, exp.Count(this=exp.Star()).as_("__count"))
+             .from_(tree.subquery("v")).group_by(*grouped))
+    for identifier in outer.find_all(exp.Identifier):
+        identifier.set("this", identifier.this.lower())
+    return outer.sql(dialect=dialect, identify=True)
+
+
+def _state_column(index: int) -> str:
+    return f"__s{index}"
 
 
 def _plain(v):

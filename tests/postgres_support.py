@@ -1,0 +1,23 @@
+"""The PostgreSQL server the tests share: a throwaway one (loadgen.checker.pg_server) on a private
+socket, started on first use and removed at the end of the session.
+
+PostgreSQL is a test requirement, not an optional extra: when its programs are missing, every test
+that asks for the server fails and says so, rather than passing by being skipped.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.checker.pg_server import PostgresServer, PostgresServerError
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn():
+    """The DSN of a running PostgreSQL server, for `fedlab check --oracle postgres --pg-dsn`."""
+    try:
+        server = PostgresServer.start()
+    except PostgresServerError as err:
+        pytest.fail(f"these tests need PostgreSQL (the checker's second oracle): {err}", pytrace=False)
+    yield server.dsn
+    server.stop()
