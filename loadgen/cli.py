@@ -38,8 +38,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     run.add_arguments(sub.add_parser("run", help="a live federation under load and chaos, judged by the checker",
                                      description=run.__doc__.split("\n\n")[0]))
+    from loadgen.bench import command as bench
+
+    bench.add_arguments(sub.add_parser("bench", help="the algorithms side by side on one workload: figures, "
+                                                     "plots and a summary (make bench)",
+                                       description=bench.__doc__.split("\n\n")[0]))
     check.add_arguments(sub.add_parser("check", help="classify a live run's consistency from its run directory",
                                        description=check.__doc__.split("\n\n")[0]))
+    certs = sub.add_parser("tls-certs", help="write a throwaway CA and a certificate for mutual TLS "
+                                             "(ca.crt, tls.crt, tls.key: a Secret for the chart's tls)",
+                           description="Write a throwaway CA and one certificate signed by it, valid for "
+                                       "server and client auth, naming every --host (loadgen/certs.py).")
+    certs.add_argument("out", metavar="DIR", help="where ca.crt, tls.crt and tls.key go")
+    certs.add_argument("--host", action="append", metavar="NAME",
+                       help="a host peers dial (DNS name or IP address; repeatable; default 127.0.0.1 and localhost)")
     for name, (module, help_text) in ROLES.items():
         role = importlib.import_module(module)
         role.add_arguments(sub.add_parser(name, help=help_text, description=role.__doc__.split("\n\n")[0]))
@@ -68,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.run import main as run_main
 
         return run_main(args)
+    if args.command == "bench":
+        from loadgen.bench.command import main as bench_main
+
+        return bench_main(args)
     if args.command == "demo":
         from loadgen.demo import main as demo_main
 
@@ -76,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.check import main as check_main
 
         return check_main(args)
+    if args.command == "tls-certs":
+        from loadgen.certs import main as certs_main
+
+        return certs_main(args)
     if args.command in ROLES:
         from loadgen.role import configure_logging
 

@@ -1,0 +1,176 @@
+"""`fedlab bench`: the maintenance algorithms side by side on the same workload and seed.
+
+    fedlab bench                                   # make bench: the default comparison, SF 0.01, Q3
+                                                   # over three sources, 5% of notifications dropped
+    fedlab bench --algorithms sze-ling,sze-ling:scan,recompute --scale 0.1 --rate 50 --json
+
+Each run (algorithm x view x scale x chaos) gets its own run directory under the bench
+directory (`fedlab check` can judge it again); the bench directory gets summary.json (every
+figure; printed with --json), summary.md and summary.html with the PNG plots under plots/. A
+progress bar shows each phase. Spark and Ray start once and serve every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from loadgen.bench.plan import DEFAULT_ALGORITHMS, DEFAULT_CHAOS, PlanError, plan
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--algorithms", default=DEFAULT_ALGORITHMS,
+                        help=f"comma-separated, name or name:access (default {DEFAULT_ALGORITHMS})")
+    parser.add_argument("--views", default="q3", help="comma-separated views from loadgen/views (default q3)")
+    parser.add_argument("--scale", default="0.01", help="TPC-H scale factor(s), comma-separated (default 0.01)")
+    parser.add_argument("--rate", type=float, default=5.0,
+                        help="offered txn/s during the load phase, where staleness is measured (default 5)")
+    parser.add_argument("--duration", type=float, default=15.0, help="seconds of the load phase (default 15)")
+    parser.add_argument("--chaos", action="append",
+                        help=f"message faults as for fedlab run, or 'none'; repeat to compare (default {DEFAULT_CHAOS})")
+    parser.add_argument("--ramp-start", type=float, default=2.0, help="first ramp rate, txn/s (default 2)")
+    parser.add_argument("--ramp-factor", type=float, default=2.0, help="each ramp step multiplies the rate (default 2)")
+    parser.add_argument("--ramp-max", type=float, default=160.0, help="highest ramp rate; 0 for no ramp (default 160)")
+    parser.add_argument("--ramp-step", type=float, default=6.0, help="seconds per ramp step (default 6)")
+    parser.add_argument("--settle", type=float, default=30.0,
+                        help="seconds a run waits for the view to reflect every commit (default 30)")
+    parser.add_argument("--placement", default="spread",
+                        help="TPC-H relations over sources, comma-separated: spread (Q3 over three sources; "
+                             "the default) or default (loadgen.tpch's, Q3 at one source)")
+    parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed (default mixed)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", help="the bench directory (default runs/bench-TIMESTAMP)")
+    parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
+    parser.add_argument("--orders", type=int, default=0,
+                        help="keep only the first N orders and their line items (quick runs; default all)")
+    parser.add_argument("--json", action="store_true", help="print summary.json (the progress goes to stderr)")
+
+
+def main(args) -> int:
+    try:
+        if args.orders < 0:
+            raise PlanError("--orders must be 0 (all) or a positive number")
+        specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
+                     args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
+                     args.placement)
+    except PlanError as err:
+        print(f"fedlab bench: {err}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from loadgen.live import prepare_environment
+
+    prepare_environment()
+    console = Console(stderr=args.json)
+    bench_dir = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    machine = _machine()
+    console.print(f"[bold]fedlab bench[/]: {len(specs)} runs -> {bench_dir}")
+    runs = _run_all(specs, bench_dir, args.data_dir, args.orders, console)
+    summary = _summary(specs, runs, bench_dir, started, machine, args)
+    from loadgen.bench.report import write
+
+    paths = write(summary, bench_dir)
+    if args.json:
+        print(json.dumps(summary, default=str))
+    else:
+        _print(console, summary, paths)
+    return 0
+
+
+def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console) -> list[dict]:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from loadgen.bench.runner import failed, run_one
+    from loadgen.live import tpch_data, warehouse_spark
+    from loadgen.bench.plan import PLACEMENTS
+    from loadgen.tpch import sample_orders, tpch_catalog
+    from source_node.ray_runtime import stop_ray
+
+    several = {"view": len({s.view for s in specs}) > 1, "scale": len({s.scale for s in specs}) > 1,
+               "chaos": len({s.chaos for s in specs}) > 1, "placement": len({s.placement for s in specs}) > 1}
+    data: dict[float, dict] = {}
+    runs = []
+    progress = Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                        TimeElapsedColumn(), console=console)
+    with progress:
+        setup = progress.add_task("setup: Spark with Delta", total=None, info="")
+        spark = warehouse_spark(bench_dir)
+        progress.update(setup, total=1, completed=1, info="started")
+        try:
+            for i, spec in enumerate(specs, 1):
+                if spec.scale not in data:
+                    progress.update(setup, description=f"setup: TPC-H SF {spec.scale:g}", total=None, info="")
+                    data[spec.scale] = tpch_data(spec.scale, data_dir)
+                    if orders > 0:
+                        data[spec.scale] = sample_orders(data[spec.scale], orders)
+                    progress.update(setup, total=1, completed=1, info=f"{len(data[spec.scale]['lineitem'])} line items")
+                folder = spec.folder(i, several)
+                task = progress.add_task(f"[{i}/{len(specs)}] {spec.label}", total=None, info="")
+
+                def report(phase, done, total, info, task=task):
+                    progress.update(task, completed=done, total=total, info=f"{phase}: {info}")
+
+                try:
+                    record = run_one(spec, tpch_catalog(PLACEMENTS[spec.placement]), data[spec.scale], spark,
+                                     bench_dir / folder, report)
+                except Exception as err:  # one failed run is reported; the others still compare
+                    record = failed(spec, bench_dir / folder, err)
+                record["folder"] = folder
+                progress.update(task, total=1, completed=1, info=f"done: {record['consistency']}, "
+                                f"{record.get('rate_achieved')} txn/s, max sustained {record.get('max_sustained_rate')}")
+                runs.append(record)
+        finally:
+            stop_ray()
+            spark.stop()
+    return runs
+
+
+def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
+    from loadgen.bench.plots import plot_all
+    from loadgen.bench.targets import evaluate
+
+    plots = plot_all(runs, bench_dir / "plots")
+    first = specs[0]
+    return {"bench_dir": str(bench_dir), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 1), "machine": machine,
+            "settings": {"algorithms": args.algorithms, "views": args.views, "scale": args.scale,
+                         "chaos": [s or "none" for s in dict.fromkeys(s.chaos for s in specs)],
+                         "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
+                         "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
+                         "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
+                         "clients_per_source": 1},
+            "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
+            "targets": evaluate(runs),
+            "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
+            "notes": ["The driver commits with one client thread per source, in stream order (the update "
+                      "stream's picture of the keys needs it); a source's store serialises its commits."]}
+
+
+def _machine() -> dict:
+    import psutil
+
+    return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
+            "memory_gb": round(psutil.virtual_memory().total / 2 ** 30, 1), "platform": platform.platform(),
+            "python": platform.python_version()}
+
+
+def _print(console, summary: dict, paths: dict) -> None:
+    from rich.table import Table
+
+    from loadgen.bench.report import RUN_COLUMNS, run_row
+
+    table = Table(*RUN_COLUMNS, title="fedlab bench")
+    for r in summary["runs"]:
+        table.add_row(*run_row(r))
+    console.print(table)
+    for t in summary["targets"]:
+        met = {True: "[green]met[/]", False: "[red]missed[/]", None: "n/a"}[t["met"]]
+        console.print(f"  target {t['name']}: {t.get('target', '')} -> {t.get('measured', t.get('note', ''))}: {met}"
+                      + (f" ({t['shortfall']})" if t.get("shortfall") else ""))
+    console.print(f"summary: {paths['markdown']}, {paths['html']}, {paths['json']}")

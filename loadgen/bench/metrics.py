@@ -1,0 +1,147 @@
+"""A run's figures from the files it left: staleness per source transaction, cost on the wire per
+source transaction, and the percentiles both are summarised by.
+
+Staleness is measured the same way for every algorithm, from the two sides of the history: a
+source transaction (source, DSV) committed at its source's `commit_time` is reflected by the
+first view state (warehouse/history/changes.jsonl, in apply order) whose version vector reaches
+that DSV, at that state's `applied_time`. So a recomputation that reflects a hundred
+transactions in one state counts each of them, each from its own commit.
+
+Wire cost comes from the message logs (fedmodel.message_log): `<db stem>.messages.jsonl` beside
+each source's DuckDB file and `messages.jsonl` in the warehouse's history folder. Only `sent`
+events count as cost (a message is logged once where it leaves). A missing file gives zeros and
+a note naming it, never an error: a node that writes no log yet still gets a verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterable
+
+from fedmodel.message_log import read, totals
+
+
+def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:
+    """p50/p95/p99/max/mean of `values` times `scale` (seconds -> ms by default), nearest rank;
+    every figure None when there are no values.
+
+    >>> percentiles([0.001 * i for i in range(1, 101)])
+    {'p50': 50.0, 'p95': 95.0, 'p99': 99.0, 'max': 100.0, 'mean': 50.5, 'n': 100}
+    """
+    xs = sorted(values)
+    if not xs:
+        return {"p50": None, "p95": None, "p99": None, "max": None, "mean": None, "n": 0}
+
+    def rank(p: float) -> float:
+        return round(xs[max(0, math.ceil(p * len(xs)) - 1)] * scale, 1)
+
+    return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99), "max": round(xs[-1] * scale, 1),
+            "mean": round(sum(xs) / len(xs) * scale, 1), "n": len(xs)}
+
+
+def commit_times(log: dict[str, list]) -> dict[tuple[str, int], float]:
+    """(source, DSV) -> commit time, from the sources' logs (loadgen.check.LiveHistory.log)."""
+    return {(source, n.dsv): n.commit_time for source, notes in log.items() for n in notes}
+
+
+def view_states(history_folder: Path) -> list[dict]:
+    """The warehouse's applied states (changes.jsonl), without their deltas, in apply order."""
+    path = Path(history_folder) / "changes.jsonl"
+    if not path.exists():
+        return []
+    states = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        states.append({"applied_time": entry.get("applied_time"), "versions": entry.get("versions", {})})
+    return states
+
+
+def staleness(commits: dict[tuple[str, int], float], states: list[dict],
+              start_versions: dict[str, int]) -> list[tuple[float, float]]:
+    """(commit time, seconds until reflected) for every source transaction a view state reflects.
+
+    >>> staleness({("a", 2): 10.0, ("a", 3): 10.5}, [{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1})
+    [(10.0, 1.0), (10.5, 0.5)]
+    """
+    covered = dict(start_versions)
+    out = []
+    for state in states:
+        applied = state["applied_time"]
+        for source, dsv in state["versions"].items():
+            for d in range(covered.get(source, 0) + 1, int(dsv) + 1):
+                committed = commits.get((source, d))
+                if committed and applied:
+                    out.append((committed, applied - committed))
+            covered[source] = max(covered.get(source, 0), int(dsv))
+    return out
+
+
+def message_log_files(sources: dict[str, Path | None], history_folder: Path) -> dict[str, Path | None]:
+    """node -> where its message log is (the format's convention; the file may not exist, and a
+    source whose database the run file cannot reach has None)."""
+    files = {source: Path(db).with_suffix(".messages.jsonl") if db else None for source, db in sources.items()}
+    files["warehouse"] = Path(history_folder) / "messages.jsonl"
+    return files
+
+
+def wire_cost(files: dict[str, Path | None]) -> dict:
+    """Totals of what was sent, by kind, over the nodes' message logs, and which logs were missing."""
+    present = {node: path for node, path in files.items() if path is not None and path.exists()}
+    by_kind = totals(read(present.values()))
+    return {"by_kind": by_kind,
+            "messages": sum(k.get("sent", 0) for k in by_kind.values()),
+            "rows": sum(k.get("rows", 0) for k in by_kind.values()),
+            "bytes": sum(k.get("bytes", 0) for k in by_kind.values()),
+            "dropped": sum(k.get("dropped", 0) for k in by_kind.values()),
+            "logs": sorted(present), "missing_logs": sorted(set(files) - set(present))}
+
+
+def reordered_notifications(files: dict[str, Path | None]) -> float | None:
+    """The share of notifications the warehouse first received after a later one of the same
+    source (what the delay fault did), from its message log; None without that log."""
+    path = files.get("warehouse")
+    if path is None or not path.exists():
+        return None
+    seen: set[tuple[str, int]] = set()
+    highest: dict[str, int] = {}
+    late = total = 0
+    for e in read([path]):
+        if e.get("kind") != "notification" or e.get("event") != "received" or "dsv" not in e:
+            continue
+        key = (e["peer"], int(e["dsv"]))
+        if key in seen:
+            continue   # a duplicate or a resend: counted once, at its first arrival
+        seen.add(key)
+        total += 1
+        late += key[1] < highest.get(key[0], 0)
+        highest[key[0]] = max(highest.get(key[0], 0), key[1])
+    return round(late / total, 4) if total else None
+
+
+def per_transaction(cost: dict, counters: dict, transactions: int) -> tuple[dict, list[str]]:
+    """Cost per source transaction, and notes on where a figure could not be measured.
+
+    Sub-queries are the warehouse log's `subquery` sends, or the engine's counter without that
+    log; resends and compensation steps are the engine's counters (0 where an algorithm has none).
+    """
+    notes = []
+    n = max(transactions, 1)
+    if cost["missing_logs"]:
+        notes.append(f"no message log from {', '.join(cost['missing_logs'])}: its messages, rows and bytes "
+                     "count as 0")
+    if "warehouse" in cost["logs"]:
+        subqueries = cost["by_kind"].get("subquery", {}).get("sent", 0)
+    else:
+        subqueries = counters.get("subqueries", 0)
+        notes.append("sub-queries from the engine's counter (no warehouse message log)")
+    resends = cost["by_kind"].get("resend_request", {}).get("sent", counters.get("resends", 0))
+    # What the algorithm adds to the notifications every algorithm receives alike.
+    maintenance = sum(cost["by_kind"].get(k, {}).get("bytes", 0) for k in ("subquery", "answer", "resend_request"))
+    return {"subqueries": round(subqueries / n, 3), "messages": round(cost["messages"] / n, 3),
+            "rows": round(cost["rows"] / n, 3), "bytes": round(cost["bytes"] / n, 1),
+            "maintenance_bytes": round(maintenance / n, 1),
+            "resends": round(resends / n, 4),
+            "compensations": round((counters.get("compensations", 0) + counters.get("key_deletes", 0)) / n, 4),
+            "transactions": transactions}, notes

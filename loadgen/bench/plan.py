@@ -1,0 +1,136 @@
+"""The runs one `fedlab bench` asks for, checked before anything starts.
+
+Every combination of algorithm, view, scale factor and chaos setting is one run; all runs share
+the workload, the seed, the offered rate and the ramp, so they differ only in what is compared.
+An algorithm is written `name` or `name:access` (`sze-ling:scan` is Sze-Ling's compensation with
+the Strobe family's left/right scans instead of join-graph sub-queries). A placement says which
+source holds which TPC-H relation: `default` (loadgen.tpch: customer, orders and lineitem all at
+"sales", so Q3 is a one-source view) or `spread` (customer, orders and lineitem at three
+different sources, so Q3 joins across all three).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,conventional,strobe,recompute"
+DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
+PLACEMENTS = {
+    "default": None,   # loadgen.tpch.DEFAULT_PLACEMENT
+    "spread": {"crm": ["customer", "nation", "region"], "ordering": ["orders"],
+               "fulfilment": ["lineitem", "part", "partsupp", "supplier"]},
+}
+
+
+class PlanError(ValueError):
+    """Bad bench arguments (one line, exit status 2)."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    algorithm: str
+    access: str | None
+    view: str
+    scale: float
+    chaos: str
+    faults: dict = field(hash=False)
+    rate: float
+    duration: float
+    ramp_rates: tuple
+    ramp_step: float
+    settle: float
+    seed: int
+    workload: str
+    placement: str = "default"
+
+    @property
+    def label(self) -> str:
+        return self.algorithm + (f":{self.access}" if self.access else "")
+
+    @property
+    def access_path(self) -> str:
+        """The access path the run used: the one asked for, or the algorithm's own default."""
+        from warehouse.core.algorithms import STROBE_FAMILY
+
+        if self.access:
+            return self.access
+        if self.algorithm == "recompute":
+            return "whole relations"
+        return "scan" if self.algorithm in STROBE_FAMILY else "join-graph"
+
+    def folder(self, index: int, several: dict[str, bool]) -> str:
+        """The run directory's name: its index and whatever differs between the bench's runs."""
+        parts = [f"{index:02d}", self.label.replace(":", "-")]
+        if several["view"]:
+            parts.append(self.view)
+        if several["scale"]:
+            parts.append(f"sf{self.scale:g}")
+        if several["chaos"]:
+            parts.append("chaos" if self.chaos else "nochaos")
+        if several["placement"]:
+            parts.append(self.placement)
+        return "-".join(parts)
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
+         ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
+         workload: str, placements: str = "default") -> list[RunSpec]:
+    """The runs, in order; PlanError naming the first bad argument."""
+    from loadgen.run import parse_chaos
+    from loadgen.tpch import view_names
+    from loadgen.workload import WORKLOADS
+    from warehouse.core.algorithms import ALGORITHMS
+    from warehouse.core.planner import ACCESS_PATHS
+
+    from loadgen.bench.ramp import rates
+
+    pairs = []
+    for item in _split(algorithms):
+        name, _, access = item.partition(":")
+        if name not in ALGORITHMS:
+            raise PlanError(f"--algorithms: unknown algorithm {name!r} (one of {', '.join(ALGORITHMS)})")
+        if access and access not in ACCESS_PATHS:
+            raise PlanError(f"--algorithms: unknown access path {access!r} in {item!r} (one of {', '.join(ACCESS_PATHS)})")
+        if access and name == "recompute":
+            raise PlanError("--algorithms: recompute reads whole relations; it takes no access path")
+        pairs.append((name, access or None))
+    if not pairs:
+        raise PlanError("--algorithms: name at least one algorithm")
+    view_list = _split(views)
+    for v in view_list:
+        if v not in view_names():
+            raise PlanError(f"--views: unknown view {v!r} (one of {', '.join(view_names())})")
+    try:
+        scale_list = [float(s) for s in _split(scales)]
+    except ValueError:
+        raise PlanError(f"--scale: expected numbers such as 0.01,0.1, got {scales!r}") from None
+    if not view_list or not scale_list or any(not s > 0 for s in scale_list):
+        raise PlanError("--views and --scale need at least one view and positive scale factors")
+    chaos_list = chaos if chaos else [DEFAULT_CHAOS]
+    faults = {}
+    for spec in chaos_list:
+        try:
+            faults[spec], kills = parse_chaos("" if spec == "none" else spec)
+        except ValueError as err:
+            raise PlanError(str(err)) from None
+        if kills:
+            raise PlanError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
+    placement_list = _split(placements)
+    for p in placement_list:
+        if p not in PLACEMENTS:
+            raise PlanError(f"--placement: unknown placement {p!r} (one of {', '.join(PLACEMENTS)})")
+    if not placement_list:
+        raise PlanError("--placement: name at least one placement")
+    if workload not in WORKLOADS:
+        raise PlanError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
+    if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0):
+        raise PlanError("--rate, --duration, --ramp-step and --ramp-start must be positive, --ramp-factor above 1")
+    step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
+    return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
+                    step_rates, ramp_step, settle, seed, workload, placement)
+            for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
+            for name, access in pairs]

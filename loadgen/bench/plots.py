@@ -1,0 +1,107 @@
+"""The bench's PNGs (matplotlib, Agg backend: no display needed), one figure per question:
+
+- staleness.png: staleness of each source transaction over the run, per algorithm;
+- throughput_ramp.png: offered rate against the rates committed and reflected, per ramp step;
+- cost_per_txn.png: sub-queries, messages, rows and bytes per source transaction, per algorithm;
+- consistency.png: the checker's verdict for every run.
+`plot_all(runs, folder)` writes them and returns {name: path}.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
+
+from loadgen.scenario import LEVELS  # noqa: E402
+
+COLORS = {"none": "#b22222", "convergence": "#e07b39", "weak": "#e0c339", "strong": "#7fb24a",
+          "complete": "#2e8b57", "unreadable": "#888888"}
+
+
+def _name(run: dict, several: bool) -> str:
+    return run["label"] + (f" ({run['folder']})" if several else "")
+
+
+def plot_all(runs: list[dict], folder: Path) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    several = len({r["label"] for r in runs}) < len(runs)   # the same algorithm twice: tell them apart
+    out = {}
+    for name, draw in (("staleness", _staleness), ("throughput_ramp", _ramp), ("cost_per_txn", _cost),
+                       ("consistency", _consistency)):
+        fig = draw(runs, several)
+        out[name] = folder / f"{name}.png"
+        fig.savefig(out[name], dpi=100, bbox_inches="tight")
+        plt.close(fig)
+    return out
+
+
+def _staleness(runs, several):
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for run in runs:
+        points = run.get("series", {}).get("staleness", [])
+        if points:
+            xs, ys = zip(*sorted(points))
+            ax.plot(xs, ys, ".", markersize=3, label=_name(run, several), alpha=0.7)
+    load = max((r.get("series", {}).get("load_seconds", 0) for r in runs), default=0)
+    if load:
+        ax.axvspan(0, load, color="0.92", zorder=0, label="load phase (then the ramp)")
+    ax.set_yscale("symlog", linthresh=0.1)
+    ax.set_xlabel("source commit time, seconds from the start of the load")
+    ax.set_ylabel("staleness, s (commit -> view state)")
+    ax.set_title("Staleness of each source transaction")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _ramp(runs, several):
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for run in runs:
+        steps = run.get("ramp") or []
+        if not steps:
+            continue
+        line, = ax.plot([s["rate"] for s in steps], [s["achieved"] for s in steps], "o-", label=f"{_name(run, several)} committed")
+        ax.plot([s["rate"] for s in steps], [s["applied_rate"] for s in steps], "x--", color=line.get_color(),
+                label=f"{_name(run, several)} reflected")
+    top = max((s["rate"] for r in runs for s in r.get("ramp") or []), default=1)
+    ax.plot([0, top], [0, top], ":", color="0.5", label="offered")
+    ax.set_xlabel("offered rate, txn/s")
+    ax.set_ylabel("achieved rate, txn/s")
+    ax.set_title("Throughput ramp: committed at the sources and reflected in the view")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _cost(runs, several):
+    fig, axes = plt.subplots(1, 4, figsize=(13, 4))
+    names = [_name(r, several) for r in runs]
+    for ax, figure in zip(axes, ("subqueries", "messages", "rows", "bytes")):
+        values = [r.get("per_txn", {}).get(figure, 0) or 0 for r in runs]
+        ax.bar(range(len(runs)), values, color="#4a7fb2")
+        ax.set_xticks(range(len(runs)), names, rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"{figure} per txn")
+        positive = [v for v in values if v > 0]
+        if positive and max(positive) > 100 * min(positive):   # recomputation dwarfs the rest
+            ax.set_yscale("log")
+    fig.suptitle("Cost per source transaction (from the nodes' message logs)")
+    fig.tight_layout()
+    return fig
+
+
+def _consistency(runs, several):
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(runs) + 1.5))
+    levels = [*LEVELS]
+    for i, run in enumerate(runs):
+        level = run.get("consistency", "unreadable")
+        height = levels.index(level) + 1 if level in levels else 0.2
+        ax.barh(i, height, color=COLORS.get(level, "#888888"))
+        ax.text(height + 0.05, i, level, va="center", fontsize=9)
+    ax.set_yticks(range(len(runs)), [_name(r, several) for r in runs], fontsize=8)
+    ax.set_xticks(range(1, len(levels) + 1), levels, fontsize=8)
+    ax.set_xlim(0, len(levels) + 1)
+    ax.invert_yaxis()
+    ax.set_title("Consistency verdict (fedlab check) per run")
+    return fig

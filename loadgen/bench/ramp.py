@@ -1,0 +1,94 @@
+"""The highest sustained rate: offered load raised step by step until the backlog grows.
+
+Each step offers one rate, open-loop (loadgen.driver.drive), for a fixed time. A step is
+sustained when the sources committed what was offered (achieved >= 90% of the rate: the
+clients' queues did not grow) and the warehouse kept up with what they committed: the backlog
+(source transactions committed but not yet reflected in the view) grew by less than a quarter
+of what the step committed, plus a small allowance for a batch in flight. The first step that
+is not sustained ends the ramp; the highest sustained rate lies between the last sustained step
+and it, and the last sustained step's rate is what is reported (a lower bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from loadgen.driver import drive
+
+ACHIEVED_SHARE = 0.9
+BACKLOG_SHARE = 0.25
+BACKLOG_SLACK = 5
+
+
+@dataclass
+class RampStep:
+    rate: float
+    offered: int
+    committed: int
+    seconds: float
+    applied: int          # source transactions newly reflected in the view during the step
+    backlog_start: int
+    backlog_end: int
+
+    @property
+    def achieved(self) -> float:
+        return self.committed / self.seconds if self.seconds else 0.0
+
+    @property
+    def applied_rate(self) -> float:
+        return self.applied / self.seconds if self.seconds else 0.0
+
+    @property
+    def sustained(self) -> bool:
+        grew = self.backlog_end - self.backlog_start
+        return (self.achieved >= ACHIEVED_SHARE * self.rate
+                and grew <= BACKLOG_SHARE * self.committed + BACKLOG_SLACK)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "achieved": round(self.achieved, 2), "applied_rate": round(self.applied_rate, 2),
+                "sustained": self.sustained}
+
+
+def rates(start: float, factor: float, maximum: float) -> list[float]:
+    """start, start*factor, ... up to maximum.
+
+    >>> rates(10, 2, 100)
+    [10.0, 20.0, 40.0, 80.0]
+    """
+    out, r = [], float(start)
+    while r <= maximum + 1e-9:
+        out.append(round(r, 3))
+        r *= factor
+    return out
+
+
+def backlog(fed) -> tuple[int, int]:
+    """(committed, reflected) source transactions summed over sources: DSVs at the sources and in
+    the view. Transactions before the run (DSV 1, the initial load) count on both sides alike."""
+    committed = fed.source_versions()
+    reflected = fed.warehouse.status()["refreshed_dsv"]
+    return sum(committed.values()), sum(min(reflected.get(s, 0), d) for s, d in committed.items())
+
+
+def ramp(fed, stream, commit: Callable, step_rates: list[float], step_seconds: float,
+         on_step: Callable[[int, float, float], None] = lambda i, rate, elapsed: None) -> list[RampStep]:
+    """Runs the steps in order until one is not sustained; returns every step run."""
+    steps = []
+    for i, rate in enumerate(step_rates):
+        committed0, reflected0 = backlog(fed)
+        result = drive(commit, stream, fed.catalog.sources, rate, step_seconds,
+                       lambda elapsed, _r, i=i, rate=rate: on_step(i, rate, elapsed))
+        committed1, reflected1 = backlog(fed)
+        step = RampStep(rate, result.offered, result.committed, result.seconds, reflected1 - reflected0,
+                        committed0 - reflected0, committed1 - reflected1)
+        steps.append(step)
+        if not step.sustained:
+            break
+    return steps
+
+
+def max_sustained(steps: list[RampStep]) -> float | None:
+    """The highest rate of a sustained step (None if even the first was not sustained)."""
+    held = [s.rate for s in steps if s.sustained]
+    return max(held) if held else None

@@ -1,0 +1,128 @@
+"""The bench's summary: summary.json (every figure), summary.md and summary.html (the same
+document: tables of the runs and the targets, the plots embedded, each run's notes and profile).
+
+The document is built once as a list of blocks (heading, paragraph, table, image) and rendered
+twice, so the Markdown and the HTML cannot tell different stories.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
+               "sub-queries/txn", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:g}"
+    return str(x)
+
+
+def run_row(r: dict) -> list[str]:
+    s, c = r.get("staleness_ms") or {}, r.get("per_txn") or {}
+    where = r["view"] + ("" if r.get("placement", "default") == "default" else f" ({r['placement']} placement)")
+    return [r["label"], where, _fmt(r["scale"]), r["chaos"],
+            f"{_fmt(r['rate_target'])} / {_fmt(r.get('rate_achieved'))}", _fmt(r.get("max_sustained_rate")),
+            " / ".join(_fmt(s.get(k)) for k in ("p50", "p95", "p99", "max")),
+            _fmt(c.get("subqueries")), _fmt(c.get("messages")), _fmt(c.get("rows")), _fmt(c.get("bytes")),
+            _fmt(r.get("peak_memory_mb")), _fmt(r.get("warehouse_cpu_seconds")), r.get("consistency", "-")]
+
+
+def document(summary: dict) -> list[tuple]:
+    m, st = summary["machine"], summary["settings"]
+    blocks = [("h1", "fedlab bench"),
+              ("p", f"{len(summary['runs'])} runs in {summary['seconds']:.0f} s on {m['cpus']} CPUs "
+                    f"(load average {m['load_average']} at the start; other work may share the machine), "
+                    f"{m['memory_gb']} GB RAM. Workload {st['workload']}, seed {st['seed']}, "
+                    f"{st['duration']:g} s of load at the offered rate, then a ramp over "
+                    f"{', '.join(_fmt(x) for x in st['ramp_rates']) or 'no'} txn/s, {st['ramp_step']:g} s each."),
+              ("h2", "Runs"),
+              ("table", RUN_COLUMNS, [run_row(r) for r in summary["runs"]]),
+              ("p", "Staleness is over the transactions committed during the load phase (time from the source "
+                    "commit to the first view state that reflects it); costs are per source transaction over "
+                    "the whole run; peak MB is the highest sum over every process (Python with the warehouse "
+                    "and the driver, the Spark JVM, Ray, the source actors)."),
+              ("h2", "Targets (issue #6)"),
+              ("table", ("target", "wanted", "measured", "met", "shortfall"),
+               [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),
+                 {True: "yes", False: "NO", None: "n/a"}[t["met"]], t.get("shortfall") or "-"]
+                for t in summary["targets"]])]
+    said = set()
+    for t in summary["targets"]:
+        why = t.get("what_dominates")
+        if why and why not in said:   # the time profile explains several targets at once: say it once
+            said.add(why)
+            names = [u["name"] for u in summary["targets"] if u.get("what_dominates") == why]
+            blocks.append(("p", f"What dominates ({'; '.join(names)}): {why}."))
+        if t.get("freshness"):
+            blocks.append(("p", f"Freshness of the recomputation compared: {t['freshness']}."))
+    blocks.append(("h2", "Plots"))
+    for name, path in summary["plots"].items():
+        blocks.append(("img", path, name.replace("_", " ")))
+    blocks.append(("h2", "Per run"))
+    for r in summary["runs"]:
+        blocks.append(("h3", f"{r['label']}: {r['run_dir']}"))
+        parts = (r.get("profile") or {}).get("parts", {})
+        if parts:
+            blocks.append(("table", ("part", "calls", "seconds", "mean ms", "share of wall"),
+                           [[n, str(p["calls"]), _fmt(p["seconds"]), _fmt(p["mean_ms"]), _fmt(p["share_of_wall"])]
+                            for n, p in parts.items()]))
+        memory = r.get("peak_memory_by_process_mb") or {}
+        if memory:
+            blocks.append(("p", "Peak memory by process (MB): " + ", ".join(f"{k} {v:g}" for k, v in memory.items())))
+        for note in r.get("notes", []):
+            blocks.append(("p", f"Note: {note}"))
+    for note in summary.get("notes", []):
+        blocks.append(("p", f"Note: {note}"))
+    return blocks
+
+
+def markdown(blocks: list[tuple]) -> str:
+    out = []
+    for kind, *rest in blocks:
+        if kind in ("h1", "h2", "h3"):
+            out.append("#" * int(kind[1]) + " " + rest[0])
+        elif kind == "p":
+            out.append(rest[0])
+        elif kind == "img":
+            out.append(f"![{rest[1]}]({rest[0]})")
+        elif kind == "table":
+            header, rows = rest
+            cell = lambda x: str(x).replace("|", "\\|")  # noqa: E731
+            out.append("\n".join(["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+                                 + ["| " + " | ".join(cell(x) for x in row) + " |" for row in rows]))
+    return "\n\n".join(out) + "\n"
+
+
+def to_html(blocks: list[tuple]) -> str:
+    e = html.escape
+    body = []
+    for kind, *rest in blocks:
+        if kind in ("h1", "h2", "h3", "p"):
+            body.append(f"<{kind}>{e(rest[0])}</{kind}>")
+        elif kind == "img":
+            body.append(f'<figure><img src="{e(rest[0])}" alt="{e(rest[1])}"><figcaption>{e(rest[1])}</figcaption></figure>')
+        elif kind == "table":
+            header, rows = rest
+            body.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
+                        + "".join("<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in row) + "</tr>" for row in rows)
+                        + "</table>")
+    style = ("body{font-family:sans-serif;max-width:1300px;margin:2em auto}table{border-collapse:collapse;"
+             "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>fedlab bench</title><style>{style}</style>"
+            f"</head><body>{''.join(body)}</body></html>\n")
+
+
+def write(summary: dict, folder: Path) -> dict[str, Path]:
+    """Writes summary.json, summary.md and summary.html into `folder`; returns their paths."""
+    blocks = document(summary)
+    paths = {"json": folder / "summary.json", "markdown": folder / "summary.md", "html": folder / "summary.html"}
+    paths["json"].write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    paths["markdown"].write_text(markdown(blocks))
+    paths["html"].write_text(to_html(blocks))
+    return paths

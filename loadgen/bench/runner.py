@@ -1,0 +1,181 @@
+"""One bench run, live: a Federation for one algorithm, the load, the ramp, the checker, the figures.
+
+Phases, each reported to `progress(phase, done, total, info)`:
+  start   the source actors and the warehouse (initial materialisation), the message faults;
+  load    the workload at the run's rate for its duration: staleness is reported for the
+          transactions committed in this window (the rate the staleness target is about);
+  ramp    the rate search (loadgen.bench.ramp), on the same stream, right after;
+  settle  the faults are lifted and the view is given `settle` seconds to reflect every commit;
+  check   every process stopped, the checker judges the run from its files, and the figures are
+          read from the same files (loadgen.bench.metrics).
+Spark and Ray are the caller's (started once for all runs); everything else is stopped here.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from loadgen.bench import metrics
+from loadgen.bench.plan import RunSpec
+from loadgen.bench.profile import Stopwatches
+from loadgen.bench.ramp import max_sustained, ramp
+from loadgen.bench.resources import ResourceSampler
+from loadgen.driver import drive
+from loadgen.live import set_faults
+
+Progress = Callable[[str, float, float | None, str], None]
+
+
+class _Phases:
+    """Wall seconds per phase, and the progress callback told which phase is on."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.seconds: dict[str, float] = {}
+        self._phase, self._since = None, time.monotonic()
+
+    def __call__(self, phase: str, done: float, total: float | None, info: str) -> None:
+        if phase != self._phase:
+            self.end()
+            self._phase = phase
+        self.progress(phase, done, total, info)
+
+    def end(self) -> None:
+        now = time.monotonic()
+        if self._phase:
+            self.seconds[self._phase] = round(self.seconds.get(self._phase, 0.0) + now - self._since, 1)
+        self._phase, self._since = None, now
+
+
+def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: Progress) -> dict:
+    """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots)."""
+    from loadgen.check import HistoryError, check, load_history
+    from loadgen.federation import Federation
+    from loadgen.tpch import load_view
+    from loadgen.workload import Workload
+
+    view_sql = load_view(spec.view)
+    record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
+              "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
+              "placement": spec.placement, "sources": list(catalog.sources), "workload": spec.workload,
+              "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
+    fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access)
+    watches = Stopwatches()
+    sampler = None
+    progress = _Phases(progress)
+    try:
+        progress("start", 0, None, "source actors, warehouse, initial materialisation")
+        fed.start(ray_temp_dir=str(run_dir.parent / "ray"))
+        pids = {s: _health(a).get("pid") for s, a in fed.actors.items()}
+        sampler = ResourceSampler({s: p for s, p in pids.items() if p}).start()
+        missing = watches.instrument_warehouse(fed.warehouse)
+        if missing:
+            record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
+        if spec.faults:
+            set_faults(fed, **spec.faults)
+        start_versions = fed.warehouse.status()["refreshed_dsv"]
+        stream = Workload.named(spec.workload).stream(catalog, data, seed=spec.seed)
+        commit = watches.commit(fed)
+
+        load_from = time.time()
+        wall0 = time.monotonic()
+        load = drive(commit, stream, catalog.sources, spec.rate, spec.duration,
+                     lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
+                                                 f"committed {r.committed}/{r.offered}"))
+        load_until = time.time()
+        record.update(offered=load.offered, committed_in_load=load.committed, rejected=load.rejected,
+                      rate_achieved=round(load.achieved_rate, 2))
+        if load.errors:
+            record["notes"].append(f"{len(load.errors)} commits rejected, first: {load.errors[0]}")
+
+        steps = ramp(fed, stream, commit, list(spec.ramp_rates), spec.ramp_step,
+                     lambda i, rate, elapsed: progress("ramp", i + min(elapsed / spec.ramp_step, 1),
+                                                       len(spec.ramp_rates), f"step {i + 1}: {rate:g} txn/s"))
+        record["ramp"] = [s.to_dict() for s in steps]
+        record["max_sustained_rate"] = max_sustained(steps)
+        if steps and all(s.sustained for s in steps):
+            record["notes"].append(f"every ramp step up to {steps[-1].rate:g} txn/s was sustained: "
+                                   "the highest sustained rate is at least that (raise --ramp-max)")
+
+        progress("settle", 0, None, "faults lifted; waiting for the view to reflect every commit")
+        if spec.faults:
+            set_faults(fed, drop=0, duplicate=0, delay_mean=0)
+        record["caught_up"] = fed.wait_until_applied(timeout=spec.settle)
+        wall = time.monotonic() - wall0
+        status = fed.warehouse.status()
+        record["counters"] = status["counters"]
+        record["resynchronisations"] = status["resynchronisations"]
+        record["profile"] = watches.report(wall)
+    finally:
+        progress("check", 0, None, "stopping the run's processes")
+        fed.stop()
+        if sampler is not None:
+            sampler.stop()
+            record.update(sampler.figures())
+
+    progress("check", 0, None, "checker (DuckDB oracle over the histories)")
+    try:
+        verdict = check(run_dir)
+        record["consistency"] = verdict.level
+        record["verdict"] = {"transactions": verdict.transactions, "states": verdict.states,
+                             "lost": len(verdict.lost), "doubled": len(verdict.doubled)}
+    except HistoryError as err:
+        record["consistency"] = "unreadable"
+        record["notes"].append(f"checker: {err}")
+    _figures(record, run_dir, start_versions, load_from, load_until, load_history)
+    progress.end()
+    record["phase_seconds"] = progress.seconds
+    (run_dir / "bench_run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "series"},
+                                                       indent=2, default=str))
+    return record
+
+
+def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:
+    """The record of a run that could not finish: every figure present, none measured."""
+    empty = metrics.percentiles([])
+    return {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label, "view": spec.view,
+            "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults, "placement": spec.placement,
+            "workload": spec.workload,
+            "seed": spec.seed, "rate_target": spec.rate, "rate_achieved": None, "max_sustained_rate": None,
+            "staleness_ms": empty, "per_txn": {k: None for k in ("subqueries", "messages", "rows", "bytes")},
+            "peak_memory_mb": None, "warehouse_cpu_seconds": None, "consistency": "failed", "ramp": [],
+            "run_dir": str(run_dir), "notes": [f"the run failed: {type(error).__name__}: {error}"]}
+
+
+def _health(actor) -> dict:
+    import ray
+
+    try:
+        return ray.get(actor.health.remote(), timeout=30)
+    except Exception:  # a figure we can do without: memory of that source is then not sampled
+        return {}
+
+
+def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float, load_until: float,
+             load_history) -> None:
+    """Staleness and wire cost from the run's files, into `record`."""
+    from loadgen.runfile import RunFile
+
+    run = RunFile.read(run_dir)
+    try:
+        log = load_history(run_dir).log
+    except Exception as err:  # the checker already said why in the notes
+        log = {}
+        record["notes"].append(f"staleness: the sources' logs could not be read ({err})")
+    commits = metrics.commit_times(log)
+    record["transactions"] = len(commits)
+    lags = metrics.staleness(commits, metrics.view_states(run.warehouse_history), start_versions)
+    in_load = [lag for committed, lag in lags if load_from <= committed <= load_until]
+    record["staleness_ms"] = metrics.percentiles(in_load)
+    record["staleness_ms_whole_run"] = metrics.percentiles(lag for _, lag in lags)
+    record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
+                        "load_seconds": load_until - load_from}
+    files = metrics.message_log_files(run.sources, run.warehouse_history)
+    cost = metrics.wire_cost(files)
+    record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
+    record["per_txn"], notes = metrics.per_transaction(cost, record.get("counters", {}), len(commits))
+    record["notes"].extend(notes)
+    record["notifications_reordered"] = metrics.reordered_notifications(files)

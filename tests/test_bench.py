@@ -1,0 +1,136 @@
+"""`fedlab bench` (issue #6): a short live bench writes a complete summary whose plots open, its
+cost figures come from the nodes' message logs where they exist, bad arguments are one line and
+exit 2, and the synthetic workload is deterministic per seed (the TPC-H streams' determinism is
+tests/test_tpch_workload.py's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REQUIRED = ("algorithm", "access_path", "view", "scale", "chaos", "rate_target", "rate_achieved",
+            "max_sustained_rate", "staleness_ms", "per_txn", "peak_memory_mb", "consistency")
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "b"
+    done = subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling,conventional", "--scale", "0.01", "--orders", "300",
+         "--rate", "5", "--duration", "2", "--ramp-start", "5", "--ramp-max", "5", "--ramp-step", "2",
+         "--settle", "30", "--out", str(out), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_short_bench_has_every_figure_for_every_run(bench):
+    out, summary = bench
+    assert json.loads((out / "summary.json").read_text()) == summary
+    assert [r["algorithm"] for r in summary["runs"]] == ["sze-ling", "conventional"]
+    for run in summary["runs"]:
+        assert all(k in run for k in REQUIRED), [k for k in REQUIRED if k not in run]
+        assert run["access_path"] == "join-graph" and run["view"] == "q3" and run["scale"] == 0.01
+        assert run["placement"] == "spread" and len(run["sources"]) == 3
+        assert run["rate_target"] == 5 and run["rate_achieved"] > 0
+        assert set(run["staleness_ms"]) >= {"p50", "p95", "p99", "max"}
+        assert all(isinstance(run["staleness_ms"][p], float) for p in ("p50", "p95", "p99", "max"))
+        assert set(run["per_txn"]) >= {"subqueries", "messages", "rows", "bytes", "resends", "compensations"}
+        assert run["peak_memory_mb"] > 0 and run["warehouse_cpu_seconds"] > 0
+        assert run["ramp"] and run["ramp"][0]["rate"] == 5
+        assert (Path(run["run_dir"]) / "run.json").is_file()
+    assert summary["runs"][0]["consistency"] == "complete"
+    assert summary["runs"][1]["consistency"] in ("none", "convergence", "weak", "strong", "complete")
+    assert {t["name"] for t in summary["targets"]} >= {"max sustained rate with complete consistency",
+                                                     "peak memory of all processes"}
+
+
+@pytest.mark.slow
+def test_wire_cost_comes_from_the_message_logs_that_exist(bench):
+    _, summary = bench
+    for run in summary["runs"]:
+        run_dir = Path(run["run_dir"])
+        logs = {p.name.split(".")[0]: p for p in run_dir.glob("*.messages.jsonl")}
+        if (run_dir / "warehouse" / "history" / "messages.jsonl").exists():
+            logs["warehouse"] = run_dir / "warehouse" / "history" / "messages.jsonl"
+        assert sorted(run["wire"]["logs"]) == sorted(logs)
+        if logs:
+            assert run["per_txn"]["messages"] > 0 and run["per_txn"]["bytes"] > 0
+            sent = sum(1 for p in logs.values() for line in p.read_text().splitlines()
+                       if json.loads(line)["event"] == "sent")
+            assert run["wire"]["messages"] == sent
+        missing = {"warehouse", *run["sources"]} - set(logs)
+        assert bool(missing) == any("no message log" in n for n in run["notes"])
+
+
+@pytest.mark.slow
+def test_plots_open_and_the_summaries_embed_them(bench):
+    import matplotlib.image
+
+    out, summary = bench
+    assert set(summary["plots"]) == {"staleness", "throughput_ramp", "cost_per_txn", "consistency"}
+    md, page = (out / "summary.md").read_text(), (out / "summary.html").read_text()
+    for path in summary["plots"].values():
+        image = matplotlib.image.imread(out / path)
+        assert image.shape[0] > 100 and image.shape[1] > 100
+        assert f"]({path})" in md and f'<img src="{path}"' in page
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--algorithms", "sze-ling,nosuch"], "unknown algorithm 'nosuch'"),
+    (["--algorithms", "sze-ling:sideways"], "unknown access path 'sideways'"),
+    (["--scale", "tiny"], "--scale: expected numbers"),
+    (["--views", "q99"], "unknown view 'q99'"),
+    (["--chaos", "drop=lots"], "drop takes a number"),
+    (["--chaos", "kill-source=once"], "message faults only"),
+    (["--orders", "-1"], "--orders must be"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(argv, message):
+    done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("fedlab bench: ") and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_synthetic_stream_is_deterministic_per_seed():
+    from fedmodel.viewdef import parse_view
+    from loadgen.synthetic_load import SyntheticStream
+    from loadgen.tpch import load_view, tpch_catalog
+
+    catalog = tpch_catalog()
+    view = parse_view(load_view("q3"), catalog)
+
+    def first(seed, n=200):
+        stream = SyntheticStream(catalog, view, {}, skew=0.8, seed=seed)
+        return [(s, r.to_dict()) for s, r in [*stream.initial_load(20), *(stream.next() for _ in range(n))]]
+
+    assert first(4) == first(4)
+    assert first(4) != first(5)
+
+
+def test_the_bench_modules_doctests_pass():
+    import doctest
+
+    from loadgen.bench import metrics, ramp
+
+    for module in (metrics, ramp):
+        assert doctest.testmod(module).failed == 0
+
+
+def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up():
+    from loadgen.bench.ramp import RampStep, max_sustained
+
+    kept_up = RampStep(rate=10, offered=60, committed=60, seconds=6.2, applied=58, backlog_start=2, backlog_end=4)
+    slow_sources = RampStep(rate=20, offered=120, committed=120, seconds=9.0, applied=120, backlog_start=4,
+                            backlog_end=4)
+    slow_view = RampStep(rate=20, offered=120, committed=120, seconds=6.1, applied=60, backlog_start=4,
+                         backlog_end=64)
+    assert kept_up.sustained and not slow_sources.sustained and not slow_view.sustained
+    assert max_sustained([kept_up, slow_view]) == 10 and max_sustained([slow_view]) is None
