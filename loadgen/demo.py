@@ -95,7 +95,7 @@ def _drive(fed, stream, rate: float, duration: float, progress):
             progress.update(task, completed=min(elapsed, duration),
                             info=f"committed {result.committed}/{result.offered}  applied {status['applied']}  "
                                  f"in flight {status['in_flight']}")
-        return drive(fed.commit, stream, fed.catalog.sources, rate, duration, show)
+        return drive(fed.commit_batch, stream, fed.catalog.sources, rate, duration, show)
 
 
 def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: Path) -> dict:

@@ -20,6 +20,7 @@ from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
+from loadgen.driver import batch_outcomes
 from loadgen.runfile import RunFile
 from source_node.actor import start_source_actor
 from source_node.ray_runtime import start_ray
@@ -92,6 +93,12 @@ class Federation:
 
     def commit(self, source: str, request: TransactionRequest) -> pb.CommitReply:
         return self._call(source, lambda stub: stub.Commit(to_pb(request, self.catalog), timeout=30))
+
+    def commit_batch(self, source: str, requests: list[TransactionRequest]) -> list:
+        """Commits `requests` at `source` as one group (CommitBatch); one outcome per request, in
+        order: its CommitReply, or a ModelError saying why the source rejected it."""
+        batch = pb.CommitBatchRequest(transactions=[to_pb(r, self.catalog) for r in requests])
+        return batch_outcomes(self._call(source, lambda stub: stub.CommitBatch(batch, timeout=60)))
 
     def source_versions(self) -> dict[str, int]:
         return {s: self._call(s, lambda stub: stub.Health(pb.HealthRequest(), timeout=30).dsv) for s in self.stubs}

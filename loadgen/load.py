@@ -2,7 +2,7 @@
 
 Reads the run configuration (run.yaml), waits for the sources to answer, reads what they hold,
 loads the initial data, then drives update transactions open-loop at --rate for --duration
-(loadgen.driver.drive, one client per source, over gRPC Commit) and prints the achieved rate.
+(loadgen.driver.drive, one client per source, over gRPC CommitBatch) and prints the achieved rate.
 Finally it waits (--settle) until the warehouse's Status shows every committed transaction
 applied, and writes a summary to <run dir>/load.json.
 
@@ -32,7 +32,7 @@ from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.chaos_k8s import ChaosError, parse_duration
-from loadgen.driver import drive
+from loadgen.driver import batch_outcomes, drive
 from loadgen.role import RoleError, add_tls_arguments, fail, tls_files
 from loadgen.runconfig import RunConfig, load_config
 
@@ -70,13 +70,14 @@ def main(args) -> int:
     except (ModelError, RoleError, ValueError) as err:
         return fail("load", err)
 
-    def commit(source: str, request: TransactionRequest):
-        # A source restarting (chaos) refuses connections: the transaction did not reach it, and
-        # the stream assumes it commits, so try again for a while.
+    def commit_batch(source: str, requests: list[TransactionRequest]) -> list:
+        # A source restarting (chaos) refuses connections: the group did not reach it, and the
+        # stream assumes it commits, so try again for a while.
+        batch = pb.CommitBatchRequest(transactions=[to_pb(r, config.catalog) for r in requests])
         deadline = time.monotonic() + _RETRY_UNAVAILABLE
         while True:
             try:
-                return sources[source].Commit(to_pb(request, config.catalog), timeout=60)
+                return batch_outcomes(sources[source].CommitBatch(batch, timeout=60))
             except grpc.RpcError as err:
                 if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
                     raise
@@ -84,7 +85,9 @@ def main(args) -> int:
 
     loaded = 0
     for source, request in initial:
-        commit(source, request)
+        outcome, = commit_batch(source, [request])
+        if isinstance(outcome, ModelError):
+            raise outcome
         loaded += sum(len(rows) for rows in request.inserts.values())
     print(f"initial data: {loaded} rows inserted", flush=True)
 
@@ -95,7 +98,7 @@ def main(args) -> int:
             reported[0] = int(elapsed) // 10
             print(f"  {elapsed:5.0f} s: offered {result.offered}, committed {result.committed}, "
                   f"rejected {result.rejected}", flush=True)
-    result = drive(commit, stream, sorted(sources), rate, duration, progress)
+    result = drive(commit_batch, stream, sorted(sources), rate, duration, progress)
     print(f"load: offered {result.offered}, committed {result.committed}, rejected {result.rejected} in "
           f"{result.seconds:.1f} s; achieved rate {result.achieved_rate:.1f} txn/s (target {rate:g})", flush=True)
     for error in result.errors[:5]:

@@ -97,7 +97,7 @@ def main(args) -> int:
         chaos = threading.Thread(target=_process_faults, args=(fed, kills, duration, random.Random(args.seed), stop, events),
                                  daemon=True)
         chaos.start()
-        load = drive(fed.commit, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
+        load = drive(fed.commit_batch, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
                      catalog.sources, args.rate, duration)
         stop.set()
         chaos.join()

@@ -1,13 +1,16 @@
 """A source's state held in memory: what the deterministic simulator runs its sources on.
 
-Same contract as the DuckDB store (source_node.store): commit with version numbers and a
-notification log, atomic sub-query answers, resend from the log, snapshots. Answers follow the
-reference semantics in fedmodel.subquery.evaluate_semijoins.
+Same contract as the DuckDB store (source_node.store): commit (one transaction, or a group with
+commit_many) with version numbers and a notification log, atomic sub-query answers, resend from
+the log, snapshots. Answers follow the reference semantics in fedmodel.subquery.evaluate_semijoins.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery, evaluate_semijoins
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
@@ -31,6 +34,24 @@ class MemoryStore:
         self.log_retention = log_retention
 
     def commit(self, request: TransactionRequest, commit_time: float = 0.0) -> Notification:
+        outcome, = self.commit_many([request], commit_time)
+        if isinstance(outcome, ModelError):
+            raise outcome
+        return outcome
+
+    def commit_many(self, requests: Sequence[TransactionRequest],
+                    commit_time: float = 0.0) -> list[Notification | ModelError]:
+        """One outcome per request, in order: its notification, or the ModelError that rejected it
+        (the others go on)."""
+        outcomes: list[Notification | ModelError] = []
+        for request in requests:
+            try:
+                outcomes.append(self._commit_one(request, commit_time))
+            except ModelError as err:
+                outcomes.append(err)
+        return outcomes
+
+    def _commit_one(self, request: TransactionRequest, commit_time: float) -> Notification:
         planned = plan_commit(self.catalog, self.source, request,
                               lambda rel, key: self.relations[rel].get(key), self._find)
         self.dsv += 1

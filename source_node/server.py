@@ -3,7 +3,9 @@
 Bad input (a garbled row payload, an unknown relation, a type mismatch, an invalid transaction)
 is answered with INVALID_ARGUMENT and the one-line ModelError text, and loses nothing: the store
 is left as it was and the server keeps serving (DESIGN.md 4.4). Messages over the size limit are
-refused by gRPC itself with RESOURCE_EXHAUSTED.
+refused by gRPC itself with RESOURCE_EXHAUSTED. CommitBatch commits its transactions as one group
+(the store's commit_many) and answers each one's versions or error text: an invalid transaction
+is rejected alone, and Commit is a group of one.
 
 Answers pass through the fault injector (kind "answer"): a dropped answer is left out of the
 AnswerBatch; a duplicated one appears twice; delayed ones are put in the order of their delays
@@ -62,13 +64,34 @@ class SourceServicer(rpc.SourceServicer):
         self.faults = faults
         self.messages = messages or MessageLog(None, store.source)
 
-    @_rejecting_bad_input
     def Commit(self, request: pb.CommitRequest, context) -> pb.CommitReply:
-        note = self.store.commit(from_pb(request, self.catalog), commit_time=time.time())
-        self.sender.wake()
-        # The versions this transaction produced, read from its notification: another commit may
+        outcome, = self._commit_group([request])
+        if outcome.WhichOneof("outcome") == "error":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, outcome.error)
+        return outcome.committed
+
+    def CommitBatch(self, request: pb.CommitBatchRequest, context) -> pb.CommitBatchReply:
+        return pb.CommitBatchReply(outcomes=self._commit_group(request.transactions))
+
+    def _commit_group(self, requests) -> list[pb.CommitOutcome]:
+        """Commits the decodable requests as one group (DuckDBStore.commit_many); one outcome per
+        request, in order: its versions, or why it was rejected (a garbled payload included)."""
+        decoded: list = []
+        for msg in requests:
+            try:
+                decoded.append(from_pb(msg, self.catalog))
+            except ModelError as err:
+                decoded.append(err)
+        valid = [r for r in decoded if not isinstance(r, ModelError)]
+        committed = iter(self.store.commit_many(valid, commit_time=time.time()) if valid else [])
+        outcomes = [r if isinstance(r, ModelError) else next(committed) for r in decoded]
+        if any(not isinstance(o, ModelError) for o in outcomes):
+            self.sender.wake()   # once per group: woken, the sender sends every notification not yet sent
+        # The versions each transaction produced, read from its notification: another commit may
         # already have moved the store's versions on.
-        return pb.CommitReply(dsv=note.dsv, brv={c.relation: c.brv for c in note.changes})
+        return [pb.CommitOutcome(error=str(o)) if isinstance(o, ModelError) else
+                pb.CommitOutcome(committed=pb.CommitReply(dsv=o.dsv, brv={c.relation: c.brv for c in o.changes}))
+                for o in outcomes]
 
     @_rejecting_bad_input
     def Query(self, request: pb.SubqueryBatch, context) -> pb.AnswerBatch:

@@ -65,6 +65,25 @@ def test_commit_returns_the_versions_it_produced(stub):
     assert reply.dsv == 3 and dict(reply.brv) == {"S": 2}
 
 
+def test_commit_batch_answers_each_transaction_and_rejects_the_invalid_ones_alone(node, stub, warehouse):
+    node.set_warehouse(warehouse.address)
+    garbled = pb.CommitRequest(txn_id="garbled", ops=[pb.RelationOps(relation="R", inserts=b"\xff\xffnot arrow")])
+    batch = [to_pb(TransactionRequest("t1", inserts={"R": [(3, "c", "2021-05-05")]}), CATALOG),
+             to_pb(TransactionRequest("t2", deletes={"R": [(7,)]}), CATALOG),
+             garbled,
+             to_pb(TransactionRequest("t3", modifies={"R": [Modification((3,), (3, "d", None))]},
+                                      inserts={"S": [("z", 0.5)]}), CATALOG)]
+    reply = stub.CommitBatch(pb.CommitBatchRequest(transactions=batch))
+    kinds = [o.WhichOneof("outcome") for o in reply.outcomes]
+    assert kinds == ["committed", "error", "error", "committed"]
+    assert "which is not there" in reply.outcomes[1].error and "garbled row payload" in reply.outcomes[2].error
+    assert [(o.committed.dsv, dict(o.committed.brv)) for o in (reply.outcomes[0], reply.outcomes[3])] == \
+           [(2, {"R": 2}), (3, {"R": 3, "S": 2})]
+    assert snapshot(stub, "R") == {"R": (3, [(1, "a", "2020-01-01"), (2, "b", None), (3, "d", None)])}
+    assert warehouse.wait_for("ds1", 2) == [2, 3]
+    assert stub.CommitBatch(pb.CommitBatchRequest()).outcomes == []
+
+
 def test_query_answers_every_subquery_of_the_batch(node, stub):
     sq1 = Subquery("q1", "ds1", (SubqueryRelation("R", None, ("B",), ("X",)),
                                  SubqueryRelation("S", "R", ("B",), ("B",), "C > 1")), (("a",), ("b",)))

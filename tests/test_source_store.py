@@ -1,5 +1,6 @@
-"""source_node.store.DuckDBStore: versions, the transactional outbox, atomic rejection, reopening,
-and sub-query answers equal to the in-memory reference (MemoryStore) on random data."""
+"""source_node.store.DuckDBStore: versions, the transactional outbox, atomic rejection, group commit
+(an invalid member rejected alone), reopening, and commits, groups and sub-query answers equal to
+the in-memory reference (MemoryStore) on random data."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def test_log_retention_keeps_the_newest_notifications(tmp_path):
 VALID_PART = {"R": [(9, "v", 9.5, "2022-02-02")]}
 
 
-@pytest.mark.parametrize("bad, message", [
+BAD_TRANSACTIONS = [
     (TransactionRequest("t", inserts={**VALID_PART, "NOPE": [(1,)]}), "does not own a relation named 'NOPE'"),
     (TransactionRequest("t", inserts={**VALID_PART, "U": [(1, "h")]}), "does not own a relation named 'U'"),
     (TransactionRequest("t", inserts={**VALID_PART, "T": [("five", "g")]}), "T.E is BIGINT"),
@@ -94,7 +95,12 @@ VALID_PART = {"R": [(9, "v", 9.5, "2022-02-02")]}
     # Passes validation but breaks the database's own constraint (a key column is NOT NULL): the
     # first relation's rows were already written when DuckDB refuses, and are rolled back.
     (TransactionRequest("t", inserts={**VALID_PART, "S": [(None, 5, True)]}), "NOT NULL constraint"),
-])
+    # A key of the wrong type reaches DuckDB in the planner's lookup, which aborts the transaction.
+    (TransactionRequest("t", inserts=VALID_PART, deletes={"T": [("five",)]}), "Could not convert string 'five'"),
+]
+
+
+@pytest.mark.parametrize("bad, message", BAD_TRANSACTIONS)
 def test_rejected_transaction_leaves_no_partial_state(store, bad, message):
     store.commit(TransactionRequest("t0", inserts={"T": [(7, "w")]}))
     before = state(store)
@@ -103,6 +109,64 @@ def test_rejected_transaction_leaves_no_partial_state(store, bad, message):
     assert state(store) == before
     store.commit(TransactionRequest("t1", inserts=VALID_PART))  # and the store goes on
     assert store.dsv == before[0] + 1
+
+
+# ---- group commit ----
+
+@pytest.mark.parametrize("bad, message", BAD_TRANSACTIONS)
+def test_invalid_member_of_a_group_is_rejected_alone_and_leaves_no_trace(tmp_path, bad, message):
+    before = TransactionRequest("t1", inserts={"T": [(7, "w")]})
+    after = TransactionRequest("t2", modifies={"T": [Modification((7,), (7, "v"))]}, inserts=VALID_PART)
+    group = DuckDBStore(CATALOG, "ds1", tmp_path / "group.duckdb", INITIAL)
+    alone = DuckDBStore(CATALOG, "ds1", tmp_path / "alone.duckdb", INITIAL)
+    first, rejected, last = group.commit_many([before, bad, after], commit_time=5.0)
+    assert isinstance(rejected, ModelError) and message in str(rejected)
+    assert [first, last] == [alone.commit(before, commit_time=5.0), alone.commit(after, commit_time=5.0)]
+    assert (first.dsv, last.dsv) == (2, 3), "the rejected member takes no DSV"
+    assert state(group) == state(alone)
+    group.close()
+    alone.close()
+
+
+def test_a_member_is_planned_on_the_rows_the_earlier_members_wrote(store):
+    outcomes = store.commit_many([
+        TransactionRequest("a", inserts={"T": [(7, "w")]}),
+        TransactionRequest("b", deletes={"T": [(7, "w")]}),
+        TransactionRequest("c", inserts={"T": [(7, "again")]}),
+        TransactionRequest("d", modifies={"T": [Modification((7,), (7, "v"))]}),
+        TransactionRequest("e", inserts={"T": [(7, "dup")]}),
+        TransactionRequest("f", deletes={"T": [(7, "again")]}),
+    ])
+    assert [o.dsv if not isinstance(o, ModelError) else str(o) for o in outcomes] == [
+        2, 3, 4, 5, "transaction e: inserting T[7, 'dup'] duplicates key [7]",
+        "transaction f: deletes T[7, 'again'] which is not there"]
+    assert outcomes[3].changes[0].modified == (Modification((7, "again"), (7, "v")),)
+    assert (7, "v") in store.snapshot()[1]["T"][1]
+
+
+def test_a_group_is_one_durable_state_with_a_notification_per_member(tmp_path):
+    path = tmp_path / "ds1.duckdb"
+    store = DuckDBStore(CATALOG, "ds1", path, INITIAL, log_retention=3)
+    notes = store.commit_many([TransactionRequest(f"t{i}", inserts={"T": [(10 + i, "z")]}) for i in range(4)])
+    assert [(n.txn_id, n.dsv, n.changes[0].brv) for n in notes] == [(f"t{i}", 2 + i, 2 + i) for i in range(4)]
+    assert (store.dsv, store.brv) == (5, {"R": 1, "S": 1, "T": 5})
+    before = state(store)
+    assert [n.dsv for n in store.unacknowledged()] == [3, 4, 5], "log retention applies to the group's end"
+    store.close()
+    reopened = DuckDBStore(CATALOG, "ds1", path)
+    assert state(reopened) == before
+    reopened.close()
+
+
+def test_many_row_group_refused_by_the_database_falls_back_to_one_by_one(store):
+    # Enough rows for the Arrow path of _table_of, which rolls back on its own when DuckDB refuses.
+    many = TransactionRequest("many", inserts={"T": [(100 + i, "m") for i in range(50)]})
+    bad = TransactionRequest("bad", inserts={"S": [(None, i, True) for i in range(50)]})
+    outcomes = store.commit_many([many, bad, TransactionRequest("last", deletes={"T": [(100,)]})])
+    assert [type(o).__name__ for o in outcomes] == ["Notification", "ModelError", "Notification"]
+    assert "NOT NULL constraint" in str(outcomes[1])
+    assert [n.txn_id for n in store.unacknowledged()] == ["many", "last"]
+    assert len(store.snapshot()[1]["T"][1]) == 2 + 49
 
 
 def test_referential_integrity_is_enforced_like_the_memory_store(tmp_path):
@@ -210,6 +274,39 @@ def twin_stores(seed: int, transactions: int = 25) -> tuple[DuckDBStore, MemoryS
 @pytest.mark.parametrize("seed", range(6))
 def test_commits_match_the_memory_store(seed):
     twin_stores(seed)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_group_commits_match_the_memory_store_committing_one_by_one(seed):
+    """Random groups (sizes 1 to 12, members planned on the state the earlier ones leave, some
+    invalid) committed with commit_many give the outcomes and state of one-by-one commits."""
+    rng = random.Random(100 + seed)
+    duck = DuckDBStore(CATALOG, "ds1", ":memory:", INITIAL)
+    memory = MemoryStore(CATALOG, "ds1", INITIAL)
+    for g in range(6):
+        group, expected = [], []
+        for i in range(rng.randint(1, 12)):
+            rows = {n: list(r.values()) for n, r in memory.relations.items()}
+            req = random_transaction(rng, len(group) + 100 * g, rows)
+            group.append(req)
+            try:
+                expected.append(memory.commit(req, commit_time=float(g)))
+            except ModelError as err:
+                expected.append(str(err))
+        got = [str(o) if isinstance(o, ModelError) else o for o in duck.commit_many(group, commit_time=float(g))]
+        assert got == expected
+        assert state(duck) == state(memory)
+    assert duck.commit_many([]) == [] and duck.dsv == memory.dsv
+    duck.close()
+
+
+def test_memory_store_group_rejects_an_invalid_member_alone():
+    memory = MemoryStore(CATALOG, "ds1", INITIAL)
+    ok, bad, ok2 = memory.commit_many([TransactionRequest("a", inserts={"T": [(7, "w")]}),
+                                       TransactionRequest("b", inserts={"T": [(7, "again")]}),
+                                       TransactionRequest("c", deletes={"T": [(7,)]})])
+    assert (ok.dsv, ok2.dsv, memory.dsv) == (2, 3, 3)
+    assert isinstance(bad, ModelError) and "duplicates key" in str(bad)
 
 
 @pytest.fixture(scope="module", params=[11, 12])

@@ -149,7 +149,9 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
             "targets": evaluate(runs),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
             "notes": ["The driver commits with one client thread per source, in stream order (the update "
-                      "stream's picture of the keys needs it); a source's store serialises its commits."]}
+                      "stream's picture of the keys needs it), each time everything queued for the source "
+                      "(up to 256 transactions) as one group (CommitBatch); a source's store serialises "
+                      "its commits."]}
 
 
 def _machine() -> dict:

@@ -4,8 +4,9 @@ load's commits, so that a missed target says what dominates.
 Wrapped on the running objects (never in their modules): the core's `handle()` (every event the
 algorithm processes), the Delta batch commit (`store.commit_batch`), the history file appends,
 the sub-query round trips (the dispatcher's `_query`, which includes handling the answers), and
-each source commit RPC the driver makes. Times are wall-clock seconds summed over threads, so
-overlapping threads can sum to more than the run lasted; what matters is which one is largest.
+each source commit RPC the driver makes (its calls are groups; `transactions` counts what they
+held). Times are wall-clock seconds summed over threads, so overlapping threads can sum to more
+than the run lasted; what matters is which one is largest.
 An attribute that is not there (a reworked warehouse) is skipped, not an error.
 """
 
@@ -30,6 +31,7 @@ class Stopwatches:
         self.calls: dict[str, int] = {}
         self.seconds: dict[str, float] = {}
         self.samples: dict[str, list[float]] = {}
+        self.transactions: dict[str, int] = {}   # source transactions per commit part (calls are groups)
 
     def timed(self, name: str, fn: Callable, keep: bool = False) -> Callable:
         def wrapper(*args, **kwargs):
@@ -57,11 +59,15 @@ class Stopwatches:
             setattr(target, method, self.timed(name, fn))
         return missing
 
-    def commit(self, fed) -> Callable:
-        """fed.commit, timed per source (the driver's client threads call it)."""
-        def commit(source, request):
-            return self.timed(f"commit at {source}", fed.commit, keep=True)(source, request)
-        return commit
+    def commit_batch(self, fed) -> Callable:
+        """fed.commit_batch, timed per source and group, counting the group's transactions (the
+        driver's client threads call it)."""
+        def commit_batch(source, requests):
+            name = f"commit at {source}"
+            with self._lock:
+                self.transactions[name] = self.transactions.get(name, 0) + len(requests)
+            return self.timed(name, fed.commit_batch, keep=True)(source, requests)
+        return commit_batch
 
     def report(self, wall_seconds: float) -> dict:
         parts = {}
@@ -70,6 +76,8 @@ class Stopwatches:
             entry = {"calls": calls, "seconds": round(secs, 3), "mean_ms": round(1000 * secs / calls, 2),
                      "share_of_wall": round(secs / wall_seconds, 3) if wall_seconds else None}
             samples = sorted(self.samples.get(name, []))
+            if name in self.transactions:
+                entry["transactions"] = self.transactions[name]
             if samples:
                 entry["p99_ms"] = round(1000 * samples[min(len(samples) - 1, int(0.99 * len(samples)))], 2)
             parts[name] = entry

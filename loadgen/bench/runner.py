@@ -78,7 +78,7 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
             set_faults(fed, **spec.faults)
         start_versions = fed.warehouse.status()["refreshed_dsv"]
         stream = Workload.named(spec.workload).stream(catalog, data, seed=spec.seed)
-        commit = watches.commit(fed)
+        commit = watches.commit_batch(fed)
 
         load_from = time.time()
         wall0 = time.monotonic()

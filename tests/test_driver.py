@@ -1,0 +1,67 @@
+"""loadgen.driver.drive with a fake batch commit: each source's transactions arrive in stream order
+in groups of at most `max_batch`, a backlog is taken as one group, and every offered transaction
+is counted once, committed or rejected."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from fedmodel.errors import ModelError
+from fedmodel.transactions import TransactionRequest
+from loadgen.driver import drive
+
+
+class RoundRobinStream:
+    """Transactions t0, t1, ... for sources a, b, a, b, ..."""
+
+    def __init__(self, sources):
+        self.sources, self.i = sources, 0
+
+    def next(self):
+        source = self.sources[self.i % len(self.sources)]
+        self.i += 1
+        return source, TransactionRequest(f"t{self.i - 1}", inserts={"R": [(self.i,)]})
+
+
+class SlowSource:
+    """A fake commit_batch: records each group, takes 20 ms per group (at 500 txn/s per source a
+    backlog of 10 builds meanwhile), rejects every seventh transaction, and fails outright on the
+    second group of the source it is told to."""
+
+    def __init__(self, fail_group_of: str | None = None):
+        self.groups: dict[str, list[list[str]]] = {}
+        self.fail_group_of = fail_group_of
+        self.lock = threading.Lock()
+
+    def __call__(self, source, requests):
+        time.sleep(0.02)
+        ids = [r.txn_id for r in requests]
+        with self.lock:
+            self.groups.setdefault(source, []).append(ids)
+        if source == self.fail_group_of and len(self.groups[source]) == 2:
+            raise ConnectionError("source unreachable")
+        return [ModelError("duplicates key") if int(i[1:]) % 7 == 0 else object() for i in ids]
+
+
+def test_each_source_gets_its_transactions_in_stream_order_in_bounded_groups():
+    fake = SlowSource()
+    result = drive(fake, RoundRobinStream(["a", "b"]), ["a", "b"], rate=1000, duration=0.5, max_batch=8)
+    for source, parity in (("a", 0), ("b", 1)):
+        sent = [i for group in fake.groups[source] for i in group]
+        assert sent == [f"t{n}" for n in range(parity, result.offered, 2)]
+        assert all(1 <= len(group) <= 8 for group in fake.groups[source])
+        assert any(len(group) == 8 for group in fake.groups[source]), "a backlog is committed as full groups"
+    assert result.committed + result.rejected == result.offered
+    assert result.rejected == len(range(0, result.offered, 7))
+    assert result.errors[0] == "t0 at a: duplicates key"
+
+
+def test_a_failed_group_counts_all_its_transactions_rejected():
+    fake = SlowSource(fail_group_of="b")
+    result = drive(fake, RoundRobinStream(["a", "b"]), ["a", "b"], rate=400, duration=0.3)
+    failed = fake.groups["b"][1]
+    invalid = [n for n in range(result.offered) if n % 7 == 0 and f"t{n}" not in failed]
+    assert result.rejected == len(failed) + len(invalid)
+    assert result.committed == result.offered - result.rejected
+    assert f"{failed[0]} at b: source unreachable" in result.errors
