@@ -8,6 +8,18 @@ after it last left is sent again, until it is acknowledged: with the outbox comm
 transaction as the data (source_node.store), this gives at-least-once delivery across drops and
 crashes; the warehouse discards duplicates by DSV (DESIGN.md 4.1, 4.2).
 
+Two levels of acknowledgement: the warehouse acknowledges a DSV only once it (and every earlier
+one) is durable in Delta, which takes a batch commit or more. Until then the reply's
+`received_dsv` says which DSVs already reached its core, under its `incarnation` (an id per
+warehouse process). A notification at or below that mark waits `safety_interval` (long) rather
+than `resend_interval` before it goes again, since the warehouse holds it in memory; it goes at
+once when a reply names another incarnation (the warehouse restarted and lost its memory) whose
+mark is below it, or when `set_warehouse` points elsewhere. The long timer covers a restart that
+no reply reveals (nothing new to send). Received-but-unacknowledged notifications stay in the
+outbox like any other: only `acked_dsv` removes them. A notification above the mark (lost, or
+behind a lost one) still goes on the short timer, and the warehouse asks for a DSV gap itself
+(the Resend RPC).
+
 A failed RPC (warehouse down or unset) is retried with exponential backoff. `resend(notes)` puts
 logged notifications through again at the warehouse's request (the Resend RPC), acknowledged
 or not.
@@ -42,13 +54,17 @@ class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
                  resend_interval: float = 0.5, rpc_timeout: float = 5.0, max_batch_bytes: int = 4 << 20,
                  max_message_bytes: int = 64 << 20, messages: MessageLog | None = None,
-                 tls: TlsFiles | None = None):
+                 tls: TlsFiles | None = None, safety_interval: float | None = None):
+        """`resend_interval`: seconds before an unacknowledged notification the warehouse has not
+        reported received goes again; `safety_interval` (default 10 x resend_interval): the same
+        for one it reported received in its current incarnation."""
         self.store = store
         self.tls = tls
         self.messages = messages or MessageLog(None, store.source)
         self.catalog = catalog
         self.faults = faults
         self.resend_interval = resend_interval
+        self.safety_interval = 10 * resend_interval if safety_interval is None else safety_interval
         self.rpc_timeout = rpc_timeout
         self.max_batch_bytes = max_batch_bytes
         self.max_message_bytes = max_message_bytes
@@ -60,6 +76,8 @@ class NotificationSender:
         self._stub = None
         self._address: str | None = None
         self._last_left: dict[int, float] = {}   # DSV -> when its latest copy went through the faults
+        self._incarnation: str | None = None      # the warehouse process the last reply came from
+        self._received = 0                         # its received_dsv for this source: every DSV up to it reached it
         self._held: list = []                      # heap of (due, seq, Notification): delayed copies
         self._seq = itertools.count()
         self._backoff = 0.0
@@ -67,7 +85,8 @@ class NotificationSender:
         self.set_warehouse(warehouse_address)
 
     def set_warehouse(self, address: str | None) -> None:
-        """Points the sender at a (new) warehouse; everything unacknowledged goes there at once."""
+        """Points the sender at a (new) warehouse; everything unacknowledged goes there at once,
+        whatever the old one reported received."""
         with self._cond:
             if self._channel is not None:
                 self._channel.close()
@@ -79,6 +98,7 @@ class NotificationSender:
                     ("grpc.max_receive_message_length", self.max_message_bytes)])
                 self._stub = rpc.WarehouseStub(self._channel)
             self._last_left.clear()
+            self._forget_received()
             self._backoff = self._retry_at = 0.0
             self._wake()
 
@@ -126,7 +146,8 @@ class NotificationSender:
 
     def _round(self) -> None:
         """One pass: sends what is due (copies whose delay is over; notifications never sent, or
-        unacknowledged for resend_interval) and records the acknowledgements.
+        unacknowledged for resend_interval, or for safety_interval if the warehouse reported them
+        received) and records the acknowledgements and the received mark.
 
         The lock is not held while reading the outbox or calling the warehouse, so commits (which
         wake the sender) never wait for a slow warehouse.
@@ -142,7 +163,7 @@ class NotificationSender:
             self._last_left = {n.dsv: self._last_left[n.dsv] for n in unacknowledged if n.dsv in self._last_left}
             for note in unacknowledged:
                 last = self._last_left.get(note.dsv)
-                if last is None or now - last >= self.resend_interval:
+                if last is None or now - last >= self._interval(note.dsv):
                     self._through_faults(note, now)
             due = []
             while self._held and self._held[0][0] <= now:
@@ -163,8 +184,36 @@ class NotificationSender:
                 self.store.acknowledge(acked)
             with self._cond:
                 self._backoff = 0.0
+                if self._stub is stub:   # else set_warehouse pointed elsewhere meanwhile: not its mark
+                    self._heard(reply.incarnation, reply.received_dsv.get(self.store.source, 0), notes)
                 for dsv in [d for d in self._last_left if d <= acked]:
                     del self._last_left[dsv]
+
+    def _interval(self, dsv: int) -> float:
+        """How long an unacknowledged notification waits after it left before it goes again."""
+        return self.safety_interval if dsv <= self._received else self.resend_interval
+
+    def _heard(self, incarnation: str, received: int, answered: list[Notification]) -> None:
+        """Takes in the incarnation and this source's received mark of the reply to `answered`."""
+        if incarnation == self._incarnation:
+            self._received = max(self._received, received)   # replies of one incarnation only grow
+            return
+        if self._incarnation is not None:
+            # The warehouse restarted: what it held in memory and had not committed is gone, so
+            # everything unacknowledged that the new process lacks goes now (what this reply
+            # answers reached it, even above its mark).
+            log.info("warehouse %s restarted (incarnation %s, was %s): resending what it lacks",
+                     self._address, incarnation, self._incarnation)
+            reached = {n.dsv for n in answered}
+            for dsv in [d for d in self._last_left if d > received and d not in reached]:
+                del self._last_left[dsv]
+            self._wake()
+        self._incarnation, self._received = incarnation, received
+
+    def _forget_received(self) -> None:
+        # Called when everything unacknowledged goes again anyway: the next reply's incarnation is
+        # then taken as it is, without a second resend.
+        self._incarnation, self._received = None, 0
 
     def _through_faults(self, note: Notification, now: float) -> None:
         self._last_left[note.dsv] = now
@@ -193,8 +242,10 @@ class NotificationSender:
         self._cond.notify()
 
     def _failed(self) -> None:
-        # Everything unacknowledged goes again on the next attempt, which waits for the backoff.
+        # Everything unacknowledged goes again on the next attempt, which waits for the backoff:
+        # the warehouse may be restarting, and its memory with it.
         self._last_left.clear()
+        self._forget_received()
         self._backoff = min(max(2 * self._backoff, MIN_BACKOFF), MAX_BACKOFF)
         self._retry_at = time.monotonic() + self._backoff
 
@@ -208,6 +259,6 @@ class NotificationSender:
         if self._held:
             times.append(self._held[0][0])
         if self._last_left:
-            times.append(min(self._last_left.values()) + self.resend_interval)
+            times.append(min(last + self._interval(dsv) for dsv, last in self._last_left.items()))
         return max(0.0, min(times) - now)
 

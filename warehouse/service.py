@@ -2,7 +2,9 @@
 
 - Notify (gRPC): notifications go to the core; the reply acknowledges, per source, every DSV that
   is durably stored in Delta, so a source keeps (and resends) anything the warehouse could still
-  lose in a crash.
+  lose in a crash. It also says which DSVs reached the core (received, perhaps not yet durable)
+  in this incarnation (a random id per process), so that a source does not resend those on its
+  short timer while they wait for a batch commit, and resends them at once when the id changes.
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
   Query RPC (beyond the paper: fewer round trips), and its resend requests.
 - A timer thread hands the core the time, so it can retry lost sub-queries and ask for gaps.
@@ -25,6 +27,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent import futures
 from pathlib import Path
@@ -90,6 +93,9 @@ class Warehouse:
         self.received: list = []                      # notifications received since the last batch commit
         self.stored: set[tuple[str, int]] = set()     # (source, dsv) already durable or pending
         self.durable: dict[str, int] = {}             # per source: every DSV up to it is in Delta
+        # Names this process's memory: a source trusts received_dsv marks only of the incarnation
+        # that gave them, since a restarted warehouse has lost what it held and not committed.
+        self.incarnation = uuid.uuid4().hex
         self.batch_id = 0
         self.seq = 0
         self.staleness: list[tuple[float, float]] = []   # (applied time, seconds since commit)
@@ -226,7 +232,10 @@ class Warehouse:
             self._evaluations.append(action)
             self._evaluate_wake.notify()
 
-    def notify(self, notes) -> dict[str, int]:
+    def notify(self, notes) -> tuple[dict[str, int], dict[str, int]]:
+        """Hands `notes` to the core; returns, per source among them, the highest DSV up to which
+        every notification is durable in Delta (acked) and the highest up to which every one has
+        reached the core (received; it is kept until a batch commit makes it durable)."""
         now = time.monotonic()
         for n in notes:
             if (n.source, n.dsv) not in self.stored:
@@ -235,7 +244,9 @@ class Warehouse:
                     self.received.append(n)
             self._arrived(n.source, [NotificationArrived(n, now)])
         with self.lock:
-            return {s: self.durable.get(s, 0) for s in {n.source for n in notes}}
+            sources = {n.source for n in notes}
+            return ({s: self.durable.get(s, 0) for s in sources},
+                    {s: self.engine.received_through(s) for s in sources})
 
     # ---- threads ----
 
@@ -443,7 +454,8 @@ class _Servicer(rpc.WarehouseServicer):
         for msg, note in zip(request.notifications, notes):
             self.w.messages.record("notification", "received", note.source, bytes=msg.ByteSize(),
                                    **notification_fields(note))
-        return pb.NotifyReply(acked_dsv=self.w.notify(notes))
+        acked, received = self.w.notify(notes)
+        return pb.NotifyReply(acked_dsv=acked, received_dsv=received, incarnation=self.w.incarnation)
 
     def ReadView(self, request, context):
         view = self.w.view
