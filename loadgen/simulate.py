@@ -124,5 +124,6 @@ def _describe(e: dict) -> str:
     if kind == "evaluate-view":
         return f"{t} recompute round {e['round']}: evaluate the view over answers read at versions {e['versions']}"
     if kind == "resend-request":
-        return f"{t} resend request to {e['source']} from DSV {e['from_dsv']}"
+        upto = f" through {e['through_dsv']}" if e.get("through_dsv") else ""
+        return f"{t} resend request to {e['source']} from DSV {e['from_dsv']}{upto}"
     return f"{t} {kind} {({k: v for k, v in e.items() if k not in ('t', 'event')})}"

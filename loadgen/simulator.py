@@ -230,9 +230,9 @@ class Simulator:
             self._handle(AnswerArrived(msg.payload, self.now))
         elif msg.kind == "resend":
             store = self.sources[msg.source]
-            if msg.payload < store.oldest_available():
-                self._handle(ResendRefused(msg.source, msg.payload, store.oldest_available(), self.now))
-            for n in store.notifications_from(msg.payload):
+            if msg.payload[0] < store.oldest_available():
+                self._handle(ResendRefused(msg.source, msg.payload[0], store.oldest_available(), self.now))
+            for n in store.notifications_from(*msg.payload):
                 self._send(Message("notification", msg.source, n), resend=True)
 
     def _query_arrives(self, sq: Subquery) -> list:
@@ -289,8 +289,8 @@ class Simulator:
             self.run.counters["resends"] += 1
             self.run.counters["messages"] += 1
             self.run.trace.append({"t": self.now, "event": "resend-request", "source": action.source,
-                                   "from_dsv": action.from_dsv})
-            msg = Message("resend", action.source, action.from_dsv)
+                                   "from_dsv": action.from_dsv, "through_dsv": action.through_dsv})
+            msg = Message("resend", action.source, (action.from_dsv, action.through_dsv))
             if self.queued_queries:
                 self.flight.append(msg)
             else:

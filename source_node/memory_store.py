@@ -85,8 +85,8 @@ class MemoryStore:
         return Answer(sq.id, self.source, self.dsv,
                       tuple(RelationAnswer(r, self.brv[r], tuple(rows[r])) for r in sq.relation_names))
 
-    def notifications_from(self, dsv: int) -> list[Notification]:
-        return [n for n in self.log if n.dsv >= dsv]
+    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
+        return [n for n in self.log if n.dsv >= dsv and (through is None or n.dsv <= through)]
 
     def oldest_available(self) -> int:
         return self.log[0].dsv if self.log else self.dsv + 1

@@ -304,9 +304,12 @@ class DuckDBStore:
 
     # ---- the log (outbox) ----
 
-    def notifications_from(self, dsv: int) -> list[Notification]:
-        """Logged notifications with DSV >= `dsv`, in DSV order (what Resend sends again)."""
-        return self._notifications("dsv >= ?", [dsv])
+    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
+        """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order (what Resend
+        sends again)."""
+        if through is None:
+            return self._notifications("dsv >= ?", [dsv])
+        return self._notifications("dsv >= ? AND dsv <= ?", [dsv, through])
 
     def oldest_available(self) -> int:
         """The oldest DSV the log still holds (DSV + 1 when it is empty)."""

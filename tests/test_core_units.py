@@ -147,3 +147,17 @@ def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
     for step in sim.scenario.steps[6:]:      # the real answers still complete the scenario
         sim._step(step)
     assert sim.view_rows() == []
+
+
+def test_a_gap_asks_for_the_missing_notifications_only():
+    """Sze-Ling's lost-notification detection: DSVs 2 and 3 of ds1 are lost, 4 and 5 arrive; the
+    resend request covers 2..3, not the notifications the warehouse already holds."""
+    from warehouse.core.engine import MaintenanceEngine
+    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    for dsv in (4, 5):
+        row = (f"a{dsv}", "b", f"c{dsv}")
+        engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (RelationChange("R1", dsv, inserted=(row,)),)), 0.0))
+    asked = [a for a in engine.handle(TimerFired(10.0)) if isinstance(a, RequestResend)]
+    assert asked == [RequestResend("ds1", 2, 3)]

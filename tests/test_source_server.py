@@ -249,3 +249,18 @@ def test_resend_pushes_logged_notifications_again(node, stub, warehouse):
         time.sleep(0.02)
     arrivals = [dsv for batch in warehouse.batches for dsv in batch]
     assert arrivals.count(3) == 2 and arrivals.count(4) == 2 and arrivals.count(2) == 1
+
+
+def test_resend_with_an_upper_bound_sends_only_the_missing_range(node, stub, warehouse):
+    node.set_warehouse(warehouse.address)
+    for i in range(4):
+        commit(stub, f"t{i}", inserts={"S": [(f"k{i}", 1.0)]})
+    warehouse.wait_for("ds1", 4)
+    reply = stub.Resend(pb.ResendRequest(from_dsv=2, through_dsv=3))
+    assert reply.resent == 2
+    deadline = time.monotonic() + 5
+    while sum(b.count(3) for b in warehouse.batches) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    arrivals = [dsv for batch in warehouse.batches for dsv in batch]
+    assert (arrivals.count(2), arrivals.count(3), arrivals.count(4), arrivals.count(5)) == (2, 2, 1, 1)

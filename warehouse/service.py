@@ -300,8 +300,9 @@ class Warehouse:
                 self._handle(event)
 
     def _resend(self, source: str, stub, request: RequestResend) -> None:
-        message = pb.ResendRequest(from_dsv=request.from_dsv)
-        self.messages.record("resend_request", "sent", source, bytes=message.ByteSize(), from_dsv=request.from_dsv)
+        message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0)
+        self.messages.record("resend_request", "sent", source, bytes=message.ByteSize(), from_dsv=request.from_dsv,
+                             through_dsv=request.through_dsv)
         try:
             reply = stub.Resend(message, timeout=30)
         except grpc.RpcError as err:

@@ -141,24 +141,27 @@ class MaintenanceEngine:
                 actions.append(SendSubquery(sq))
         if self.options.ordered:
             for source in self.versions.started_dsv:
-                if self._stuck(source):
-                    actions += self._ask_resend(source, now)
+                last = self._last_missing(source)
+                if last is not None:
+                    actions += self._ask_resend(source, last, now)
         return actions
 
-    def _ask_resend(self, source: str, now: float) -> list:
+    def _ask_resend(self, source: str, last: int, now: float) -> list:
         if now - self._asked_at.get(source, float("-inf")) < self.options.resend_timeout:
             return []
         self._asked_at[source] = now
         self.counters.resends += 1
-        return [RequestResend(source, self.log.contiguous(source) + 1)]
+        return [RequestResend(source, self.log.contiguous(source) + 1, last)]
 
-    def _stuck(self, source: str) -> bool:
-        """A gap in the received DSVs, or an answer read at a state whose notifications are missing."""
-        if self.log.has_gap(source):
-            return True
-        contiguous = self.log.contiguous(source)
-        return any(a.source == source and a.dsv > contiguous
-                   for t in self.tasks for c in t.computations for a in c.waiting)
+    def _last_missing(self, source: str) -> int | None:
+        """The last DSV of `source` the core knows it lacks, or None: below a later notification
+        (a gap in the received DSVs), or up to the state an answer was read at. The resend asks
+        for no more, so notifications received after a gap do not travel again."""
+        highest = self.log.highest(source)
+        lacking = [d for d in [self.log.last_missing(source)] if d is not None]
+        lacking += [a.dsv for t in self.tasks for c in t.computations for a in c.waiting
+                    if a.source == source and a.dsv > highest]
+        return max(lacking, default=None)
 
     # ---- resynchronisation ----
 

@@ -46,8 +46,13 @@ class SendSubquery:
 
 @dataclass(frozen=True)
 class RequestResend:
+    """Ask `source` to send its notifications from `from_dsv` through `through_dsv` again (the
+    ones the core knows it lacks, Sze-Ling's lost-notification detection); `through_dsv` None:
+    every one from `from_dsv` on."""
+
     source: str
     from_dsv: int
+    through_dsv: int | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,12 @@ class NotificationLog:
     def has_gap(self, source: str) -> bool:
         return self.highest(source) > self.contiguous(source)
 
+    def last_missing(self, source: str) -> int | None:
+        """The end of the newest gap: the highest DSV below the highest received that has not
+        been received; None without a gap."""
+        received = self._by_source.get(source, {})
+        return next((d for d in range(self.highest(source) - 1, self.contiguous(source), -1) if d not in received), None)
+
     def get(self, source: str, dsv: int) -> Notification | None:
         return self._by_source.get(source, {}).get(dsv)
 
