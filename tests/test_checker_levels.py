@@ -77,6 +77,14 @@ def test_strong_when_two_transactions_are_applied_as_one_state(oracle):
     assert (v.level, v.first_violation, v.lost, v.doubled) == ("strong", None, ["y:2"], [])
 
 
+def test_strong_when_a_lost_transaction_never_touched_the_view(oracle):
+    # U4 never reaches the warehouse, so the last state claims z at 1; the final view equals the
+    # view at the final source states all the same (U4 joins nothing), so mapping the last state
+    # there keeps the mapping monotone: strong by section 4.2, not complete (U4 is lost).
+    v = judge(oracle, [state(U2, 2, 1, 1, EMPTY), state(U1, 2, 2, 1, EMPTY), state(U3, 3, 2, 1, V3)])
+    assert (v.level, v.first_violation, v.lost, v.doubled) == ("strong", None, ["z:2"], [])
+
+
 def test_weak_when_a_state_is_the_view_at_a_source_state_it_does_not_claim(oracle):
     # U1 is applied over the state before U2, as conventional maintenance does (Example 1), and a
     # later state repairs it: the state is consistent, but with x1, not the x2 it claims.
