@@ -66,6 +66,8 @@ def main(args) -> int:
 
     prepare_environment()
     console = Console(stderr=args.json)
+    if not console.is_terminal:   # a log file or CI: the 14-column table needs more than 80 columns
+        console.width = max(console.width, 320)
     bench_dir = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     bench_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()

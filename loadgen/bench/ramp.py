@@ -2,9 +2,11 @@
 
 Each step offers one rate, open-loop (loadgen.driver.drive), for a fixed time. A step is
 sustained when the sources committed what was offered (achieved >= 90% of the rate: the
-clients' queues did not grow) and the warehouse kept up with what they committed: the backlog
+clients' queues did not grow; the step's seconds include draining them, less an allowance of a
+few transactions for a group still in flight when the step ended, which at low rates would
+otherwise decide alone) and the warehouse kept up with what they committed: the backlog
 (source transactions committed but not yet reflected in the view) grew by less than a quarter
-of what the step committed, plus a small allowance for a batch in flight. The first step that
+of what the step committed, plus the same allowance. The first step that
 is not sustained ends the ramp; the highest sustained rate lies between the last sustained step
 and it, and the last sustained step's rate is what is reported (a lower bound).
 """
@@ -42,7 +44,7 @@ class RampStep:
     @property
     def sustained(self) -> bool:
         grew = self.backlog_end - self.backlog_start
-        return (self.achieved >= ACHIEVED_SHARE * self.rate
+        return (self.committed >= ACHIEVED_SHARE * self.rate * self.seconds - BACKLOG_SLACK
                 and grew <= BACKLOG_SHARE * self.committed + BACKLOG_SLACK)
 
     def to_dict(self) -> dict:
