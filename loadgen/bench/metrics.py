@@ -86,10 +86,14 @@ def message_log_files(sources: dict[str, Path | None], history_folder: Path) -> 
     return files
 
 
-def wire_cost(files: dict[str, Path | None]) -> dict:
-    """Totals of what was sent, by kind, over the nodes' message logs, and which logs were missing."""
+def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None = None) -> dict:
+    """Totals of what was sent, by kind, over the nodes' message logs (only events logged within
+    `window`, wall-clock seconds, when given), and which logs were missing."""
     present = {node: path for node, path in files.items() if path is not None and path.exists()}
-    by_kind = totals(read(present.values()))
+    events = read(present.values())
+    if window is not None:
+        events = (e for e in events if window[0] <= e["t"] <= window[1])
+    by_kind = totals(events)
     return {"by_kind": by_kind,
             "messages": sum(k.get("sent", 0) for k in by_kind.values()),
             "rows": sum(k.get("rows", 0) for k in by_kind.values()),

@@ -44,8 +44,9 @@ def document(summary: dict) -> list[tuple]:
               ("h2", "Runs"),
               ("table", RUN_COLUMNS, [run_row(r) for r in summary["runs"]]),
               ("p", "Staleness is over the transactions committed during the load phase (time from the source "
-                    "commit to the first view state that reflects it); costs are per source transaction over "
-                    "the whole run; peak MB is the highest sum over every process (Python with the warehouse "
+                    "commit to the first view state that reflects it); costs are the messages sent during the "
+                    "load phase per source transaction committed in it (every algorithm at the same offered "
+                    "rate; per_txn_whole_run in summary.json covers the ramp too); peak MB is the highest sum over every process (Python with the warehouse "
                     "and the driver, the Spark JVM, Ray, the source actors)."),
               ("h2", "Targets (issue #6)"),
               ("table", ("target", "wanted", "measured", "met", "shortfall"),

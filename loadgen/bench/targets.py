@@ -52,17 +52,16 @@ def dominant(run: dict) -> str:
 def _bytes_breakdown(ref: dict, twin: dict) -> str:
     """Which messages the bytes are: notifications are the same for every algorithm (each carries
     its transaction's full row images), so only the maintenance traffic can differ."""
-    by_kind = ref.get("wire", {}).get("by_kind", {})
+    by_kind = (ref.get("wire_load") or ref.get("wire", {})).get("by_kind", {})
     total = sum(k.get("bytes", 0) for k in by_kind.values()) or 1
     share = by_kind.get("notification", {}).get("bytes", 0) / total
     mine, theirs = ref["per_txn"].get("maintenance_bytes"), twin["per_txn"].get("maintenance_bytes")
     sends = by_kind.get("notification", {}).get("sent", 0) / max(ref["per_txn"].get("transactions", 0), 1)
-    delta = ref.get("profile", {}).get("parts", {}).get("Delta batch commit", {}).get("mean_ms")
-    return (f"notifications are {share:.0%} of the reference run's bytes, and each transaction's notification "
-            f"left its source {sends:.1f} times on average (a source resends what the warehouse has not "
-            f"acknowledged, and the warehouse acknowledges after a Delta batch commit, {delta} ms on average "
-            f"here); counting only the maintenance traffic (sub-queries, answers, resend requests) the ratio "
-            f"is {_ratio(theirs, mine)}x ({theirs} vs {mine} bytes per txn)")
+    return (f"notifications are {share:.0%} of the reference run's bytes (every algorithm needs each "
+            f"transaction's notification; the full row images travel), and each left its source {sends:.1f} "
+            f"times on average (copies beyond one: lost ones resent, and resends the warehouse asked for or "
+            f"that its safety timer sent); counting only the maintenance traffic (sub-queries, answers, resend "
+            f"requests) the ratio is {_ratio(theirs, mine)}x ({theirs} vs {mine} bytes per txn)")
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
