@@ -13,7 +13,22 @@ from typing import Callable
 
 from fedmodel.catalog import Catalog, check_row
 from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, TransactionRequest
+from fedmodel.transactions import Modification, Notification, TransactionRequest
+
+
+class GroupCommit:
+    """`commit` as a group of one, for a store whose `commit_many` (transactions in order, one
+    outcome each: its notification or the ModelError that rejected it) is its one commit path."""
+
+    def commit(self, request: TransactionRequest, commit_time: float = 0.0) -> Notification:
+        """Validates and commits one transaction; returns its notification (also put in the outbox).
+
+        Raises ModelError, leaving no trace, when the transaction is invalid.
+        """
+        outcome, = self.commit_many([request], commit_time)
+        if isinstance(outcome, ModelError):
+            raise outcome
+        return outcome
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery, evaluate_semijoins
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
-from source_node.commit import plan_commit
+from source_node.commit import GroupCommit, plan_commit
 
 
-class MemoryStore:
+class MemoryStore(GroupCommit):
     def __init__(self, catalog: Catalog, source: str, initial: dict[str, list[tuple]] | None = None,
                  log_retention: int | None = None):
         self.catalog = catalog
@@ -32,12 +32,6 @@ class MemoryStore:
         self.log: list[Notification] = []
         self.acked = 0
         self.log_retention = log_retention
-
-    def commit(self, request: TransactionRequest, commit_time: float = 0.0) -> Notification:
-        outcome, = self.commit_many([request], commit_time)
-        if isinstance(outcome, ModelError):
-            raise outcome
-        return outcome
 
     def commit_many(self, requests: Sequence[TransactionRequest],
                     commit_time: float = 0.0) -> list[Notification | ModelError]:

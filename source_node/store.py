@@ -42,13 +42,13 @@ from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery
 from fedmodel.transactions import (Notification, RelationChange, TransactionRequest, notification_from_dict,
                                    notification_to_dict)
-from source_node.commit import PlannedChange, plan_commit
+from source_node.commit import GroupCommit, PlannedChange, plan_commit
 
 _META = "_fedlab"
 _VALUES_MAX_ROWS = 32
 
 
-class DuckDBStore:
+class DuckDBStore(GroupCommit):
     def __init__(self, catalog: Catalog, source: str, path: str | os.PathLike,
                  initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None):
         """Opens the store at `path`, creating it (with the `initial` rows) when the file is new.
@@ -89,16 +89,6 @@ class DuckDBStore:
             return dict(self._brv)
 
     # ---- transactions ----
-
-    def commit(self, request: TransactionRequest, commit_time: float = 0.0) -> Notification:
-        """Validates and commits one transaction; returns its notification (also put in the outbox).
-
-        Raises ModelError, leaving no trace, when the transaction is invalid (source_node.commit).
-        """
-        outcome, = self.commit_many([request], commit_time)
-        if isinstance(outcome, ModelError):
-            raise outcome
-        return outcome
 
     def commit_many(self, requests: Sequence[TransactionRequest],
                     commit_time: float = 0.0) -> list[Notification | ModelError]:

@@ -69,6 +69,21 @@ def assert_complete(run: Path, committed: int) -> None:
     assert verdict.transactions == verdict.states == committed
 
 
+def settle_and_judge(fed: Federation, run: Path, load: MirroredLoad) -> tuple[list[dict], dict]:
+    """Keeps the faults on a little longer, so that recovery (resends, retried sub-queries) also
+    runs under them, then lets the last messages through; stops the federation, asserts the run
+    complete, and returns its message history and the history's totals."""
+    try:
+        fed.wait_until_applied(timeout=5)
+        set_faults(fed, **NO_FAULTS)
+        assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
+    finally:
+        fed.stop()
+    assert_complete(run, load.committed)
+    history = events(run)
+    return history, message_log.totals(history)
+
+
 def assert_every_received_message_was_sent(history: list[dict]) -> None:
     """The two ends of the log agree: what a node received, its peer logged as sent."""
     def names(kind, event, name):
@@ -111,17 +126,10 @@ def test_sze_ling_stays_complete_under_one_message_fault(spark, ray_runtime, tmp
     try:
         set_faults(fed, **rates)
         load.commit(TRANSACTIONS, pause=0.05)
-        # The faults stay on a little longer, so that recovery (resends, retried sub-queries)
-        # also runs under them; then the last messages get through.
-        fed.wait_until_applied(timeout=5)
-        set_faults(fed, **NO_FAULTS)
-        assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
-    finally:
+    except BaseException:
         fed.stop()
-    assert_complete(run, load.committed)
-
-    history = events(run)
-    totals = message_log.totals(history)
+        raise
+    history, totals = settle_and_judge(fed, run, load)
     assert totals["notification"].get(fault, 0) > 0 and totals["answer"].get(fault, 0) > 0, totals
     assert all(totals[kind].get(other, 0) == 0 for kind in ("notification", "answer")
                for other in {"dropped", "delayed", "duplicated"} - {fault}), totals
@@ -154,15 +162,10 @@ def test_sze_ling_stays_complete_under_all_faults_and_restarts(spark, ray_runtim
         assert fed.addresses[victim] != before
         fed.restart_warehouse()                           # as a crash: nothing more committed
         load.commit(TRANSACTIONS // 2, pause=0.05)
-        fed.wait_until_applied(timeout=5)
-        set_faults(fed, **NO_FAULTS)
-        assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
-    finally:
+    except BaseException:
         fed.stop()
-    assert_complete(run, load.committed)
-
-    history = events(run)
-    totals = message_log.totals(history)
+        raise
+    history, totals = settle_and_judge(fed, run, load)
     for kind in ("notification", "answer"):
         assert all(totals[kind].get(fault, 0) > 0 for fault in ("dropped", "delayed", "duplicated")), totals
     # The restarted source logged on in its file: it answered sub-queries on its new port, and
