@@ -57,7 +57,7 @@ def main(args) -> int:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):
             fed.start(ray_temp_dir=str(run_dir / "ray"))
             if not args.no_chaos:
-                set_faults(fed, **DEFAULT_CHAOS)
+                set_faults(fed, DEFAULT_CHAOS)
         console.print(f"view materialised: {len(fed.warehouse.view_rows())} rows; sources {fed.addresses}; "
                       f"warehouse {fed.warehouse_address}")
         stream = Workload.named("mixed").stream(catalog, data, seed=args.seed)

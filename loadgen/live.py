@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fedmodel.errors import ModelError
+
 DEFAULT_DATA_DIR = ".cache/tpch"
 
 
@@ -34,8 +36,28 @@ def warehouse_spark(run_dir: str | Path):
     return spark
 
 
-def set_faults(fed, **rates: float) -> None:
-    """The same message fault rates at every source actor of `fed` (source_node.faults names)."""
+NO_FAULTS = {"drop": 0.0, "duplicate": 0.0, "delay_mean": 0.0}
+
+
+def set_faults(fed, rates: dict[str, float]) -> None:
+    """Message fault rates at the source actors of `fed` (see faults_by_source)."""
     import ray
 
-    ray.get([a.set_faults.remote(**rates) for a in fed.actors.values()])
+    ray.get([fed.actors[s].set_faults.remote(**r) for s, r in faults_by_source(rates, fed.actors).items() if r])
+
+
+def faults_by_source(rates: dict[str, float], sources) -> dict[str, dict[str, float]]:
+    """Each source's rates (source_node.faults names): a name with a source before a colon
+    (`sales:drop`) is that source's alone, any other every source's; later names win.
+
+    >>> faults_by_source({"drop": 0.1, "b:answer_drop": 0.5}, ["a", "b"])
+    {'a': {'drop': 0.1}, 'b': {'drop': 0.1, 'answer_drop': 0.5}}
+    """
+    out: dict[str, dict[str, float]] = {source: {} for source in sources}
+    for name, value in rates.items():
+        source, _, rate = name.rpartition(":")
+        if source and source not in out:
+            raise ModelError(f"faults: no source named {source!r} (sources: {', '.join(out)})")
+        for target in [source] if source else out:
+            out[target][rate] = value
+    return out

@@ -6,7 +6,8 @@
 Message faults are the sources' (source_node/faults.py), set at run time: `drop` and `duplicate`
 are probabilities per message (notifications and sub-query answers); `reorder=X` delays every
 message by an exponential time of mean X seconds, which reorders them (`delay=X` is the same);
-a `notification_` or `answer_` prefix (`notification_drop=0.05`) sets one kind's rate only.
+a `notification_` or `answer_` prefix (`notification_drop=0.05`) sets one kind's rate only, and a
+source's name before a colon (`sales:answer_drop=0.2`) one source's only.
 `kill-source=every:20s` (or `once`) kills a random source actor that Ray then restarts;
 `kill-warehouse=once` stops the warehouse as a crash would, mid-run, and restarts it from Delta.
 The exit status is the checker's: 0 when the run kept `--expect` (default complete).
@@ -22,26 +23,34 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.live import prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.live import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.scenario import LEVELS
 
 _FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
 _KINDS = ("notification_", "answer_")
 
 
-def parse_chaos(spec: str) -> tuple[dict, dict]:
-    """'drop=0.05,kill-source=every:20s,...' -> (fault rates, process faults)."""
+def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict]:
+    """'drop=0.05,sales:answer_drop=0.5,kill-source=every:20s,...' -> (fault rates, process faults).
+
+    A message fault may name a source before a colon: that source's rate alone (loadgen.live
+    set_faults); `sources`, when given, are the names allowed there.
+    """
     faults, kills = {}, {}
     for item in filter(None, (x.strip() for x in (spec or "").split(","))):
         name, _, value = item.partition("=")
+        source, _, name = name.rpartition(":")
+        if source and sources is not None and source not in sources:
+            raise ModelError(f"--chaos: {item}: no source named {source!r} (sources: {', '.join(sources)})")
         # notification_drop=0.05 is a rate for one kind of message (source_node.faults)
         kind, _, base = name.rpartition("_") if name.startswith(_KINDS) else ("", "", name)
         if base in _FAULTS:
+            rate = f"{kind}_{_FAULTS[base]}" if kind else _FAULTS[base]
             try:
-                faults[f"{kind}_{_FAULTS[base]}" if kind else _FAULTS[base]] = float(value)
+                faults[f"{source}:{rate}" if source else rate] = float(value)
             except ValueError:
                 raise ModelError(f"--chaos: {name} takes a number, got {value!r}") from None
-        elif name in ("kill-source", "kill-warehouse"):
+        elif name in ("kill-source", "kill-warehouse") and not source:
             m = re.fullmatch(r"once|every:(\d+(?:\.\d+)?)s", value)
             if not m:
                 raise ModelError(f"--chaos: {name} takes 'once' or 'every:Ns', got {value!r}")
@@ -61,7 +70,9 @@ def seconds(text: str) -> float:
 def main(args) -> int:
     prepare_environment()
     try:
-        faults, kills = parse_chaos(args.chaos)
+        from loadgen.tpch import tpch_catalog
+
+        faults, kills = parse_chaos(args.chaos, sorted(tpch_catalog().sources))
         duration = seconds(args.duration)
         if args.expect not in LEVELS:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
@@ -92,7 +103,7 @@ def main(args) -> int:
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
         if faults:
-            set_faults(fed, **faults)
+            set_faults(fed, faults)
         stop = threading.Event()
         chaos = threading.Thread(target=_process_faults, args=(fed, kills, duration, random.Random(args.seed), stop, events),
                                  daemon=True)
@@ -102,7 +113,7 @@ def main(args) -> int:
         stop.set()
         chaos.join()
         if faults:   # let the last messages through, then wait for the view to catch up
-            set_faults(fed, drop=0, duplicate=0, delay_mean=0)
+            set_faults(fed, NO_FAULTS)
         caught_up = fed.wait_until_applied(timeout=args.settle)
     finally:
         fed.stop()

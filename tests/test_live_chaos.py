@@ -26,6 +26,7 @@ from fedmodel import message_log
 from fedmodel.transactions import TransactionRequest
 from loadgen.check import check, message_logs
 from loadgen.federation import Federation
+from loadgen.live import NO_FAULTS, set_faults
 from loadgen.runfile import RunFile
 from loadgen.scenario import load_scenario, parse_scenario
 
@@ -45,7 +46,6 @@ FEDERATION = {
     "view": "SELECT R2.C, R3.D FROM R1 JOIN R2 ON R1.B = R2.B JOIN R3 ON R2.C = R3.C",
     "initial": {"R1": [[1, 1], [2, 1], [3, 2], [4, 3]], "R2": [[1, 1], [2, 2], [3, 1]], "R3": [[1, 10], [2, 20]]},
 }
-NO_FAULTS = {"drop": 0.0, "duplicate": 0.0, "delay_mean": 0.0}
 # Few transactions keep the file at a few minutes; the seeded fault streams (source_node.faults,
 # seed 0 at every source) drop, duplicate and delay within each source's first dozen messages.
 TRANSACTIONS = 18
@@ -53,10 +53,6 @@ TRANSACTIONS = 18
 
 def start(spark, run: Path, scenario, algorithm: str = "sze-ling") -> Federation:
     return Federation(scenario.catalog, scenario.view.sql, scenario.initial, run, spark, algorithm).start()
-
-
-def set_faults(fed: Federation, **rates) -> None:
-    ray.get([actor.set_faults.remote(**rates) for actor in fed.actors.values()])
 
 
 def events(run: Path) -> list[dict]:
@@ -75,7 +71,7 @@ def settle_and_judge(fed: Federation, run: Path, load: MirroredLoad) -> tuple[li
     complete, and returns its message history and the history's totals."""
     try:
         fed.wait_until_applied(timeout=5)
-        set_faults(fed, **NO_FAULTS)
+        set_faults(fed, NO_FAULTS)
         assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
     finally:
         fed.stop()
@@ -124,7 +120,7 @@ def test_sze_ling_stays_complete_under_one_message_fault(spark, ray_runtime, tmp
     fed = start(spark, run, scenario)
     load = MirroredLoad(scenario, fed.commit)
     try:
-        set_faults(fed, **rates)
+        set_faults(fed, rates)
         load.commit(TRANSACTIONS, pause=0.05)
     except BaseException:
         fed.stop()
@@ -147,7 +143,7 @@ def test_sze_ling_stays_complete_under_all_faults_and_restarts(spark, ray_runtim
     fed = start(spark, run, scenario)
     load = MirroredLoad(scenario, fed.commit)
     try:
-        set_faults(fed, drop=0.15, duplicate=0.15, delay_mean=0.2)
+        set_faults(fed, {"drop": 0.15, "duplicate": 0.15, "delay_mean": 0.2})
         load.commit(TRANSACTIONS // 2, pause=0.05)
         victim = "ds2"
         before, killed_at = fed.addresses[victim], time.time()
@@ -191,14 +187,14 @@ def test_interfering_insertion_is_counted_twice_by_conventional_and_compensated_
     run = tmp_path / "run"
     fed = start(spark, run, scenario, algorithm)
     try:
-        ray.get(fed.actors["ds1"].set_faults.remote(notification_drop=1.0))
+        set_faults(fed, {"ds1:notification_drop": 1.0})
         assert fed.commit("ds1", TransactionRequest("t1", inserts={"R1": [("a2", "b1")]})).dsv == 2
         assert fed.commit("ds2", TransactionRequest("t2", inserts={"R2": [("b1", "c1")]})).dsv == 2
         warehouse_log = fed.warehouse.history.folder / "messages.jsonl"
         answer = wait_for_event(warehouse_log, lambda e: e["kind"] == "answer" and e["event"] == "received"
                                 and e["peer"] == "ds1")
         assert answer["versions"] == {"R1": 2} and answer["rows"] == 2   # read after t1: interfering
-        ray.get(fed.actors["ds1"].set_faults.remote(notification_drop=0.0))
+        set_faults(fed, {"ds1:notification_drop": 0.0})
         assert fed.wait_until_applied(timeout=60), fed.warehouse.status()
         view = fed.warehouse.view_rows()
     finally:

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow]
 def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "loadgen.cli", "run", "--duration", "10s", "--rate", "8", "--json",
-         "--chaos", "drop=0.05,reorder=0.1,duplicate=0.02,kill-source=once,kill-warehouse=once",
+         "--chaos", "drop=0.05,reorder=0.1,duplicate=0.02,sales:answer_drop=0.2,kill-source=once,kill-warehouse=once",
          "--run-dir", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -37,6 +37,8 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
 @pytest.mark.parametrize("argv, message", [
     (["--algorithm", "strobe", "--chaos", "kill-warehouse=once"],
      "fedlab run: --chaos kill-warehouse: strobe cannot restart from Delta yet"),
+    (["--chaos", "nowhere:drop=0.1"],
+     "fedlab run: --chaos: nowhere:drop=0.1: no source named 'nowhere' (sources: procurement, reference, sales)"),
     (["--algorithm", "recompute", "--recompute-period", "0"],
      "fedlab run: --recompute-period must be a positive number of seconds"),
 ])
@@ -45,3 +47,16 @@ def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message,
 
     assert main(["run", *argv]) == 2
     assert capsys.readouterr().out.strip() == message
+
+
+def test_a_fault_for_one_source_reaches_that_source_only():
+    from fedmodel.errors import ModelError
+    from loadgen.live import faults_by_source
+    from loadgen.run import parse_chaos
+
+    faults, kills = parse_chaos("drop=0.1,sales:answer_drop=0.5,reference:drop=0.3", ["reference", "sales"])
+    assert kills == {}
+    assert faults_by_source(faults, ["procurement", "reference", "sales"]) == {
+        "procurement": {"drop": 0.1}, "reference": {"drop": 0.3}, "sales": {"drop": 0.1, "answer_drop": 0.5}}
+    with pytest.raises(ModelError, match="no source named 'nowhere'"):
+        faults_by_source({"nowhere:drop": 0.1}, ["sales"])

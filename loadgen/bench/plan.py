@@ -81,7 +81,7 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
          workload: str, placements: str = "default") -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument."""
     from loadgen.run import parse_chaos
-    from loadgen.tpch import view_names
+    from loadgen.tpch import DEFAULT_PLACEMENT, view_names
     from loadgen.workload import WORKLOADS
     from warehouse.core.algorithms import ALGORITHMS
     from warehouse.core.planner import ACCESS_PATHS
@@ -110,21 +110,23 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
         raise PlanError(f"--scale: expected numbers such as 0.01,0.1, got {scales!r}") from None
     if not view_list or not scale_list or any(not s > 0 for s in scale_list):
         raise PlanError("--views and --scale need at least one view and positive scale factors")
-    chaos_list = chaos if chaos else [DEFAULT_CHAOS]
-    faults = {}
-    for spec in chaos_list:
-        try:
-            faults[spec], kills = parse_chaos("" if spec == "none" else spec)
-        except ValueError as err:
-            raise PlanError(str(err)) from None
-        if kills:
-            raise PlanError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
     placement_list = _split(placements)
     for p in placement_list:
         if p not in PLACEMENTS:
             raise PlanError(f"--placement: unknown placement {p!r} (one of {', '.join(PLACEMENTS)})")
     if not placement_list:
         raise PlanError("--placement: name at least one placement")
+    # A fault for one source must name a source of every placement compared.
+    sources = sorted(set.intersection(*(set(PLACEMENTS[p] or DEFAULT_PLACEMENT) for p in placement_list)))
+    chaos_list = chaos if chaos else [DEFAULT_CHAOS]
+    faults = {}
+    for spec in chaos_list:
+        try:
+            faults[spec], kills = parse_chaos("" if spec == "none" else spec, sources)
+        except ValueError as err:
+            raise PlanError(str(err)) from None
+        if kills:
+            raise PlanError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
     if workload not in WORKLOADS:
         raise PlanError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
     if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0):

@@ -24,7 +24,7 @@ from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.resources import ResourceSampler
 from loadgen.driver import drive
-from loadgen.live import set_faults
+from loadgen.live import NO_FAULTS, set_faults
 
 Progress = Callable[[str, float, float | None, str], None]
 
@@ -75,7 +75,7 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
         if missing:
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
         if spec.faults:
-            set_faults(fed, **spec.faults)
+            set_faults(fed, spec.faults)
         start_versions = fed.warehouse.status()["refreshed_dsv"]
         stream = Workload.named(spec.workload).stream(catalog, data, seed=spec.seed)
         commit = watches.commit_batch(fed)
@@ -102,7 +102,7 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
 
         progress("settle", 0, None, "faults lifted; waiting for the view to reflect every commit")
         if spec.faults:
-            set_faults(fed, drop=0, duplicate=0, delay_mean=0)
+            set_faults(fed, NO_FAULTS)
         record["caught_up"] = fed.wait_until_applied(timeout=spec.settle)
         wall = time.monotonic() - wall0
         status = fed.warehouse.status()
