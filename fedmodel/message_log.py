@@ -27,6 +27,15 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 KINDS = ("notification", "subquery", "answer", "resend_request")
+WAREHOUSE_LOG = "messages.jsonl"   # in the warehouse's history folder
+
+
+def source_log_path(db_path: str | Path) -> Path | None:
+    """Where a source keeps its message log: beside its DuckDB file, `<db stem>.messages.jsonl`
+    (an in-memory database keeps none)."""
+    if str(db_path) == ":memory:":
+        return None
+    return Path(db_path).with_suffix(".messages.jsonl")
 EVENTS = ("sent", "dropped", "duplicated", "delayed", "received")
 
 

@@ -182,16 +182,10 @@ def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, i
     return start_versions, start_view, states
 
 
-def message_logs(run: RunFile) -> list[Path]:
-    """Where the run's nodes keep their message logs (fedmodel.message_log), present or not."""
-    logs = [path.with_name(f"{path.stem}.messages.jsonl") for path in run.sources.values() if path is not None]
-    return logs + [run.warehouse_history / "messages.jsonl"]
-
-
 def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
     """fedmodel.message_log.totals over every node's log; empty when no node kept one."""
     try:
-        return message_log.totals(message_log.read(message_logs(run)))
+        return message_log.totals(message_log.read(p for p in run.message_logs().values() if p is not None))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise HistoryError(f"message log: malformed ({err})") from None
 

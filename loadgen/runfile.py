@@ -22,6 +22,7 @@ from pathlib import Path
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
+from fedmodel.message_log import WAREHOUSE_LOG, source_log_path
 
 RUN_FILE = "run.json"
 FORMAT = 1
@@ -51,6 +52,12 @@ class RunFile:
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
         os.replace(tmp, path)   # a reader never sees half a file
         return path
+
+    def message_logs(self) -> dict[str, Path | None]:
+        """node -> where it keeps its message log (fedmodel.message_log), present or not; None for
+        a source whose file is not reachable from here. The warehouse's node is "warehouse"."""
+        logs = {source: source_log_path(db) if db is not None else None for source, db in self.sources.items()}
+        return {**logs, "warehouse": self.warehouse_history / WAREHOUSE_LOG}
 
     @staticmethod
     def read(run_dir: str | os.PathLike) -> "RunFile":

@@ -7,7 +7,7 @@ outbox is committed with the data), and starts a new gRPC server, whose port may
 the old one: `address()` tells the new one. Settings changed at run time (the warehouse address,
 the fault rates) are kept in a small JSON file beside the database and applied again on restart,
 so a restarted source goes on delivering to the warehouse it was last pointed at. Its message
-log (source_node.node.message_log_path, beside the database) is appended to across restarts.
+log (fedmodel.message_log.source_log_path, beside the database) is appended to across restarts.
 
     handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.duckdb", initial)
     ray.get(handle.address.remote())        # "127.0.0.1:<port>"

@@ -16,11 +16,10 @@ unless `message_log` names another file (runs/x/ds1.duckdb -> runs/x/ds1.message
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles
-from fedmodel.message_log import MessageLog
+from fedmodel.message_log import MessageLog, source_log_path
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 from source_node.server import SourceServicer, serve
@@ -43,7 +42,7 @@ class SourceNode:
         self.faults = faults or FaultInjector()
         self.tls = tls
         self.store = DuckDBStore(catalog, source, db_path, initial, log_retention)
-        self.messages = MessageLog(message_log if message_log is not None else message_log_path(db_path), source)
+        self.messages = MessageLog(message_log if message_log is not None else source_log_path(db_path), source)
         self.sender = NotificationSender(self.store, catalog, self.faults, warehouse_address,
                                          resend_interval=resend_interval, max_message_bytes=max_message_bytes,
                                          messages=self.messages, tls=tls)
@@ -72,10 +71,3 @@ class SourceNode:
         self.store.close()
         self.messages.close()
 
-
-def message_log_path(db_path: str | os.PathLike) -> Path | None:
-    """Where a source keeps its message log: beside its DuckDB file, `<db stem>.messages.jsonl`
-    (an in-memory database keeps none)."""
-    if str(db_path) == ":memory:":
-        return None
-    return Path(db_path).with_suffix(".messages.jsonl")

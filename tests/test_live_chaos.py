@@ -24,7 +24,7 @@ from live_support import MirroredLoad, refuses
 
 from fedmodel import message_log
 from fedmodel.transactions import TransactionRequest
-from loadgen.check import check, message_logs
+from loadgen.check import check
 from loadgen.federation import Federation
 from loadgen.live import NO_FAULTS, set_faults
 from loadgen.runfile import RunFile
@@ -56,7 +56,7 @@ def start(spark, run: Path, scenario, algorithm: str = "sze-ling") -> Federation
 
 
 def events(run: Path) -> list[dict]:
-    return list(message_log.read(message_logs(RunFile.read(run))))
+    return list(message_log.read(p for p in RunFile.read(run).message_logs().values() if p is not None))
 
 
 def assert_complete(run: Path, committed: int) -> None:

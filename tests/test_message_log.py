@@ -17,7 +17,8 @@ from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from source_node.faults import FaultInjector
-from source_node.node import SourceNode, message_log_path
+from fedmodel.message_log import source_log_path
+from source_node.node import SourceNode
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {
     "R": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]},
@@ -44,7 +45,7 @@ def test_a_partial_last_line_is_skipped_and_totals_count_the_wire_cost(tmp_path)
 
 
 def test_a_source_logs_beside_its_database_file(tmp_path):
-    assert message_log_path(tmp_path / "sales.duckdb") == tmp_path / "sales.messages.jsonl"
+    assert source_log_path(tmp_path / "sales.duckdb") == tmp_path / "sales.messages.jsonl"
     node = SourceNode(CATALOG, "ds1", tmp_path / "sales.duckdb", INITIAL)
     node.stop()
     assert node.messages.path == tmp_path / "sales.messages.jsonl"

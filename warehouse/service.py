@@ -38,7 +38,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles, add_port, client_channel
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
-from fedmodel.message_log import MessageLog, answer_fields, notification_fields, subquery_fields
+from fedmodel.message_log import WAREHOUSE_LOG, MessageLog, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
@@ -87,7 +87,7 @@ class Warehouse:
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      [o.name for o in self.view.outputs])
-        self.messages = MessageLog(self.history.folder / "messages.jsonl", "warehouse")
+        self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
         self.received: list = []                      # notifications received since the last batch commit

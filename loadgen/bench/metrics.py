@@ -78,14 +78,6 @@ def staleness(commits: dict[tuple[str, int], float], states: list[dict],
     return out
 
 
-def message_log_files(sources: dict[str, Path | None], history_folder: Path) -> dict[str, Path | None]:
-    """node -> where its message log is (the format's convention; the file may not exist, and a
-    source whose database the run file cannot reach has None)."""
-    files = {source: Path(db).with_suffix(".messages.jsonl") if db else None for source, db in sources.items()}
-    files["warehouse"] = Path(history_folder) / "messages.jsonl"
-    return files
-
-
 def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None = None) -> dict:
     """Totals of what was sent, by kind, over the nodes' message logs (only events logged within
     `window`, wall-clock seconds, when given), and which logs were missing."""

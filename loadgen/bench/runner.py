@@ -173,7 +173,7 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     record["staleness_ms_whole_run"] = metrics.percentiles(lag for _, lag in lags)
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
                         "load_seconds": load_until - load_from}
-    files = metrics.message_log_files(run.sources, run.warehouse_history)
+    files = run.message_logs()
     cost = metrics.wire_cost(files)
     record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
     counters = record.get("counters", {})
