@@ -15,6 +15,12 @@ ROLES = {
 }
 
 
+# The other commands: each a module whose main(args) runs it, imported when used.
+COMMANDS = {"simulate": "loadgen.simulate", "matrix": "loadgen.matrix", "run": "loadgen.run",
+            "bench": "loadgen.bench.command", "demo": "loadgen.demo", "check": "loadgen.check",
+            "tls-certs": "loadgen.certs"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fedlab", description="A testbed for distributed materialized-view maintenance.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -68,34 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         return chaos_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "simulate":
-        from loadgen.simulate import main as simulate_main
-
-        return simulate_main(args)
-    if args.command == "matrix":
-        from loadgen.matrix import main as matrix_main
-
-        return matrix_main(args)
-    if args.command == "run":
-        from loadgen.run import main as run_main
-
-        return run_main(args)
-    if args.command == "bench":
-        from loadgen.bench.command import main as bench_main
-
-        return bench_main(args)
-    if args.command == "demo":
-        from loadgen.demo import main as demo_main
-
-        return demo_main(args)
-    if args.command == "check":
-        from loadgen.check import main as check_main
-
-        return check_main(args)
-    if args.command == "tls-certs":
-        from loadgen.certs import main as certs_main
-
-        return certs_main(args)
+    if args.command in COMMANDS:
+        return importlib.import_module(COMMANDS[args.command]).main(args)
     if args.command in ROLES:
         from loadgen.role import configure_logging
 
