@@ -102,13 +102,17 @@ def _escape(token: str) -> str:
 def _key_ops(ops: list, field: str, base: dict, variant: dict) -> None:
     """JSON-patch operations that turn mapping `field` of the base into the variant's, key by key."""
     for sub in sorted(set(base) | set(variant)):
-        path = f"/{field}/{_escape(sub)}"
-        if sub not in variant:
-            ops.append({"op": "remove", "path": path})
-        elif sub not in base:
-            ops.append({"op": "add", "path": path, "value": variant[sub]})
-        elif base[sub] != variant[sub]:
-            ops.append({"op": "replace", "path": path, "value": variant[sub]})
+        _op(ops, f"/{field}/{_escape(sub)}", base, variant, sub)
+
+
+def _op(ops: list, path: str, base: dict, variant: dict, key: str) -> None:
+    """The operation (if any) that turns base[key] into variant[key], at `path`."""
+    if key not in variant:
+        ops.append({"op": "remove", "path": path})
+    elif key not in base:
+        ops.append({"op": "add", "path": path, "value": variant[key]})
+    elif base[key] != variant[key]:
+        ops.append({"op": "replace", "path": path, "value": variant[key]})
 
 
 def json_patch(base: dict, variant: dict) -> list[dict]:
@@ -124,13 +128,7 @@ def json_patch(base: dict, variant: dict) -> list[dict]:
         if field == "data" and isinstance(base.get(field), dict) and isinstance(variant.get(field), dict):
             _key_ops(ops, "data", base[field], variant[field])
             continue
-        path = f"/{_escape(field)}"
-        if field not in variant:
-            ops.append({"op": "remove", "path": path})
-        elif field not in base:
-            ops.append({"op": "add", "path": path, "value": variant[field]})
-        elif base[field] != variant[field]:
-            ops.append({"op": "replace", "path": path, "value": variant[field]})
+        _op(ops, f"/{_escape(field)}", base, variant, field)
     return ops
 
 
