@@ -136,13 +136,15 @@ class ViewDef:
                             frontier.append(nxt)
         return frozenset(seen)
 
-    def output_position(self, relation: str, column: str) -> int | None:
-        """The view column that shows `relation.column` (directly or through a join), if any."""
+    def output_positions(self, relation: str, column: str) -> tuple[int, ...]:
+        """Every view column that shows `relation.column` (directly, again under another name, or
+        through a join equality)."""
         target = self.equivalents(ColumnRef(relation, column))
-        for i, o in enumerate(self.outputs):
-            if o.ref in target:
-                return i
-        return None
+        return tuple(i for i, o in enumerate(self.outputs) if o.ref in target)
+
+    def output_position(self, relation: str, column: str) -> int | None:
+        """The first view column that shows `relation.column`, if any (enough to find rows by it)."""
+        return next(iter(self.output_positions(relation, column)), None)
 
     def components(self) -> list[list[str]]:
         """Connected components of the join graph, each in FROM order."""

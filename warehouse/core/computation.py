@@ -206,7 +206,10 @@ class Computation:
         subtree = {rj, *self.plan.descendants(rj)}
         join_pos = [view.output_position(rj, c) for c in pr.columns]
         key_pos = [view.output_position(rj, c) for c in rel.key]
-        frag_cols = [i for i, o in enumerate(view.outputs) if o.ref.relation in subtree]
+        # Every view column a subtree relation's column shows, also through a join equality: a key
+        # action (Example 7) finds R_j's key among them whichever relation's column displays it.
+        frag_cols = [i for i, o in enumerate(view.outputs)
+                     if any(ref.relation in subtree for ref in view.equivalents(o.ref))]
         found: dict[tuple, dict[tuple, dict]] = {}
         for value in sorted(values, key=repr):
             view_rows = self.ctx.mview.rows_where(join_pos, value)
@@ -220,7 +223,8 @@ class Computation:
         if beta != self.alpha[rj]:
             self.ctx.trace({"computation": self.label, "relation": rj, "read_from": "view",
                             "queried_version": beta, "initial_version": self.alpha[rj], "kind": "missing",
-                            "before": _combo_rows(view, rel, before), "after": _combo_rows(view, rel, found),
+                            "before": _combo_rows(view, rel, subtree, before),
+                            "after": _combo_rows(view, rel, subtree, found),
                             "added_rows": _listed(self.rows[rj].values())})
         for value, combos in found.items():
             self.combos[rj][value] = list(combos.values())
@@ -267,8 +271,9 @@ def _listed(rows) -> list[list]:
     return sorted((list(r) for r in rows), key=repr)
 
 
-def _combo_rows(view: ViewDef, rel, found: dict) -> list:
-    """Rows read from the view, shown as R_j's key and the view columns they supply (Table 2)."""
+def _combo_rows(view: ViewDef, rel, subtree: set, found: dict) -> list:
+    """Rows read from the view, shown as R_j's key and the subtree's own view columns (Table 2)."""
     return sorted(([{c: v for c, v in zip(rel.key, key)},
-                    {view.outputs[i].name: v for i, v in sorted(frag.items())}]
+                    {view.outputs[i].name: v for i, v in sorted(frag.items())
+                     if view.outputs[i].ref.relation in subtree}]
                    for combos in found.values() for key, frag in combos.items()), key=repr)

@@ -37,12 +37,15 @@ class KeyAction:
     def delta(self, view: ViewDef, mview: MaterializedView) -> dict:
         rel = view.relation(self.target)
         key_pos = [view.output_position(self.target, c) for c in rel.key]
-        folded = fold(view, self.computation.plan, self.computation.delta, self.computation.rows, {},
-                      lambda r, row: {"key": rel.key_of(row)} if r == self.target else {})
+        comp = self.computation
+        # R_j's key travels at its view positions: rows read from the view (partial
+        # self-maintenance) come as fragments of view rows, which hold it there too.
+        folded = fold(view, comp.plan, comp.delta, comp.rows, comp.combos,
+                      lambda r, row: dict(zip(key_pos, rel.key_of(row))) if r == self.target else {})
         total: Counter = Counter()
         for row, _sign, frags in folded:
-            keys = [f["key"] for f in frags]
-            if self.target == self.computation.plan.updated:
+            keys = [tuple(f[p] for p in key_pos) for f in frags]
+            if self.target == comp.plan.updated:
                 keys = [rel.key_of(row)]
             if row in self.assign:
                 changes = self.assign[row]
@@ -114,7 +117,7 @@ def _split(view: ViewDef, n: Notification, relation: str, order, key_shortcuts: 
     change = n.change(relation)
     test = view.selection_test(relation)
     shape = view.join_columns(relation) | view.selection_columns(relation)
-    shown = {c for c in rel.columns if view.output_position(relation, c) is not None}
+    shown = {c for c in rel.columns if view.output_positions(relation, c)}
     deletes, inserts, updates = list(change.deleted), list(change.inserted), []
     for m in change.modified:
         changed = {c for c in rel.columns if m.old[rel.index(c)] != m.new[rel.index(c)]}
@@ -133,9 +136,9 @@ def _split(view: ViewDef, n: Notification, relation: str, order, key_shortcuts: 
         signed = [(row, sign) for row, sign in signed if sign > 0]
         for m in updates:
             by_key.append(m.old)
-            assign[m.old] = {view.output_position(relation, c): m.new[rel.index(c)]
-                             for c in rel.columns if view.output_position(relation, c) is not None
-                             and m.old[rel.index(c)] != m.new[rel.index(c)]}
+            assign[m.old] = {pos: m.new[rel.index(c)] for c in rel.columns
+                             if m.old[rel.index(c)] != m.new[rel.index(c)]
+                             for pos in view.output_positions(relation, c)}
     else:
         signed += [(m.old, -1) for m in updates] + [(m.new, +1) for m in updates]
     return signed, by_key, assign
