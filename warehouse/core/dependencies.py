@@ -94,6 +94,9 @@ def ri_irrelevant(view: ViewDef, notification: Notification, relation: str, row:
     right side of this transaction: untouched by it, or (for an insertion) processed after this
     relation, or (for a deletion) before it; and only if the parent's key was not also removed (or
     re-added) by the same transaction. `order` is the order of the transaction's relations.
+    The constraint's parent columns must identify one parent row (determine the parent's key):
+    when several parent rows share a value, a new one joins the children of the others, and a
+    deleted one leaves behind view rows joined through it.
     """
     rel = view.relation(relation)
     change = notification.change(relation)
@@ -107,6 +110,9 @@ def ri_irrelevant(view: ViewDef, notification: Notification, relation: str, row:
         edge = view.edge(ri.child, relation)
         if edge is None or set(zip(edge.columns_of(ri.child), edge.columns_of(relation))) != set(
                 zip(ri.columns, ri.parent_columns)):
+            continue
+        if not key_refs(view, relation) <= closure(view, {ColumnRef(relation, c) for c in ri.parent_columns},
+                                                   [relation]):
             continue
         if notification.change(ri.child) is None:
             return True
