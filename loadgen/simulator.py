@@ -21,6 +21,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 from loadgen.scenario import Scenario, ScenarioError, Step
 from source_node.memory_store import MemoryStore
+from source_node.resend_policy import ResendPolicy
 from warehouse.core.algorithms import create, maintained_view
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend,
                                    ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired,
@@ -28,6 +29,7 @@ from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, Not
 from warehouse.core.recompute import recompute
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
+WAREHOUSE = "simulated warehouse"   # the incarnation the simulated sources hear of (it never restarts)
 
 
 @dataclass
@@ -61,6 +63,9 @@ class Simulator:
                              access or scenario.access, scenario.force_queries, scenario.global_transactions,
                              scenario.period)
         self.now = 0.0
+        # Each source's sender resends as the live one does (source_node.resend_policy), a timer
+        # round being its short interval.
+        self.policies = {s: ResendPolicy(self.engine.timeout) for s in self.sources}
         self.flight: list[Message] = []
         self.held: dict[str, list[Subquery]] = {}
         self.queued_queries = False   # inside `random` steps, sub-queries and answers travel too
@@ -118,6 +123,8 @@ class Simulator:
             raise ScenarioError(f"{where}: {err}") from None
         self.committed[source].append(n)
         self.run.trace.append({"t": self.now, "event": "commit", "source": source, "dsv": n.dsv, "txn": n.txn_id})
+        # Resends wait for a timer round: simulated steps are far shorter than a resend interval.
+        self.policies[source].left(n.dsv, self.now)
         self._send(Message("notification", source, n))
         return n
 
@@ -151,16 +158,17 @@ class Simulator:
             quiet = 0 if len(self.run.states) > before else quiet + 1
 
     def _settled(self) -> bool:
+        """Nothing in flight at the warehouse or held, and every notification a source still
+        waits to have acknowledged has reached the warehouse (one above a gap that can no longer
+        close stays unacknowledged)."""
         return (not self.engine.in_flight and not self.held
-                and not any(src.unacknowledged() for src in self.sources.values()))
+                and all(self.policies[s].held(n.dsv) for s, src in self.sources.items() for n in src.unacknowledged()))
 
     def _fire_timers(self) -> None:
         self.now += self.engine.timeout
         for source, store in self.sources.items():
-            in_flight = {m.payload.dsv for m in self.flight if m.kind == "notification" and m.source == source}
-            for n in store.unacknowledged():
-                if n.dsv not in in_flight:
-                    self._send(Message("notification", source, n), resend=True)
+            for n in self.policies[source].due(store.unacknowledged(), self.now):
+                self._send(Message("notification", source, n), resend=True)
         self._handle(TimerFired(self.now))
 
     def random_steps(self, seed: int, steps: int, drop: float, reorder: float, duplicate: float,
@@ -205,7 +213,8 @@ class Simulator:
             self.flight.remove(msg)
             self._log("drop", msg)
         self.held.pop(source, None)
-        for n in self.sources[source].unacknowledged():
+        self.policies[source] = ResendPolicy(self.engine.timeout)   # a new process: a new sender
+        for n in self.policies[source].due(self.sources[source].unacknowledged(), self.now):
             self._send(Message("notification", source, n), resend=True)
 
     # ---- message flow ----
@@ -213,9 +222,8 @@ class Simulator:
     def _send(self, msg: Message, resend: bool = False) -> None:
         self.run.counters["messages"] += 1
         if msg.kind == "notification":
-            n = msg.payload
-            rows = [r for c in n.changes for r in (*c.inserted, *c.deleted, *(x for m in c.modified for x in (m.old, m.new)))]
-            self._count_rows(n.changes[0].relation if n.changes else None, rows)
+            for c in msg.payload.changes:
+                self._count_rows(c.relation, (*c.inserted, *c.deleted, *(x for m in c.modified for x in (m.old, m.new))))
             if resend:
                 self.run.counters["notification_resends"] += 1
         self.flight.append(msg)
@@ -233,6 +241,7 @@ class Simulator:
             if msg.payload[0] < store.oldest_available():
                 self._handle(ResendRefused(msg.source, msg.payload[0], store.oldest_available(), self.now))
             for n in store.notifications_from(*msg.payload):
+                self.policies[msg.source].left(n.dsv, self.now)
                 self._send(Message("notification", msg.source, n), resend=True)
 
     def _query_arrives(self, sq: Subquery) -> list:
@@ -296,7 +305,10 @@ class Simulator:
             else:
                 self._deliver(msg)
         elif isinstance(action, Acknowledge):
+            # The simulated warehouse never crashes: what reached its core is as good as durable.
             self.sources[action.source].acknowledge(action.dsv)
+            self.policies[action.source].heard(WAREHOUSE, action.dsv, action.beyond)
+            self.policies[action.source].acknowledged(action.dsv)
         elif isinstance(action, StateApplied):
             self.current.update(action.delta)
             view = {r: c for r, c in self.current.items() if c}

@@ -64,7 +64,7 @@ class MemoryStore(GroupCommit):
         note = Notification(self.source, self.dsv, request.txn_id, tuple(changes), commit_time)
         self.log.append(note)
         if self.log_retention is not None and len(self.log) > self.log_retention:
-            self.log = [n for n in self.log[-self.log_retention:]]
+            self.log = self.log[len(self.log) - self.log_retention:]
         return note
 
     def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:

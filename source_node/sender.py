@@ -3,22 +3,20 @@
 It drains `store.unacknowledged()` to the warehouse's `Warehouse.Notify` RPC in DSV order,
 several notifications per RPC, each through the fault injector (which may drop, duplicate or
 delay it). The reply's cumulative `acked_dsv` for this source marks the outbox entries
-acknowledged (`store.acknowledge`). A notification still unacknowledged `resend_interval` seconds
-after it last left is sent again, until it is acknowledged: with the outbox committed in the same
-transaction as the data (source_node.store), this gives at-least-once delivery across drops and
-crashes; the warehouse discards duplicates by DSV (DESIGN.md 4.1, 4.2).
+acknowledged (`store.acknowledge`). When each unacknowledged notification goes again is the
+resend policy's (source_node.resend_policy, which the simulated sources follow too): with the
+outbox committed in the same transaction as the data (source_node.store), this gives
+at-least-once delivery across drops and crashes; the warehouse discards duplicates by DSV
+(DESIGN.md 4.1, 4.2).
 
 Two levels of acknowledgement: the warehouse acknowledges a DSV only once it (and every earlier
 one) is durable in Delta, which takes a batch commit or more. Until then the reply's
-`received_dsv` says which DSVs already reached its core, under its `incarnation` (an id per
-warehouse process). A notification at or below that mark waits `safety_interval` (long) rather
-than `resend_interval` before it goes again, since the warehouse holds it in memory; it goes at
-once when a reply names another incarnation (the warehouse restarted and lost its memory) whose
-mark is below it, or when `set_warehouse` points elsewhere. The long timer covers a restart that
-no reply reveals (nothing new to send). Received-but-unacknowledged notifications stay in the
-outbox like any other: only `acked_dsv` removes them. A notification above the mark (lost, or
-behind a lost one) still goes on the short timer, and the warehouse asks for a DSV gap itself
-(the Resend RPC).
+`received_dsv` and `received_beyond` say which DSVs already reached its core, under its
+`incarnation` (an id per warehouse process); the policy resends those on its long timer only, and
+at once when a reply names another incarnation that lacks them, or when `set_warehouse` points
+elsewhere. Received-but-unacknowledged notifications stay in the outbox like any other: only
+`acked_dsv` removes them. A notification the warehouse has not reported (lost) still goes on the
+short timer, and the warehouse asks for a DSV gap itself (the Resend RPC).
 
 A failed RPC (warehouse down or unset) is retried with exponential backoff. `resend(notes)` puts
 logged notifications through again at the warehouse's request (the Resend RPC), acknowledged
@@ -45,6 +43,7 @@ from fedmodel.messages import to_pb
 from fedmodel.transactions import Notification
 from fedmodel.wire import pb, rpc
 from source_node.faults import FaultInjector
+from source_node.resend_policy import ResendPolicy
 
 log = logging.getLogger(__name__)
 MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the warehouse fails
@@ -64,7 +63,7 @@ class NotificationSender:
         self.catalog = catalog
         self.faults = faults
         self.resend_interval = resend_interval
-        self.safety_interval = 10 * resend_interval if safety_interval is None else safety_interval
+        self.policy = ResendPolicy(resend_interval, safety_interval)
         self.rpc_timeout = rpc_timeout
         self.max_batch_bytes = max_batch_bytes
         self.max_message_bytes = max_message_bytes
@@ -75,9 +74,6 @@ class NotificationSender:
         self._channel: grpc.Channel | None = None
         self._stub = None
         self._address: str | None = None
-        self._last_left: dict[int, float] = {}   # DSV -> when its latest copy went through the faults
-        self._incarnation: str | None = None      # the warehouse process the last reply came from
-        self._received = 0                         # its received_dsv for this source: every DSV up to it reached it
         self._held: list = []                      # heap of (due, seq, Notification): delayed copies
         self._seq = itertools.count()
         self._backoff = 0.0
@@ -97,8 +93,7 @@ class NotificationSender:
                     ("grpc.max_send_message_length", self.max_message_bytes),
                     ("grpc.max_receive_message_length", self.max_message_bytes)])
                 self._stub = rpc.WarehouseStub(self._channel)
-            self._last_left.clear()
-            self._forget_received()
+            self.policy.forget()
             self._backoff = self._retry_at = 0.0
             self._wake()
 
@@ -125,6 +120,7 @@ class NotificationSender:
         with self._cond:
             now = time.monotonic()
             for note in notes:
+                self.policy.left(note.dsv, now)
                 self._through_faults(note, now)
             self._wake()
         return len(notes)
@@ -145,9 +141,8 @@ class NotificationSender:
                 self._woken = False
 
     def _round(self) -> None:
-        """One pass: sends what is due (copies whose delay is over; notifications never sent, or
-        unacknowledged for resend_interval, or for safety_interval if the warehouse reported them
-        received) and records the acknowledgements and the received mark.
+        """One pass: sends what is due (copies whose delay is over; notifications the resend
+        policy says are due) and records the acknowledgements and what the warehouse received.
 
         The lock is not held while reading the outbox or calling the warehouse, so commits (which
         wake the sender) never wait for a slow warehouse.
@@ -159,12 +154,8 @@ class NotificationSender:
         unacknowledged = self.store.unacknowledged()
         with self._cond:
             now = time.monotonic()
-            # Forget what is no longer waiting for an acknowledgement (acknowledged, or gone from the log).
-            self._last_left = {n.dsv: self._last_left[n.dsv] for n in unacknowledged if n.dsv in self._last_left}
-            for note in unacknowledged:
-                last = self._last_left.get(note.dsv)
-                if last is None or now - last >= self._interval(note.dsv):
-                    self._through_faults(note, now)
+            for note in self.policy.due(unacknowledged, now):
+                self._through_faults(note, now)
             due = []
             while self._held and self._held[0][0] <= now:
                 due.append(heapq.heappop(self._held)[2])
@@ -179,44 +170,23 @@ class NotificationSender:
                 with self._cond:
                     self._failed()
                 return
-            acked = reply.acked_dsv.get(self.store.source, 0)
+            source = self.store.source
+            acked = reply.acked_dsv.get(source, 0)
             if acked:
                 self.store.acknowledge(acked)
             with self._cond:
                 self._backoff = 0.0
-                if self._stub is stub:   # else set_warehouse pointed elsewhere meanwhile: not its mark
-                    self._heard(reply.incarnation, reply.received_dsv.get(self.store.source, 0), notes)
-                for dsv in [d for d in self._last_left if d <= acked]:
-                    del self._last_left[dsv]
-
-    def _interval(self, dsv: int) -> float:
-        """How long an unacknowledged notification waits after it left before it goes again."""
-        return self.safety_interval if dsv <= self._received else self.resend_interval
-
-    def _heard(self, incarnation: str, received: int, answered: list[Notification]) -> None:
-        """Takes in the incarnation and this source's received mark of the reply to `answered`."""
-        if incarnation == self._incarnation:
-            self._received = max(self._received, received)   # replies of one incarnation only grow
-            return
-        if self._incarnation is not None:
-            # The warehouse restarted: what it held in memory and had not committed is gone, so
-            # everything unacknowledged that the new process lacks goes now (what this reply
-            # answers reached it, even above its mark).
-            log.info("warehouse %s restarted (incarnation %s, was %s): resending what it lacks",
-                     self._address, incarnation, self._incarnation)
-            reached = {n.dsv for n in answered}
-            for dsv in [d for d in self._last_left if d > received and d not in reached]:
-                del self._last_left[dsv]
-            self._wake()
-        self._incarnation, self._received = incarnation, received
-
-    def _forget_received(self) -> None:
-        # Called when everything unacknowledged goes again anyway: the next reply's incarnation is
-        # then taken as it is, without a second resend.
-        self._incarnation, self._received = None, 0
+                if self._stub is stub:   # else set_warehouse pointed elsewhere meanwhile: not its report
+                    if self.policy.restarted_by(reply.incarnation):
+                        log.info("warehouse %s restarted (incarnation %s): resending what it lacks",
+                                 self._address, reply.incarnation)
+                        self._wake()
+                    beyond = reply.received_beyond[source].dsv if source in reply.received_beyond else ()
+                    self.policy.heard(reply.incarnation, reply.received_dsv.get(source, 0), beyond,
+                                      [n.dsv for n in notes])
+                self.policy.acknowledged(acked)
 
     def _through_faults(self, note: Notification, now: float) -> None:
-        self._last_left[note.dsv] = now
         delays = self.faults.decide("notification")
         for delay in delays:
             heapq.heappush(self._held, (now + delay, next(self._seq), note))
@@ -244,8 +214,7 @@ class NotificationSender:
     def _failed(self) -> None:
         # Everything unacknowledged goes again on the next attempt, which waits for the backoff:
         # the warehouse may be restarting, and its memory with it.
-        self._last_left.clear()
-        self._forget_received()
+        self.policy.forget()
         self._backoff = min(max(2 * self._backoff, MIN_BACKOFF), MAX_BACKOFF)
         self._retry_at = time.monotonic() + self._backoff
 
@@ -258,7 +227,8 @@ class NotificationSender:
         times = [now + self.resend_interval]
         if self._held:
             times.append(self._held[0][0])
-        if self._last_left:
-            times.append(min(last + self._interval(dsv) for dsv, last in self._last_left.items()))
+        due = self.policy.next_due()
+        if due is not None:
+            times.append(due)
         return max(0.0, min(times) - now)
 

@@ -70,14 +70,22 @@ def test_outbox_holds_each_notification_until_acknowledged(store):
     assert store.notifications_from(3) == notes[1:], "acknowledged notifications stay in the log for Resend"
 
 
-def test_log_retention_keeps_the_newest_notifications(tmp_path):
-    store = DuckDBStore(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, log_retention=2)
+STORES = {
+    "duckdb": lambda tmp_path, **kw: DuckDBStore(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, **kw),
+    "memory": lambda tmp_path, **kw: MemoryStore(CATALOG, "ds1", INITIAL, **kw),
+}
+
+
+@pytest.mark.parametrize("kind", STORES)
+@pytest.mark.parametrize("retention, kept", [(2, [4, 5]), (0, [])])
+def test_log_retention_keeps_the_newest_notifications(tmp_path, kind, retention, kept):
+    store = STORES[kind](tmp_path, log_retention=retention)
     assert store.oldest_available() == 2
     for i in range(4):
         store.commit(TransactionRequest(f"t{i}", inserts={"T": [(10 + i, "z")]}))
-    assert [n.dsv for n in store.notifications_from(0)] == [4, 5]
-    assert store.oldest_available() == 4
-    store.close()
+    assert [n.dsv for n in store.notifications_from(0)] == kept
+    assert store.oldest_available() == (kept[0] if kept else 6)
+    getattr(store, "close", lambda: None)()
 
 
 # ---- rejected transactions leave no partial state ----

@@ -2,8 +2,8 @@
 
 - Notify (gRPC): notifications go to the core; the reply acknowledges, per source, every DSV that
   is durably stored in Delta, so a source keeps (and resends) anything the warehouse could still
-  lose in a crash. It also says which DSVs reached the core (received, perhaps not yet durable)
-  in this incarnation (a random id per process), so that a source does not resend those on its
+  lose in a crash. It also says which DSVs reached the core (received, perhaps not yet durable:
+  the core's Acknowledge actions) in this incarnation (a random id per process), so that a source does not resend those on its
   short timer while they wait for a batch commit, and resends them at once when the id changes.
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
   Query RPC (beyond the paper: fewer round trips), and its resend requests.
@@ -44,7 +44,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view
-from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
+from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
                                    Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated)
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.fifo_order import FifoOrder
@@ -93,6 +93,7 @@ class Warehouse:
         self.received: list = []                      # notifications received since the last batch commit
         self.stored: set[tuple[str, int]] = set()     # (source, dsv) already durable or pending
         self.durable: dict[str, int] = {}             # per source: every DSV up to it is in Delta
+        self.reached: dict[str, Acknowledge] = {}     # per source: what its core holds (the last Acknowledge)
         # Names this process's memory: a source trusts received_dsv marks only of the incarnation
         # that gave them, since a restarted warehouse has lost what it held and not committed.
         self.incarnation = uuid.uuid4().hex
@@ -211,7 +212,9 @@ class Warehouse:
                 self._perform(action)
 
     def _perform(self, action) -> None:
-        if isinstance(action, SendSubquery):
+        if isinstance(action, Acknowledge):
+            self.reached[action.source] = action
+        elif isinstance(action, SendSubquery):
             self._queues[action.subquery.source].append(action.subquery)
             self._wake[action.subquery.source].notify()
         elif isinstance(action, RequestResend):
@@ -232,10 +235,10 @@ class Warehouse:
             self._evaluations.append(action)
             self._evaluate_wake.notify()
 
-    def notify(self, notes) -> tuple[dict[str, int], dict[str, int]]:
+    def notify(self, notes) -> tuple[dict[str, int], dict[str, Acknowledge]]:
         """Hands `notes` to the core; returns, per source among them, the highest DSV up to which
-        every notification is durable in Delta (acked) and the highest up to which every one has
-        reached the core (received; it is kept until a batch commit makes it durable)."""
+        every notification is durable in Delta (acked), and what has reached the core (the core's
+        last Acknowledge; it is kept until a batch commit makes it durable)."""
         now = time.monotonic()
         for n in notes:
             if (n.source, n.dsv) not in self.stored:
@@ -246,7 +249,7 @@ class Warehouse:
         with self.lock:
             sources = {n.source for n in notes}
             return ({s: self.durable.get(s, 0) for s in sources},
-                    {s: self.engine.received_through(s) for s in sources})
+                    {s: self.reached.get(s, Acknowledge(s, self.engine.received_through(s))) for s in sources})
 
     # ---- threads ----
 
@@ -455,8 +458,10 @@ class _Servicer(rpc.WarehouseServicer):
         for msg, note in zip(request.notifications, notes):
             self.w.messages.record("notification", "received", note.source, bytes=msg.ByteSize(),
                                    **notification_fields(note))
-        acked, received = self.w.notify(notes)
-        return pb.NotifyReply(acked_dsv=acked, received_dsv=received, incarnation=self.w.incarnation)
+        acked, reached = self.w.notify(notes)
+        return pb.NotifyReply(acked_dsv=acked, received_dsv={s: a.dsv for s, a in reached.items()},
+                              received_beyond={s: pb.Dsvs(dsv=a.beyond) for s, a in reached.items() if a.beyond},
+                              incarnation=self.w.incarnation)
 
     def ReadView(self, request, context):
         view = self.w.view

@@ -23,7 +23,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.computation import Computation, Context
-from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, RequestResend,
+from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend,
                                    ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired)
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.transaction_task import TransactionTask
@@ -95,7 +95,7 @@ class MaintenanceEngine:
         fresh = self.log.add(n)
         if not fresh:
             self.counters.duplicates += 1
-        actions: list = [Acknowledge(n.source, self.log.contiguous(n.source))]
+        actions: list = [self.log.acknowledgement(n.source)]
         if self.options.ordered:
             while (nxt := self.log.get(n.source, self.versions.started_dsv.get(n.source, 0) + 1)) is not None:
                 self.versions.started_dsv[n.source] = nxt.dsv
@@ -190,6 +190,7 @@ class MaintenanceEngine:
         delta = Counter(rows)
         delta.subtract(before)
         actions: list = [StateApplied("*", 0, "resync", {r: c for r, c in delta.items() if c}, dict(dsv))]
+        actions += [self.log.acknowledgement(s) for s in dsv]   # the snapshots cover what a gap hid
         for n in pending:
             actions += self._on_notification(n, 0.0)
         return actions + self._apply_ready()
@@ -265,7 +266,8 @@ class MaintenanceEngine:
 
     @property
     def in_flight(self) -> int:
-        return len(self.tasks)
+        started = self.versions.started_dsv
+        return len(self.tasks) + sum(self.log.waiting(s, d) for s, d in started.items())
 
     @property
     def timeout(self) -> float:

@@ -57,10 +57,12 @@ class RequestResend:
 
 @dataclass(frozen=True)
 class Acknowledge:
-    """Every notification of `source` up to `dsv` is received (and logged by the core)."""
+    """Every notification of `source` up to `dsv`, and those in `beyond` (received after a gap),
+    reached the core: the source need not send them again soon (source_node.resend_policy)."""
 
     source: str
     dsv: int
+    beyond: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ notification (end of section 5.2).
 from __future__ import annotations
 
 from fedmodel.transactions import Notification, RelationChange
+from warehouse.core.events import Acknowledge
 
 
 class NotificationLog:
@@ -35,6 +36,15 @@ class NotificationLog:
     def contiguous(self, source: str) -> int:
         """The highest DSV such that every DSV up to it has been received."""
         return self._contiguous.get(source, 0)
+
+    def acknowledgement(self, source: str) -> Acknowledge:
+        """What the core tells `source` it holds: every DSV up to the contiguous mark, and beyond."""
+        c = self.contiguous(source)
+        return Acknowledge(source, c, tuple(sorted(d for d in self._by_source.get(source, {}) if d > c)))
+
+    def waiting(self, source: str, started: int) -> int:
+        """How many received notifications of `source` lie above DSV `started` (behind a gap)."""
+        return sum(1 for d in self._by_source.get(source, {}) if d > started)
 
     def highest(self, source: str) -> int:
         received = self._by_source.get(source, {})

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from fedmodel.subquery import Answer, Subquery, SubqueryRelation
 from fedmodel.viewdef import ViewDef
-from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, ResendRefused,
+from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, ResendRefused,
                                    SendSubquery, StateApplied, TimerFired, ViewEvaluated)
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.view_state import MaterializedView
@@ -68,9 +68,8 @@ class PeriodicRecompute:
         if isinstance(event, NotificationArrived):
             n = event.notification
             self.transport.add(n)
-            contiguous = self.transport.contiguous(n.source)
-            self.transport.forget_through(n.source, contiguous)
-            return [Acknowledge(n.source, contiguous)]
+            self.transport.forget_through(n.source, self.transport.contiguous(n.source))
+            return [self.transport.acknowledgement(n.source)]
         if isinstance(event, AnswerArrived):
             return self._on_answer(event.answer)
         if isinstance(event, TimerFired):

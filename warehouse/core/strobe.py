@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
-from warehouse.core.events import (Acknowledge, AnswerArrived, NotificationArrived, ResendRefused,
+from warehouse.core.events import (AnswerArrived, NotificationArrived, ResendRefused,
                                    SendSubquery, StateApplied, TimerFired)
 from warehouse.core.keyed_view import project, widen
 from warehouse.core.notification_log import NotificationLog
@@ -151,7 +151,7 @@ class StrobeFamily:
         if isinstance(event, NotificationArrived):
             n = event.notification
             fresh = self.transport.add(n)
-            actions: list = [Acknowledge(n.source, self.transport.contiguous(n.source))]
+            actions: list = [self.transport.acknowledgement(n.source)]
             actions += self._receive(n, fresh, event.now)
             self._forget(n.source)
         elif isinstance(event, AnswerArrived):

@@ -1,0 +1,93 @@
+"""When a source sends each unacknowledged notification again: the outbox's resend policy.
+
+A pure object handed the time, so that the live sender (source_node.sender, wall-clock time) and
+the simulated sources (loadgen.simulator, simulated time) follow one rule (DESIGN.md 2: no
+protocol rule in one world only).
+
+At-least-once delivery: a notification leaves when it is committed and again `resend_interval`
+after its last copy left, until the warehouse acknowledges it. The warehouse also reports, under
+its incarnation (an id per warehouse process), which DSVs reached its core: every one up to a
+mark, and those it holds beyond the mark (received above a gap). Those wait `safety_interval`
+(long) instead, since the warehouse holds them; without that a notification above a gap the
+warehouse cannot close (a log truncated at the source, an algorithm that never asks for gaps)
+would travel again every round forever. They go at once when a reply names another incarnation
+that lacks them (the warehouse restarted and lost its memory); the long timer covers a restart
+no reply reveals.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from fedmodel.transactions import Notification
+
+
+class ResendPolicy:
+    def __init__(self, resend_interval: float, safety_interval: float | None = None):
+        """`resend_interval`: how long an unacknowledged notification the warehouse has not
+        reported received waits after it left; `safety_interval` (default 10 x resend_interval):
+        the same for one it reported received in its current incarnation."""
+        self.resend_interval = resend_interval
+        self.safety_interval = 10 * resend_interval if safety_interval is None else safety_interval
+        self._last_left: dict[int, float] = {}   # DSV -> when its latest copy left
+        self._incarnation: str | None = None      # the warehouse process the last report came from
+        self._received = 0                         # every DSV up to it reached that process's core
+        self._beyond: frozenset[int] = frozenset()  # and these above the mark
+
+    def due(self, unacknowledged: Sequence[Notification], now: float) -> list[Notification]:
+        """The notifications to send now (never sent, or waited their interval), marked as left."""
+        self._last_left = {n.dsv: self._last_left[n.dsv] for n in unacknowledged if n.dsv in self._last_left}
+        out = []
+        for note in unacknowledged:
+            last = self._last_left.get(note.dsv)
+            if last is None or now - last >= self._interval(note.dsv):
+                self._last_left[note.dsv] = now
+                out.append(note)
+        return out
+
+    def left(self, dsv: int, now: float) -> None:
+        """A copy of `dsv` left outside `due` (the warehouse asked for it with a resend request)."""
+        self._last_left[dsv] = now
+
+    def acknowledged(self, dsv: int) -> None:
+        """Everything up to `dsv` is durable at the warehouse: never to be sent again."""
+        for d in [d for d in self._last_left if d <= dsv]:
+            del self._last_left[d]
+
+    def heard(self, incarnation: str, received: int, beyond: Iterable[int] = (), answered: Iterable[int] = ()) -> None:
+        """A report from the warehouse process `incarnation`: every DSV up to `received` and
+        those in `beyond` reached its core; `answered` are the DSVs the report answers (they
+        reached it, whatever it says)."""
+        beyond = frozenset(beyond)
+        if incarnation == self._incarnation:
+            self._received = max(self._received, received)   # reports of one incarnation only grow
+            self._beyond = frozenset(d for d in self._beyond | beyond if d > self._received)
+            return
+        if self._incarnation is not None:
+            # The warehouse restarted: what it held in memory and had not made durable is gone,
+            # so everything unacknowledged the new process lacks goes at the next `due`.
+            reached = set(answered) | beyond
+            for dsv in [d for d in self._last_left if d > received and d not in reached]:
+                del self._last_left[dsv]
+        self._incarnation, self._received, self._beyond = incarnation, received, beyond
+
+    def held(self, dsv: int) -> bool:
+        """Whether the warehouse reported `dsv` received (in its current incarnation)."""
+        return dsv <= self._received or dsv in self._beyond
+
+    def forget(self) -> None:
+        """Everything unacknowledged goes again at the next `due` (a failed call, another
+        warehouse): its report, if it ever comes, is taken as it is."""
+        self._last_left.clear()
+        self._incarnation, self._received, self._beyond = None, 0, frozenset()
+
+    def next_due(self) -> float | None:
+        """When the earliest copy that left becomes due again; None if none left."""
+        return min((last + self._interval(dsv) for dsv, last in self._last_left.items()), default=None)
+
+    def restarted_by(self, incarnation: str) -> bool:
+        """Whether a report from `incarnation` reveals a warehouse restart."""
+        return self._incarnation is not None and incarnation != self._incarnation
+
+    def _interval(self, dsv: int) -> float:
+        return self.safety_interval if self.held(dsv) else self.resend_interval
