@@ -7,6 +7,12 @@ determined, so partial self-maintenance and key refresh have work to do) or many
 non-key columns). Views keep every key (no count) or only some columns (a count); some relations
 carry a selection; same-source references are sometimes declared as referential integrity.
 Same seed, same scenario.
+
+`adversarial=True` also draws the shapes adversarial testing found defects in (issue 11), each
+from a generator of its own so that the classic shapes of a seed stay as they were: a column
+shown twice, keys and functional-dependency left sides of intermediate relations in the view,
+declared FDs, referential integrity on non-key parent columns, typed value columns (relations of
+equal arity with different types), and NULLs in join columns.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ SHAPES = ("chain", "star", "tree")
 
 def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tuple[int, int] = (2, 4),
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
-                    commit_rate: float = 0.4, algorithm: str = "sze-ling") -> dict:
+                    commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False) -> dict:
     rng = random.Random(seed)
+    odd = _Adversary(seed) if adversarial else None
     n = rng.randint(*relations)
     k = rng.randint(sources[0], min(sources[1], n))
     shape = rng.choice(SHAPES)
@@ -30,8 +37,10 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
 
     columns = {i: [f"K{i + 1}", f"V{i + 1}"] for i in range(n)}
     conditions, references = [], []
+    referencing = {c: rng.random() < 0.6 for c in parent}
+    chain = odd.fd_chain(parent, referencing) if odd else None
     for c, p in parent.items():
-        if rng.random() < 0.6:   # a reference: child.F = parent.key
+        if referencing[c]:   # a reference: child.F = parent.key
             col = f"F{c + 1}_{p + 1}"
             columns[c].append(col)
             conditions.append(f"{names[c]}.{col} = {names[p]}.K{p + 1}")
@@ -51,10 +60,17 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
                            for col in columns[i][1:]]
             rows.append(row)
         data[names[i]] = rows
+    types = {i: ["BIGINT"] * len(columns[i]) for i in range(n)}
+    fds, non_key_ri = [], []
+    if odd:   # in this order: each step keeps the data valid for the constraints drawn before it
+        odd.null_join_values(columns, data)
+        non_key_ri = odd.non_key_references(names, columns, placement, data)
+        fds = odd.functional_dependencies(names, columns, data, chain)
+        odd.type_values(columns, types, data)
 
     doc_sources: dict = {}
     for i, name in enumerate(names):
-        doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": ["BIGINT"] * len(columns[i]),
+        doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": types[i],
                                                           "key": [f"K{i + 1}"]}
     ri = []
     for c, col, p in references:
@@ -62,6 +78,7 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
         refs = [r[columns[c].index(col)] for r in data[names[c]]]
         if placement[c] == placement[p] and rng.random() < 0.5 and all(v in parent_keys for v in refs):
             ri.append({"child": names[c], "columns": [col], "parent": names[p], "parent_columns": [f"K{p + 1}"]})
+    ri += non_key_ri
 
     all_keys = rng.random() < 0.5
     select = []
@@ -73,7 +90,10 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
                 select.append(f"{names[i]}.{col}")
     if not select:
         select.append(f"{names[0]}.V1")
-    where = [f"{names[i]}.V{i + 1} <> 3" for i in range(n) if rng.random() < 0.2]
+    if odd:
+        select = odd.select_list(names, fds, select, chain)
+    three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
+    where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(n) if rng.random() < 0.2]
     sql = f"SELECT {', '.join(dict.fromkeys(select))} FROM {names[0]}"
     for i in range(1, n):
         sql += f" JOIN {names[i]} ON {conditions[i - 1]}"
@@ -83,7 +103,7 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
         "name": f"random federation {seed} ({shape}, {n} relations, {k} sources)",
         "algorithm": algorithm,
         "sources": doc_sources,
-        "constraints": {"ri": ri},
+        "constraints": {"ri": ri, "fds": fds},
         "view": sql,
         "initial": data,
         "steps": [{"random": {"seed": seed, "steps": steps, "drop": drop, "reorder": reorder,
@@ -91,3 +111,107 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
                   {"run": "all"}],
         "expect": {"consistency": "complete"},
     }
+
+
+class _Adversary:
+    """The shapes of issue 11, drawn from a generator of their own (one per seed)."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(f"adversarial {seed}")
+
+    def fd_chain(self, parent: dict, referencing: dict) -> tuple[int, int, int] | None:
+        """Now and then the issue's shape: a leaf L joined many-to-many to P, which references
+        its parent Q. With the FD `P.M -> P.F` and L's key in the view, L determines Q through
+        a P whose key the view does not show: Q's deletions and modifications are applied by
+        Q's key path, whose last relation is read from the view (partial self-maintenance)."""
+        leaves = [c for c in parent if c not in parent.values() and parent[c] in parent]
+        if not leaves or self.rng.random() < 0.2:
+            return None
+        leaf = self.rng.choice(leaves)
+        middle = parent[leaf]
+        referencing[leaf], referencing[middle] = False, True
+        return parent[middle], middle, leaf
+
+    def functional_dependencies(self, names, columns, data, chain) -> list[dict]:
+        """`join column -> every other non-key column` on some relations (the issue's `x -> d, y`:
+        an FD that reaches on along the join graph), with the data made to satisfy it."""
+        fds = []
+        for i, name in enumerate(names):
+            joins = columns[i][2:]
+            in_chain = chain is not None and i == chain[1]
+            if not joins or (self.rng.random() < 0.4 and not in_chain):
+                continue
+            lhs = f"M{i + 1}_{chain[2] + 1}" if in_chain else self.rng.choice(joins)
+            at = columns[i].index(lhs)
+            rhs = [c for c in columns[i][1:] if c != lhs]
+            image: dict = {}
+            for row in data[name]:
+                fixed = image.setdefault(row[at], {c: row[columns[i].index(c)] for c in rhs})
+                for c, v in fixed.items():
+                    row[columns[i].index(c)] = v
+            fds.append({"relation": name, "from": [lhs], "to": rhs})
+        return fds
+
+    def type_values(self, columns, types, data) -> None:
+        """Some value columns become VARCHAR or DOUBLE: equal arities, different types."""
+        for i, cols in columns.items():
+            kind = self.rng.choice(("BIGINT", "BIGINT", "VARCHAR", "DOUBLE"))
+            if kind == "BIGINT":
+                continue
+            at = cols.index(f"V{i + 1}")
+            types[i][at] = kind
+            for row in data[f"R{i + 1}"]:
+                row[at] = f"v{row[at]}" if kind == "VARCHAR" else row[at] + 0.5
+
+    def null_join_values(self, columns, data) -> None:
+        """A few NULLs in join columns: such a row joins nothing."""
+        for i, cols in columns.items():
+            for row in data[f"R{i + 1}"]:
+                for at in range(2, len(cols)):
+                    if self.rng.random() < 0.1:
+                        row[at] = None
+
+    def non_key_references(self, names, columns, placement, data) -> list[dict]:
+        """RI whose parent columns are not the parent's key (a many-to-many edge's columns) on
+        same-source edges; the data is made to satisfy it, with parents sharing their values so
+        that a new or deleted parent meets children referring to another one."""
+        ri = []
+        for c, child in enumerate(names):
+            for col in columns[c]:
+                if not col.startswith("M"):
+                    continue
+                p = int(col.split("_")[1]) - 1
+                pcol = f"M{p + 1}_{c + 1}"
+                parents = data[names[p]]
+                if placement[c] != placement[p] or not parents:
+                    continue
+                at, child_at = columns[p].index(pcol), columns[c].index(col)
+                shared = parents[0][at] if parents[0][at] is not None else 1
+                for row in parents:
+                    row[at] = shared
+                for row in data[child]:
+                    row[child_at] = shared
+                ri.append({"child": child, "columns": [col], "parent": names[p], "parent_columns": [pcol]})
+        return ri
+
+    def select_list(self, names, fds, select, chain) -> list[str]:
+        """Adds keys of some relations and FD left sides (the ends of FD chains through relations
+        whose own key stays hidden), shows the FD chain's ends without its middle's key, and
+        shows a column twice."""
+        extra = []
+        for i in range(len(names)):
+            if self.rng.random() < 0.4:
+                extra.append(f"{names[i]}.K{i + 1}")
+        for fd in fds:
+            if self.rng.random() < 0.7:
+                extra.append(f"{fd['relation']}.{fd['from'][0]}")
+        hidden = set()
+        if chain is not None:
+            q, middle, leaf = chain
+            extra += [f"{names[leaf]}.K{leaf + 1}", f"{names[leaf]}.M{leaf + 1}_{middle + 1}", f"{names[q]}.V{q + 1}"]
+            hidden = {f"{names[middle]}.K{middle + 1}"}
+        out = [c for c in dict.fromkeys(select + extra) if c not in hidden]
+        if self.rng.random() < 0.4:
+            again = self.rng.choice(out)
+            out.append(f"{again} AS {again.split('.')[1]}_again")
+        return out
