@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 from fedmodel.errors import ModelError
 
 TYPES = ("BIGINT", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN")
+_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,13 @@ class Catalog:
             if not isinstance(rels, dict) or not rels:
                 raise ModelError(f"{where}: source {source!r} must map relation names to schemas")
             for name, schema in rels.items():
-                if not isinstance(schema, dict) or not isinstance(schema.get("columns"), list):
+                if not isinstance(schema, dict) or "columns" not in schema:
                     raise ModelError(f"{where}: relation {name!r} needs a 'columns' list")
-                columns = tuple(str(c) for c in schema["columns"])
+                columns = _names(schema["columns"], f"{where}: relation {name!r}: 'columns'")
                 if len({c.lower() for c in columns}) != len(columns):
                     raise ModelError(f"{where}: relation {name!r} repeats a column")
-                key = tuple(str(c) for c in schema.get("key") or columns)
+                key = (columns if schema.get("key") is None
+                       else _names(schema["key"], f"{where}: relation {name!r}: 'key'"))
                 types = schema.get("types")
                 if types is None:
                     types = _infer_types(columns, (initial or {}).get(name, []))
@@ -160,12 +162,34 @@ class Catalog:
                     rel.index(c)
                 relations.append(rel)
         constraints = doc.get("constraints") or {}
-        fds = tuple(FunctionalDependency(str(f["relation"]), tuple(f["from"]), tuple(f["to"]))
-                    for f in constraints.get("fds", []) or [])
-        ri = tuple(ReferentialIntegrity(str(c["child"]), tuple(c["columns"]), str(c["parent"]),
-                                        tuple(c["parent_columns"]))
-                   for c in constraints.get("ri", []) or [])
+        if not isinstance(constraints, dict) or set(constraints) - {"fds", "ri"}:
+            raise ModelError(f"{where}: 'constraints' is a mapping with 'fds' and 'ri', each a list")
+        fds = tuple(FunctionalDependency(str(f["relation"]), _names(f["from"], f"{at}.from"),
+                                         _names(f["to"], f"{at}.to"))
+                    for at, f in _entries(constraints, "fds", ("relation", "from", "to"), where))
+        ri = tuple(ReferentialIntegrity(str(c["child"]), _names(c["columns"], f"{at}.columns"), str(c["parent"]),
+                                        _names(c["parent_columns"], f"{at}.parent_columns"))
+                   for at, c in _entries(constraints, "ri", ("child", "columns", "parent", "parent_columns"), where))
         return Catalog(tuple(relations), fds, ri)
+
+
+def _entries(constraints: dict, kind: str, fields: tuple[str, ...], where: str) -> list[tuple[str, dict]]:
+    """`constraints[kind]`'s entries, each with exactly `fields`, with where each one is in the file."""
+    entries = constraints.get(kind) or []
+    if not isinstance(entries, list):
+        raise ModelError(f"{where}: constraints.{kind} must be a list")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or set(entry) != set(fields):
+            raise ModelError(f"{where}: constraints.{kind}[{i}] needs exactly {', '.join(fields)}")
+    return [(f"{where}: constraints.{kind}[{i}]", entry) for i, entry in enumerate(entries)]
+
+
+def _names(value, what: str) -> tuple[str, ...]:
+    """A non-empty list of column names. A bare string is refused rather than read as its letters
+    (`from: jv` is not the columns j and v)."""
+    if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
+        raise ModelError(f"{what} must be a list of column names, got {value!r}")
+    return tuple(value)
 
 
 def _infer_types(columns: Sequence[str], rows: Sequence[Sequence]) -> tuple[str, ...]:
@@ -188,15 +212,31 @@ def check_row(relation: Relation, row: Sequence, where: str) -> tuple:
     if not isinstance(row, (list, tuple)) or len(row) != len(relation.columns):
         raise ModelError(f"{where}: a row of {relation.name} needs {len(relation.columns)} values, got {row!r}")
     for value, column, typ in zip(row, relation.columns, relation.types):
-        if value is None:
-            continue
-        ok = {
-            "BIGINT": isinstance(value, int) and not isinstance(value, bool),
-            "DOUBLE": isinstance(value, (int, float)) and not isinstance(value, bool),
-            "BOOLEAN": isinstance(value, bool),
-            "VARCHAR": isinstance(value, str),
-            "DATE": isinstance(value, (str, datetime.date)),
-        }[typ]
-        if not ok:
-            raise ModelError(f"{where}: {relation.name}.{column} is {typ}, got {value!r}")
+        check_value(value, typ, f"{where}: {relation.name}.{column}")
     return tuple(row)
+
+
+def check_value(value, typ: str, what: str) -> None:
+    """Raises ModelError '<what> is <typ>, got <value>' unless `value` is NULL or a value of `typ`.
+
+    BIGINT is 64 bits, as in every engine and in the row codec: a larger integer is refused here,
+    where the file names it, rather than overflowing later in Arrow.
+    """
+    if value is None:
+        return
+    integer = isinstance(value, int) and not isinstance(value, bool)
+    ok = {
+        "BIGINT": integer and _INT64_MIN <= value <= _INT64_MAX,
+        "DOUBLE": integer or isinstance(value, float),
+        "BOOLEAN": isinstance(value, bool),
+        "VARCHAR": isinstance(value, str),
+        "DATE": isinstance(value, (str, datetime.date)),
+    }[typ]
+    if ok:
+        return
+    if typ == "BIGINT" and integer:
+        raise ModelError(f"{what} is BIGINT, got {value!r}, which does not fit in 64 bits")
+    if isinstance(value, bool):
+        # YAML 1.1 reads unquoted on/off/yes/no/true/false as booleans: the likeliest cause.
+        raise ModelError(f"{what} is {typ}, got the boolean {value!r} (quote on/off/yes/no in YAML to write a string)")
+    raise ModelError(f"{what} is {typ}, got {value!r}")

@@ -39,7 +39,7 @@ def rows_to_arrow(columns: Sequence[str], types: Sequence[str], rows: Sequence[S
     for i, field in enumerate(schema):
         try:
             arrays.append(pa.array([_to_arrow_value(r[i], field.type) for r in rows], type=field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as err:
             raise ModelError(f"column {field.name}: {err}") from None
     return pa.Table.from_arrays(arrays, schema=schema)
 

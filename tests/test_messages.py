@@ -98,6 +98,11 @@ def test_value_of_the_wrong_type_is_refused():
         from_pb(msg, CATALOG)
 
 
+def test_an_integer_beyond_64_bits_is_a_model_error_not_an_overflow():
+    with pytest.raises(ModelError, match="column A: "):
+        encode_rows(["A"], ["BIGINT"], [(2 ** 64,)])
+
+
 def test_unknown_relation_is_refused():
     with pytest.raises(ModelError, match="unknown relation 'NOPE'"):
         from_pb(pb.CommitRequest(txn_id="t", ops=[pb.RelationOps(relation="NOPE")]), CATALOG)

@@ -79,3 +79,30 @@ def test_the_console_script_runs_and_lists_subcommands_each_with_its_own_help():
     assert top.returncode == 0 and "simulate" in top.stdout
     sub = subprocess.run([sys.executable, "-m", "loadgen.cli", "simulate", "--help"], capture_output=True, text=True)
     assert "--algorithm" in sub.stdout
+
+
+# ---- input adversarial testing found ending in a traceback or silently misread ----
+
+def example1_with(tmp_path, changes: str) -> str:
+    """Example 1's scenario file with the top-level keys of the YAML text `changes` replaced."""
+    import yaml
+
+    doc = yaml.safe_load((SCENARIOS / "sze_ling_example1.yaml").read_text())
+    doc.update(yaml.safe_load(changes))
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ("initial: {R1: [[18446744073709551616, b1]], R2: []}\nsteps: []",
+     "initial.R1: R1.A is BIGINT, got 18446744073709551616, which does not fit in 64 bits"),
+    ("constraints: {fds: [{relation: R1, from: [B]}]}", "constraints.fds[0] needs exactly relation, from, to"),
+    ("constraints: [{relation: R1, from: [B], to: [A]}]", "'constraints' is a mapping with 'fds' and 'ri'"),
+    ("constraints: {fds: [{relation: R1, from: BA, to: [A]}]}",
+     "constraints.fds[0].from must be a list of column names, got 'BA'"),
+], ids=["integer beyond 64 bits", "FD without to", "constraints as a list", "FD columns as a string"])
+def test_adversarial_input_exits_two_with_one_line(fedlab, tmp_path, changes, message):
+    out = fedlab("simulate", example1_with(tmp_path, changes))
+    assert (out.returncode, out.stdout) == (2, "")
+    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
