@@ -72,6 +72,9 @@ class MaintenanceEngine:
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery]] = {}
         self._asked_at: dict[str, float] = {}
+        # Computations holding answers read past the notifications received, by source: a
+        # notification from s can only release those waiting on s (an ordered set: start order).
+        self._parked: dict[str, dict[Computation, None]] = {}
         self._seq = 0
         self._ctx = Context(view, self.log, self.mview, self.versions.refreshed, options.compensate,
                             options.self_maintenance, self._new_id, self._record)
@@ -104,10 +107,12 @@ class MaintenanceEngine:
             # Conventional maintenance: whatever arrives is processed, in arrival order.
             self.versions.started_dsv[n.source] = max(self.versions.started_dsv.get(n.source, 0), n.dsv)
             actions += self._start(n, now)
-        for task in self.tasks:
-            for comp in task.computations:
-                if comp.waiting and comp.retry_waiting():
-                    actions += self._advance(comp, now)
+        parked = self._parked.get(n.source, {})
+        for comp in list(parked):
+            if comp.retry_waiting():
+                actions += self._advance(comp, now)
+            if not any(a.source == n.source for a in comp.waiting):
+                del parked[comp]
         return actions
 
     def _on_answer(self, answer, now: float) -> list:
@@ -128,6 +133,7 @@ class MaintenanceEngine:
             self._routes.pop(answer.id, None)
             self._sent_at.pop(answer.id, None)
             return self._advance(comp, now)
+        self._parked.setdefault(answer.source, {})[comp] = None
         # Read at a state whose notifications have not all arrived: if that lasts until the
         # timer, one of them is probably lost (end of section 5.2) and is asked for again.
         return []
@@ -159,7 +165,7 @@ class MaintenanceEngine:
         for no more, so notifications received after a gap do not travel again."""
         highest = self.log.highest(source)
         lacking = [d for d in [self.log.last_missing(source)] if d is not None]
-        lacking += [a.dsv for t in self.tasks for c in t.computations for a in c.waiting
+        lacking += [a.dsv for c in self._parked.get(source, {}) for a in c.waiting
                     if a.source == source and a.dsv > highest]
         return max(lacking, default=None)
 
@@ -177,6 +183,7 @@ class MaintenanceEngine:
         self.tasks.clear()
         self._routes.clear()
         self._sent_at.clear()
+        self._parked.clear()
         self.mview = MaterializedView(rows, strict=self.options.compensate)
         self._ctx.mview = self.mview
         self.versions.highest_processing.update(brv)
@@ -249,6 +256,11 @@ class MaintenanceEngine:
         delta = task.apply(self.view, self.mview, self.versions.refreshed)
         applied = self.versions.applied_dsv
         applied[n.source] = max(applied.get(n.source, 0), n.dsv)
+        if self.options.ordered:
+            # No task needs its updates any more: later ones start at or above its versions
+            # (interfering updates lie above alpha), and the view now reflects them (missing
+            # updates lie above the refreshed version numbers).
+            self.log.forget_through(n.source, n.dsv)
         versions = dict(task.alpha_dsv) if self.options.ordered else dict(applied)
         return StateApplied(n.source, n.dsv, n.txn_id, delta, versions, n.commit_time)
 

@@ -17,20 +17,26 @@ class NotificationLog:
         """`start_dsv[source]` is the DSV of the state the view was materialised from."""
         self._by_source: dict[str, dict[int, Notification]] = {s: {} for s in start_dsv}
         self._contiguous = dict(start_dsv)
+        self._beyond: dict[str, set[int]] = {}    # received above the contiguous mark (after a gap)
+        self._highest = dict(start_dsv)
         self._by_relation: dict[str, dict[int, RelationChange]] = {}
 
     def add(self, n: Notification) -> bool:
         """Records `n`; False when it is a duplicate (or older than the log's start)."""
         received = self._by_source.setdefault(n.source, {})
-        if n.dsv <= self._contiguous.get(n.source, 0) or n.dsv in received:
+        beyond = self._beyond.setdefault(n.source, set())
+        c = self._contiguous.get(n.source, 0)
+        if n.dsv <= c or n.dsv in beyond:
             return False
         received[n.dsv] = n
         for change in n.changes:
             self._by_relation.setdefault(change.relation, {})[change.brv] = change
-        c = self._contiguous.get(n.source, 0)
-        while c + 1 in received:
+        beyond.add(n.dsv)
+        while c + 1 in beyond:
             c += 1
+            beyond.discard(c)
         self._contiguous[n.source] = c
+        self._highest[n.source] = max(self._highest.get(n.source, 0), n.dsv)
         return True
 
     def contiguous(self, source: str) -> int:
@@ -39,25 +45,24 @@ class NotificationLog:
 
     def acknowledgement(self, source: str) -> Acknowledge:
         """What the core tells `source` it holds: every DSV up to the contiguous mark, and beyond."""
-        c = self.contiguous(source)
-        return Acknowledge(source, c, tuple(sorted(d for d in self._by_source.get(source, {}) if d > c)))
+        return Acknowledge(source, self.contiguous(source), tuple(sorted(self._beyond.get(source, ()))))
 
     def waiting(self, source: str, started: int) -> int:
         """How many received notifications of `source` lie above DSV `started` (behind a gap)."""
-        return sum(1 for d in self._by_source.get(source, {}) if d > started)
+        return (max(0, self.contiguous(source) - started)
+                + sum(1 for d in self._beyond.get(source, ()) if d > started))
 
     def highest(self, source: str) -> int:
-        received = self._by_source.get(source, {})
-        return max(received, default=self._contiguous.get(source, 0))
+        return self._highest.get(source, 0)
 
     def has_gap(self, source: str) -> bool:
-        return self.highest(source) > self.contiguous(source)
+        return bool(self._beyond.get(source))
 
     def last_missing(self, source: str) -> int | None:
         """The end of the newest gap: the highest DSV below the highest received that has not
         been received; None without a gap."""
-        received = self._by_source.get(source, {})
-        return next((d for d in range(self.highest(source) - 1, self.contiguous(source), -1) if d not in received), None)
+        beyond = self._beyond.get(source, set())
+        return next((d for d in range(self.highest(source) - 1, self.contiguous(source), -1) if d not in beyond), None)
 
     def get(self, source: str, dsv: int) -> Notification | None:
         return self._by_source.get(source, {}).get(dsv)

@@ -85,10 +85,8 @@ class TransactionTask:
             if signed:
                 sub.computations.append(Computation(ctx, plan(view, relation, access), signed, alpha, label))
             self.subtasks.append(sub)
-
-    @property
-    def computations(self) -> list[Computation]:
-        return [c for s in self.subtasks for c in (*[k.computation for k in s.key_actions], *s.computations)]
+        self.computations: list[Computation] = [
+            c for s in self.subtasks for c in (*[k.computation for k in s.key_actions], *s.computations)]
 
     @property
     def done(self) -> bool:
