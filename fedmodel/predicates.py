@@ -3,6 +3,14 @@
 Sources evaluate the same predicate as SQL in DuckDB; the warehouse core and the in-memory
 sources use the compiled form, so that compensation can tell whether a row it re-adds passes
 the view's selection. SQL three-valued logic: a comparison with NULL is not true.
+
+Division by zero is NULL, so a predicate that divides by zero on a row is not true for that row.
+SQL engines disagree here: PostgreSQL raises "division by zero", DuckDB 2.0 returns infinity for
+`/` (so `10 / 0 > 1` holds), SQLite and Spark without ANSI mode return NULL. Raising would stop
+maintenance at whatever row a client inserted, and infinity is one engine's choice, so the
+project takes NULL; `predicate_sql` writes a predicate for the SQL engines with every divisor
+wrapped in NULLIF(divisor, 0), so that they compute what `compile_predicate` does. The checker's
+oracle makes the same rewrite on its own (loadgen.checker.oracle.temporal_sql).
 """
 
 from __future__ import annotations
@@ -19,13 +27,34 @@ _COMPARE = {
     exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.GT: operator.gt,
     exp.GTE: operator.ge, exp.LT: operator.lt, exp.LTE: operator.le,
 }
-_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, exp.Div: operator.truediv}
+
+
+def _divide(a, b):
+    return None if b == 0 else a / b   # NULL: see the module docstring
+
+
+_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, exp.Div: _divide}
 
 
 def compile_predicate(expr: exp.Expression, relation) -> Callable[[Sequence], bool]:
     """Returns row -> bool for `expr`, whose columns all belong to `relation`."""
     value = _compile(expr, relation)
     return lambda row: value(row) is True
+
+
+def predicate_sql(expr: exp.Expression) -> str:
+    """`expr` as DuckDB SQL that an SQL engine evaluates as `compile_predicate` does: each divisor
+    is wrapped in NULLIF(divisor, 0), so that division by zero is NULL there too.
+
+    >>> import sqlglot
+    >>> predicate_sql(sqlglot.parse_one("10 / (A - B) > 1"))
+    '10 / NULLIF((A - B), 0) > 1'
+    """
+    def null_divisor(node):
+        if isinstance(node, exp.Div):
+            node.set("expression", exp.Nullif(this=node.expression, expression=exp.Literal.number(0)))
+        return node
+    return expr.transform(null_divisor).sql(dialect="duckdb")
 
 
 def _compile(e: exp.Expression, rel) -> Callable:
@@ -47,6 +76,9 @@ def _compile(e: exp.Expression, rel) -> Callable:
         return lambda row: None if inner(row) is None else -inner(row)
     if isinstance(e, exp.Cast):
         return _compile(e.this, rel)
+    if isinstance(e, exp.Nullif):
+        a, b = _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: None if _null_safe(operator.eq, a(row), b(row)) is True else a(row)
     if type(e) in _COMPARE:
         op, a, b = _COMPARE[type(e)], _compile(e.this, rel), _compile(e.expression, rel)
         return lambda row: _null_safe(op, a(row), b(row))

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_predicate
+from fedmodel.predicates import compile_predicate, predicate_sql
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         for col in expr.find_all(exp.Column):
             col.set("table", None)
             col.set("this", exp.to_identifier(rel.columns[rel.index(col.name)]))
-        selections[rel_name] = Selection(rel_name, expr.sql(dialect="duckdb"), compile_predicate(expr, rel),
+        selections[rel_name] = Selection(rel_name, predicate_sql(expr), compile_predicate(expr, rel),
                                          frozenset(c.name for c in expr.find_all(exp.Column)))
 
     outputs: list[OutputColumn] = []

@@ -142,6 +142,9 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     place in the catalog) so that only the rows alive at that DSV take part. Identifiers are
     lower-cased and quoted, matching the tables' names in every engine. The view's columns are
     renamed by position (`__c<k>`), since a view may select two columns of the same name.
+    Division by zero is NULL, as the project defines it (fedmodel.predicates, whose rewrite this
+    one repeats so as to share no code with it), whatever the engine does on its own: each divisor
+    is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0 return infinity.
 
     >>> from fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}}}})
@@ -151,6 +154,8 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
      AND "__s"."__s0" < "r1"."__vto") AS "v" GROUP BY "__i", "__c0"'
     """
     tree = sqlglot.parse_one(view_sql, dialect="duckdb")
+    for division in list(tree.find_all(exp.Div)):
+        division.set("expression", exp.Nullif(this=division.expression, expression=exp.Literal.number(0)))
     sources = list(catalog.sources)
     conditions = []
     for table in tree.find_all(exp.Table):
