@@ -134,7 +134,8 @@ class Catalog:
         """Builds a catalog from the scenario file's `sources` and `constraints` sections.
 
         Column types may be given (`types: [BIGINT, VARCHAR]`); otherwise they are inferred from
-        the `initial` rows (integers -> BIGINT, floats -> DOUBLE, anything else VARCHAR).
+        the `initial` rows (integers -> BIGINT, floats -> DOUBLE, booleans -> BOOLEAN, anything
+        else VARCHAR).
         """
         sources = doc.get("sources")
         if not isinstance(sources, dict) or not sources:

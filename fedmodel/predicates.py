@@ -11,6 +11,12 @@ maintenance at whatever row a client inserted, and infinity is one engine's choi
 project takes NULL; `predicate_sql` writes a predicate for the SQL engines with every divisor
 wrapped in NULLIF(divisor, 0), so that they compute what `compile_predicate` does. The checker's
 oracle makes the same rewrite on its own (loadgen.checker.oracle.temporal_sql).
+
+Types are checked before anything runs (`check_types`): comparing a BOOLEAN column with text, or
+a number with text, is refused with one line, since the SQL engines refuse it at run time
+(DuckDB: "Could not convert string 'x' to BOOL") while Python would silently answer false. Text
+compares with DATE: a date is written as a string literal, DuckDB casts it, and the compiled form
+compares ISO strings.
 """
 
 from __future__ import annotations
@@ -37,9 +43,77 @@ _ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, e
 
 
 def compile_predicate(expr: exp.Expression, relation) -> Callable[[Sequence], bool]:
-    """Returns row -> bool for `expr`, whose columns all belong to `relation`."""
+    """Returns row -> bool for `expr`, whose columns all belong to `relation` (types checked by
+    the caller: `check_types`)."""
     value = _compile(expr, relation)
     return lambda row: value(row) is True
+
+
+# The kind of each catalog type's values: a value compares with values of its kind, text also with dates.
+_KIND = {"BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "text", "DATE": "a date", "BOOLEAN": "a boolean"}
+_COMPARABLE = {frozenset({"text", "a date"})}
+
+
+def check_types(expr: exp.Expression, column_type: Callable[[exp.Column], str]) -> None:
+    """Raises ModelError naming the first sub-expression of the condition `expr` that compares or
+    combines values of different types; `column_type(column)` is a column's catalog type.
+
+    >>> import sqlglot
+    >>> check_types(sqlglot.parse_one("F = 'on' AND N > 1"), lambda c: {"F": "BOOLEAN", "N": "BIGINT"}[c.name])
+    Traceback (most recent call last):
+    ...
+    fedmodel.errors.ModelError: view: F = 'on' compares a boolean with text
+    """
+    kind = _kind(expr, column_type)
+    if kind not in (None, "a boolean"):
+        raise ModelError(f"view: {expr.sql()} is {kind}, not a condition")
+
+
+def _kind(e: exp.Expression, column_type) -> str | None:
+    """The kind of value `e` yields (one of _KIND's; None for NULL), its operands checked."""
+    if isinstance(e, (exp.Paren, exp.Cast)):
+        return _kind(e.this, column_type)
+    if isinstance(e, exp.Column):
+        return _KIND[column_type(e)]
+    if isinstance(e, exp.Literal):
+        return "text" if e.is_string else "a number"
+    if isinstance(e, exp.Boolean):
+        return "a boolean"
+    if isinstance(e, exp.Null):
+        return None
+    if isinstance(e, exp.Neg):
+        return _shared_kind(e, [e.this], column_type, need="a number")
+    if type(e) in _ARITH:
+        return _shared_kind(e, [e.this, e.expression], column_type, need="a number")
+    if isinstance(e, exp.Nullif):
+        return _shared_kind(e, [e.this, e.expression], column_type)
+    if type(e) in _COMPARE:
+        _shared_kind(e, [e.this, e.expression], column_type)
+    elif isinstance(e, exp.In):
+        _shared_kind(e, [e.this, *e.expressions], column_type)
+    elif isinstance(e, exp.Between):
+        _shared_kind(e, [e.this, e.args["low"], e.args["high"]], column_type)
+    elif isinstance(e, exp.Like):
+        _shared_kind(e, [e.this, e.expression], column_type, need="text")
+    elif isinstance(e, (exp.And, exp.Or)):
+        _shared_kind(e, [e.this, e.expression], column_type, need="a boolean")
+    elif isinstance(e, exp.Not):
+        _shared_kind(e, [e.this], column_type, need="a boolean")
+    elif isinstance(e, exp.Is):
+        _kind(e.this, column_type)
+    else:
+        raise _unsupported(e)
+    return "a boolean"
+
+
+def _shared_kind(e: exp.Expression, operands: list, column_type, need: str | None = None) -> str | None:
+    """The kind `e`'s operands share (None when all are NULL), which must be `need` if given."""
+    kinds = {k for k in (_kind(x, column_type) for x in operands) if k is not None}
+    if need is not None and kinds - {need}:
+        raise ModelError(f"view: {e.sql()} needs {need}, got {' and '.join(sorted(kinds - {need}))}")
+    if len(kinds) > 1 and frozenset(kinds) not in _COMPARABLE:
+        raise ModelError(f"view: {e.sql()} compares {' with '.join(sorted(kinds))}")
+    return min(kinds, default=None)
 
 
 def predicate_sql(expr: exp.Expression) -> str:
@@ -107,7 +181,11 @@ def _compile(e: exp.Expression, rel) -> Callable:
     if isinstance(e, exp.Like):
         a, pat = _compile(e.this, rel), _compile(e.expression, rel)
         return lambda row: _like(a(row), pat(row))
-    raise ModelError(f"view: unsupported predicate {e.sql()!r} (comparisons, AND/OR/NOT, IN, BETWEEN, LIKE, IS NULL)")
+    raise _unsupported(e)
+
+
+def _unsupported(e: exp.Expression) -> ModelError:
+    return ModelError(f"view: unsupported predicate {e.sql()!r} (comparisons, AND/OR/NOT, IN, BETWEEN, LIKE, IS NULL)")
 
 
 def _null_safe(op, a, b):
@@ -164,6 +242,7 @@ def compile_sql(sql: str, relation) -> Callable[[Sequence], bool]:
         except sqlglot.errors.ParseError as err:
             raise ModelError(f"selection on {relation.name}: malformed SQL: {str(err).splitlines()[0]}") from None
         _compiled_sql[key] = compile_predicate(expr, relation)
+        check_types(expr, lambda column: relation.types[relation.index(column.name)])
     return _compiled_sql[key]
 
 

@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_predicate, predicate_sql
+from fedmodel.predicates import check_types, compile_predicate, predicate_sql
 
 
 @dataclass(frozen=True)
@@ -236,6 +236,11 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         refs = [ColumnRef(o.name, o.columns[o.index(col.name)]) for o in owners]
         return refs[0] if len(refs) == 1 else _Ambiguous(col.name, refs)  # settled once edges are known
 
+    def column_type(col: exp.Column) -> str:
+        ref = resolve(col)
+        rel = catalog.relation(ref.relation)
+        return rel.types[rel.index(ref.column)]
+
     edge_pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     local: dict[str, list[exp.Expression]] = {}
     for c in conjuncts:
@@ -244,6 +249,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         for r in refs:
             if isinstance(r, _Ambiguous):
                 raise ModelError(f"view: column {r.name!r} is ambiguous in {c.sql()}; qualify it")
+        check_types(c, column_type)
         rels = {r.relation for r in refs}
         if len(rels) >= 2:
             if not (isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)

@@ -7,6 +7,7 @@ import duckdb
 import pytest
 
 from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
 from fedmodel.viewdef import parse_view
 
@@ -37,3 +38,37 @@ def test_the_selection_sql_divides_by_zero_as_null_in_duckdb_too():
     assert in_duckdb == in_python == ["b"]
     # What the rewrite prevents: DuckDB 2.0 alone says 10 / 0 is infinity, greater than 1.
     assert db.execute("SELECT 10 / N > 1 FROM R1 WHERE A = 'a'").fetchone() == (True,)
+
+
+TYPED = Catalog.from_dict({"sources": {
+    "ds1": {"T": {"columns": ["K", "F", "D", "S"], "types": ["BIGINT", "BOOLEAN", "DATE", "VARCHAR"], "key": ["K"]}},
+    "ds2": {"U": {"columns": ["S", "F"], "types": ["VARCHAR", "VARCHAR"], "key": ["S"]}}}})
+
+
+@pytest.mark.parametrize("where, message", [
+    ("T.F = 'on'", "view: T.F = 'on' compares a boolean with text"),
+    ("T.K IN (1, 'x')", "view: T.K IN (1, 'x') compares a number with text"),
+    ("T.K BETWEEN 'a' AND 'b'", "view: T.K BETWEEN 'a' AND 'b' compares a number with text"),
+    ("T.S LIKE 5", "view: T.S LIKE 5 needs text, got a number"),
+    ("T.S + 1 > 2", "view: T.S + 1 needs a number, got text"),
+    ("T.S OR T.F", "view: T.S OR T.F needs a boolean, got text"),
+    ("T.S", "view: T.S is text, not a condition"),
+])
+def test_a_condition_on_values_of_different_types_is_refused_before_anything_runs(where, message):
+    # DuckDB refuses them when it runs the query ("Could not convert string 'on' to BOOL");
+    # Python would quietly compare True with 'on' and call it false.
+    with pytest.raises(ModelError) as err:
+        parse_view(f"SELECT T.K FROM T WHERE {where}", TYPED)
+    assert str(err.value) == message
+
+
+def test_a_join_of_columns_of_different_types_is_refused():
+    with pytest.raises(ModelError, match=r"^view: T.F = U.F compares a boolean with text$"):
+        parse_view("SELECT T.K FROM T JOIN U ON T.F = U.F", TYPED)
+
+
+def test_conditions_of_matching_types_pass_and_text_compares_with_dates():
+    view = parse_view("SELECT T.K FROM T JOIN U ON T.S = U.S WHERE T.F AND T.D >= '2020-01-01' AND T.K / 2 > 1.5 "
+                      "AND NOT (U.F LIKE 'x%') AND T.S IS NOT NULL", TYPED)
+    assert view.selection_test("T")((4, True, "2020-06-01", "s"))
+    assert not view.selection_test("T")((2, True, "2020-06-01", "s"))

@@ -101,7 +101,12 @@ def example1_with(tmp_path, changes: str) -> str:
     ("constraints: [{relation: R1, from: [B], to: [A]}]", "'constraints' is a mapping with 'fds' and 'ri'"),
     ("constraints: {fds: [{relation: R1, from: BA, to: [A]}]}",
      "constraints.fds[0].from must be a list of column names, got 'BA'"),
-], ids=["integer beyond 64 bits", "FD without to", "constraints as a list", "FD columns as a string"])
+    ("sources: {ds1: {R1: {columns: [A, B, F], key: [A]}}, ds2: {R2: {columns: [B, C], key: [B]}}}\n"
+     "initial: {R1: [[a1, b1, on], [a2, b1, off]], R2: []}\nsteps: []\n"
+     "view: SELECT C FROM R1 JOIN R2 ON R1.B = R2.B WHERE R1.F = 'on'",
+     "view: R1.F = 'on' compares a boolean with text"),
+], ids=["integer beyond 64 bits", "FD without to", "constraints as a list", "FD columns as a string",
+        "YAML booleans compared with text"])
 def test_adversarial_input_exits_two_with_one_line(fedlab, tmp_path, changes, message):
     out = fedlab("simulate", example1_with(tmp_path, changes))
     assert (out.returncode, out.stdout) == (2, "")
