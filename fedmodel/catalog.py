@@ -32,6 +32,9 @@ class Relation:
                 return i
         raise ModelError(f"relation {self.name} has no column {column!r}")
 
+    def type_of(self, column: str) -> str:
+        return self.types[self.index(column)]
+
     def has_column(self, column: str) -> bool:
         return any(c.lower() == column.lower() for c in self.columns)
 

@@ -242,7 +242,7 @@ def compile_sql(sql: str, relation) -> Callable[[Sequence], bool]:
         except sqlglot.errors.ParseError as err:
             raise ModelError(f"selection on {relation.name}: malformed SQL: {str(err).splitlines()[0]}") from None
         _compiled_sql[key] = compile_predicate(expr, relation)
-        check_types(expr, lambda column: relation.types[relation.index(column.name)])
+        check_types(expr, lambda column: relation.type_of(column.name))
     return _compiled_sql[key]
 
 

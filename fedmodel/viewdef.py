@@ -80,6 +80,11 @@ class ViewDef:
     def column_names(self) -> tuple[str, ...]:
         return tuple(o.name for o in self.outputs) + (("count",) if self.has_count else ())
 
+    @property
+    def output_types(self) -> tuple[str, ...]:
+        """The catalog type of each output column (the count, if any, is not one)."""
+        return tuple(self.relation(o.ref.relation).type_of(o.ref.column) for o in self.outputs)
+
     def relation(self, name: str) -> Relation:
         return self.catalog.relation(name)
 
@@ -238,8 +243,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
 
     def column_type(col: exp.Column) -> str:
         ref = resolve(col)
-        rel = catalog.relation(ref.relation)
-        return rel.types[rel.index(ref.column)]
+        return catalog.relation(ref.relation).type_of(ref.column)
 
     edge_pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     local: dict[str, list[exp.Expression]] = {}

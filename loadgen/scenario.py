@@ -13,7 +13,7 @@ from pathlib import Path
 
 from loadgen.yamlfile import read_yaml
 
-from fedmodel.catalog import Catalog, check_row
+from fedmodel.catalog import Catalog, check_row, check_value
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef, parse_view
@@ -87,13 +87,13 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
     scenario = Scenario(str(doc.get("name", Path(where).stem)), str(doc.get("algorithm", "sze-ling")),
                         catalog, view, initial, [], path=where, access=doc.get("access"))
     retention = doc.get("log_retention") or {}
-    if not isinstance(retention, dict) or any(s not in catalog.sources or not isinstance(n, int) or n < 0
+    if not isinstance(retention, dict) or any(s not in catalog.sources or not _is_integer(n) or n < 0
                                                for s, n in retention.items()):
         raise ScenarioError(f"{where}: log_retention maps sources to how many notifications their log keeps")
     scenario.log_retention = dict(retention)
     if "period" in doc:
         period = doc["period"]
-        if isinstance(period, bool) or not isinstance(period, (int, float)) or period <= 0:
+        if not _is_number(period) or period <= 0:
             raise ScenarioError(f"{where}: period must be a positive number (recompute's period in simulated time)")
         scenario.period = float(period)
     committed: set[str] = set()
@@ -144,17 +144,21 @@ def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
         return Step(kind, {"source": source}, where)
     if not isinstance(args, dict) or set(args) - _RANDOM_KEYS:
         raise ScenarioError(f"{where}: random takes {', '.join(sorted(_RANDOM_KEYS))}")
-    for rate in ("drop", "reorder", "duplicate", "commit_rate", "restart"):
-        if not 0 <= float(args.get(rate, 0)) <= 1:
-            raise ScenarioError(f"{where}: random.{rate} must be between 0 and 1")
+    seed, steps = args.get("seed", 0), args.get("steps", 100)
+    if not _is_integer(seed):
+        raise ScenarioError(f"{where}: random.seed must be an integer, got {seed!r}")
+    if not _is_integer(steps) or steps < 1:
+        raise ScenarioError(f"{where}: random.steps must be a positive integer, got {steps!r}")
+    rates = {}
+    for rate, default in (("drop", 0), ("reorder", 0), ("duplicate", 0), ("commit_rate", 0.5), ("restart", 0)):
+        value = args.get(rate, default)
+        if not _is_number(value) or not 0 <= value <= 1:
+            raise ScenarioError(f"{where}: random.{rate} must be a number between 0 and 1, got {value!r}")
+        rates[rate] = float(value)
     transactions = args.get("transactions", "source-local")
     if transactions not in TRANSACTION_SCENARIOS:
         raise ScenarioError(f"{where}: random.transactions must be one of {', '.join(TRANSACTION_SCENARIOS)}")
-    return Step(kind, {"seed": int(args.get("seed", 0)), "steps": int(args.get("steps", 100)),
-                       "drop": float(args.get("drop", 0)), "reorder": float(args.get("reorder", 0)),
-                       "duplicate": float(args.get("duplicate", 0)),
-                       "commit_rate": float(args.get("commit_rate", 0.5)),
-                       "restart": float(args.get("restart", 0)), "transactions": transactions}, where)
+    return Step(kind, {"seed": seed, "steps": steps, **rates, "transactions": transactions}, where)
 
 
 def _commit(scenario: Scenario, args, committed: set[str], where: str) -> TransactionRequest:
@@ -173,8 +177,8 @@ def _commit(scenario: Scenario, args, committed: set[str], where: str) -> Transa
         scenario.force_queries.add(txn)
     if "global" in args:
         part_of = args["global"]
-        if (not isinstance(part_of, dict) or set(part_of) != {"id", "parts"} or isinstance(part_of["parts"], bool)
-                or not isinstance(part_of["parts"], int) or part_of["parts"] < 1):
+        if (not isinstance(part_of, dict) or set(part_of) != {"id", "parts"} or not _is_integer(part_of["parts"])
+                or part_of["parts"] < 1):
             raise ScenarioError(f"{where}: global needs {{id: GLOBAL_ID, parts: N}} (N >= 1 local commits form it)")
         scenario.global_transactions[txn] = (str(part_of["id"]), part_of["parts"])
 
@@ -209,7 +213,27 @@ def _rows(rel, rows, where: str) -> list[tuple]:
 
 
 def _view_rows(view: ViewDef, rows, where: str) -> list[tuple]:
+    """Expected view rows: the view's columns, each of its type, then a positive count if it has one."""
     width = len(view.column_names)
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == width for r in rows):
         raise ScenarioError(f"{where}: view rows must be lists of {width} values ({', '.join(view.column_names)})")
+    try:
+        for row in rows:
+            for value, name, typ in zip(row, view.column_names, view.output_types):
+                check_value(value, typ, f"{where}: view column {name}")
+    except ModelError as err:
+        raise ScenarioError(str(err)) from None
+    if view.has_count:
+        for row in rows:
+            if not _is_integer(row[-1]) or row[-1] < 1:
+                raise ScenarioError(f"{where}: view row {row} has count {row[-1]!r}; the count (how many times "
+                                    "the row is in the view) is a positive integer")
     return [tuple(r) for r in rows]
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)   # YAML's true is no number
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -111,3 +111,19 @@ def test_adversarial_input_exits_two_with_one_line(fedlab, tmp_path, changes, me
     out = fedlab("simulate", example1_with(tmp_path, changes))
     assert (out.returncode, out.stdout) == (2, "")
     assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("changes, message", [
+    ("steps: [{random: {steps: -5}}]", "steps[0]: random.steps must be a positive integer, got -5"),
+    ("steps: [{random: {seed: x}}]", "steps[0]: random.seed must be an integer, got 'x'"),
+    ("steps: [{random: {drop: lots}}]", "steps[0]: random.drop must be a number between 0 and 1, got 'lots'"),
+    ("expect: {view: [[c1, 0]]}", "expect.view: view row ['c1', 0] has count 0; the count (how many times the row "
+                                  "is in the view) is a positive integer"),
+    ("steps: [{expect_view: [[c1, -1]]}]", "steps[0]: view row ['c1', -1] has count -1"),
+    ("expect: {view: [[on, 1]]}", "expect.view: view column C is VARCHAR, got the boolean True"),
+], ids=["negative random steps", "random seed not a number", "random rate not a number", "expected count 0",
+        "expected count -1", "expected value of another type"])
+def test_a_step_or_expectation_that_could_never_mean_anything_exits_two(fedlab, tmp_path, changes, message):
+    out = fedlab("simulate", example1_with(tmp_path, changes))
+    assert (out.returncode, out.stdout) == (2, "")
+    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
