@@ -197,6 +197,8 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     for unsupported in ("group", "having", "order", "limit", "distinct"):
         if tree.args.get(unsupported):
             raise ModelError(f"view: {unsupported.upper()} is not supported in a select-project-join view")
+    if tree.args.get("with_") or tree.args.get("with"):
+        raise ModelError("view: WITH (common table expressions) is not supported; name base relations in FROM")
 
     aliases: dict[str, str] = {}
     order: list[str] = []
@@ -205,6 +207,11 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     if from_ is None:
         raise ModelError("view: missing FROM clause")
     tables = [from_.this] + [j.this for j in tree.args.get("joins") or []]
+    conditions = [("WHERE", tree.args.get("where"))] + [("ON", j.args.get("on")) for j in tree.args.get("joins") or []]
+    for clause, condition in conditions:
+        subquery = condition.find(exp.Select) if condition else None
+        if subquery:
+            raise ModelError(f"view: a subquery ({_construct(subquery)}) in {clause} is not supported")
     for j in tree.args.get("joins") or []:
         if j.args.get("side") or (j.args.get("kind") and j.args["kind"].upper() not in ("INNER", "CROSS")):
             raise ModelError(f"view: only inner joins are supported, got {j.sql()}")
@@ -306,6 +313,18 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
 class _Ambiguous:
     name: str
     refs: list
+
+
+def _construct(subquery: exp.Select) -> str:
+    """How SQL spells the construct around a nested SELECT, for a message."""
+    holder = subquery.parent
+    if isinstance(holder, exp.Exists):
+        return "EXISTS (SELECT ...)"
+    if isinstance(holder.parent, exp.In):
+        return "IN (SELECT ...)"
+    if isinstance(holder.parent, (exp.Any, exp.All)):
+        return f"{type(holder.parent).__name__.upper()} (SELECT ...)"
+    return "scalar (SELECT ...)"
 
 
 def _conjuncts(e: exp.Expression) -> list[exp.Expression]:

@@ -114,6 +114,11 @@ def test_a_negative_count_is_a_bug_unless_the_algorithm_has_no_compensation():
     ("SELECT * FROM R1", "SELECT * is not supported"),
     ("SELECT B FROM R1 JOIN R2 ON R1.C = R2.C WHERE R1.B = 'x' OR R2.D = 'y'",
      "only equalities may relate two relations"),
+    ("SELECT B FROM R1 WHERE R1.A IN (SELECT C FROM R2)", "view: a subquery (IN (SELECT ...)) in WHERE is not supported"),
+    ("SELECT B FROM R1 WHERE EXISTS (SELECT 1 FROM R2)", "view: a subquery (EXISTS (SELECT ...)) in WHERE"),
+    ("SELECT B FROM R1 JOIN R2 ON R1.C = R2.C AND R1.A = (SELECT MAX(C) FROM R2)",
+     "view: a subquery (scalar (SELECT ...)) in ON"),
+    ("WITH x AS (SELECT * FROM R1) SELECT B FROM x", "view: WITH (common table expressions) is not supported"),
 ])
 def test_bad_view_sql_gets_one_clear_line(sql, message):
     with pytest.raises(ModelError) as err:

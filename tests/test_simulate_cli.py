@@ -105,8 +105,12 @@ def example1_with(tmp_path, changes: str) -> str:
      "initial: {R1: [[a1, b1, on], [a2, b1, off]], R2: []}\nsteps: []\n"
      "view: SELECT C FROM R1 JOIN R2 ON R1.B = R2.B WHERE R1.F = 'on'",
      "view: R1.F = 'on' compares a boolean with text"),
+    ("view: SELECT C FROM R1 JOIN R2 ON R1.B = R2.B WHERE R1.A IN (SELECT B FROM R2)",
+     "view: a subquery (IN (SELECT ...)) in WHERE is not supported"),
+    ("view: WITH x AS (SELECT * FROM R1) SELECT C FROM x JOIN R2 ON x.B = R2.B",
+     "view: WITH (common table expressions) is not supported"),
 ], ids=["integer beyond 64 bits", "FD without to", "constraints as a list", "FD columns as a string",
-        "YAML booleans compared with text"])
+        "YAML booleans compared with text", "subquery in WHERE", "CTE"])
 def test_adversarial_input_exits_two_with_one_line(fedlab, tmp_path, changes, message):
     out = fedlab("simulate", example1_with(tmp_path, changes))
     assert (out.returncode, out.stdout) == (2, "")
