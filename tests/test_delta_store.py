@@ -164,14 +164,18 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
             return real_write(self, name, *args, **kwargs)
         monkeypatch.setattr(DeltaViewStore, "_write", write)
 
-    # 1. Crash after the view MERGE, before the change log (the commit point): the next recovery
+    # 1. Crash after the view MERGE, before the journal (the commit point): the next recovery
     #    must undo that MERGE, or batch 1 would be applied twice below.
-    crash_before("change_log")
+    crash_before("journal")
     with pytest.raises(RuntimeError, match="simulated crash"):
         commit(store, 1, batch1)
-    # 2. Crash after the change log, before the version state: batch 1 is committed; the next
-    #    recovery finishes it, so re-committing it is a no-op.
-    crash_before("version_state")
+    # 2. The journal append reached Delta but the caller never heard back: batch 1 is committed;
+    #    the next call recovers and re-committing it is a no-op.
+    def write_then_crash(self, name, *args, **kwargs):
+        real_write(self, name, *args, **kwargs)
+        if name == "journal":
+            raise RuntimeError("simulated crash after writing journal")
+    monkeypatch.setattr(DeltaViewStore, "_write", write_then_crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         commit(store, 1, batch1)
     monkeypatch.setattr(DeltaViewStore, "_write", real_write)
@@ -184,7 +188,7 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
         commit(store, 2, [txn(2, 3, [(R4, -5)])])
     assert store.read_view() == expected_view(1) and len(store.read_change_log()) == 2
 
-    # 4. A batch that applied nothing (only notifications arrived) is committed by its version state.
+    # 4. A batch that applied nothing (only notifications arrived) is committed by its state row.
     waiting = {**state(2), "relations": {"R1": {"processing": 3, "refreshed": 2}}}
     assert store.commit_batch(2, [], [], waiting, [notification("ds1", 3)]) is True
     assert (store.read_version_state(), store.last_batch_id) == (waiting, 2)

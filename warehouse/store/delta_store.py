@@ -1,21 +1,17 @@
-"""The materialized view, its change log, version state and received notifications in Delta Lake.
+"""The materialized view and the warehouse's journal in Delta Lake: two Delta commits per batch.
 
-Four path-based Delta tables live under `root_dir` (one writer process per root):
+Two path-based Delta tables live under `root_dir` (one writer process per root):
 
 - `view`: the view's columns plus `count` (BIGINT multiplicity, CHECK count > 0; a row whose
   count reaches 0 is deleted, and a delta that would take a count below 0 or insert a row with
-  a negative count fails the whole MERGE instead of corrupting the view).
-- `change_log`: one row per applied source transaction, in apply order: batch_id, seq, source,
-  dsv, txn_id, commit_time, applied_time, versions (JSON {source: dsv}: the versions the view
-  reflects after this transaction), delta (JSON [[row, signed count change], ...]) and
-  batch_state (JSON version state after the batch; the same on every row of a batch).
-- `version_state`: append-only, one set of rows per batch: (batch_id, scope, name, field, value),
-  e.g. (7, 'relations', 'R1', 'processing', 12), (7, 'sources', 'ds1', 'applied_dsv', 40), plus
-  a marker (7, '_batch', '', 'entries', <change-log rows in batch 7>) so that every batch, even
-  one that applied nothing, leaves a row. The current state is the rows of the highest batch_id.
-- `notifications`: every received notification once, keyed by (source, dsv): txn_id,
-  commit_time, brvs (JSON {relation: brv}), notification (JSON, fedmodel.transactions
-  .notification_to_dict) and the batch_id that first stored it.
+  a negative count fails the whole MERGE instead of corrupting the view). What a Spark user reads.
+- `journal`: append-only, one append per batch, every row tagged with its batch_id and `kind`:
+  - `txn`: the change log, one row per applied source transaction, in apply order: seq, source,
+    dsv, txn_id, commit_time, applied_time, versions (JSON {source: dsv}: the versions the view
+    reflects after this transaction) and body (JSON [[row, signed count change], ...]);
+  - `notification`: every received notification once, keyed by (source, dsv): txn_id,
+    commit_time and body (JSON, fedmodel.transactions.notification_to_dict);
+  - `state`: one row per batch, body the version state after it (JSON).
 
 Version state (the dict handed to `initialize`/`commit_batch` and returned by `load`) is
 {scope: {name: {field: int}}}, e.g. {"relations": {"R1": {"processing": 12, "refreshed": 11}},
@@ -23,29 +19,24 @@ Version state (the dict handed to `initialize`/`commit_batch` and returned by `l
 
 Every Delta commit of batch k carries the commit-info userMetadata `fedlab-batch=k`. Committing
 a batch writes, in this order:
-  1. notifications: append of those not stored yet (key set kept in memory, reloaded on recovery);
-  2. view: ONE MERGE of the net delta -- tentative until step 3; a delta that breaks the count
+  1. view: ONE MERGE of the net delta -- tentative until step 2; a delta that breaks the count
      constraint fails here, before anything of the batch is logged;
-  3. change_log: append of the batch's entries -- the COMMIT POINT of a batch that applied
-     anything (the change log holds every per-transaction delta and the batch's version state);
-  4. version_state: append -- the commit point of a batch that applied nothing, and the
-     "batch done" mark of every batch.
-A batch is committed once its change-log rows (or, if it applied nothing, its version-state rows)
-are in Delta. Recovery (`load()`, or the first `commit_batch` of a new store object, or the next
-call after a failed one) reads the highest committed batch c from the batch_id columns, then:
-  - if the change log holds batch c but version_state does not: appends c's version state from
-    the change log (roll forward);
-  - if the view's newest tagged commit belongs to a batch above c (a MERGE whose batch never
-    reached its commit point): rewrites the view as of its last commit tagged <= c (roll back,
-    by Delta time travel: read versionAsOf, overwrite).
-Crash windows this closes: a crash between any two steps, and a write that Delta committed while
-the caller never heard back (crash, lost py4j reply, exception after the commit). Either way the
-next call rebuilds its idea of the store from Delta instead of trusting memory, so nothing is
-applied twice and nothing logged is missing from the view. Re-committing a batch id at or below
-the last committed one is a no-op (the first committed content of a batch wins).
+  2. journal: ONE append of the batch's transactions, new notifications and version state --
+     the COMMIT POINT of every batch (a batch that applied nothing still has its state row).
+Two commits, not one per kind of record: a Delta commit has a fixed cost (a Spark job and a log
+entry: 0.3-1 s on two cores) that dominated a batch when each kind had its own table.
+Recovery (`load()`, or the first `commit_batch` of a new store object, or the next call after a
+failed one) reads the highest committed batch c from the journal, then, if the view's newest
+tagged commit belongs to a batch above c (a MERGE whose batch never reached its commit point),
+rewrites the view as of its last commit tagged <= c (roll back, by Delta time travel: read
+versionAsOf, overwrite). That closes a crash between the two steps, and a write that Delta
+committed while the caller never heard back (crash, lost py4j reply, exception after the
+commit): the next call rebuilds its idea of the store from Delta instead of trusting memory, so
+nothing is applied twice and nothing logged is missing from the view. Re-committing a batch id
+at or below the last committed one is a no-op (the first committed content of a batch wins).
 Why not Delta's txnAppId/txnVersion: in delta-spark 4.4 looking the recorded version up
 (Snapshot.transactions) runs a full state reconstruction on every write -- measured here at 3
-extra Spark jobs and ~2-4 s per write -- while the batch-id columns cost nothing until recovery.
+extra Spark jobs and ~2-4 s per write -- while the batch-id column costs nothing until recovery.
 """
 
 from __future__ import annotations
@@ -66,14 +57,10 @@ _TAG = "fedlab-batch="
 _DCOUNT = "__fedlab_dcount"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
-_CHANGE_LOG = (("batch_id", "BIGINT"), ("seq", "BIGINT"), ("source", "VARCHAR"), ("dsv", "BIGINT"),
-               ("txn_id", "VARCHAR"), ("commit_time", "DOUBLE"), ("applied_time", "DOUBLE"),
-               ("versions", "VARCHAR"), ("delta", "VARCHAR"), ("batch_state", "VARCHAR"))
-_VERSION_STATE = (("batch_id", "BIGINT"), ("scope", "VARCHAR"), ("name", "VARCHAR"),
-                  ("field", "VARCHAR"), ("value", "BIGINT"))
-_NOTIFICATIONS = (("source", "VARCHAR"), ("dsv", "BIGINT"), ("txn_id", "VARCHAR"),
-                  ("commit_time", "DOUBLE"), ("brvs", "VARCHAR"), ("notification", "VARCHAR"),
-                  ("batch_id", "BIGINT"))
+_JOURNAL = (("batch_id", "BIGINT"), ("kind", "VARCHAR"), ("seq", "BIGINT"), ("source", "VARCHAR"),
+            ("dsv", "BIGINT"), ("txn_id", "VARCHAR"), ("commit_time", "DOUBLE"), ("applied_time", "DOUBLE"),
+            ("versions", "VARCHAR"), ("body", "VARCHAR"))
+_TXN, _NOTIFICATION, _STATE = "txn", "notification", "state"
 # SQL settings of the store's child session, for many small jobs (measured on 2 cores):
 # without AQE a MERGE runs 5 Spark jobs instead of 11; without code generation (whole-stage and
 # expression codegen: Spark then evaluates interpreted, as it does when codegen fails) the test
@@ -153,31 +140,25 @@ class DeltaViewStore:
 
     # ------------------------------------------------------------------ initialize / load
     def initialize(self, rows_with_counts, version_state: Mapping) -> bool:
-        """First materialization: creates the four tables; a no-op (False) if already done.
+        """First materialization: creates both tables; a no-op (False) if already done.
 
-        The version-state rows of batch 0 are written last and mark a finished initialization;
-        a crash before them makes the next call redo it (the view is overwritten).
+        The journal, with batch 0's state row, is written last and marks a finished
+        initialization; a crash before it makes the next call redo it (the view is overwritten).
         """
         with self._lock:
-            if self._exists("version_state"):  # only ever created with batch 0's rows, last
+            if self._exists("journal"):  # only ever created with batch 0's state row, last
                 return False
             rows = _counted_rows(rows_with_counts, len(self.columns))
-            state_rows = _state_rows(INITIAL_BATCH, version_state, 0)
+            state_row = _state_row(INITIAL_BATCH, version_state)
             with self._tagged(INITIAL_BATCH):
-                self._create_empty("notifications", _NOTIFICATIONS)
-                self._create_empty("change_log", _CHANGE_LOG)
                 self._write("view", self._view_schema("count"), [r + (c,) for r, c in rows.items()], "overwrite")
                 self._add_count_constraint()
-                self._write("version_state", _VERSION_STATE, state_rows)
+                self._write("journal", _JOURNAL, [state_row])
             self._last_batch, self._last_seq, self._log_len, self._notified = INITIAL_BATCH, -1, 0, set()
             return True
 
     def _view_schema(self, count_column: str):
         return tuple(zip(self.columns + [count_column], self.types + ["BIGINT"]))
-
-    def _create_empty(self, table: str, schema) -> None:
-        columns = ", ".join(f"{quote(c)} {SPARK_TYPES[t].simpleString()}" for c, t in schema)
-        self._spark.sql(f"CREATE TABLE IF NOT EXISTS {self._sql_name(table)} ({columns}) USING delta")
 
     def _add_count_constraint(self) -> None:
         try:
@@ -190,7 +171,7 @@ class DeltaViewStore:
     def load(self):
         """Restart from Delta: (view {row: count}, version state, change-log length, last batch id).
 
-        Recovers first: finishes or undoes a batch a crash left half-written (module docstring).
+        Recovers first: undoes the view MERGE of a batch a crash left without its journal append.
         """
         with self._lock:
             self._recover()
@@ -199,31 +180,18 @@ class DeltaViewStore:
 
     def _recover(self) -> None:
         self._last_batch = None
-        if not self._exists("version_state"):
+        if not self._exists("journal"):
             raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
-        vs_batch = self._spark.sql(f"SELECT max(batch_id) FROM {self._sql_name('version_state')}").first()[0]
-        cl_batch, log_len, last_seq = self._spark.sql(
-            f"SELECT max(batch_id), count(*), max(seq) FROM {self._sql_name('change_log')}").first()
-        if vs_batch is None:
-            raise StoreError(f"the view store under {self.root} was never fully initialized")
+        committed, log_len, last_seq = self._spark.sql(
+            f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(seq) FROM {self._sql_name('journal')}").first()
         stored = self._read("view").columns
         if [c.lower() for c in stored] != [c.lower() for c in self.columns + ["count"]]:
             raise StoreError(f"the view under {self.root} has columns {stored}, "
                              f"not {self.columns} + count")
-        committed = max(int(vs_batch), -1 if cl_batch is None else int(cl_batch))
-        if committed > vs_batch:
-            self._finish_version_state(committed)
-        self._undo_uncommitted_view(committed)
+        self._undo_uncommitted_view(int(committed))
         self._log_len, self._last_seq = int(log_len), -1 if last_seq is None else int(last_seq)
-        self._notified = {(r[0], int(r[1])) for r in self._read("notifications").select("source", "dsv").collect()}
-        self._last_batch = committed
-
-    def _finish_version_state(self, batch_id: int) -> None:
-        """Roll forward: a batch whose change-log rows are durable gets its version-state rows."""
-        logged = self._read("change_log").where(f"batch_id = {batch_id}")
-        state = json.loads(logged.select("batch_state").limit(1).collect()[0][0])
-        with self._tagged(batch_id):
-            self._write("version_state", _VERSION_STATE, _state_rows(batch_id, state, logged.count()))
+        self._notified = {(r[0], int(r[1])) for r in self._journal(_NOTIFICATION).select("source", "dsv").collect()}
+        self._last_batch = int(committed)
 
     def _undo_uncommitted_view(self, committed: int) -> None:
         """Roll back: undoes any MERGE of a batch above `committed` (time travel + overwrite)."""
@@ -283,16 +251,14 @@ class DeltaViewStore:
             self.timings[name] = clock[-1] - clock[-2]
 
         self.timings = {}
-        self._store_notifications(batch_id, notifications)
-        lap("notifications")
         self._merge_view(batch_id, net)
         lap("view_merge")
-        if applied:
-            state_json = json.dumps(version_state, sort_keys=True)
-            self._write("change_log", _CHANGE_LOG, [_log_row(batch_id, a, state_json) for a in applied])
-        lap("change_log")
-        self._write("version_state", _VERSION_STATE, _state_rows(batch_id, version_state, len(applied)))
-        lap("version_state")
+        fresh = self._fresh(notifications)
+        self._write("journal", _JOURNAL, [*(_txn_row(batch_id, a) for a in applied),
+                                          *(_notification_row(batch_id, n) for n in fresh.values()),
+                                          _state_row(batch_id, version_state)])
+        self._notified.update(fresh)
+        lap("journal")
         self.timings["total"] = clock[-1] - clock[0]
 
     def _check_no_new_entries(self, batch_id: int, applied: list[AppliedTxn]) -> None:
@@ -308,7 +274,7 @@ class DeltaViewStore:
         seqs = [a.seq for a in applied]
         if any(b <= a for a, b in zip([self._last_seq] + seqs, seqs)):
             raise StoreError(f"batch {batch_id}: seq must grow past {self._last_seq}, got {seqs}")
-        _state_rows(batch_id, version_state, 0)  # validates the shape
+        _state_row(batch_id, version_state)  # validates the shape
         net = _net(view_delta)
         if net != _net(d for a in applied for d in a.delta):
             raise StoreError(f"batch {batch_id}: view_delta differs from the sum of the applied "
@@ -321,15 +287,14 @@ class DeltaViewStore:
             raise StoreError(f"batch {batch_id}: a view row does not match the view's types: {err}") from None
         return net
 
-    def _store_notifications(self, batch_id: int, notifications: Sequence[Notification]) -> None:
+    def _fresh(self, notifications: Sequence[Notification]) -> dict[tuple[str, int], Notification]:
+        """The notifications not journaled yet, once each."""
         fresh = {}
         for n in notifications:
             key = (n.source, int(n.dsv))
             if key not in self._notified and key not in fresh:
                 fresh[key] = n
-        if fresh:
-            self._write("notifications", _NOTIFICATIONS, [_notification_row(batch_id, n) for n in fresh.values()])
-            self._notified.update(fresh)
+        return fresh
 
     def _merge_view(self, batch_id: int, net: Mapping[tuple, int]) -> None:
         """Applies the net delta with ONE MERGE: update counts, delete at 0, insert new rows."""
@@ -355,8 +320,8 @@ class DeltaViewStore:
         finally:
             self._spark.catalog.dropTempView("fedlab_view_delta")
 
-    def compact(self, tables: Sequence[str] = ("change_log", "notifications", "version_state")) -> None:
-        """OPTIMIZEs append-only tables (one small file per batch otherwise); between batches only.
+    def compact(self, tables: Sequence[str] = ("journal",)) -> None:
+        """OPTIMIZEs the journal (one small file per batch otherwise); between batches only.
 
         Only rewrites files, never content; the commits carry the last batch's tag.
         """
@@ -375,7 +340,7 @@ class DeltaViewStore:
 
     def read_change_log(self, after_seq: int | None = None, batch_id: int | None = None) -> list[AppliedTxn]:
         """Change-log entries in apply order (optionally only seq > after_seq, or one batch)."""
-        df = self._read("change_log")
+        df = self._journal(_TXN)
         if after_seq is not None:
             df = df.where(f"seq > {int(after_seq)}")
         if batch_id is not None:
@@ -384,22 +349,21 @@ class DeltaViewStore:
 
     def read_version_state(self, batch_id: int | None = None) -> dict:
         """The version state after `batch_id` (default: the last batch)."""
-        table = self._sql_name("version_state")
-        which = f"(SELECT max(batch_id) FROM {table})" if batch_id is None else str(int(batch_id))
-        rows = self._spark.sql(f"SELECT scope, name, field, value FROM {table} "
-                               f"WHERE batch_id = {which} AND scope != '_batch'").collect()
-        state: dict = {}
-        for r in rows:
-            state.setdefault(r["scope"], {}).setdefault(r["name"], {})[r["field"]] = int(r["value"])
-        return state
+        states = self._journal(_STATE)
+        which = f"(SELECT max(batch_id) FROM {self._sql_name('journal')})" if batch_id is None else str(int(batch_id))
+        row = states.where(f"batch_id = {which}").select("body").first()
+        return json.loads(row[0]) if row is not None else {}
 
     def read_notifications(self, source: str | None = None) -> list[Notification]:
         """Stored notifications, ordered by (source, dsv)."""
-        df = self._read("notifications")
+        df = self._journal(_NOTIFICATION)
         if source is not None:
             df = df.where(df.source == source)
         return [notification_from_dict(json.loads(r[0]))
-                for r in df.orderBy("source", "dsv").select("notification").collect()]
+                for r in df.orderBy("source", "dsv").select("body").collect()]
+
+    def _journal(self, kind: str):
+        return self._read("journal").where(f"kind = '{kind}'")
 
     @property
     def last_batch_id(self) -> int | None:
@@ -448,19 +412,17 @@ def _counted_rows(rows_with_counts, width: int) -> dict[tuple, int]:
     return rows
 
 
-def _state_rows(batch_id: int, state: Mapping, entries: int) -> list[tuple]:
-    rows = [(batch_id, "_batch", "", "entries", entries)]
+def _state_row(batch_id: int, state: Mapping) -> tuple:
     try:
         for scope, names in state.items():
             for name, fields in names.items():
                 for fld, value in fields.items():
                     if isinstance(value, bool) or not isinstance(value, int):
                         raise TypeError(value)
-                    rows.append((batch_id, str(scope), str(name), str(fld), value))
     except (AttributeError, TypeError):
         raise StoreError("version_state must be {scope: {name: {field: int}}}, e.g. "
                          "{'relations': {'R1': {'processing': 3, 'refreshed': 3}}}") from None
-    return rows
+    return (batch_id, _STATE, None, None, None, None, None, None, None, json.dumps(state, sort_keys=True))
 
 
 def _json(value) -> str:
@@ -473,20 +435,19 @@ def _json_default(value):
     raise TypeError(f"cannot store {value!r} as JSON")
 
 
-def _log_row(batch_id: int, a: AppliedTxn, state_json: str) -> tuple:
+def _txn_row(batch_id: int, a: AppliedTxn) -> tuple:
     delta = [[list(r), int(c)] for r, c in a.delta]
-    return (batch_id, a.seq, a.source, a.dsv, a.txn_id, float(a.commit_time), float(a.applied_time),
-            _json(a.versions), _json(delta), state_json)
+    return (batch_id, _TXN, a.seq, a.source, a.dsv, a.txn_id, float(a.commit_time), float(a.applied_time),
+            _json(a.versions), _json(delta))
 
 
 def _log_entry(r) -> AppliedTxn:
     versions = {k: int(v) for k, v in json.loads(r["versions"]).items()}
-    delta = [(tuple(row), int(c)) for row, c in json.loads(r["delta"])]
+    delta = [(tuple(row), int(c)) for row, c in json.loads(r["body"])]
     return AppliedTxn(int(r["seq"]), r["source"], int(r["dsv"]), r["txn_id"], r["commit_time"],
                       r["applied_time"], versions, delta, batch_id=int(r["batch_id"]))
 
 
 def _notification_row(batch_id: int, n: Notification) -> tuple:
-    brvs = {c.relation: c.brv for c in n.changes}
-    return (n.source, int(n.dsv), n.txn_id, float(n.commit_time), _json(brvs),
-            _json(notification_to_dict(n)), batch_id)
+    return (batch_id, _NOTIFICATION, None, n.source, int(n.dsv), n.txn_id, float(n.commit_time), None, None,
+            _json(notification_to_dict(n)))
