@@ -238,7 +238,8 @@ def main(args) -> int:
     ok = LEVELS.index(verdict.level) >= LEVELS.index(expect)
     if args.json:
         print(json.dumps({**{k: verdict.to_dict()[k] for k in
-                             ("level", "lost", "doubled", "transactions", "states", "first_violation")},
+                             ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions", "states",
+                              "first_violation", "order_violation")},
                           "oracle": args.oracle, "messages": messages}, default=str))
     else:
         _print_text(verdict, expect, ok, args.oracle, messages)
@@ -257,7 +258,8 @@ def _pg_dsn(args) -> str | None:
 
 
 def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict) -> None:
-    print(f"level: {v.level} (expected at least {expect}: {'ok' if ok else 'NOT MET'}; oracle: {oracle})")
+    print(f"level: {v.explained_level()}")
+    print(f"expected at least {expect}: {'ok' if ok else 'NOT MET'} (oracle: {oracle})")
     print(f"transactions: {v.transactions}  states: {v.states}")
     print(f"messages: {_message_line(messages)}")
     print(f"lost: {_few(v.lost) if v.lost else 'none'}")
@@ -266,12 +268,24 @@ def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict) 
     if f:
         where = "the final view" if f["transaction"] == "(final)" else (
             "the initial view" if f["state"] is None else f"state {f['state']} (after transaction {f['transaction']})")
-        versions = ", ".join(f"{s} DSV {d}" for s, d in f["versions"].items())
-        print(f"first violation: {where} does not equal the view at source state {versions}")
+        print(f"first violation: {where} does not equal the view at source state {_versions(f['versions'])}")
         print(f"  view held ({len(f['view'])} rows): {_few(f['view'])}")
         print(f"  should be ({len(f['expected'])} rows): {_few(f['expected'])}")
         print(f"  missing: {_few(f['missing'])}")
         print(f"  extra:   {_few(f['extra'])}")
+        if "matches" in f:   # searched for: the source state it does equal the view at
+            print(f"  it is the view at source state {_versions(f['matches'])}" if f["matches"]
+                  else "  it is the view at no source state the search tried")
+    o = v.order_violation
+    if o:
+        print(f"no order-preserving mapping reaches state {o['state']} (after transaction {o['transaction']}): "
+              f"it is the view at {_few([_versions(m) for m in o['matches']])}, none at or above the lowest "
+              f"source states the states before it can map to, {_few([_versions(m) for m in o['not_below']])}")
+
+
+def _versions(vector: dict) -> str:
+    """`ds1 DSV 3, ds2 DSV 2`."""
+    return ", ".join(f"{s} DSV {d}" for s, d in vector.items())
 
 
 def _message_line(totals: dict) -> str:

@@ -128,7 +128,7 @@ def main(args) -> int:
     else:
         print(f"run {run_dir}: {load.committed} transactions at {result['achieved_rate']}/s; faults {faults}, "
               f"{len(events)} process faults ({'; '.join(events) or 'none'})")
-        print(f"consistency: {verdict.level}; {verdict.transactions} transactions, {verdict.states} states, "
+        print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
               f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
         if verdict.first_violation:
             print(f"first violation: {json.dumps(verdict.first_violation, default=str)[:2000]}")

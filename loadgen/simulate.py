@@ -11,7 +11,7 @@ import json
 import sys
 
 from fedmodel.errors import ModelError
-from loadgen.checker.levels import classify
+from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import Oracle
 from loadgen.scenario import LEVELS, Scenario, load_scenario
 from loadgen.simulator import Simulator, _rows
@@ -23,7 +23,8 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
     sim = Simulator(scenario, algorithm, access)
     run = sim.execute()
     oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, sim.history())
-    verdict = classify(oracle, run.states, sim.engine.view_rows())
+    verdict = classify(oracle, run.states, sim.engine.view_rows(),
+                       global_transactions={txn: g for txn, (g, _) in scenario.global_transactions.items()})
     failures = list(run.failures)
     final = sim.view_rows()
     if scenario.expect_view is not None and sorted(final, key=repr) != sorted(scenario.expect_view, key=repr):
@@ -81,7 +82,7 @@ def _print_text(result: dict) -> None:
     if result["maintained_view"] is not None:
         print(f"maintained view, widened with the relations' keys ({', '.join(result['maintained_columns'])}): "
               f"{result['maintained_view']}")
-    print(f"consistency: {result['consistency']}")
+    print(f"consistency: {Verdict(**result['checker']).explained_level()}")
     c = result["counters"]
     print(f"sub-queries {c['subqueries']}, messages {c['messages']}, rows {c['rows_transferred']}, "
           f"bytes {c['bytes_transferred']}, resends {c['resends']}")
@@ -93,7 +94,7 @@ def _print_text(result: dict) -> None:
             print(f"    view held {v['view']}\n    should be {v['expected']}\n"
                   f"    missing {v['missing']}  extra {v['extra']}")
             if v.get("matches"):
-                print(f"    it is the view at versions {v['matches']} (weakly consistent)")
+                print(f"    it is the view at versions {v['matches']}")
     print("expectations met" if result["expectations_met"] else "expectations NOT met")
 
 

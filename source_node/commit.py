@@ -74,6 +74,11 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
                 # (or an engine's cast error, or its casting '5' to the 5 it then finds).
                 for value, i in zip(key, rel.key_positions):
                     check_value(value, rel.types[i], f"{where}: {rel.name}.{rel.columns[i]}")
+            else:
+                # A key of the wrong type names no row in any store; saying so beats "not there"
+                # (or an engine's cast error, or its casting '5' to the 5 it then finds).
+                for value, i in zip(key, rel.key_positions):
+                    check_value(value, rel.types[i], f"{where}: {rel.name}.{rel.columns[i]}")
             row = current(key)
             if row is None or (len(values) == len(rel.columns) and row != values):
                 raise ModelError(f"{where}: {what} {rel.name}{list(values)} which is not there")

@@ -87,13 +87,53 @@ def test_strong_when_two_transactions_share_a_state(tmp_path, capsys):
     assert verdict(run, capsys, expect="strong")[0] == 0
 
 
-def test_weak_when_a_source_goes_backwards(tmp_path, capsys):
+def test_strong_when_a_state_claims_a_source_state_it_does_not_show(tmp_path, capsys):
+    # t2's state claims ds2 DSV 2 but still holds the view before t2 (its row arrives with t3's
+    # state): the view at ds1 1, ds2 1, so the states map in order. Strong by section 4.2, with the
+    # claims reported apart as failed.
+    run = make_run(tmp_path, [T1, ("t2", "ds2", 2, {"ds1": 2, "ds2": 2}, []),
+                              ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [*T3[4], [[2, "b", 20], 1]])])
+    code, v = verdict(run, capsys, expect="strong")
+    assert (code, v["level"], v["claims_held"], v["claims_ordered"], v["order_violation"]) == (
+        0, "strong", False, True, None)
+    f = v["first_violation"]
+    assert (f["state"], f["transaction"], f["missing"]) == (1, "t2", [[2, "b", 20, 1]])
+    assert f["matches"] == {"ds1": 1, "ds2": 1}
+    code, out, _ = check(run, capsys=capsys)
+    assert code == 1 and ("level: strong (the states' claimed version vectors did not all hold; "
+                          "a monotone mapping exists)\n") in out
+    assert "state 1 (after transaction t2) does not equal the view at source state ds1 DSV 2, ds2 DSV 2" in out
+    assert "it is the view at source state ds1 DSV 1, ds2 DSV 1" in out
+
+
+def test_strong_when_claims_go_backwards_between_states_of_one_view(tmp_path, capsys):
+    # The claims go from ds2 DSV 2 back to ds2 DSV 1, but both states hold the initial view.
     run = make_run(tmp_path, [("t2", "ds2", 2, {"ds1": 1, "ds2": 2}, []),
                               ("t1", "ds1", 2, {"ds1": 2, "ds2": 1}, []),
                               ("t3", "ds1", 3, {"ds1": 3, "ds2": 2},
                                [[[1, "a", 10], -1], [[1, "c", 10], 1], [[2, "b", 20], 1]])])
     code, v = verdict(run, capsys, expect="strong")
-    assert (code, v["level"], v["first_violation"]) == (1, "weak", None)
+    assert (code, v["level"], v["first_violation"]) == (0, "strong", None)
+    assert (v["claims_held"], v["claims_ordered"]) == (True, False)
+    code, out, _ = check(run, capsys=capsys)
+    assert "level: strong (the states' claimed version vectors held but are out of order; a monotone mapping exists)" in out
+
+
+def test_weak_when_a_source_goes_backwards(tmp_path, capsys):
+    # ds1 is shown after t3, then before it (with t2), then after it again.
+    run = make_run(tmp_path, [("t3", "ds1", 3, {"ds1": 3, "ds2": 1}, [[[1, "a", 10], -1], [[1, "c", 10], 1]]),
+                              ("t2", "ds2", 2, {"ds1": 2, "ds2": 2},
+                               [[[1, "c", 10], -1], [[1, "a", 10], 1], [[2, "b", 20], 1]]),
+                              ("t1", "ds1", 2, {"ds1": 3, "ds2": 2}, [[[1, "a", 10], -1], [[1, "c", 10], 1]])])
+    code, v = verdict(run, capsys, expect="strong")
+    assert (code, v["level"], v["first_violation"], v["claims_held"], v["claims_ordered"]) == (
+        1, "weak", None, True, False)
+    o = v["order_violation"]
+    assert (o["state"], o["transaction"], o["matches"], o["not_below"]) == (
+        1, "t2", [{"ds1": 2, "ds2": 2}], [{"ds1": 3, "ds2": 1}])
+    code, out, _ = check(run, "--expect", "weak", capsys=capsys)
+    assert code == 0 and "no order-preserving mapping reaches state 1 (after transaction t2)" in out
+    assert "it is the view at [ds1 DSV 2, ds2 DSV 2]" in out and "[ds1 DSV 3, ds2 DSV 1]" in out
 
 
 def test_convergence_accepts_the_charts_spelling(tmp_path, capsys):

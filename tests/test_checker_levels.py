@@ -5,9 +5,12 @@ Every history is judged by both oracles, DuckDB and PostgreSQL, which must agree
 
 tests/test_check_cli.py covers the same levels through `fedlab check` on files; the histories here
 are the ones it does not build: sources applied in an order other than their commits, a state
-that equals the view at a source state other than the one it claims, one that equals none, a
-source's states shown backwards, a repeated application that leaves the view unchanged, a source
-never heard from.
+that equals the view at a source state other than the one it claims (strong: section 4.2 asks
+for some order-preserving mapping, not the claimed one), one that equals none, views that go back
+and forth between source states, a source's states shown backwards, claims that go back between
+states of one view, a state showing part of a global transaction, a repeated application that
+leaves the view unchanged, a source never heard from. The last test checks the search for an
+order-preserving mapping itself against trying every choice.
 
 The federation is the Strobe paper's Fixture A (Examples 1, 3), three sources x, y, z, extended by
 two transactions so that a source has two and one is invisible in the view:
@@ -20,11 +23,15 @@ two transactions so that a source has two and one is invisible in the view:
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import Notification, RelationChange
-from loadgen.checker.levels import classify
+from loadgen.checker.levels import _at_or_above, _reachable_frontiers, _walk_back, classify
 from loadgen.checker.oracle import Oracle, engine_named
 
 CATALOG = Catalog.from_dict({"sources": {
@@ -85,16 +92,39 @@ def test_strong_when_a_lost_transaction_never_touched_the_view(oracle):
     assert (v.level, v.first_violation, v.lost, v.doubled) == ("strong", None, ["z:2"], [])
 
 
-def test_weak_when_a_state_is_the_view_at_a_source_state_it_does_not_claim(oracle):
+def test_strong_when_a_state_is_the_view_at_a_source_state_it_does_not_claim(oracle):
     # U1 is applied over the state before U2, as conventional maintenance does (Example 1), and a
-    # later state repairs it: the state is consistent, but with x1, not the x2 it claims.
+    # later state repairs it: the state is the view at x1, not at the x2 it claims. Section 4.2
+    # asks for some order-preserving mapping, not the claimed one, and x1 y1, x1 y2, x2 y2, x3 y2
+    # is one: strong, though the claims did not hold (the checker rated this weak before).
     v = judge(oracle, [state(U2, 2, 1, 1, EMPTY), state(U1, 2, 2, 1, V1),
                        state(U4, 2, 2, 2, EMPTY), state(U3, 3, 2, 2, V3)])
-    assert (v.level, v.lost, v.doubled) == ("weak", [], [])
+    assert (v.level, v.claims_held, v.claims_ordered, v.lost, v.doubled) == ("strong", False, True, [], [])
+    assert v.explained_level() == ("strong (the states' claimed version vectors did not all hold; "
+                                   "a monotone mapping exists)")
     f = v.first_violation
     assert (f["state"], f["transaction"], f["versions"]) == (1, "U1", {"x": 2, "y": 2, "z": 1})
     assert (f["expected"], f["missing"], f["extra"]) == ([], [], [[1, 2, 3, 4, 1]])
-    assert f["matches"] == {"x": 1, "y": 2, "z": 1}
+    assert f["matches"] == {"x": 1, "y": 2, "z": 1}   # its image under the mapping found
+    assert v.order_violation is None
+
+
+def test_weak_when_the_views_go_back_and_forth_between_source_states(oracle):
+    # x's old row comes back after its new one was shown (a stale answer applied late), while the
+    # states claim to move forward: each state is the view at some source state, but V1 only at
+    # x1 and V3 only at x3, so no mapping keeps x's order.
+    v = judge(oracle, [state(U1, 2, 2, 1, V1), state(U3, 3, 2, 1, V3),
+                       state(U2, 3, 2, 1, V1), state(U4, 3, 2, 2, V3)])
+    assert (v.level, v.claims_held, v.lost, v.doubled) == ("weak", False, [], [])
+    assert v.explained_level() == ("weak (the states' claimed version vectors did not all hold; "
+                                   "no monotone mapping exists)")
+    f = v.first_violation
+    assert (f["state"], f["transaction"], f["versions"], f["matches"]) == (
+        0, "U1", {"x": 2, "y": 2, "z": 1}, {"x": 1, "y": 2, "z": 1})
+    o = v.order_violation
+    assert (o["state"], o["transaction"]) == (2, "U2")
+    assert o["matches"] == [{"x": 1, "y": 2, "z": 1}, {"x": 1, "y": 2, "z": 2}]
+    assert o["not_below"] == [{"x": 3, "y": 2, "z": 1}]   # where the states before it map, at the lowest
 
 
 def test_convergence_when_a_state_matches_no_source_state(oracle):
@@ -138,7 +168,50 @@ def test_a_transaction_applied_twice_is_doubled_even_when_the_view_does_not_show
 
 
 def test_states_that_show_a_sources_states_out_of_order_are_only_weak(oracle):
-    # Each state is right for the state it claims, but x is shown at DSV 3 before DSV 2.
+    # Each state is right for the state it claims, but x is shown at DSV 3 before DSV 2, and no
+    # other source state has those views in order.
     v = judge(oracle, [state(U1, 1, 2, 1, V1), state(U3, 3, 2, 1, V3),
                        state(U2, 2, 2, 1, EMPTY), state(U4, 3, 2, 2, V3)])
     assert (v.level, v.first_violation, v.lost, v.doubled) == ("weak", None, [], [])
+    assert (v.claims_held, v.claims_ordered) == (True, False)
+    assert v.explained_level() == "weak (the states' claimed version vectors held but are out of order; no monotone mapping exists)"
+    assert (v.order_violation["state"], v.order_violation["not_below"]) == (2, [{"x": 3, "y": 2, "z": 1}])
+
+
+def test_claims_that_go_back_between_states_of_one_view_are_strong(oracle):
+    # The second state claims x1 after the first claimed x2: the claims go back in x, but both
+    # states hold the empty view, the view at x1 y1 z1 too, so mapping both there keeps order.
+    v = judge(oracle, [state(U2, 2, 1, 1, EMPTY), state(U4, 1, 1, 2, EMPTY),
+                       state(U1, 2, 2, 2, EMPTY), state(U3, 3, 2, 2, V3)])
+    assert (v.level, v.first_violation, v.order_violation) == ("strong", None, None)
+    assert (v.claims_held, v.claims_ordered) == (True, False)
+
+
+def test_a_state_showing_part_of_a_global_transaction_is_only_weak(oracle):
+    # U2 (x) and U1 (y) as the two parts of one global transaction G (section 3.1): V1 is the
+    # view only at x1 y2, after G's part at y and before its part at x, a state no serial schedule
+    # of the sources passes through. The Strobe paper's Example 5 (T-Strobe) is such a run.
+    states = [state(U1, 1, 2, 1, V1), state(U2, 2, 2, 1, EMPTY), state(U4, 2, 2, 2, EMPTY), state(U3, 3, 2, 2, V3)]
+    assert judge(oracle, states).level == "complete"   # as separate local transactions
+    v = classify(oracle, states, states[-1]["view"], global_transactions={"U1": "G", "U2": "G"})
+    assert (v.level, v.claims_held, v.claims_ordered, v.first_violation) == ("weak", True, False, None)
+    assert v.order_violation["state"] == 0 and v.order_violation["matches"][0] == {"x": 1, "y": 2, "z": 1}
+
+
+# ---- the search for an order-preserving mapping ----
+
+VECTORS = st.tuples(st.integers(1, 3), st.integers(1, 3))
+
+
+@given(st.lists(st.lists(VECTORS, max_size=4, unique=True), min_size=1, max_size=5))
+@example([[(2, 1), (1, 2)], [(3, 1)]])   # the smallest vector by sum, (1, 2), leads nowhere
+def test_the_mapping_search_finds_a_mapping_exactly_when_one_exists(candidates):
+    start = (1, 1)
+    exists = any(all(_at_or_above(after, before) for before, after in zip((start, *chain), chain))
+                 for chain in itertools.product(*candidates))
+    frontiers = _reachable_frontiers(candidates, start)
+    assert (len(frontiers) == len(candidates)) == exists
+    if exists:
+        mapping = _walk_back(frontiers)
+        assert all(v in c for v, c in zip(mapping, candidates))
+        assert all(_at_or_above(after, before) for before, after in zip((start, *mapping), mapping))

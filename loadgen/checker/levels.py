@@ -6,12 +6,23 @@ it claims to reflect, and an oracle for the true view at any vector:
 - weak: every state equals the view at some source state: the one it claims or, failing that,
   any vector of source versions (each source at some state of its own history: section 4.2 lets
   "each source reflect a different serializable schedule"), found by searching;
-- strong: every state equals the view at the state it claims (the claims are the mapping m),
-  and the states' vectors never go backwards (each source's order is kept);
-- complete: strong, and every source transaction has a state of its own: consecutive vectors
-  differ by exactly one transaction of one source, and the last reaches every commit.
-A state that does not equal the view at the vector it claims counts as a violation; the first
-one is reported with the row diff (what the view held, what it should have held).
+- strong: a mapping m of the states to source states exists, each state equal to the view at its
+  image, that keeps their order (iii: per source, the images' versions never go back) and whose
+  images are states of one serial schedule of all the sources (i: none shows part of a global
+  transaction, section 3.1, without the rest). The states' claims are that mapping when they all
+  hold and are in order; otherwise it is searched for among the vectors at which each state's view
+  is the true one. Convergence lets the last state map to the final source state (its view is the
+  view there, and that state is at or above every other), as section 4.2 asks of ws_f;
+- complete: strong, and every source transaction has a state of its own, judged by the claims
+  (each an image of m): consecutive claims differ by exactly one transaction of one source, the
+  last reaches every commit, and no transaction is lost or doubled. The claims are what lost and
+  doubled transactions are counted from, and the algorithms built for completeness (Sze-Ling,
+  C-Strobe) claim exactly what each state reflects: a run whose claims fail is at most strong.
+The verdict says apart whether the claims held (`claims_held`) and were in order
+(`claims_ordered`): a run can be strong by the paper's definition although its claims failed.
+The first state that does not equal the view at the vector it claims is reported with the row
+diff (what the view held, what it should have held) and the vector it does match; a run that is
+weak and not strong also names the first state that no order-preserving mapping reaches.
 """
 
 from __future__ import annotations
@@ -20,11 +31,15 @@ import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 
 from loadgen.checker.oracle import Oracle
 
-SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near each claim
+SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near the claims in doubt
 WINDOW = 3             # how far from its claim, per source, a state is looked for beyond the limit
+SHOWN_VECTORS = 5      # vectors listed per side of an order violation
+
+Vector = tuple[int, ...]   # one DSV per source, the sources in sorted order
 
 
 @dataclass
@@ -35,18 +50,31 @@ class Verdict:
     lost: list = field(default_factory=list)
     doubled: list = field(default_factory=list)
     first_violation: dict | None = None
+    claims_held: bool = True      # every state (and the initial view) equals the view at its claim
+    claims_ordered: bool = True   # in order: they never go back, none splits a global transaction
+    order_violation: dict | None = None   # weak, not strong: the first state no mapping reaches
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
+    def explained_level(self) -> str:
+        """The level, with why, when a level the claims alone do not show rests on the search."""
+        if self.level not in ("weak", "strong") or (self.claims_held and self.claims_ordered):
+            return self.level
+        claims = "did not all hold" if not self.claims_held else "held but are out of order"
+        mapping = "a monotone mapping exists" if self.level == "strong" else "no monotone mapping exists"
+        return f"{self.level} (the states' claimed version vectors {claims}; {mapping})"
+
 
 def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
-             start_versions: dict[str, int] | None = None, start_view: dict[tuple, int] | None = None) -> Verdict:
+             start_versions: dict[str, int] | None = None, start_view: dict[tuple, int] | None = None,
+             global_transactions: dict[str, str] | None = None) -> Verdict:
     """`states`: [{"transaction", "source", "dsv", "versions", "view"}] in apply order.
 
     By default the view starts where the sources do (DSV 1 each). A live warehouse starts from a
     view it materialised at `start_versions` (`start_view`, checked like any state): transactions
     up to those versions are in it, so they have no state of their own and are not lost.
+    `global_transactions` maps a local transaction's id to the global transaction it is part of.
     """
     final = oracle.final_versions()
     start = {s: (start_versions or {}).get(s, 1) for s in final}
@@ -55,65 +83,162 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     doubled = sorted(f"{s}:{d}" for (s, d), n in seen.items() if n > 1)
     lost = sorted(f"{s}:{d}" for s, top in final.items() for d in range(start[s] + 1, top + 1) if (s, d) not in seen)
     verdict = Verdict("none", len(states), committed, lost, doubled)
-    claims_hold, monotone, single_steps = True, True, True
-    previous = dict(start)
-    vectors = [{s: state["versions"].get(s, 1) for s in final} for state in states]
-    *expected_views, expected_start, true_final = oracle.views_at(vectors + [start, final])
+    sources = sorted(final)
+    claims = [tuple(state["versions"].get(s, 1) for s in sources) for state in states]
+    low, high = tuple(start[s] for s in sources), tuple(final[s] for s in sources)
+    *expected_views, expected_start, true_final = oracle.views_at(
+        [dict(zip(sources, v)) for v in [*claims, low, high]])
+    serial = _serial_states(oracle, global_transactions or {}, sources)
     if start_view is not None and expected_start != start_view:
-        claims_hold = False
+        verdict.claims_held = False
         verdict.first_violation = _violation(None, {"transaction": "(initial view)", "view": start_view},
                                              start, expected_start)
-    unclaimed = []   # states that differ from the view at the vector they claim
-    for i, (state, vector, expected) in enumerate(zip(states, vectors, expected_views)):
-        if expected != state["view"]:
-            unclaimed.append(i)
-            if claims_hold:
-                claims_hold = False
-                verdict.first_violation = _violation(i, state, vector, expected)
-        if any(vector[s] < previous[s] for s in final):
-            monotone = False
-        if sum(vector[s] - previous[s] for s in final) != 1:
-            single_steps = False
-        previous = vector
-    converged = true_final == final_view
-    if not converged and verdict.first_violation is None:
-        verdict.first_violation = _violation(len(states), {"transaction": "(final)", "view": final_view}, final, true_final)
-    if converged:
-        verdict.level = "convergence"
-        weak = claims_hold
-        if not claims_hold and verdict.first_violation["state"] is not None:
-            found = _states_matching(oracle, [states[i]["view"] for i in unclaimed],
-                                     [vectors[i] for i in unclaimed], start, final)
-            weak = all(v is not None for v in found)
-            verdict.first_violation["matches"] = found[0]   # the source state it is the view at, if any
-        if weak:
-            verdict.level = "weak"
-            # The last state may claim less than the final vector (a lost transaction that left
-            # the view alone): it converged, so mapping it to the final source state keeps m
-            # monotone, which is all strong consistency asks.
-            if claims_hold and monotone:
-                verdict.level = "strong"
-                if single_steps and previous == final and not lost and not doubled:
-                    verdict.level = "complete"
+    failed = [i for i, (state, expected) in enumerate(zip(states, expected_views)) if state["view"] != expected]
+    if failed:
+        verdict.claims_held = False
+        if verdict.first_violation is None:
+            i = failed[0]
+            verdict.first_violation = _violation(i, states[i], dict(zip(sources, claims[i])), expected_views[i])
+    backwards = [i for i, (before, claim) in enumerate(zip([low, *claims], claims)) if not _at_or_above(claim, before)]
+    split = [i for i, claim in enumerate(claims) if not serial(claim)]
+    verdict.claims_ordered = not backwards and not split
+    if true_final != final_view:
+        if verdict.first_violation is None:
+            verdict.first_violation = _violation(len(states), {"transaction": "(final)", "view": final_view},
+                                                 final, true_final)
+        return verdict
+    verdict.level = "convergence"
+    if verdict.first_violation is not None and verdict.first_violation["state"] is None:
+        return verdict   # section 4.2 assumes the view starts synchronised, V(ws_0) = V(ss_0)
+    if verdict.claims_held and verdict.claims_ordered:
+        verdict.level = "strong"
+        steps = all(sum(claim) - sum(before) == 1 for before, claim in zip([low, *claims], claims))
+        if steps and (claims[-1] if claims else low) == high and not lost and not doubled:
+            verdict.level = "complete"
+        return verdict
+    # The claims in doubt: those that failed, both ends of a step back, those splitting a transaction.
+    doubtful = set(failed) | set(split) | {j for i in backwards for j in (i - 1, i) if j >= 0}
+    known = {claim: view for claim, view in zip(claims, expected_views)
+             if _at_or_above(claim, low) and _at_or_above(high, claim)}
+    matches = _matching_vectors(oracle, [s["view"] for s in states], [claims[i] for i in sorted(doubtful)],
+                                known, low, high, sources)
+    _judge_by_mapping(verdict, states, matches, serial, low, sources)
     return verdict
 
 
-def _states_matching(oracle: Oracle, views: list[dict], claims: list[dict], start: dict,
-                     final: dict) -> list[dict | None]:
-    """For each view, a source state vector at which the true view equals it (None: none found)."""
-    sources = sorted(final)
-    if math.prod(final[s] - start[s] + 1 for s in sources) <= SEARCH_LIMIT:
-        candidates = itertools.product(*(range(start[s], final[s] + 1) for s in sources))
+def _judge_by_mapping(verdict: Verdict, states: list[dict], matches: list[list[Vector]],
+                      serial: Callable[[Vector], bool], start: Vector, sources: list[str]) -> None:
+    """Weak when every state equals the view at some source state (`matches`), strong when those
+    states admit an order-preserving mapping; the first failed claim gets the vector it matches
+    (its image under the mapping, when there is one)."""
+    first = verdict.first_violation
+    if not all(matches):
+        if first is not None:
+            first["matches"] = _named(sources, matches[first["state"]][0]) if matches[first["state"]] else None
+        return
+    verdict.level = "weak"
+    frontiers = _reachable_frontiers([[v for v in vectors if serial(v)] for vectors in matches], start)
+    if len(frontiers) == len(states):
+        verdict.level = "strong"
+        mapping = _walk_back(frontiers)
+        if first is not None:
+            first["matches"] = _named(sources, mapping[first["state"]])
+        return
+    if first is not None:
+        first["matches"] = _named(sources, matches[first["state"]][0])
+    i = len(frontiers)
+    verdict.order_violation = {
+        "state": i, "transaction": states[i].get("transaction"),
+        "matches": [_named(sources, v) for v in matches[i][:SHOWN_VECTORS]],
+        "not_below": [_named(sources, v) for v in (frontiers[-1] if frontiers else [start])[:SHOWN_VECTORS]],
+    }
+
+
+def _matching_vectors(oracle: Oracle, views: list[dict], around: list[Vector], known: dict[Vector, dict],
+                      start: Vector, final: Vector, sources: list[str]) -> list[list[Vector]]:
+    """For each view, the source state vectors between `start` and `final` at which the true view
+    equals it, in ascending order: among every such vector while there are at most SEARCH_LIMIT of
+    them, else among those within WINDOW of each vector `around` and those `known` ({vector: the
+    view there}). Beyond the limit a state may match a vector the search does not try, so the
+    level found is then a lower bound."""
+    bounds = list(zip(start, final))
+    if math.prod(hi - lo + 1 for lo, hi in bounds) <= SEARCH_LIMIT:
+        tried = set(itertools.product(*(range(lo, hi + 1) for lo, hi in bounds)))
     else:
-        candidates = sorted({v for c in claims for v in itertools.product(
-            *(range(max(start[s], c[s] - WINDOW), min(final[s], c[s] + WINDOW) + 1) for s in sources))})
-    candidates = [dict(zip(sources, v)) for v in candidates]
-    found: list[dict | None] = [None] * len(views)
-    for vector, view in zip(candidates, oracle.views_at(candidates)):
-        for i, wanted in enumerate(views):
-            if found[i] is None and view == wanted:
-                found[i] = vector
-    return found
+        tried = {v for c in around for v in itertools.product(
+            *(range(max(lo, x - WINDOW), min(hi, x + WINDOW) + 1) for x, (lo, hi) in zip(c, bounds)))}
+    fresh = sorted(tried - set(known))
+    wanted = {_key(view) for view in views}
+    at: dict[frozenset, list[Vector]] = {}
+    evaluated = zip(fresh, oracle.views_at([dict(zip(sources, v)) for v in fresh]))
+    for vector, view in itertools.chain(known.items(), evaluated):
+        if _key(view) in wanted:
+            at.setdefault(_key(view), []).append(vector)
+    return [sorted(at.get(_key(view), [])) for view in views]
+
+
+def _reachable_frontiers(candidates: list[list[Vector]], start: Vector) -> list[list[Vector]]:
+    """For each state in turn, the lowest vectors it can be mapped to with every state before it
+    mapped at or below (componentwise, from `start`): the minimal elements of its candidates
+    that lie at or above one of its predecessor's. Stops before the first state none reaches.
+
+    Keeping all the minimal elements, not one, makes the search exact over the candidates: two
+    incomparable vectors (x2 y1, x1 y2) may each be the only way on to a different later state,
+    so no single greedy choice is safe; and any vector at or above a minimal one is reached too.
+    """
+    frontiers, lowest = [], [start]
+    for vectors in candidates:
+        reachable = [v for v in vectors if any(_at_or_above(v, m) for m in lowest)]
+        if not reachable:
+            break
+        lowest = _minimal(reachable)
+        frontiers.append(lowest)
+    return frontiers
+
+
+def _walk_back(frontiers: list[list[Vector]]) -> list[Vector]:
+    """An order-preserving mapping through every frontier: from the last state back, each state
+    takes one of its lowest vectors at or below its successor's (one exists, since the
+    successor's vector was reached from one of them)."""
+    mapping = [frontiers[-1][0]]
+    for lowest in reversed(frontiers[:-1]):
+        mapping.append(next(m for m in lowest if _at_or_above(mapping[-1], m)))
+    return mapping[::-1]
+
+
+def _minimal(vectors: list[Vector]) -> list[Vector]:
+    """The vectors not at or above another (the list holds each vector once)."""
+    kept: list[Vector] = []
+    for v in sorted(vectors, key=sum):   # a vector can only be at or above one of no larger sum
+        if not any(_at_or_above(v, k) for k in kept):
+            kept.append(v)
+    return kept
+
+
+def _serial_states(oracle: Oracle, global_transactions: dict[str, str],
+                   sources: list[str]) -> Callable[[Vector], bool]:
+    """Whether a vector is a state of one serial schedule of all the sources (section 4.2 (i)):
+    one that shows every global transaction's local parts all or none (section 3.1). Without
+    global transactions every vector is."""
+    parts: dict[str, list[tuple[int, int]]] = {}
+    for source, log in oracle.history.items():
+        for n in log:
+            if n.txn_id in global_transactions:
+                parts.setdefault(global_transactions[n.txn_id], []).append((sources.index(source), n.dsv))
+    spread = [p for p in parts.values() if len(p) > 1]
+    return lambda v: all(len({v[i] >= dsv for i, dsv in p}) == 1 for p in spread)
+
+
+def _at_or_above(v: Vector, w: Vector) -> bool:
+    return all(a >= b for a, b in zip(v, w))
+
+
+def _key(view: dict) -> frozenset:
+    return frozenset(view.items())
+
+
+def _named(sources: list[str], vector: Vector) -> dict[str, int]:
+    return dict(zip(sources, vector))
 
 
 def _violation(index: int | None, state: dict, vector: dict, expected: dict) -> dict:
