@@ -1,8 +1,8 @@
 """A source's state held in memory: what the deterministic simulator runs its sources on.
 
-Same contract as the DuckDB store (source_node.store): commit (one transaction, or a group with
-commit_many) with version numbers and a notification log, atomic sub-query answers, resend from
-the log, snapshots. Answers follow the reference semantics in fedmodel.subquery.evaluate_semijoins.
+The reference for the durable stores (source_node.durable_store: SQLite, DuckDB), with the same
+contract: commit (one transaction, or a group with commit_many) with version numbers and a
+notification log, atomic sub-query answers, resend from the log, snapshots. Answers follow the reference semantics in fedmodel.subquery.evaluate_semijoins.
 """
 
 from __future__ import annotations

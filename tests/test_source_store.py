@@ -1,10 +1,14 @@
-"""source_node.store.DuckDBStore: versions, the transactional outbox, atomic rejection, group commit
-(an invalid member rejected alone), reopening, and commits, groups and sub-query answers equal to
-the in-memory reference (MemoryStore) on random data."""
+"""The durable source stores, SQLite (the default) and DuckDB, each test on both: versions, the
+transactional outbox, atomic rejection, group commit (an invalid member rejected alone), reopening,
+commits, groups and sub-query answers equal to the in-memory reference (MemoryStore) on random
+data; and what is SQLite's own: sub-queries on their own connection that never wait for a commit
+and read one state, and the indexes on probed columns."""
 
 from __future__ import annotations
 
 import random
+import sqlite3
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,8 +18,10 @@ from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, TransactionRequest
+from source_node.duckdb_store import DuckDBStore
+from source_node.engines import ENGINES, file_name, open_store
 from source_node.memory_store import MemoryStore
-from source_node.store import DuckDBStore
+from source_node.sqlite_store import SQLiteStore
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {
@@ -32,9 +38,20 @@ INITIAL = {
 }
 
 
+def open_engine(engine: str, folder, name: str = "ds1", catalog: Catalog = CATALOG, source: str = "ds1",
+                initial: dict | None = INITIAL, **kw):
+    """A store of `engine` in `folder`/<name>.<engine>."""
+    return open_store(catalog, source, folder / file_name(name, engine), engine, initial, **kw)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def store(tmp_path):
-    s = DuckDBStore(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL)
+def store(tmp_path, engine):
+    s = open_engine(engine, tmp_path)
     yield s
     s.close()
 
@@ -71,7 +88,8 @@ def test_outbox_holds_each_notification_until_acknowledged(store):
 
 
 STORES = {
-    "duckdb": lambda tmp_path, **kw: DuckDBStore(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, **kw),
+    "sqlite": lambda tmp_path, **kw: open_engine("sqlite", tmp_path, **kw),
+    "duckdb": lambda tmp_path, **kw: open_engine("duckdb", tmp_path, **kw),
     "memory": lambda tmp_path, **kw: MemoryStore(CATALOG, "ds1", INITIAL, **kw),
 }
 
@@ -101,10 +119,13 @@ BAD_TRANSACTIONS = [
     (TransactionRequest("t", inserts=VALID_PART, deletes={"T": [(99,)]}), "which is not there"),
     (TransactionRequest("t", inserts=VALID_PART, deletes={"R": [(1, "a", 0.5, "1999-01-01")]}), "which is not there"),
     # Passes validation but breaks the database's own constraint (a key column is NOT NULL): the
-    # first relation's rows were already written when DuckDB refuses, and are rolled back.
+    # first relation's rows were already written when the database refuses, and are rolled back.
     (TransactionRequest("t", inserts={**VALID_PART, "S": [(None, 5, True)]}), "NOT NULL constraint"),
-    # A key of the wrong type reaches DuckDB in the planner's lookup, which aborts the transaction.
-    (TransactionRequest("t", inserts=VALID_PART, deletes={"T": [("five",)]}), "Could not convert string 'five'"),
+    # A key of the wrong type names no row: refused before any engine casts it (or finds 5 for '5').
+    (TransactionRequest("t", inserts=VALID_PART, deletes={"T": [("five",)]}), "T.E is BIGINT, got 'five'"),
+    (TransactionRequest("t", inserts=VALID_PART, deletes={"T": [("1",)]}), "T.E is BIGINT, got '1'"),
+    # An integer beyond 64 bits: the catalog refuses it before any engine overflows.
+    (TransactionRequest("t", inserts={**VALID_PART, "T": [(2 ** 64, "g")]}), "does not fit in 64 bits"),
 ]
 
 
@@ -122,11 +143,11 @@ def test_rejected_transaction_leaves_no_partial_state(store, bad, message):
 # ---- group commit ----
 
 @pytest.mark.parametrize("bad, message", BAD_TRANSACTIONS)
-def test_invalid_member_of_a_group_is_rejected_alone_and_leaves_no_trace(tmp_path, bad, message):
+def test_invalid_member_of_a_group_is_rejected_alone_and_leaves_no_trace(tmp_path, engine, bad, message):
     before = TransactionRequest("t1", inserts={"T": [(7, "w")]})
     after = TransactionRequest("t2", modifies={"T": [Modification((7,), (7, "v"))]}, inserts=VALID_PART)
-    group = DuckDBStore(CATALOG, "ds1", tmp_path / "group.duckdb", INITIAL)
-    alone = DuckDBStore(CATALOG, "ds1", tmp_path / "alone.duckdb", INITIAL)
+    group = open_engine(engine, tmp_path, "group")
+    alone = open_engine(engine, tmp_path, "alone")
     first, rejected, last = group.commit_many([before, bad, after], commit_time=5.0)
     assert isinstance(rejected, ModelError) and message in str(rejected)
     assert [first, last] == [alone.commit(before, commit_time=5.0), alone.commit(after, commit_time=5.0)]
@@ -152,22 +173,21 @@ def test_a_member_is_planned_on_the_rows_the_earlier_members_wrote(store):
     assert (7, "v") in store.snapshot()[1]["T"][1]
 
 
-def test_a_group_is_one_durable_state_with_a_notification_per_member(tmp_path):
-    path = tmp_path / "ds1.duckdb"
-    store = DuckDBStore(CATALOG, "ds1", path, INITIAL, log_retention=3)
+def test_a_group_is_one_durable_state_with_a_notification_per_member(tmp_path, engine):
+    store = open_engine(engine, tmp_path, log_retention=3)
     notes = store.commit_many([TransactionRequest(f"t{i}", inserts={"T": [(10 + i, "z")]}) for i in range(4)])
     assert [(n.txn_id, n.dsv, n.changes[0].brv) for n in notes] == [(f"t{i}", 2 + i, 2 + i) for i in range(4)]
     assert (store.dsv, store.brv) == (5, {"R": 1, "S": 1, "T": 5})
     before = state(store)
     assert [n.dsv for n in store.unacknowledged()] == [3, 4, 5], "log retention applies to the group's end"
     store.close()
-    reopened = DuckDBStore(CATALOG, "ds1", path)
+    reopened = open_engine(engine, tmp_path, initial=None)
     assert state(reopened) == before
     reopened.close()
 
 
 def test_many_row_group_refused_by_the_database_falls_back_to_one_by_one(store):
-    # Enough rows for the Arrow path of _table_of, which rolls back on its own when DuckDB refuses.
+    # Enough rows for DuckDB's Arrow path of _table_of, which rolls back on its own when DuckDB refuses.
     many = TransactionRequest("many", inserts={"T": [(100 + i, "m") for i in range(50)]})
     bad = TransactionRequest("bad", inserts={"S": [(None, i, True) for i in range(50)]})
     outcomes = store.commit_many([many, bad, TransactionRequest("last", deletes={"T": [(100,)]})])
@@ -177,55 +197,83 @@ def test_many_row_group_refused_by_the_database_falls_back_to_one_by_one(store):
     assert len(store.snapshot()[1]["T"][1]) == 2 + 49
 
 
-def test_referential_integrity_is_enforced_like_the_memory_store(tmp_path):
+def test_referential_integrity_is_enforced_like_the_memory_store(tmp_path, engine):
     catalog = Catalog.from_dict({
         "sources": {"ds1": {"P": {"columns": ["K"], "types": ["BIGINT"]},
                             "C": {"columns": ["I", "K"], "types": ["BIGINT", "BIGINT"], "key": ["I"]}}},
         "constraints": {"ri": [{"child": "C", "columns": ["K"], "parent": "P", "parent_columns": ["K"]}]}})
     initial = {"P": [(1,)], "C": [(10, 1)]}
-    duck = DuckDBStore(catalog, "ds1", tmp_path / "ri.duckdb", initial)
+    durable = open_engine(engine, tmp_path, "ri", catalog, initial=initial)
     memory = MemoryStore(catalog, "ds1", initial)
     for bad in (TransactionRequest("t", inserts={"C": [(11, 2)]}), TransactionRequest("t", deletes={"P": [(1,)]})):
-        for s in (duck, memory):
+        for s in (durable, memory):
             with pytest.raises(ModelError, match="refers to no P row|leaves C rows"):
                 s.commit(bad)
-    assert duck.dsv == memory.dsv == 1
-    duck.close()
+    assert durable.dsv == memory.dsv == 1
+    durable.close()
 
 
 # ---- reopening ----
 
-def test_reopen_restores_relations_versions_and_outbox(tmp_path):
-    path = tmp_path / "ds1.duckdb"
-    store = DuckDBStore(CATALOG, "ds1", path, INITIAL)
+def test_reopen_restores_relations_versions_and_outbox(tmp_path, engine):
+    store = open_engine(engine, tmp_path)
     store.commit(TransactionRequest("t1", inserts={"R": [(4, "c", 1.0, "2023-03-03")]}))
     store.commit(TransactionRequest("t2", deletes={"S": [("a", 1)]}, modifies={"T": [Modification((2,), (2, "yy"))]}))
     store.acknowledge(2)
     before = state(store)
     store.close()
-    reopened = DuckDBStore(CATALOG, "ds1", path, initial={"T": [(100, "ignored on reopen")]})
+    reopened = open_engine(engine, tmp_path, initial={"T": [(100, "ignored on reopen")]})
     assert state(reopened) == before
     assert [n.dsv for n in reopened.unacknowledged()] == [3]
     assert reopened.commit(TransactionRequest("t3", inserts={"T": [(5, "q")]})).dsv == 4
     reopened.close()
 
 
-def test_reopening_another_sources_file_is_refused(tmp_path):
-    path = tmp_path / "ds1.duckdb"
-    DuckDBStore(CATALOG, "ds1", path, INITIAL).close()
+def test_reopening_another_sources_file_is_refused(tmp_path, engine):
+    open_engine(engine, tmp_path).close()
     other = Catalog.from_dict({"sources": {"ds9": {"R": {"columns": ["A"], "types": ["BIGINT"]}}}})
     with pytest.raises(ModelError, match="holds source 'ds1', not 'ds9'"):
-        DuckDBStore(other, "ds9", path)
+        open_engine(engine, tmp_path, catalog=other, source="ds9", initial=None)
 
 
-def test_invalid_initial_rows_are_refused(tmp_path):
-    with pytest.raises(ModelError, match="initial rows of T.*duplicate key"):
-        DuckDBStore(CATALOG, "ds1", tmp_path / "x.duckdb", {"T": [(1, "x"), (1, "y")]})
-    many = [(i, f"t{i}") for i in range(100)] + [(7, "again")]   # many rows travel as an Arrow table
-    with pytest.raises(ModelError, match="initial rows of T.*duplicate key"):
-        DuckDBStore(CATALOG, "ds1", tmp_path / "z.duckdb", {"T": many})
-    with pytest.raises(ModelError, match="does not own a relation named 'U'"):
-        DuckDBStore(CATALOG, "ds1", tmp_path / "y.duckdb", {"U": [(1, "h")]})
+@pytest.mark.parametrize("initial, message", [
+    ({"T": [(1, "x"), (1, "y")]}, "initial rows of T: duplicate key"),
+    ({"T": [(i, f"t{i}") for i in range(100)] + [(7, "again")]}, "initial rows of T: duplicate key"),
+    ({"T": [(1, "x")], "S": [(None, 1, True)]}, "initial rows of S.*NOT NULL constraint"),
+    ({"T": [(1, 2)]}, "initial rows of T: T.G is VARCHAR, got 2"),
+    ({"U": [(1, "h")]}, "does not own a relation named 'U'"),
+])
+def test_invalid_initial_rows_are_refused_with_one_line_and_leave_no_store(tmp_path, engine, initial, message):
+    with pytest.raises(ModelError, match=message) as refused:
+        open_engine(engine, tmp_path, initial=initial)
+    assert "\n" not in str(refused.value)
+    # Nothing was created: the same file then takes good initial rows.
+    store = open_engine(engine, tmp_path)
+    assert state(store)[:2] == (1, {n: (1, frozenset(rows)) for n, rows in INITIAL.items()})
+    store.close()
+
+
+# ---- opening a file with the engine that made it ----
+
+def test_open_store_reads_the_engine_from_the_file(tmp_path):
+    for engine, kind in (("sqlite", SQLiteStore), ("duckdb", DuckDBStore)):
+        path = tmp_path / f"made-by-{engine}.db"   # the header decides, not the name
+        open_store(CATALOG, "ds1", path, engine, INITIAL).close()
+        reopened = open_store(CATALOG, "ds1", path)
+        assert isinstance(reopened, kind) and reopened.dsv == 1
+        reopened.close()
+
+
+def test_a_file_of_the_other_engine_is_refused_with_one_line(tmp_path):
+    open_engine("duckdb", tmp_path).close()
+    with pytest.raises(ModelError, match=r"ds1.duckdb is a DuckDB database, not SQLite \(it was made with "
+                                         r"--source-engine duckdb\)"):
+        open_store(CATALOG, "ds1", tmp_path / "ds1.duckdb", "sqlite")
+    (tmp_path / "junk").write_text("not a database at all")
+    with pytest.raises(ModelError, match="neither a SQLite nor a DuckDB database"):
+        open_store(CATALOG, "ds1", tmp_path / "junk")
+    with pytest.raises(ModelError, match="no source database at"):
+        open_store(CATALOG, "ds1", tmp_path / "missing.sqlite")
 
 
 # ---- the same contract as the memory store, on random transactions ----
@@ -261,35 +309,35 @@ def random_transaction(rng: random.Random, i: int, rows: dict) -> TransactionReq
     return req
 
 
-def twin_stores(seed: int, transactions: int = 25) -> tuple[DuckDBStore, MemoryStore]:
-    """A DuckDB store and the memory store after the same random transactions, checked equal all along."""
+def twin_stores(engine: str, folder, seed: int, transactions: int = 25):
+    """A durable store and the memory store after the same random transactions, checked equal all along."""
     rng = random.Random(seed)
-    duck = DuckDBStore(CATALOG, "ds1", ":memory:", INITIAL)
+    durable = open_engine(engine, folder, f"twin{seed}")
     memory = MemoryStore(CATALOG, "ds1", INITIAL)
     for i in range(transactions):
         req = random_transaction(rng, i, {n: list(r.values()) for n, r in memory.relations.items()})
         outcomes = []
-        for s in (duck, memory):
+        for s in (durable, memory):
             try:
                 outcomes.append(s.commit(req, commit_time=float(i)))
             except ModelError as err:
                 outcomes.append(type(err))
         assert outcomes[0] == outcomes[1], f"{req} -> {outcomes}"
-    assert state(duck) == state(memory)
-    return duck, memory
+    assert state(durable) == state(memory)
+    return durable, memory
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_commits_match_the_memory_store(seed):
-    twin_stores(seed)
+def test_commits_match_the_memory_store(tmp_path, engine, seed):
+    twin_stores(engine, tmp_path, seed)[0].close()
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_group_commits_match_the_memory_store_committing_one_by_one(seed):
+def test_group_commits_match_the_memory_store_committing_one_by_one(tmp_path, engine, seed):
     """Random groups (sizes 1 to 12, members planned on the state the earlier ones leave, some
     invalid) committed with commit_many give the outcomes and state of one-by-one commits."""
     rng = random.Random(100 + seed)
-    duck = DuckDBStore(CATALOG, "ds1", ":memory:", INITIAL)
+    durable = open_engine(engine, tmp_path)
     memory = MemoryStore(CATALOG, "ds1", INITIAL)
     for g in range(6):
         group, expected = [], []
@@ -301,11 +349,18 @@ def test_group_commits_match_the_memory_store_committing_one_by_one(seed):
                 expected.append(memory.commit(req, commit_time=float(g)))
             except ModelError as err:
                 expected.append(str(err))
-        got = [str(o) if isinstance(o, ModelError) else o for o in duck.commit_many(group, commit_time=float(g))]
+        got = [str(o) if isinstance(o, ModelError) else o for o in durable.commit_many(group, commit_time=float(g))]
         assert got == expected
-        assert state(duck) == state(memory)
-    assert duck.commit_many([]) == [] and duck.dsv == memory.dsv
-    duck.close()
+        assert state(durable) == state(memory)
+    assert durable.commit_many([]) == [] and durable.dsv == memory.dsv
+    durable.close()
+
+
+def test_booleans_and_dates_come_back_as_the_memory_store_holds_them(store):
+    store.commit(TransactionRequest("t", inserts={"S": [("z", 9, False)], "R": [(9, "z", 1.5, "2024-02-29")]}))
+    _, relations = store.snapshot()
+    assert {type(f) for _, _, f in relations["S"][1]} == {bool, type(None)}   # not 0 and 1
+    assert (9, "z", 1.5, "2024-02-29") in relations["R"][1]
 
 
 def test_memory_store_group_rejects_an_invalid_member_alone():
@@ -317,11 +372,12 @@ def test_memory_store_group_rejects_an_invalid_member_alone():
     assert isinstance(bad, ModelError) and "duplicates key" in str(bad)
 
 
-@pytest.fixture(scope="module", params=[11, 12])
-def twins(request):
-    duck, memory = twin_stores(request.param)
-    yield duck, memory
-    duck.close()
+@pytest.fixture(scope="module", params=[(e, seed) for e in ENGINES for seed in (11, 12)], ids=str)
+def twins(request, tmp_path_factory):
+    engine, seed = request.param
+    durable, memory = twin_stores(engine, tmp_path_factory.mktemp(engine), seed)
+    yield durable, memory
+    durable.close()
 
 
 # Columns that may be joined: equal types.
@@ -382,11 +438,14 @@ def subqueries(draw) -> Subquery:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sq=subqueries())
 def test_answer_equals_the_memory_store(twins, sq):
-    duck, memory = twins
-    got, expected = duck.answer(sq), memory.answer(sq)
-    assert (got.id, got.source, got.dsv) == (expected.id, expected.source, expected.dsv)
-    assert [(r.relation, r.brv, sorted(r.rows, key=repr)) for r in got.relations] == \
-           [(r.relation, r.brv, sorted(r.rows, key=repr)) for r in expected.relations]
+    durable, memory = twins
+    assert comparable(durable.answer(sq)) == comparable(memory.answer(sq))
+
+
+def comparable(answer) -> tuple:
+    """An answer with each relation's rows in one order (the order of rows is no part of it)."""
+    return (answer.id, answer.source, answer.dsv,
+            [(r.relation, r.brv, sorted(r.rows, key=repr)) for r in answer.relations])
 
 
 # ---- bad sub-queries ----
@@ -395,10 +454,118 @@ def test_answer_equals_the_memory_store(twins, sq):
     (Subquery("q", "ds1", (SubqueryRelation("U", None, (), ()),), ()), "does not own a relation named 'U'"),
     (Subquery("q", "ds1", (SubqueryRelation("R", None, (), (), "A >"),), ()), "malformed SQL"),
     (Subquery("q", "ds1", (SubqueryRelation("R", None, (), (), "Z = 1"),), ()), "has no column 'Z'"),
-    (Subquery("q", "ds1", (SubqueryRelation("R", None, ("A",), ("P",)),), (("one",),)), "convert string .one."),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, ("A",), ("P",)),), (("one",),)), "probe value: R.A is BIGINT, got 'one'"),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, ("A",), ("P",)),), ((1, 2),)), "probe value .1, 2. has 2 values"),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, ("A", "B"), ("P",)),), ()), "R joins on 2 columns"),
+    (Subquery("q", "ds1", (SubqueryRelation("R", None, (), ()), SubqueryRelation("R", "R", ("A",), ("A",))), ()),
+     "names relation R twice"),
     (Subquery("q", "ds1", (SubqueryRelation("R", None, (), ()), SubqueryRelation("S", "T", ("E",), ("E",))), ()),
      "parent of S must be a relation listed before it"),
 ])
 def test_bad_subquery_is_a_model_error(store, sq, message):
     with pytest.raises(ModelError, match=message):
         store.answer(sq)
+
+
+# ---- SQLite: reads on their own connection, one state each, never waiting for a commit ----
+
+T_ALL = Subquery("q", "ds1", (SubqueryRelation("T", None, (), ()),), ())
+
+
+def test_subquery_returns_the_state_before_a_commit_in_progress(tmp_path, monkeypatch):
+    store = open_engine("sqlite", tmp_path)
+    writing, release = threading.Event(), threading.Event()
+    write_log = store._write_log
+
+    def slow_write_log(*args):   # the group's rows are written; its versions and outbox not yet
+        write_log(*args)
+        writing.set()
+        release.wait(10)
+
+    monkeypatch.setattr(store, "_write_log", slow_write_log)
+    committer = threading.Thread(target=store.commit, args=(TransactionRequest("t", inserts={"T": [(7, "w")]}),))
+    committer.start()
+    assert writing.wait(10)
+    answered = []
+    reader = threading.Thread(target=lambda: answered.append(store.answer(T_ALL)))
+    reader.start()
+    reader.join(5)
+    assert answered, "the sub-query waited for the commit in progress"
+    before, = answered
+    release.set()
+    committer.join(10)
+    after = store.answer(T_ALL)
+    assert (before.dsv, before.relations[0].brv, sorted(before.relations[0].rows)) == (1, 1, [(1, "x"), (2, "y")])
+    assert (after.dsv, after.relations[0].brv, sorted(after.relations[0].rows)) == (2, 2, [(1, "x"), (2, "y"), (7, "w")])
+    store.close()
+
+
+def test_subquery_reads_rows_and_versions_of_one_state_under_concurrent_commits(tmp_path):
+    # Every commit inserts one T row, so in any one state T holds 2 + (BRV(T) - 1) rows.
+    store = open_engine("sqlite", tmp_path)
+    stop = threading.Event()
+
+    def commit_on():
+        i = 100
+        while not stop.is_set():
+            store.commit_many([TransactionRequest(f"t{i + j}", inserts={"T": [(i + j, "c")]}) for j in range(3)])
+            i += 3
+
+    committer = threading.Thread(target=commit_on)
+    committer.start()
+    try:
+        seen = set()
+        while len(seen) < 20:
+            answer = store.answer(T_ALL)
+            t = answer.relations[0]
+            assert len(t.rows) == 2 + t.brv - 1 and answer.dsv == t.brv, (answer.dsv, t.brv, len(t.rows))
+            dsv, relations = store.snapshot()
+            assert len(relations["T"][1]) == 2 + relations["T"][0] - 1 and dsv == relations["T"][0]
+            seen.add(t.brv)
+    finally:
+        stop.set()
+        committer.join(10)
+    store.close()
+
+
+# ---- SQLite: an index on every probed column set ----
+
+def index_columns(store: SQLiteStore, relation: str) -> list[tuple[str, ...]]:
+    con = sqlite3.connect(store.path)
+    try:
+        names = [row[1] for row in con.execute(f'PRAGMA index_list("{relation}")')]
+        return sorted(tuple(c for _, _, c in con.execute(f'PRAGMA index_info("{n}")')) for n in names)
+    finally:
+        con.close()
+
+
+def test_a_probe_on_an_unindexed_column_set_creates_its_index(tmp_path):
+    store = open_engine("sqlite", tmp_path)
+    memory = MemoryStore(CATALOG, "ds1", INITIAL)
+    assert ("G",) not in index_columns(store, "T")
+    sq = Subquery("q", "ds1", (SubqueryRelation("T", None, ("G",), ("P",)),
+                               SubqueryRelation("S", "T", ("E",), ("E",))), (("x",), ("y",)))
+    assert comparable(store.answer(sq)) == comparable(memory.answer(sq))
+    assert ("G",) in index_columns(store, "T") and ("E",) in index_columns(store, "S")
+    store.close()
+    # ... and the file keeps it: a reopened store does not create it again.
+    reopened = open_engine("sqlite", tmp_path)
+    assert comparable(reopened.answer(sq)) == comparable(memory.answer(sq))
+    assert index_columns(reopened, "T").count(("G",)) == 1
+    reopened.close()
+
+
+def test_probed_column_sets_are_indexed_when_the_store_opens_and_key_prefixes_need_none(tmp_path):
+    store = open_engine("sqlite", tmp_path, probes=[("S", ("B",)), ("R", ("b", "a")), ("U", ("A",)), ("T", ("E",))])
+    assert index_columns(store, "S") == [("B", "E")], "B leads S's primary key (B, E): no second index"
+    assert index_columns(store, "R") == [("A",), ("B", "A")], "named as the catalog spells them, in the order given"
+    assert index_columns(store, "T") == [("E",)], "T's key is E"
+    store.close()
+
+
+def test_probes_use_an_index(tmp_path):
+    store = open_engine("sqlite", tmp_path, probes=[("R", ("B",))])
+    plan = " ".join(str(row) for row in store._con.execute(
+        "EXPLAIN QUERY PLAN " + store._probe_statement(CATALOG.relation("R"), ["B"], 4), ["a", "b", None, None]))
+    assert "SEARCH r USING" in plan and "INDEX" in plan, plan
+    store.close()

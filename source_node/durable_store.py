@@ -1,0 +1,445 @@
+"""What a source's store does on any embedded SQL database: versions, group commit, the outbox.
+
+The engine-independent half of source_node.sqlite_store.SQLiteStore (the default) and
+source_node.duckdb_store.DuckDBStore, with the contract of source_node.memory_store.MemoryStore
+(the reference): `commit`, `commit_many`, `answer`, `notifications_from`, `oldest_available`,
+`acknowledge`, `unacknowledged`, `snapshot`, `close`, and the properties `dsv` and `brv`.
+
+What it adds to the reference is durability (DESIGN.md 4.5): a committed transaction's rows, its
+version bumps (DSV +1, BRV +1 per touched relation: Sze-Ling section 3, items 1 and 2, starting
+from 1 as in the paper's examples) and its notification in the outbox are written in one database
+transaction (a transactional outbox), so after a crash either all of them are there or none is,
+and unsent notifications are found again when the file is reopened.
+
+Group commit: `commit_many` writes several source transactions in one database transaction, each
+planned on the state the earlier ones left and given its own DSV, BRVs and notification, because
+a commit's fixed cost is then paid once per group. An invalid member is rejected alone by the
+planner (source_node.commit.plan_commit), which writes nothing; a statement the database itself
+refuses (a constraint the planner does not check) rolls the group back, which is then committed
+one by one so that only the guilty transaction fails.
+
+The outbox lives twice: as a table (its durable copy, read by Resend and History) and, for the
+notifications not yet acknowledged, in memory, loaded when the file is opened, appended at commit
+and dropped at acknowledgement: the sender asks for them every round, and re-reading and parsing
+thousands of them each time would cost more than the commits.
+
+Layout of a file: one table per relation (the catalog's columns, PRIMARY KEY on the relation's
+key) and the store's own tables, named by the engine out of the way of relation names: `source`
+(this source's name and DSV), `versions` (the BRV of each relation) and `outbox` (each committed
+transaction's notification as JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import deque
+from contextlib import AbstractContextManager
+from typing import Callable, Sequence
+
+from fedmodel.catalog import Catalog, Relation, check_row
+from fedmodel.errors import ModelError
+from fedmodel.predicates import compile_sql
+from fedmodel.subquery import Answer, RelationAnswer, Subquery
+from fedmodel.transactions import Notification, RelationChange, TransactionRequest, notification_from_dict, \
+    notification_to_dict
+from source_node.commit import GroupCommit, PlannedChange, plan_commit
+
+Query = Callable[[str, Sequence], list]   # runs one SELECT, returns its rows
+
+
+class DurableStore(GroupCommit):
+    """A subclass supplies the engine: how to connect, create and read its tables, write rows,
+    acknowledge, and evaluate a sub-query's semijoins. Its `_con` is the writer's connection."""
+
+    # The engine's exceptions for a statement it refused (a constraint, a value it cannot store).
+    _refusals: tuple[type[Exception], ...] = ()
+    # The engine's null-safe equality operator ("NULL matches NULL", as in the memory store).
+    _null_safe_equal = "IS NOT DISTINCT FROM"
+
+    def __init__(self, catalog: Catalog, source: str, path: str | os.PathLike,
+                 initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None):
+        """Opens the store at `path`, creating it (with the `initial` rows) when the file is new.
+
+        Reopening an existing file restores its relations, versions and outbox; `initial` is then
+        ignored. `log_retention` keeps only the newest that many notifications in the log.
+        """
+        self.catalog = catalog
+        self.source = source
+        self.path = str(path)
+        self.log_retention = log_retention
+        self._relations = catalog.relations_at(source)
+        if not self._relations:
+            raise ModelError(f"source {source!r} owns no relation in the catalog")
+        self._writer = threading.RLock()   # one writer at a time on the writer's connection
+        self._state = threading.Lock()     # the versions and the outbox held in memory
+        self._connect()
+        try:
+            if self._is_new():
+                self._create(initial or {})
+            self._check_owner()
+            with self._reading() as query:
+                self._dsv, self._brv = self._versions(query)
+                self._unacknowledged = deque(self._parse(query(
+                    f"SELECT notification FROM {self._meta('outbox')} WHERE {self._unacknowledged_sql()} "
+                    "ORDER BY dsv", [])))
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- versions ----
+
+    @property
+    def dsv(self) -> int:
+        """The data source version number: 1 initially, +1 per committed transaction."""
+        with self._state:
+            return self._dsv
+
+    @property
+    def brv(self) -> dict[str, int]:
+        """Base relation version numbers: 1 initially, +1 per committed transaction touching the relation."""
+        with self._state:
+            return dict(self._brv)
+
+    # ---- transactions ----
+
+    def commit_many(self, requests: Sequence[TransactionRequest],
+                    commit_time: float = 0.0) -> list[Notification | ModelError]:
+        """Commits `requests` in order as one group: one outcome per request, its notification or
+        the ModelError that rejected it (leaving no trace; the others go on).
+
+        Each request is validated against the state the earlier ones of the group left, and gets
+        its own DSV, BRVs and notification, exactly as if committed one by one; the group is one
+        database transaction, so nothing of it is visible or durable before all of it is.
+        """
+        with self._writer:
+            try:
+                outcomes, dsv, brv = self._commit_group(requests, commit_time)
+            except _GroupFailed as failed:
+                if len(requests) == 1:
+                    return [ModelError(f"transaction {requests[0].txn_id}: {first_line(failed.error)}")]
+                # A constraint the planner did not foresee aborted the whole database transaction:
+                # one by one, only the transaction that breaks it fails.
+                return [outcome for r in requests for outcome in self.commit_many([r], commit_time)]
+            with self._state:
+                self._dsv, self._brv = dsv, brv
+                self._unacknowledged.extend(o for o in outcomes if isinstance(o, Notification))
+                if self.log_retention is not None:
+                    while self._unacknowledged and self._unacknowledged[0].dsv <= dsv - self.log_retention:
+                        self._unacknowledged.popleft()
+            return outcomes
+
+    def _commit_group(self, requests: Sequence[TransactionRequest],
+                      commit_time: float) -> tuple[list[Notification | ModelError], int, dict[str, int]]:
+        """The group's outcomes and the DSV and BRVs after it, written and committed; _GroupFailed
+        (everything rolled back) when the database refuses a statement."""
+        dsv, brv = self._dsv, dict(self._brv)
+        outcomes: list[Notification | ModelError] = []
+        notes: list[Notification] = []
+        try:
+            with self._write_transaction():
+                lookup = self._group_lookup(requests)
+                for request in requests:
+                    try:
+                        planned = plan_commit(self.catalog, self.source, request, lookup, find=self._find)
+                    except ModelError as err:
+                        outcomes.append(err)   # plan_commit writes nothing: skipping it leaves no trace
+                        continue
+                    dsv += 1
+                    note = self._write(request, planned, dsv, brv, commit_time)
+                    self._written(planned)
+                    notes.append(note)
+                    outcomes.append(note)
+                if notes:
+                    self._write_log(dsv, {n: v for n, v in brv.items() if v != self._brv[n]},
+                                    [(n.dsv, json.dumps(notification_to_dict(n), default=_json_value)) for n in notes])
+                    if self.log_retention is not None:
+                        self._con.execute(f"DELETE FROM {self._meta('outbox')} WHERE dsv <= ?",
+                                          [dsv - self.log_retention])
+        except self._refusals as err:
+            raise _GroupFailed(err) from None
+        return outcomes, dsv, brv
+
+    def _write(self, request: TransactionRequest, planned: list[PlannedChange], dsv: int,
+               brv: dict[str, int], commit_time: float) -> Notification:
+        """Writes one transaction's rows; bumps `brv` in place; returns its notification (DSV `dsv`)."""
+        changes = []
+        for p in planned:
+            rel = self.catalog.relation(p.relation)
+            # A modification is the old row's removal and the new row's insertion: removals go first.
+            self._delete_keys(rel, [rel.key_of(r) for r in p.deleted] + [rel.key_of(m.old) for m in p.modified])
+            self._insert(rel, [m.new for m in p.modified] + list(p.inserted))
+            brv[rel.name] += 1
+            changes.append(RelationChange(rel.name, brv[rel.name], p.inserted, p.deleted, p.modified))
+        return Notification(self.source, dsv, request.txn_id, tuple(changes), commit_time)
+
+    def _group_lookup(self, requests: Sequence[TransactionRequest]) -> Callable[[str, tuple], tuple | None]:
+        """plan_commit's `lookup(relation, key)` for a group (an engine may read ahead for all of it)."""
+        return self._lookup
+
+    def _written(self, planned: list[PlannedChange]) -> None:
+        """A member's rows were written (an engine that read ahead forgets what they changed)."""
+
+    def _lookup(self, relation: str, key: tuple) -> tuple | None:
+        """The stored row with `key`, or None (on the writer's connection: it sees the group's writes)."""
+        rel = self.catalog.relation(relation)
+        where = " AND ".join(f"{quote(c)} = ?" for c in rel.key)
+        rows = self._select(rel, f"SELECT * FROM {quote(rel.name)} WHERE {where}", self._encode_values(rel, rel.key, key))
+        return rows[0] if rows else None
+
+    def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
+        """Stored rows with `values` in `columns` (for the declared FDs and RI); NULL matches NULL,
+        as in the memory store."""
+        rel = self.catalog.relation(relation)
+        where = " AND ".join(f"{quote(rel.columns[rel.index(c)])} {self._null_safe_equal} ?" for c in columns)
+        return self._select(rel, f"SELECT * FROM {quote(rel.name)} WHERE {where}", self._encode_values(rel, columns, values))
+
+    def _select(self, rel: Relation, sql: str, params: Sequence = ()) -> list[tuple]:
+        """Rows of `rel` read on the writer's connection, as the memory store holds them."""
+        return self._decode(rel, self._con.execute(sql, list(params)).fetchall())
+
+    # ---- sub-queries ----
+
+    def answer(self, sq: Subquery) -> Answer:
+        """The sub-query's semijoin chain (fedmodel.subquery.evaluate_semijoins), read at one state.
+
+        Relation i keeps its rows that pass its selection and whose join columns equal, in every
+        position, those of some row kept for its parent (for the root: some probe value); with no
+        probe columns the root keeps all its rows that pass its selection. The answer's DSV and
+        BRVs are those of the state the rows were read at.
+        """
+        where = f"sub-query {sq.id}"
+        relations = check_subquery(self.catalog, self.source, sq)
+        self._prepare_probes(sq, relations)
+        try:
+            with self._reading() as query:
+                dsv, brv = self._versions(query)
+                rows = self._semijoins(query, sq, relations)
+        except self._refusals as err:
+            raise ModelError(f"{where}: {first_line(err)}") from None
+        return Answer(sq.id, self.source, dsv,
+                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
+
+    def _prepare_probes(self, sq: Subquery, relations: list[Relation]) -> None:
+        """Before a sub-query is read (an engine may index the column sets it probes)."""
+
+    # ---- the log (outbox) ----
+
+    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
+        """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order (what Resend
+        sends again)."""
+        condition, params = ("dsv >= ?", [dsv]) if through is None else ("dsv >= ? AND dsv <= ?", [dsv, through])
+        with self._reading() as query:
+            return self._parse(query(f"SELECT notification FROM {self._meta('outbox')} WHERE {condition} "
+                                     "ORDER BY dsv", params))
+
+    def oldest_available(self) -> int:
+        """The oldest DSV the log still holds (DSV + 1 when it is empty)."""
+        with self._reading() as query:
+            (oldest,), = query(f"SELECT min(dsv) FROM {self._meta('outbox')}", [])
+            return oldest if oldest is not None else self._versions(query)[0] + 1
+
+    def acknowledge(self, dsv: int) -> None:
+        """The warehouse durably holds every notification up to `dsv` (a cumulative acknowledgement)."""
+        with self._state:
+            if not self._unacknowledged or self._unacknowledged[0].dsv > dsv:
+                return
+        with self._writer:
+            with self._write_transaction():
+                self._write_acknowledged(dsv)
+            with self._state:
+                while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
+                    self._unacknowledged.popleft()
+
+    def unacknowledged(self) -> list[Notification]:
+        """Logged notifications not yet acknowledged, in DSV order (what the sender drains)."""
+        with self._state:
+            return list(self._unacknowledged)
+
+    # ---- snapshots ----
+
+    def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        """(DSV, {relation: (BRV, rows)}) for all of the source's relations, read at one state."""
+        with self._reading() as query:
+            dsv, brv = self._versions(query)
+            return dsv, {r.name: (brv[r.name], self._decode(r, query(f"SELECT * FROM {quote(r.name)}", [])))
+                         for r in self._relations}
+
+    # ---- the file ----
+
+    def _create(self, initial: dict[str, list[tuple]]) -> None:
+        # One transaction: a crash while creating leaves a file that is still new.
+        with self._writer, self._write_transaction():
+            for rel in self._relations:
+                self._con.execute(self._create_table_sql(rel))
+            self._create_meta()
+            self._con.execute(f"INSERT INTO {self._meta('source')} (source, dsv) VALUES (?, 1)", [self.source])
+            for rel in self._relations:
+                self._con.execute(f"INSERT INTO {self._meta('versions')} VALUES (?, 1)", [rel.name])
+            for name, rows in initial.items():
+                rel = owned_relation(self.catalog, self.source, name, "initial rows")
+                where = f"initial rows of {rel.name}"
+                checked = [check_row(rel, r, where) for r in rows]
+                keys = set()
+                for row in checked:
+                    if rel.key_of(row) in keys:
+                        raise ModelError(f"{where}: duplicate key {list(rel.key_of(row))}")
+                    keys.add(rel.key_of(row))
+                try:
+                    self._insert(rel, checked)
+                except self._refusals as err:
+                    raise ModelError(f"{where}: {first_line(err)}") from None
+
+    def _check_owner(self) -> None:
+        with self._reading() as query:
+            (owner,), = query(f"SELECT source FROM {self._meta('source')}", [])
+        if owner != self.source:
+            raise ModelError(f"{self.path} holds source {owner!r}, not {self.source!r}")
+
+    def _versions(self, query: Query) -> tuple[int, dict[str, int]]:
+        """The DSV and BRVs as stored, read with `query` (so at the state it reads)."""
+        (dsv,), = query(f"SELECT dsv FROM {self._meta('source')}", [])
+        stored = dict(query(f"SELECT relation, brv FROM {self._meta('versions')}", []))
+        brv = {r.name: stored.get(r.name) for r in self._relations}
+        missing = [name for name, v in brv.items() if v is None]
+        if missing:
+            raise ModelError(f"{self.path} has no relation {', '.join(missing)} of the catalog; "
+                             "a source's relations are fixed when its file is created")
+        return dsv, brv
+
+    @staticmethod
+    def _parse(docs: list) -> list[Notification]:
+        return [notification_from_dict(json.loads(doc)) for doc, in docs]
+
+    # ---- what the engine supplies ----
+
+    def _connect(self) -> None:
+        """Opens the writer's connection `_con` (and whatever the readers need)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Closes every connection (everything committed is in the file)."""
+        raise NotImplementedError
+
+    def _is_new(self) -> bool:
+        """True when the file holds no store yet."""
+        raise NotImplementedError
+
+    def _meta(self, table: str) -> str:
+        """The SQL name of the store's own table `table` (source, versions, outbox)."""
+        raise NotImplementedError
+
+    def _create_table_sql(self, rel: Relation) -> str:
+        raise NotImplementedError
+
+    def _create_meta(self) -> None:
+        """Creates the tables `source`, `versions` and `outbox` (see the module docstring)."""
+        raise NotImplementedError
+
+    def _write_transaction(self) -> AbstractContextManager:
+        """BEGIN ... COMMIT on the writer's connection, or ROLLBACK on any error."""
+        raise NotImplementedError
+
+    def _reading(self) -> AbstractContextManager[Query]:
+        """Yields a Query that reads one committed state of the store, whatever commits meanwhile."""
+        raise NotImplementedError
+
+    def _insert(self, rel: Relation, rows: Sequence[tuple]) -> None:
+        raise NotImplementedError
+
+    def _delete_keys(self, rel: Relation, keys: list[tuple]) -> None:
+        raise NotImplementedError
+
+    def _write_log(self, dsv: int, brv: dict[str, int], outbox: list[tuple[int, str]]) -> None:
+        """Writes the group's DSV, its changed BRVs and its (dsv, notification JSON) outbox entries."""
+        raise NotImplementedError
+
+    def _write_acknowledged(self, dsv: int) -> None:
+        """Records durably that every notification up to `dsv` is acknowledged."""
+        raise NotImplementedError
+
+    def _unacknowledged_sql(self) -> str:
+        """The condition on an outbox row that it is not acknowledged."""
+        raise NotImplementedError
+
+    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
+        """The rows each relation keeps, in the sub-query's order (read with `query`)."""
+        raise NotImplementedError
+
+    def _decode(self, rel: Relation, rows: list) -> list[tuple]:
+        """Rows as the engine gives them back -> rows as the memory store holds them."""
+        return rows
+
+    def _encode_values(self, rel: Relation, columns: Sequence[str], values: Sequence) -> list:
+        """Values of `rel`'s `columns` as statement parameters."""
+        return list(values)
+
+
+def check_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation]:
+    """The sub-query's relations, once it is known to be one `source` can answer: ModelError (one
+    line) for a relation it does not own or names twice, a parent not listed before its child,
+    join column lists of different lengths, a probe value of the wrong width or type, or a
+    selection that is not a predicate over its relation's columns."""
+    where = f"sub-query {sq.id}"
+    if not sq.relations:
+        raise ModelError(f"{where}: names no relation")
+    relations: list[Relation] = []
+    for i, sr in enumerate(sq.relations):
+        rel = owned_relation(catalog, source, sr.relation, where)
+        if rel in relations:
+            raise ModelError(f"{where}: names relation {rel.name} twice")
+        if len(sr.columns) != len(sr.parent_columns):
+            raise ModelError(f"{where}: {rel.name} joins on {len(sr.columns)} columns "
+                             f"but its parent side has {len(sr.parent_columns)}")
+        for c in sr.columns:
+            rel.index(c)
+        if i > 0:
+            if sr.parent is None or not catalog.has_relation(sr.parent) or catalog.relation(sr.parent) not in relations:
+                raise ModelError(f"{where}: the parent of {rel.name} must be a relation listed before it")
+            parent = catalog.relation(sr.parent)
+            for c in sr.parent_columns:
+                parent.index(c)
+        compile_sql(sr.selection_sql, rel)   # rejects what is not a predicate over rel's columns
+        relations.append(rel)
+    root, columns = relations[0], sq.relations[0].columns
+    if not columns:
+        return relations   # no probe: the root's rows that pass its selection
+    # The probe is a relation over the root's join columns: its values are checked as its rows.
+    probe = Relation(root.name, source, columns, tuple(root.types[root.index(c)] for c in columns), columns)
+    for value in sq.probe:
+        if len(value) != len(columns):
+            raise ModelError(f"{where}: probe value {list(value)} has {len(value)} values, expected {len(columns)}")
+        check_row(probe, value, f"{where}: probe value")
+    return relations
+
+
+def owned_relation(catalog: Catalog, source: str, name: str, where: str) -> Relation:
+    """The relation `name` if `source` owns it; otherwise ModelError (a source reads only its own)."""
+    if not catalog.has_relation(name) or catalog.relation(name).source != source:
+        raise ModelError(f"{where}: source {source} does not own a relation named {name!r}")
+    return catalog.relation(name)
+
+
+def quote(identifier: str) -> str:
+    """An SQL identifier, quoted (relation and column names keep their case)."""
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0]
+
+
+def _json_value(value):
+    """JSON for the values json does not know: dates (a DATE given as datetime.date) as ISO strings."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    raise TypeError(f"cannot store {value!r} in a notification")
+
+
+class _GroupFailed(Exception):
+    """The database refused a statement of a group: the group is rolled back."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error

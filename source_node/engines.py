@@ -1,0 +1,76 @@
+"""Which database engine holds a source, and opening a source's file with the engine that made it.
+
+Two engines (`--source-engine`): "sqlite", the default (source_node.sqlite_store: an OLTP engine,
+as a source is; DESIGN.md 5), and "duckdb" (source_node.duckdb_store), kept as a tested choice. A
+source's file is named after its engine (`<source>.sqlite`, `<source>.duckdb`), and an existing
+file is recognised by its header, not its name: `fedlab check` opens whichever engine made a file,
+and a source told to use one engine refuses a file the other made, with one line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
+
+ENGINES = ("sqlite", "duckdb")
+DEFAULT_ENGINE = "sqlite"
+_NAMES = {"sqlite": "SQLite", "duckdb": "DuckDB"}
+
+
+def file_name(source: str, engine: str = DEFAULT_ENGINE) -> str:
+    """The name of `source`'s database file under `engine`: `<source>.sqlite` or `<source>.duckdb`."""
+    _check_engine(engine)
+    return f"{source}.{engine}"
+
+
+def engine_of(path: str | os.PathLike) -> str | None:
+    """The engine that made the database file at `path`, from its header; None when there is no
+    file yet (or an empty one). ModelError for a file that is neither engine's."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except FileNotFoundError:
+        return None
+    if not head:
+        return None
+    if head.startswith(b"SQLite format 3\x00"):
+        return "sqlite"
+    if head[8:12] == b"DUCK":
+        return "duckdb"
+    raise ModelError(f"{path} is neither a SQLite nor a DuckDB database")
+
+
+def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: str | None = None,
+               initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
+               probes: Iterable[tuple[str, Sequence[str]]] = ()):
+    """The store of `source` in the file at `path`, created (with `initial`) if there is none.
+
+    `engine` None: the engine that made the file, which must exist. `probes` (SQLite only): the
+    (relation, columns) pairs to index at once (source_node.probes).
+    """
+    found = None if str(path) == ":memory:" else engine_of(path)
+    if engine is None:
+        if found is None:
+            raise ModelError(f"no source database at {path}")
+        engine = found
+    _check_engine(engine)
+    if found is not None and found != engine:
+        raise ModelError(f"{path} is a {_NAMES[found]} database, not {_NAMES[engine]} "
+                         f"(it was made with --source-engine {found})")
+    # Imported here: a process that never opens a DuckDB store never loads DuckDB (0.2 s).
+    if engine == "sqlite":
+        from source_node.sqlite_store import SQLiteStore
+
+        return SQLiteStore(catalog, source, path, initial, log_retention, probes)
+    from source_node.duckdb_store import DuckDBStore
+
+    return DuckDBStore(catalog, source, path, initial, log_retention)
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise ModelError(f"unknown source engine {engine!r} (one of {', '.join(ENGINES)})")
+
