@@ -1,7 +1,8 @@
 """`fedlab check RUN_DIR`: the consistency level a live run kept, judged from the files it left.
 
 The run file (loadgen.runfile) says where the two sides of the history are:
-- each source's committed transactions, from its DuckDB file: the log (outbox) holds every
+- each source's committed transactions, from its database file (SQLite or DuckDB, whichever
+  made it: source_node.engines.open_store): the log (outbox) holds every
   notification from DSV 2 on, with full row images; the source's initial state is its final
   state with the log undone, newest first;
 - the warehouse's view states, from its ChangeHistory files: the view it materialised first
@@ -9,8 +10,8 @@ The run file (loadgen.runfile) says where the two sides of the history are:
   vector (changes.jsonl); the states are the cumulative sums.
 The verdict comes from loadgen.checker: an oracle over the sources' histories that shares no code
 with the maintenance path, evaluated by DuckDB or, with --oracle postgres, by PostgreSQL (the
-server at --pg-dsn or $FEDLAB_PG_DSN, else a throwaway one). Sources must be stopped: a running
-source holds its file.
+server at --pg-dsn or $FEDLAB_PG_DSN, else a throwaway one). Sources should be stopped: a running
+DuckDB source holds its file; a running SQLite source's file is read at one moment of the run.
 `--source NAME=HOST:PORT` reads that source's history from the running source instead (the
 Source.History RPC, loadgen.remote_source; with --tls-* over mutual TLS): on a cluster the files
 are on the sources' volumes, out of the Helm test's reach.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -44,7 +46,7 @@ from loadgen.remote_source import RemoteSource, read_history, remote_sources
 from loadgen.role import RoleError, add_tls_arguments, tls_files
 from loadgen.runfile import RunFile
 from loadgen.scenario import LEVELS
-from source_node.store import DuckDBStore
+from source_node.engines import open_store
 
 ALIASES = {"convergent": "convergence"}   # the Helm chart's spelling (run.expect)
 SHOWN_ROWS = 20                            # rows per list in the text report
@@ -120,7 +122,7 @@ def source_history(catalog: Catalog, source: str,
 def committed_history(catalog: Catalog, source: str,
                       where: Path | RemoteSource | None) -> tuple[int, dict[str, tuple[int, list[tuple]]], list[Notification]]:
     """How a source's history is obtained: (DSV, {relation: (BRV, rows)} at that DSV, its logged
-    notifications from DSV 2), from its DuckDB file, or over gRPC from a RemoteSource."""
+    notifications from DSV 2), from its database file, or over gRPC from a RemoteSource."""
     if isinstance(where, RemoteSource):
         try:
             return read_history(catalog, source, where)
@@ -133,15 +135,16 @@ def committed_history(catalog: Catalog, source: str,
     if not path.is_file():
         raise HistoryError(f"source {source}: no database file at {path}")
     try:
-        store = DuckDBStore(catalog, source, path)
-    except duckdb.Error as err:
+        store = open_store(catalog, source, path)
+    except (sqlite3.Error, duckdb.Error) as err:
         raise HistoryError(f"source {source}: cannot open {path}: {str(err).strip().splitlines()[0]} "
                            "(is the source still running?)") from None
     except ModelError as err:
         raise HistoryError(f"source {source}: {err}") from None
     try:
         dsv, relations = store.snapshot()
-        log = store.notifications_from(2)
+        # Cut at the snapshot's DSV: a source still running may have logged more since.
+        log = [n for n in store.notifications_from(2) if n.dsv <= dsv]
     finally:
         store.close()
     return dsv, relations, log

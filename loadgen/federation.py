@@ -1,5 +1,5 @@
 """A live federation on this machine (DESIGN.md 6, embedded default): a local Ray instance with one
-source actor per source (gRPC + DuckDB), the warehouse in this process (Spark local + Delta
+source actor per source (gRPC + SQLite, or DuckDB), the warehouse in this process (Spark local + Delta
 tables under the run directory), and a client that commits transactions at the sources.
 
 Used by `fedlab demo`, `fedlab run` and the integration tests; everything it starts it stops.
@@ -19,10 +19,13 @@ from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
+from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from loadgen.driver import batch_outcomes
 from loadgen.runfile import RunFile
 from source_node.actor import start_source_actor
+from source_node.engines import DEFAULT_ENGINE, file_name
+from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
 from warehouse.service import Warehouse, from_pb_rows
 from warehouse.store.materialize import materialize
@@ -31,10 +34,11 @@ from warehouse.store.materialize import materialize
 class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]], run_dir: str | Path,
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
-                 tls: TlsFiles | None = None, recompute_period: float = 5.0):
+                 tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE):
         """`tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
         certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
-        between rounds (warehouse.service.Warehouse)."""
+        between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
+        (source_node.engines), each told the column sets the view's sub-queries probe."""
         self.catalog = catalog
         self.tls = tls
         self.view_sql = view_sql
@@ -45,6 +49,7 @@ class Federation:
         self.access = access
         self.batch_interval = batch_interval
         self.recompute_period = recompute_period
+        self.source_engine = source_engine
         self.actors: dict = {}
         self._initial_refs: dict = {}
         self.addresses: dict[str, str] = {}
@@ -55,13 +60,15 @@ class Federation:
     def start(self, ray_temp_dir: str | None = None) -> "Federation":
         self.run_dir.mkdir(parents=True, exist_ok=True)
         start_ray(temp_dir=ray_temp_dir)
+        probes = probed_columns(parse_view(self.view_sql, self.catalog))
         for source in self.catalog.sources:
             rows = {r.name: [list(x) for x in self.initial.get(r.name, [])] for r in self.catalog.relations_at(source)}
             # Held here for the whole run: Ray re-reads a restarted actor's constructor arguments,
             # and large ones live in its object store only while someone refers to them.
             self._initial_refs[source] = ray.put(rows)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source),
-                                                     self._initial_refs[source], tls=self.tls)
+                                                     self._initial_refs[source], tls=self.tls,
+                                                     engine=self.source_engine, probes=probes)
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
@@ -89,7 +96,7 @@ class Federation:
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
 
     def _db_path(self, source: str) -> Path:
-        return self.run_dir / f"{source}.duckdb"
+        return self.run_dir / file_name(source, self.source_engine)
 
     def commit(self, source: str, request: TransactionRequest) -> pb.CommitReply:
         return self._call(source, lambda stub: stub.Commit(to_pb(request, self.catalog), timeout=30))

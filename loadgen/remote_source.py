@@ -1,9 +1,9 @@
 """A source's committed history read over gRPC (the Source.History RPC), for `fedlab check`.
 
-On a cluster a source's DuckDB file lives on the source pod's volume, out of the checker's reach;
+On a cluster a source's database file lives on the source pod's volume, out of the checker's reach;
 the source streams the same two things the file holds instead: its relations at one state and
 its logged notifications up to that state. `read_history` returns them in the shape the checker
-reads from the file (DuckDBStore.snapshot and notifications_from), so one reconstruction of the
+reads from the file (the store's snapshot and notifications_from), so one reconstruction of the
 initial state serves both ways (loadgen.check.source_history).
 
     dsv, relations, log = read_history(catalog, "s1", RemoteSource("lab-fedlab-src-s1:50051", tls))

@@ -2,14 +2,15 @@
 
 The actor is named after its source, in namespace "fedlab", and Ray restarts it without limit
 after a crash. A restarted actor runs its constructor again with the original arguments: it
-reopens its DuckDB file, where the relations, versions and unsent notifications are (the
-outbox is committed with the data), and starts a new gRPC server, whose port may differ from
-the old one: `address()` tells the new one. Settings changed at run time (the warehouse address,
-the fault rates) are kept in a small JSON file beside the database and applied again on restart,
-so a restarted source goes on delivering to the warehouse it was last pointed at. Its message
-log (fedmodel.message_log.source_log_path, beside the database) is appended to across restarts.
+reopens its database file (SQLite, or DuckDB if told so: source_node.engines), where the
+relations, versions and unsent notifications are (the outbox is committed with the data), and
+starts a new gRPC server, whose port may differ from the old one: `address()` tells the new one.
+Settings changed at run time (the warehouse address, the fault rates) are kept in a small JSON
+file beside the database and applied again on restart, so a restarted source goes on delivering
+to the warehouse it was last pointed at. Its message log (fedmodel.message_log.source_log_path,
+beside the database) is appended to across restarts.
 
-    handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.duckdb", initial)
+    handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.sqlite", initial)
     ray.get(handle.address.remote())        # "127.0.0.1:<port>"
 """
 
@@ -24,6 +25,7 @@ import ray
 
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles
+from source_node.engines import DEFAULT_ENGINE
 from source_node.faults import FaultInjector
 from source_node.node import SourceNode
 from source_node.ray_runtime import NAMESPACE
@@ -33,10 +35,11 @@ from source_node.ray_runtime import NAMESPACE
 class SourceActor:
     def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None = None,
                  warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 tls: TlsFiles | None = None):
+                 tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE, probes: list | None = None):
         """`host` and `port` are where the gRPC server listens: the loopback address on a free port
         on a laptop; on a cluster, all interfaces on the port its Service forwards to. `tls` (the
-        PEM contents travel with it) makes its server and its channel to the warehouse mutual TLS."""
+        PEM contents travel with it) makes its server and its channel to the warehouse mutual TLS.
+        `engine` and `probes`: as for source_node.node.SourceNode."""
         self._settings_path = Path(db_path + ".settings.json")
         settings = {"warehouse_address": warehouse_address, "faults": {}}
         if _was_restarted() and self._settings_path.exists():
@@ -45,7 +48,8 @@ class SourceActor:
         self._save_settings()
         self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
                                warehouse_address=settings["warehouse_address"],
-                               faults=FaultInjector(**settings["faults"]), host=host, port=port, tls=tls)
+                               faults=FaultInjector(**settings["faults"]), host=host, port=port, tls=tls,
+                               engine=engine, probes=probes or ())
         self.node.start()
 
     def address(self) -> str:
@@ -91,14 +95,15 @@ def _was_restarted() -> bool:
 def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike,
                        initial: dict | None = None, warehouse_address: str | None = None, *,
                        host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
-                       **actor_options):
+                       engine: str = DEFAULT_ENGINE, probes: list | None = None, **actor_options):
     """Creates the named actor for `source` (name = source, namespace "fedlab"); returns its handle.
 
     `actor_options` go to Ray's `.options` (a cluster deployment passes e.g. lifetime="detached",
     get_if_exists=True and a custom resource that pins the actor to the node with its volume).
     """
     return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
-        catalog.to_dict(), source, str(Path(db_path).resolve()), initial, warehouse_address, host, port, tls)
+        catalog.to_dict(), source, str(Path(db_path).resolve()), initial, warehouse_address, host, port, tls,
+        engine, probes)
 
 
 def source_actor(source: str):

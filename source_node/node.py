@@ -1,29 +1,31 @@
-"""One source node in one process: its DuckDB store, gRPC server, outbox sender and fault injector.
+"""One source node in one process: its store, gRPC server, outbox sender and fault injector.
 
 The Ray actor (source_node.actor) wraps one of these; tests and the embedded demo may also run
 one directly:
 
-    node = SourceNode(catalog, "ds1", "runs/x/ds1.duckdb", initial, warehouse_address="127.0.0.1:50051")
+    node = SourceNode(catalog, "ds1", "runs/x/ds1.sqlite", initial, warehouse_address="127.0.0.1:50051")
     node.start()            # binds 127.0.0.1 on a free port
     node.address            # "127.0.0.1:<port>"
     ...
     node.stop()
 
-Its message log (fedmodel.message_log) is `<db stem>.messages.jsonl` beside the DuckDB file
-unless `message_log` names another file (runs/x/ds1.duckdb -> runs/x/ds1.messages.jsonl).
+The store is SQLite unless `engine` says "duckdb" (source_node.engines). Its message log
+(fedmodel.message_log) is `<db stem>.messages.jsonl` beside the database file unless
+`message_log` names another file (runs/x/ds1.sqlite -> runs/x/ds1.messages.jsonl).
 """
 
 from __future__ import annotations
 
 import os
+from typing import Iterable, Sequence
 
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles
 from fedmodel.message_log import MessageLog, source_log_path
+from source_node.engines import DEFAULT_ENGINE, open_store
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 from source_node.server import SourceServicer, serve
-from source_node.store import DuckDBStore
 
 
 class SourceNode:
@@ -32,16 +34,18 @@ class SourceNode:
                  faults: FaultInjector | None = None, log_retention: int | None = None,
                  resend_interval: float = 2.0, max_message_bytes: int = 64 << 20,
                  host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
-                 tls: TlsFiles | None = None):
+                 tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE,
+                 probes: Iterable[tuple[str, Sequence[str]]] = ()):
         """Opens (or creates) the store at once, so that it can be inspected before `start`.
-        With `tls`, its server and its channel to the warehouse use mutual TLS."""
+        With `tls`, its server and its channel to the warehouse use mutual TLS. `engine`: "sqlite"
+        or "duckdb"; `probes`: the column sets to index at once (source_node.probes)."""
         self.catalog = catalog
         self.source = source
         self.host, self.port = host, port
         self.max_message_bytes = max_message_bytes
         self.faults = faults or FaultInjector()
         self.tls = tls
-        self.store = DuckDBStore(catalog, source, db_path, initial, log_retention)
+        self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes)
         self.messages = MessageLog(message_log if message_log is not None else source_log_path(db_path), source)
         self.sender = NotificationSender(self.store, catalog, self.faults, warehouse_address,
                                          resend_interval=resend_interval, max_message_bytes=max_message_bytes,

@@ -5,7 +5,7 @@ several notifications per RPC, each through the fault injector (which may drop, 
 delay it). The reply's cumulative `acked_dsv` for this source marks the outbox entries
 acknowledged (`store.acknowledge`). When each unacknowledged notification goes again is the
 resend policy's (source_node.resend_policy, which the simulated sources follow too): with the
-outbox committed in the same transaction as the data (source_node.store), this gives
+outbox committed in the same transaction as the data (source_node.durable_store), this gives
 at-least-once delivery across drops and crashes; the warehouse discards duplicates by DSV
 (DESIGN.md 4.1, 4.2).
 

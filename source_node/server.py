@@ -14,7 +14,7 @@ the warehouse see late, reordered and missing answers. A batch with one bad sub-
 whole.
 
 History streams the source's committed history (its relations now and its logged notifications
-up to them) for `fedlab check` on a cluster, where the DuckDB file is on the source's volume; it
+up to them) for `fedlab check` on a cluster, where the database file is on the source's volume; it
 passes through no fault injector: it is the testbed's instrument, not part of the protocol.
 
 The source's message log (fedmodel.message_log) gets a line for every sub-query and resend
@@ -39,7 +39,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.wire import pb, rpc
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
-from source_node.store import owned_relation
+from source_node.durable_store import owned_relation
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
 
@@ -74,7 +74,7 @@ class SourceServicer(rpc.SourceServicer):
         return pb.CommitBatchReply(outcomes=self._commit_group(request.transactions))
 
     def _commit_group(self, requests) -> list[pb.CommitOutcome]:
-        """Commits the decodable requests as one group (DuckDBStore.commit_many); one outcome per
+        """Commits the decodable requests as one group (the store's commit_many); one outcome per
         request, in order: its versions, or why it was rejected (a garbled payload included)."""
         decoded: list = []
         for msg in requests:

@@ -2,9 +2,9 @@
 of violation (a lost transaction, a doubled one, a wrong state), the summary of the nodes' message
 logs, and unreadable histories.
 
-Each run has two sources with real DuckDB files (made with DuckDBStore) and a warehouse history
-written by hand. The federation: ds1 holds R1(K1, V1), ds2 holds R2(K2, F2); the view joins
-R2.F2 = R1.K1. Initially R1 = {(1, a)}, R2 = {(10, 1)}, so the view is {(1, a, 10)}. Then:
+Each run has two sources with real database files, ds1's SQLite and ds2's DuckDB (the checker
+opens each with the engine that made it), and a warehouse history written by hand. The
+federation: ds1 holds R1(K1, V1), ds2 holds R2(K2, F2); the view joins R2.F2 = R1.K1. Initially R1 = {(1, a)}, R2 = {(10, 1)}, so the view is {(1, a, 10)}. Then:
   t1 at ds1 (DSV 2): insert R1 (2, b)               view unchanged
   t2 at ds2 (DSV 2): insert R2 (20, 2)              + (2, b, 20)
   t3 at ds1 (DSV 3): modify R1 (1, a) -> (1, c)     - (1, a, 10) + (1, c, 10)
@@ -20,7 +20,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.transactions import Modification, TransactionRequest
 from loadgen.cli import main
 from loadgen.runfile import RunFile
-from source_node.store import DuckDBStore
+from source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {"R1": {"columns": ["K1", "V1"], "types": ["BIGINT", "VARCHAR"], "key": ["K1"]}},
@@ -38,8 +38,8 @@ def make_run(tmp_path, states, initial_view=INITIAL_VIEW, start_versions=None):
     run = tmp_path / "run"
     history = run / "warehouse" / "history"
     history.mkdir(parents=True)
-    ds1 = DuckDBStore(CATALOG, "ds1", run / "ds1.duckdb", {"R1": [(1, "a")]})
-    ds2 = DuckDBStore(CATALOG, "ds2", run / "ds2.duckdb", {"R2": [(10, 1)]})
+    ds1 = open_store(CATALOG, "ds1", run / "ds1.sqlite", "sqlite", {"R1": [(1, "a")]})
+    ds2 = open_store(CATALOG, "ds2", run / "ds2.duckdb", "duckdb", {"R2": [(10, 1)]})
     ds1.commit(TransactionRequest("t1", inserts={"R1": [(2, "b")]}))
     ds2.commit(TransactionRequest("t2", inserts={"R2": [(20, 2)]}))
     ds1.commit(TransactionRequest("t3", modifies={"R1": [Modification((1, "a"), (1, "c"))]}))
@@ -51,7 +51,7 @@ def make_run(tmp_path, states, initial_view=INITIAL_VIEW, start_versions=None):
         json.dumps({"seq": i, "source": s, "dsv": d, "txn_id": t, "commit_time": 0, "applied_time": 0,
                     "versions": v, "delta": delta}) + "\n"
         for i, (t, s, d, v, delta) in enumerate(states, 1)))
-    RunFile(CATALOG, VIEW, "sze-ling", {"ds1": run / "ds1.duckdb", "ds2": run / "ds2.duckdb"}, history).write(run)
+    RunFile(CATALOG, VIEW, "sze-ling", {"ds1": run / "ds1.sqlite", "ds2": run / "ds2.duckdb"}, history).write(run)
     return run
 
 
@@ -260,11 +260,11 @@ def test_an_unreadable_history_exits_2(tmp_path, capsys, damage):
             out.write('{"seq": 4, "source": "ds')
     elif damage == "no source file":
         (run / "ds2.duckdb").unlink()
-    else:   # a source still running holds its file; the checker cannot read it
+    else:   # a DuckDB source still running holds its file; the checker cannot read it
         import subprocess
         import sys
         store = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-                                  "print('open', flush=True); time.sleep(60)", str(run / "ds1.duckdb")],
+                                  "print('open', flush=True); time.sleep(60)", str(run / "ds2.duckdb")],
                                  stdout=subprocess.PIPE, text=True)
         assert store.stdout.readline().strip() == "open"
     try:

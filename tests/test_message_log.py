@@ -45,14 +45,14 @@ def test_a_partial_last_line_is_skipped_and_totals_count_the_wire_cost(tmp_path)
 
 
 def test_a_source_logs_beside_its_database_file(tmp_path):
-    assert source_log_path(tmp_path / "sales.duckdb") == tmp_path / "sales.messages.jsonl"
-    node = SourceNode(CATALOG, "ds1", tmp_path / "sales.duckdb", INITIAL)
+    assert source_log_path(tmp_path / "sales.sqlite") == tmp_path / "sales.messages.jsonl"
+    node = SourceNode(CATALOG, "ds1", tmp_path / "sales.sqlite", INITIAL)
     node.stop()
     assert node.messages.path == tmp_path / "sales.messages.jsonl"
 
 
 def test_each_answer_copy_and_fault_names_the_versions_it_was_read_at(tmp_path):
-    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, faults=FaultInjector(seed=3, answer_duplicate=1.0))
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, faults=FaultInjector(seed=3, answer_duplicate=1.0))
     node.start()
     try:
         node.store.commit(TransactionRequest("t1", inserts={"S": [(40, 4)]}))
@@ -78,7 +78,7 @@ def test_each_answer_copy_and_fault_names_the_versions_it_was_read_at(tmp_path):
 
 def test_each_notification_copy_sent_and_dropped_is_logged_with_its_dsv(tmp_path):
     warehouse = FakeWarehouse()
-    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, warehouse_address=warehouse.address,
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=warehouse.address,
                       faults=FaultInjector(seed=1, notification_drop=1.0), resend_interval=0.2)
     node.start()
     try:

@@ -115,7 +115,7 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({
         "run": {"id": "chaos", "dir": str(run), "algorithm": "sze-ling", "seed": 1},
         "catalog": "catalog.yaml", "view": scenario.view.sql,
-        "sources": [{"name": s, "address": f"127.0.0.1:{p}", "db": str(run / f"{s}.duckdb")} for s, p in ports.items()],
+        "sources": [{"name": s, "address": f"127.0.0.1:{p}", "db": str(run / f"{s}.sqlite")} for s, p in ports.items()],
         "warehouse": {"address": f"127.0.0.1:{warehouse_port}", "data": str(tmp_path / "warehouse-data")}}))
     warehouse_args = ["warehouse", "--config", str(tmp_path / "run.yaml"), "--port", str(warehouse_port)]
     sources = {}
@@ -123,7 +123,7 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
         initial = {r.name: [list(x) for x in scenario.initial[r.name]] for r in catalog.relations_at(s)}
         (tmp_path / f"{s}-initial.json").write_text(json.dumps(initial))
         procs.start(s, "source", "--name", s, "--catalog", str(tmp_path / "catalog.yaml"),
-                    "--db", str(run / f"{s}.duckdb"), "--port", str(port), "--initial", str(tmp_path / f"{s}-initial.json"),
+                    "--db", str(run / f"{s}.sqlite"), "--port", str(port), "--initial", str(tmp_path / f"{s}-initial.json"),
                     "--warehouse", f"127.0.0.1:{warehouse_port}")
         sources[s] = rpc.SourceStub(client_channel(f"127.0.0.1:{port}", None))
     warehouse = rpc.WarehouseStub(client_channel(f"127.0.0.1:{warehouse_port}", None))

@@ -48,7 +48,7 @@ def restarted_health(actor, old_pid: int, timeout: float = 30.0) -> dict:
 
 
 def test_killed_actor_restarts_with_its_data_versions_and_unsent_notification(ray_runtime, tmp_path):
-    actor = start_source_actor(CATALOG, "actor_ds", tmp_path / "actor_ds.duckdb", {"R": [(1, "a")]})
+    actor = start_source_actor(CATALOG, "actor_ds", tmp_path / "actor_ds.sqlite", {"R": [(1, "a")]})
     assert source_actor("actor_ds") == actor
     assert commit(ray.get(actor.address.remote()), TransactionRequest("t1", inserts={"R": [(2, "b")]})).dsv == 2
     before = ray.get(actor.health.remote())

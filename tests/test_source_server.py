@@ -33,7 +33,7 @@ MAX_MESSAGE = 1 << 20  # small, so that the oversized message in the test is qui
 
 @pytest.fixture
 def node(tmp_path):
-    n = SourceNode(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, faults=FaultInjector(seed=1),
+    n = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, faults=FaultInjector(seed=1),
                    resend_interval=0.3, max_message_bytes=MAX_MESSAGE)
     n.start()
     yield n
@@ -198,7 +198,7 @@ def test_notifications_arrive_in_dsv_order_and_are_acknowledged(node, stub, ware
 
 def test_unacknowledged_notifications_are_resent(tmp_path):
     warehouse = FakeWarehouse(ignore_first_delivery=True)
-    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.duckdb", INITIAL, warehouse_address=warehouse.address,
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=warehouse.address,
                       resend_interval=0.3)
     node.start()
     try:

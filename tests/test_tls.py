@@ -53,7 +53,7 @@ def certs(tmp_path_factory) -> dict[str, TlsFiles]:
 
 @pytest.fixture
 def node(tmp_path, certs):
-    n = SourceNode(CATALOG, "s1", tmp_path / "s1.duckdb", {"customer": INITIAL["customer"]}, tls=certs["ours"])
+    n = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": INITIAL["customer"]}, tls=certs["ours"])
     n.start()
     yield n
     n.stop()
@@ -101,7 +101,7 @@ def test_a_client_certificate_from_another_ca_is_refused(node, certs):
 
 
 def test_a_server_certificate_that_does_not_name_the_host_is_refused(tmp_path, certs):
-    node = SourceNode(CATALOG, "s1", tmp_path / "s1.duckdb", {"customer": []}, tls=certs["elsewhere"])
+    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": []}, tls=certs["elsewhere"])
     node.start()
     try:
         assert refused(node.address, certs["elsewhere"]) == grpc.StatusCode.UNAVAILABLE
@@ -111,7 +111,7 @@ def test_a_server_certificate_that_does_not_name_the_host_is_refused(tmp_path, c
 
 def test_notifications_reach_the_warehouse_over_mutual_tls(tmp_path, certs):
     warehouse = FakeWarehouse(tls=certs["ours"])
-    node = SourceNode(CATALOG, "s1", tmp_path / "s1.duckdb", {"customer": []}, warehouse_address=warehouse.address,
+    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": []}, warehouse_address=warehouse.address,
                       resend_interval=0.3, tls=certs["ours"])
     node.start()
     try:
@@ -127,7 +127,7 @@ def test_notifications_reach_the_warehouse_over_mutual_tls(tmp_path, certs):
 # ---- the history RPC ----
 
 def test_the_history_rpc_returns_what_the_file_holds(tmp_path, certs):
-    node = SourceNode(CATALOG, "s1", tmp_path / "s1.duckdb", {"customer": INITIAL["customer"]}, tls=certs["ours"])
+    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": INITIAL["customer"]}, tls=certs["ours"])
     node.start()
     try:
         node.store.commit(TransactionRequest("t1", inserts={"customer": [(3, "cy")]}))
@@ -136,7 +136,7 @@ def test_the_history_rpc_returns_what_the_file_holds(tmp_path, certs):
         remote = committed_history(CATALOG, "s1", RemoteSource(node.address, certs["ours"]))
     finally:
         node.stop()
-    from_file = committed_history(CATALOG, "s1", tmp_path / "s1.duckdb")
+    from_file = committed_history(CATALOG, "s1", tmp_path / "s1.sqlite")
     assert remote[0] == from_file[0] == 3
     # a table's rows come in no particular order
     assert {r: (brv, sorted(rows)) for r, (brv, rows) in remote[1].items()} == \
@@ -159,14 +159,14 @@ def test_role_commands_take_all_three_tls_flags_or_none(tmp_path, capsys, certs,
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG.to_dict()))
     fill = {"d": certs["ours"].ca.parent, "tmp": tmp_path}
     argv = {"source": ["source", "--name", "s1", "--catalog", str(tmp_path / "catalog.yaml"),
-                       "--db", str(tmp_path / "s1.duckdb")],
+                       "--db", str(tmp_path / "s1.sqlite")],
             "warehouse": ["warehouse", "--config", str(tmp_path / "run.yaml")],
             "load": ["load", "--config", str(tmp_path / "run.yaml")],
             "check": ["check", str(tmp_path), "--source", "s1=127.0.0.1:1"]}[role]
     assert main(argv + [f.format(**fill) for f in flags]) == 2
     err = capsys.readouterr().err
     assert message.format(**fill) in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "s1.duckdb").exists()   # refused before anything was opened
+    assert not (tmp_path / "s1.sqlite").exists()   # refused before anything was opened
 
 
 def _free_port() -> int:
@@ -180,7 +180,7 @@ def test_fedlab_source_serves_over_mutual_tls_with_the_flags(tmp_path, certs):
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG.to_dict()))
     tls, port = certs["ours"], _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "source", "--name", "s1",
-                             "--catalog", str(tmp_path / "catalog.yaml"), "--db", str(tmp_path / "s1.duckdb"),
+                             "--catalog", str(tmp_path / "catalog.yaml"), "--db", str(tmp_path / "s1.sqlite"),
                              "--port", str(port), "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
                              "--tls-ca", str(tls.ca)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
