@@ -5,7 +5,8 @@ is answered with INVALID_ARGUMENT and the one-line ModelError text, and loses no
 is left as it was and the server keeps serving (DESIGN.md 4.4). Messages over the size limit are
 refused by gRPC itself with RESOURCE_EXHAUSTED. CommitBatch commits its transactions as one group
 (the store's commit_many) and answers each one's versions or error text: an invalid transaction
-is rejected alone, and Commit is a group of one.
+is rejected alone, and Commit is a group of one. Calls that arrive together share a group
+(source_node.commit_queue: group commit across all clients).
 
 Answers pass through the fault injector (kind "answer"): a dropped answer is left out of the
 AnswerBatch; a duplicated one appears twice; delayed ones are put in the order of their delays
@@ -37,6 +38,7 @@ from fedmodel.errors import ModelError
 from fedmodel.message_log import MessageLog, answer_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.wire import pb, rpc
+from source_node.commit_queue import CommitQueue
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 from source_node.durable_store import owned_relation
@@ -59,6 +61,7 @@ class SourceServicer(rpc.SourceServicer):
     def __init__(self, store, catalog: Catalog, sender: NotificationSender, faults: FaultInjector,
                  messages: MessageLog | None = None):
         self.store = store
+        self.commits = CommitQueue(store)
         self.catalog = catalog
         self.sender = sender
         self.faults = faults
@@ -74,8 +77,8 @@ class SourceServicer(rpc.SourceServicer):
         return pb.CommitBatchReply(outcomes=self._commit_group(request.transactions))
 
     def _commit_group(self, requests) -> list[pb.CommitOutcome]:
-        """Commits the decodable requests as one group (the store's commit_many); one outcome per
-        request, in order: its versions, or why it was rejected (a garbled payload included)."""
+        """Commits the decodable requests as one group (with those of concurrent calls); one outcome
+        per request, in order: its versions, or why it was rejected (a garbled payload included)."""
         decoded: list = []
         for msg in requests:
             try:
@@ -83,7 +86,7 @@ class SourceServicer(rpc.SourceServicer):
             except ModelError as err:
                 decoded.append(err)
         valid = [r for r in decoded if not isinstance(r, ModelError)]
-        committed = iter(self.store.commit_many(valid, commit_time=time.time()) if valid else [])
+        committed = iter(self.commits.commit_many(valid, commit_time=time.time()) if valid else [])
         outcomes = [r if isinstance(r, ModelError) else next(committed) for r in decoded]
         if any(not isinstance(o, ModelError) for o in outcomes):
             self.sender.wake()   # once per group: woken, the sender sends every notification not yet sent
