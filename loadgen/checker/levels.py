@@ -90,15 +90,13 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
         [dict(zip(sources, v)) for v in [*claims, low, high]])
     serial = _serial_states(oracle, global_transactions or {}, sources)
     if start_view is not None and expected_start != start_view:
-        verdict.claims_held = False
         verdict.first_violation = _violation(None, {"transaction": "(initial view)", "view": start_view},
                                              start, expected_start)
     failed = [i for i, (state, expected) in enumerate(zip(states, expected_views)) if state["view"] != expected]
-    if failed:
-        verdict.claims_held = False
-        if verdict.first_violation is None:
-            i = failed[0]
-            verdict.first_violation = _violation(i, states[i], dict(zip(sources, claims[i])), expected_views[i])
+    if failed and verdict.first_violation is None:
+        i = failed[0]
+        verdict.first_violation = _violation(i, states[i], _named(sources, claims[i]), expected_views[i])
+    verdict.claims_held = verdict.first_violation is None
     backwards = [i for i, (before, claim) in enumerate(zip([low, *claims], claims)) if not _at_or_above(claim, before)]
     split = [i for i, claim in enumerate(claims) if not serial(claim)]
     verdict.claims_ordered = not backwards and not split
@@ -111,12 +109,11 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     if verdict.first_violation is not None and verdict.first_violation["state"] is None:
         return verdict   # section 4.2 assumes the view starts synchronised, V(ws_0) = V(ss_0)
     if verdict.claims_held and verdict.claims_ordered:
-        verdict.level = "strong"
-        steps = all(sum(claim) - sum(before) == 1 for before, claim in zip([low, *claims], claims))
-        if steps and (claims[-1] if claims else low) == high and not lost and not doubled:
-            verdict.level = "complete"
+        one_by_one = _one_transaction_per_state(claims, low, high) and not lost and not doubled
+        verdict.level = "complete" if one_by_one else "strong"
         return verdict
-    # The claims in doubt: those that failed, both ends of a step back, those splitting a transaction.
+    # Beyond SEARCH_LIMIT the search looks near the claims in doubt: those that failed, both ends
+    # of a step back, those splitting a global transaction.
     doubtful = set(failed) | set(split) | {j for i in backwards for j in (i - 1, i) if j >= 0}
     known = {claim: view for claim, view in zip(claims, expected_views)
              if _at_or_above(claim, low) and _at_or_above(high, claim)}
@@ -124,6 +121,12 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
                                 known, low, high, sources)
     _judge_by_mapping(verdict, states, matches, serial, low, sources)
     return verdict
+
+
+def _one_transaction_per_state(claims: list[Vector], start: Vector, final: Vector) -> bool:
+    """Each claim one transaction of one source past the one before, the last at every commit."""
+    steps = all(sum(claim) - sum(before) == 1 for before, claim in zip([start, *claims], claims))
+    return steps and (claims[-1] if claims else start) == final
 
 
 def _judge_by_mapping(verdict: Verdict, states: list[dict], matches: list[list[Vector]],
