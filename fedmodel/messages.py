@@ -1,8 +1,8 @@
 """Conversions between the model's dataclasses and the wire messages of proto/federation.proto.
 
 One place that both sides use: the source's servicer and the warehouse's client encode and decode
-with the same code. Every row payload is one Arrow IPC stream (fedmodel.codec) with the catalog's
-column names and types; decoding checks the columns against the catalog and every value against
+with the same code. Every row payload is one payload of fedmodel.codec with the catalog's
+column names; decoding checks the columns against the catalog and every value against
 its column type (catalog.check_row), so a garbled payload, a payload with other columns or a value
 of the wrong type raises ModelError, which a servicer turns into INVALID_ARGUMENT.
 
