@@ -21,6 +21,7 @@ from pathlib import Path
 from loadgen.bench.metrics import percentiles
 from loadgen.driver import drive
 from loadgen.live import prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.role import add_source_engine_argument
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
@@ -52,7 +53,7 @@ def main(args) -> int:
         from loadgen.certs import write_certificates
 
         tls = write_certificates(run_dir / "tls")
-    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls)
+    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls, source_engine=args.source_engine)
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):
             fed.start(ray_temp_dir=str(run_dir / "ray"))
@@ -148,6 +149,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--tls", action="store_true",
                         help="mutual TLS on every gRPC channel, with a throwaway CA written to RUN_DIR/tls")
+    add_source_engine_argument(parser)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,6 @@
 """What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags
-(`fedlab check` takes them too), the default listening address, and running in the foreground
-until SIGTERM or SIGINT.
+(`fedlab check` takes them too), the source engine flag (the live commands that start sources take
+it too), the default listening address, and running in the foreground until SIGTERM or SIGINT.
 
 The chart runs each role as a container's main process, so SIGTERM (pod deletion, `helm
 uninstall`) is the normal way to stop, and each role then finishes cleanly (the warehouse commits
@@ -19,6 +19,7 @@ import time
 
 from fedmodel.channels import TlsFiles
 from fedmodel.errors import ModelError
+from source_node.engines import DEFAULT_ENGINE, ENGINES
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
 
@@ -32,6 +33,11 @@ def add_tls_arguments(parser) -> None:
     group.add_argument("--tls-cert", metavar="FILE", help="this party's certificate (PEM)")
     group.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
     group.add_argument("--tls-ca", metavar="FILE", help="the CA that signs every peer's certificate (PEM)")
+
+
+def add_source_engine_argument(parser) -> None:
+    parser.add_argument("--source-engine", choices=ENGINES, default=DEFAULT_ENGINE,
+                        help=f"the sources' database engine (default {DEFAULT_ENGINE}; source_node/engines.py)")
 
 
 def tls_files(args) -> TlsFiles | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.live import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.role import add_source_engine_argument
 from loadgen.scenario import LEVELS
 
 _FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
@@ -98,7 +99,8 @@ def main(args) -> int:
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, args.access,
-                     recompute_period=args.recompute_period, tls=_throwaway_tls(run_dir) if args.tls else None)
+                     recompute_period=args.recompute_period, tls=_throwaway_tls(run_dir) if args.tls else None,
+                     source_engine=args.source_engine)
     events: list[str] = []
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
@@ -180,3 +182,4 @@ def add_arguments(parser) -> None:
     parser.add_argument("--run-dir")
     parser.add_argument("--tls", action="store_true",
                         help="mutual TLS on every gRPC channel, with a throwaway CA written to RUN_DIR/tls")
+    add_source_engine_argument(parser)

@@ -1,13 +1,13 @@
 """`fedlab source`: run one source node until SIGTERM (the chart's source role).
 
-Without --ray-address the node (source_node.node.SourceNode: DuckDB file, gRPC server, outbox
-sender, fault injector) runs in this process. With --ray-address this process joins that Ray
-cluster and creates, or finds after a restart, the source's detached, restartable actor
-(source_node.actor) pinned by --ray-resource to the one Ray node that offers it (the pod with the
-source's volume), then stays in the foreground watching it: it exits non-zero when the actor has
-not answered for --lost-after seconds (Ray restarts a crashed actor within a few), so that
-Kubernetes restarts the container. SIGTERM leaves the detached actor to Ray: its node's lifetime
-is its own.
+Without --ray-address the node (source_node.node.SourceNode: database file, SQLite unless
+--source-engine duckdb, gRPC server, outbox sender, fault injector) runs in this process. With
+--ray-address this process joins that Ray cluster and creates, or finds after a restart, the
+source's detached, restartable actor (source_node.actor) pinned by --ray-resource to the one Ray
+node that offers it (the pod with the source's volume), then stays in the foreground watching it:
+it exits non-zero when the actor has not answered for --lost-after seconds (Ray restarts a crashed
+actor within a few), so that Kubernetes restarts the container. SIGTERM leaves the detached actor
+to Ray: its node's lifetime is its own.
 
 The relations come from --catalog (catalog.yaml); a new database file starts empty, or with
 --initial rows ({relation: [[...], ...]}, JSON or YAML). --faults-file rates are applied at once
@@ -23,14 +23,15 @@ import time
 from fedmodel.catalog import check_row
 from fedmodel.errors import ModelError
 from loadgen.faults_file import FaultsFile
-from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, tls_files
+from loadgen.role import Foreground, RoleError, add_source_engine_argument, add_tls_arguments, default_host, fail, \
+    tls_files
 from loadgen.runconfig import load_catalog, read_yaml
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--name", required=True, help="the source's name (as in the catalog)")
     parser.add_argument("--catalog", required=True, metavar="FILE", help="catalog file (catalog.yaml)")
-    parser.add_argument("--db", required=True, metavar="PATH", help="the source's DuckDB file (created if new)")
+    parser.add_argument("--db", required=True, metavar="PATH", help="the source's database file (created if new)")
     parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0 in a pod, else 127.0.0.1)")
     parser.add_argument("--warehouse", metavar="HOST:PORT", help="the warehouse's gRPC address (notifications go there)")
@@ -41,6 +42,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--lost-after", type=float, default=60.0, metavar="SECONDS",
                         help="with --ray-address: exit 1 when the actor has not answered this long (default 60)")
     add_tls_arguments(parser)
+    add_source_engine_argument(parser)
 
 
 def main(args) -> int:
@@ -69,10 +71,10 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
 
     try:
         node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
-                          faults=FaultInjector(seed), host=host, port=args.port, tls=tls)
+                          faults=FaultInjector(seed), host=host, port=args.port, tls=tls, engine=args.source_engine)
     except (ModelError, OSError) as err:
         return fail("source", err)
-    except Exception as err:  # duckdb: a file another process holds, or not a database
+    except Exception as err:  # the engine's own: a file another process holds, or not a database
         return fail("source", f"cannot open {args.db}: {str(err).strip().splitlines()[0]}")
     foreground = Foreground()
     node.start()
@@ -99,7 +101,7 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
     if args.ray_resource:
         options["resources"] = {args.ray_resource: 1}
     actor = start_source_actor(catalog, args.name, args.db, initial, args.warehouse, host=host, port=args.port,
-                               tls=tls, **options)
+                               tls=tls, engine=args.source_engine, **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
     ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
     if faults:

@@ -328,7 +328,7 @@ def test_each_source_is_a_ray_node_pinned_to_its_own_volume(rendered, name, coun
         assert f"--resources='{{\"{resource}\": 1}}'" in script
         argv = command_line(container)
         assert argv[argv.index("--ray-resource") + 1] == resource
-        assert argv[argv.index("--db") + 1] == f"/var/fedlab/data/{source}.duckdb"
+        assert argv[argv.index("--db") + 1] == f"/var/fedlab/data/{source}.sqlite"
         resources.add(resource)
         # its Service selects exactly this pod
         svc = one(docs, "Service", sts["metadata"]["name"])

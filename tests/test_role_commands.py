@@ -36,7 +36,7 @@ VIEW = "SELECT c.c_name, o.o_orderkey, o.o_total FROM customer c JOIN orders o O
 
 # The chart's command lines (helm/federation/README.md, "What the chart expects of the fedlab CLI").
 CHART_COMMANDS = [
-    "source --name s1 --catalog /etc/fedlab/config/catalog.yaml --db /var/fedlab/data/s1.duckdb --port 50051 "
+    "source --name s1 --catalog /etc/fedlab/config/catalog.yaml --db /var/fedlab/data/s1.sqlite --port 50051 "
     "--warehouse lab-fedlab-warehouse:50052 --ray-address lab-fedlab-ray-head:6379 --ray-resource fedlab_source_s1 "
     "--faults-file /etc/fedlab/faults/faults.json --tls-cert a --tls-key b --tls-ca c",
     "warehouse --config /etc/fedlab/config/run.yaml --port 50052 --data s3a://bucket/delta "
@@ -55,11 +55,11 @@ def test_the_charts_command_lines_parse(command):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["source", "--name", "s1", "--catalog", "{catalog}", "--db", "{tmp}/s1.duckdb", "--tls-cert", "x"],
+    (["source", "--name", "s1", "--catalog", "{catalog}", "--db", "{tmp}/s1.sqlite", "--tls-cert", "x"],
      "mutual TLS needs all of --tls-cert, --tls-key, --tls-ca; missing --tls-key, --tls-ca"),
-    (["source", "--name", "s9", "--catalog", "{catalog}", "--db", "{tmp}/s9.duckdb"], "no source of that name"),
-    (["source", "--name", "s1", "--catalog", "{tmp}/missing.yaml", "--db", "{tmp}/s1.duckdb"], "cannot read"),
-    (["source", "--name", "s1", "--catalog", "{catalog}", "--db", "{tmp}/s1.duckdb", "--faults-file", "{tmp}/bad.json"],
+    (["source", "--name", "s9", "--catalog", "{catalog}", "--db", "{tmp}/s9.sqlite"], "no source of that name"),
+    (["source", "--name", "s1", "--catalog", "{tmp}/missing.yaml", "--db", "{tmp}/s1.sqlite"], "cannot read"),
+    (["source", "--name", "s1", "--catalog", "{catalog}", "--db", "{tmp}/s1.sqlite", "--faults-file", "{tmp}/bad.json"],
      "drop is a probability"),
     (["warehouse", "--config", "{tmp}/missing.yaml"], "cannot read"),
     (["warehouse", "--config", "{config}", "--data", "{tmp}/delta", "--recompute-period", "0"],
@@ -110,7 +110,7 @@ def test_source_processes_under_load_follow_their_faults_file_and_stop_on_sigter
         "workload": {"kind": "synthetic", "initialRows": 30, "mix": {"insert": 0.5, "delete": 0.25, "modify": 0.25}},
         "load": {"duration": "2s", "rate": 25}}))
     procs = {s: subprocess.Popen([sys.executable, "-m", "loadgen.cli", "source", "--name", s,
-                                  "--catalog", str(tmp_path / "catalog.yaml"), "--db", str(tmp_path / f"{s}.duckdb"),
+                                  "--catalog", str(tmp_path / "catalog.yaml"), "--db", str(tmp_path / f"{s}.sqlite"),
                                   "--port", str(p), "--faults-file", str(faults)],
                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  env={**os.environ, "POD_IP": ""})

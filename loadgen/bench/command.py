@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from loadgen.bench.plan import DEFAULT_ALGORITHMS, DEFAULT_CHAOS, PlanError, plan
+from loadgen.role import add_source_engine_argument
 
 
 def add_arguments(parser) -> None:
@@ -48,6 +49,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--orders", type=int, default=0,
                         help="keep only the first N orders and their line items (quick runs; default all)")
     parser.add_argument("--json", action="store_true", help="print summary.json (the progress goes to stderr)")
+    add_source_engine_argument(parser)
 
 
 def main(args) -> int:
@@ -56,7 +58,7 @@ def main(args) -> int:
             raise PlanError("--orders must be 0 (all) or a positive number")
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
-                     args.placement)
+                     args.placement, args.source_engine)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -146,7 +148,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
-                         "clients_per_source": 1},
+                         "source_engine": args.source_engine, "clients_per_source": 1},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             "targets": evaluate(runs),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from source_node.engines import DEFAULT_ENGINE
+
 DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,conventional,strobe,recompute"
 DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
 PLACEMENTS = {
@@ -42,6 +44,7 @@ class RunSpec:
     seed: int
     workload: str
     placement: str = "default"
+    source_engine: str = DEFAULT_ENGINE
 
     @property
     def label(self) -> str:
@@ -78,7 +81,8 @@ def _split(text: str) -> list[str]:
 
 def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
-         workload: str, placements: str = "default") -> list[RunSpec]:
+         workload: str, placements: str = "default",
+         source_engine: str = DEFAULT_ENGINE) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument."""
     from loadgen.run import parse_chaos
     from loadgen.tpch import DEFAULT_PLACEMENT, view_names
@@ -133,6 +137,6 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
         raise PlanError("--rate, --duration, --ramp-step and --ramp-start must be positive, --ramp-factor above 1")
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
-                    step_rates, ramp_step, settle, seed, workload, placement)
+                    step_rates, ramp_step, settle, seed, workload, placement, source_engine)
             for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
             for name, access in pairs]

@@ -60,9 +60,11 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
     view_sql = load_view(spec.view)
     record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
               "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
-              "placement": spec.placement, "sources": list(catalog.sources), "workload": spec.workload,
+              "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
+              "workload": spec.workload,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
-    fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access)
+    fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access,
+                     source_engine=spec.source_engine)
     watches = Stopwatches()
     sampler = None
     progress = _Phases(progress)
