@@ -9,6 +9,7 @@ them for irrelevant updates and partial self-maintenance).
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -27,18 +28,23 @@ class Relation:
     key: tuple[str, ...]
 
     def index(self, column: str) -> int:
-        for i, c in enumerate(self.columns):
-            if c.lower() == column.lower():
-                return i
-        raise ModelError(f"relation {self.name} has no column {column!r}")
+        try:
+            return self._positions[column.lower()]
+        except KeyError:
+            raise ModelError(f"relation {self.name} has no column {column!r}") from None
+
+    @functools.cached_property
+    def _positions(self) -> dict[str, int]:
+        # Looked up for every row the maintenance core touches: computed once per relation.
+        return {c.lower(): i for i, c in enumerate(self.columns)}
 
     def type_of(self, column: str) -> str:
         return self.types[self.index(column)]
 
     def has_column(self, column: str) -> bool:
-        return any(c.lower() == column.lower() for c in self.columns)
+        return column.lower() in self._positions
 
-    @property
+    @functools.cached_property
     def key_positions(self) -> tuple[int, ...]:
         return tuple(self.index(c) for c in self.key)
 

@@ -11,7 +11,8 @@ A view whose select list lacks the key of some relation carries a trailing count
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import sqlglot
@@ -66,6 +67,20 @@ class Selection:
     columns: frozenset  # the relation's columns the predicate reads
 
 
+def per_view(fn):
+    """Computes `fn(view, *args)` once per view and argument tuple (arguments must be hashable and
+    the result must not be changed by callers): for questions about the view's structure only."""
+    @functools.wraps(fn)
+    def memoized(view: "ViewDef", *args, **kwargs):
+        key = (fn.__qualname__, args, tuple(sorted(kwargs.items())))
+        try:
+            return view._memo[key]
+        except KeyError:
+            value = view._memo[key] = fn(view, *args, **kwargs)
+            return value
+    return memoized
+
+
 @dataclass(frozen=True)
 class ViewDef:
     sql: str
@@ -75,6 +90,9 @@ class ViewDef:
     outputs: tuple[OutputColumn, ...]
     has_count: bool
     catalog: Catalog
+    # Answers of per_view functions: the view never changes once parsed, and the maintenance core
+    # asks the same questions of it (equivalences, key paths, plans) for every transaction.
+    _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -88,15 +106,18 @@ class ViewDef:
     def relation(self, name: str) -> Relation:
         return self.catalog.relation(name)
 
+    @per_view
     def edges_of(self, relation: str) -> tuple[JoinEdge, ...]:
         return tuple(e for e in self.edges if relation in (e.a, e.b))
 
+    @per_view
     def edge(self, a: str, b: str) -> JoinEdge | None:
         for e in self.edges:
             if {e.a, e.b} == {a, b}:
                 return e
         return None
 
+    @per_view
     def neighbours(self, relation: str) -> tuple[str, ...]:
         return tuple(e.other(relation) for e in self.edges_of(relation))
 
@@ -112,10 +133,12 @@ class ViewDef:
         sel = self.selections.get(relation)
         return sel.columns if sel else frozenset()
 
+    @per_view
     def join_columns(self, relation: str) -> frozenset[str]:
         """Columns of `relation` that appear in any join edge of the view."""
         return frozenset(c for e in self.edges_of(relation) for c in e.columns_of(relation))
 
+    @per_view
     def visible_columns(self, relation: str) -> frozenset[str]:
         """Columns of `relation` whose values a view row shows, directly or through a join equality."""
         out = set()
@@ -125,6 +148,7 @@ class ViewDef:
                     out.add(ref.column)
         return frozenset(out)
 
+    @per_view
     def equivalents(self, ref: ColumnRef) -> frozenset[ColumnRef]:
         """All columns equal to `ref` through chains of join equalities."""
         seen = {ref}
@@ -141,6 +165,7 @@ class ViewDef:
                             frontier.append(nxt)
         return frozenset(seen)
 
+    @per_view
     def output_positions(self, relation: str, column: str) -> tuple[int, ...]:
         """Every view column that shows `relation.column` (directly, again under another name, or
         through a join equality)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from fedmodel.transactions import Notification
-from fedmodel.viewdef import ColumnRef, ViewDef
+from fedmodel.viewdef import ColumnRef, ViewDef, per_view
 from warehouse.core.planner import QueryPlan, plan
 
 
@@ -49,14 +49,21 @@ def key_refs(view: ViewDef, relation: str) -> set[ColumnRef]:
 
 def determines(view: ViewDef, rj: str, targets: Iterable[str], within: Iterable[str]) -> bool:
     """True when R_j's key functionally determines the key of every target, inside `within`."""
+    return _determines(view, rj, tuple(targets), tuple(within))
+
+
+@per_view
+def _determines(view: ViewDef, rj: str, targets: tuple[str, ...], within: tuple[str, ...]) -> bool:
     known = closure(view, key_refs(view, rj), within)
     return all(key_refs(view, t) <= known for t in targets)
 
 
+@per_view
 def key_in_view(view: ViewDef, relation: str) -> bool:
     return set(view.relation(relation).key) <= view.visible_columns(relation)
 
 
+@per_view
 def key_path(view: ViewDef, updated: str, access: str) -> QueryPlan | None:
     """The shortest query plan to a relation R_j with its key in the view that determines `updated`.
 
@@ -122,6 +129,7 @@ def ri_irrelevant(view: ViewDef, notification: Notification, relation: str, row:
     return False
 
 
+@per_view
 def lookup_subtree_ok(view: ViewDef, qplan: QueryPlan, rj: str) -> bool:
     """Section 4.2's two conditions for reading R_j and the rest of its subtree from the view.
 

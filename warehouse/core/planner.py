@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedmodel.viewdef import JoinEdge, ViewDef
+from fedmodel.viewdef import JoinEdge, ViewDef, per_view
 
 ACCESS_PATHS = ("join-graph", "scan")
 
@@ -95,6 +95,7 @@ class QueryPlan:
         return tuple(out)
 
 
+@per_view
 def plan(view: ViewDef, updated: str, access: str = "join-graph", only: tuple[str, ...] | None = None) -> QueryPlan:
     """The query tree for an update of `updated`; `only` limits it to those relations (a key path)."""
     if access == "join-graph":
