@@ -17,6 +17,7 @@ from fedmodel.catalog import Catalog, check_row, check_value
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef, parse_view
+from source_node.commit import check_initial_state
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
@@ -80,6 +81,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
                 raise ScenarioError(f"{where}: initial.{name} repeats a key")
         for rel in catalog.relations:
             initial.setdefault(rel.name, [])
+        check_initial_state(catalog, initial, "initial")
     except ScenarioError:
         raise
     except ModelError as err:

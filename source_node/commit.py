@@ -117,24 +117,49 @@ def _net_change(relation: str, before: dict, after: dict) -> PlannedChange:
     return PlannedChange(relation, tuple(inserted), tuple(deleted), tuple(modified))
 
 
+def check_initial_state(catalog: Catalog, rows: dict[str, list[tuple]], where: str) -> None:
+    """Raises ModelError naming the relation, the constraint and the row when the initial `rows`
+    (relation -> rows) break a declared functional dependency or referential integrity.
+
+    The warehouse relies on the constraints from its first view on (Sze-Ling 4.2), so a source
+    must not start from a state that breaks one, as it must not commit one: the initial rows are
+    checked as one transaction per source inserting them all into empty relations, by the check
+    every commit passes.
+    """
+    for source in catalog.sources:
+        inserts = [PlannedChange(rel.name, tuple(rows.get(rel.name, ())), (), ())
+                   for rel in catalog.relations_at(source)]
+        _check_constraints(catalog, source, inserts, lambda relation, columns, values: [], where)
+
+
 def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChange], find, where: str) -> None:
     """Declared FDs and RI must hold after the transaction (checked against rows it touches)."""
     removed = {p.relation: {catalog.relation(p.relation).key_of(r)
                             for r in p.deleted + tuple(m.old for m in p.modified)} for p in planned}
     added = {p.relation: list(p.inserted) + [m.new for m in p.modified] for p in planned}
+    # The added rows indexed by (relation, columns) -> values, and each FD group checked once:
+    # a transaction as large as a whole initial state is checked in time linear in its rows.
+    added_by: dict[tuple[str, tuple], dict[tuple, list]] = {}
 
     def after(relation: str, columns: tuple, values: tuple) -> list:
         rel = catalog.relation(relation)
-        pos = [rel.index(c) for c in columns]
         gone = removed.get(rel.name, set())
         stored = [r for r in find(rel.name, columns, values) if rel.key_of(r) not in gone]
-        fresh = [r for r in added.get(rel.name, []) if tuple(r[i] for i in pos) == tuple(values)]
-        return stored + fresh
+        if (rel.name, columns) not in added_by:
+            pos = [rel.index(c) for c in columns]
+            index = added_by[(rel.name, columns)] = {}
+            for r in added.get(rel.name, []):
+                index.setdefault(tuple(r[i] for i in pos), []).append(r)
+        return stored + added_by[(rel.name, columns)].get(tuple(values), [])
 
     for fd in catalog.fds:
         rel = catalog.relation(fd.relation)
+        checked = set()   # a group whose first added row agrees with all its rows holds the FD
         for row in added.get(rel.name, []):
             lhs = tuple(row[rel.index(c)] for c in fd.lhs)
+            if lhs in checked:
+                continue
+            checked.add(lhs)
             rhs = tuple(row[rel.index(c)] for c in fd.rhs)
             for other in after(rel.name, fd.lhs, lhs):
                 if tuple(other[rel.index(c)] for c in fd.rhs) != rhs:

@@ -109,8 +109,15 @@ def example1_with(tmp_path, changes: str) -> str:
      "view: a subquery (IN (SELECT ...)) in WHERE is not supported"),
     ("view: WITH x AS (SELECT * FROM R1) SELECT C FROM x JOIN R2 ON x.B = R2.B",
      "view: WITH (common table expressions) is not supported"),
+    ("constraints: {fds: [{relation: R1, from: [B], to: [A]}]}\ninitial: {R1: [[a1, b1], [a2, b1]], R2: []}",
+     "initial: R1['a1', 'b1'] violates the functional dependency ['B'] -> ['A']"),
+    ("sources: {ds1: {R1: {columns: [A, B], key: [A]}, P: {columns: [B], key: [B]}}, ds2: {R2: {columns: [B, C]}}}\n"
+     "constraints: {ri: [{child: R1, columns: [B], parent: P, parent_columns: [B]}]}\n"
+     "initial: {R1: [[a1, b1], [a2, b2]], P: [[b1]], R2: []}\nsteps: []",
+     "initial: R1['a2', 'b2'] refers to no P row with ['B'] = ['b2']"),
 ], ids=["integer beyond 64 bits", "FD without to", "constraints as a list", "FD columns as a string",
-        "YAML booleans compared with text", "subquery in WHERE", "CTE"])
+        "YAML booleans compared with text", "subquery in WHERE", "CTE", "initial rows break an FD",
+        "initial rows break an RI"])
 def test_adversarial_input_exits_two_with_one_line(fedlab, tmp_path, changes, message):
     out = fedlab("simulate", example1_with(tmp_path, changes))
     assert (out.returncode, out.stdout) == (2, "")
