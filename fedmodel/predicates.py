@@ -100,7 +100,7 @@ def _kind(e: exp.Expression, column_type) -> str | None:
     elif isinstance(e, exp.Not):
         _shared_kind(e, [e.this], column_type, need="a boolean")
     elif isinstance(e, exp.Is):
-        _kind(e.this, column_type)
+        _shared_kind(e, [e.this, e.expression], column_type)
     else:
         raise _unsupported(e)
     return "a boolean"
@@ -168,9 +168,9 @@ def _compile(e: exp.Expression, rel) -> Callable:
     if isinstance(e, exp.Not):
         a = _compile(e.this, rel)
         return lambda row: None if a(row) is None else not a(row)
-    if isinstance(e, exp.Is):
-        a = _compile(e.this, rel)
-        return lambda row: a(row) is None
+    if isinstance(e, exp.Is) and isinstance(e.expression, (exp.Null, exp.Boolean)):
+        a, b = _compile(e.this, rel), _compile(e.expression, rel)
+        return lambda row: a(row) is b(row)   # IS NULL, IS TRUE, IS FALSE: None, True, False
     if isinstance(e, exp.In):
         a = _compile(e.this, rel)
         options = [_compile(x, rel) for x in e.expressions]

@@ -72,3 +72,12 @@ def test_conditions_of_matching_types_pass_and_text_compares_with_dates():
                       "AND NOT (U.F LIKE 'x%') AND T.S IS NOT NULL", TYPED)
     assert view.selection_test("T")((4, True, "2020-06-01", "s"))
     assert not view.selection_test("T")((2, True, "2020-06-01", "s"))
+
+
+@pytest.mark.parametrize("predicate, passing", [
+    ("T.F IS TRUE", [1]), ("T.F IS NOT TRUE", [2, 3]), ("T.F IS FALSE", [2]), ("T.F IS NULL", [3]),
+])
+def test_is_true_and_is_false_are_not_is_null(predicate, passing):
+    view = parse_view(f"SELECT T.K FROM T WHERE {predicate}", TYPED)
+    rows = [(1, True, None, None), (2, False, None, None), (3, None, None, None)]
+    assert [row[0] for row in rows if view.selection_test("T")(row)] == passing
