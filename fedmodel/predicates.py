@@ -107,7 +107,8 @@ def _kind(e: exp.Expression, column_type) -> str | None:
 
 
 def _shared_kind(e: exp.Expression, operands: list, column_type, need: str | None = None) -> str | None:
-    """The kind `e`'s operands share (None when all are NULL), which must be `need` if given."""
+    """The kind `e`'s operands share (None when all are NULL; text and a date: either), which must
+    be `need` if given."""
     kinds = {k for k in (_kind(x, column_type) for x in operands) if k is not None}
     if need is not None and kinds - {need}:
         raise ModelError(f"view: {e.sql()} needs {need}, got {' and '.join(sorted(kinds - {need}))}")

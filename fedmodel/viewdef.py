@@ -343,12 +343,10 @@ class _Ambiguous:
 def _construct(subquery: exp.Select) -> str:
     """How SQL spells the construct around a nested SELECT, for a message."""
     holder = subquery.parent
-    if isinstance(holder, exp.Exists):
-        return "EXISTS (SELECT ...)"
-    if isinstance(holder.parent, exp.In):
-        return "IN (SELECT ...)"
-    if isinstance(holder.parent, (exp.Any, exp.All)):
-        return f"{type(holder.parent).__name__.upper()} (SELECT ...)"
+    if isinstance(holder, exp.Subquery):   # the parentheses, in sqlglot's tree for some constructs
+        holder = holder.parent
+    if isinstance(holder, (exp.Exists, exp.In, exp.Any, exp.All)):
+        return f"{type(holder).__name__.upper()} (SELECT ...)"
     return "scalar (SELECT ...)"
 
 

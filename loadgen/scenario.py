@@ -219,17 +219,16 @@ def _view_rows(view: ViewDef, rows, where: str) -> list[tuple]:
     width = len(view.column_names)
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == width for r in rows):
         raise ScenarioError(f"{where}: view rows must be lists of {width} values ({', '.join(view.column_names)})")
-    try:
-        for row in rows:
-            for value, name, typ in zip(row, view.column_names, view.output_types):
+    types = view.output_types
+    for row in rows:
+        try:
+            for value, name, typ in zip(row, view.column_names, types):
                 check_value(value, typ, f"{where}: view column {name}")
-    except ModelError as err:
-        raise ScenarioError(str(err)) from None
-    if view.has_count:
-        for row in rows:
-            if not _is_integer(row[-1]) or row[-1] < 1:
-                raise ScenarioError(f"{where}: view row {row} has count {row[-1]!r}; the count (how many times "
-                                    "the row is in the view) is a positive integer")
+        except ModelError as err:
+            raise ScenarioError(str(err)) from None
+        if view.has_count and (not _is_integer(row[-1]) or row[-1] < 1):
+            raise ScenarioError(f"{where}: view row {row} has count {row[-1]!r}; the count (how many times "
+                                "the row is in the view) is a positive integer")
     return [tuple(r) for r in rows]
 
 

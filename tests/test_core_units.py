@@ -118,6 +118,7 @@ def test_a_negative_count_is_a_bug_unless_the_algorithm_has_no_compensation():
     ("SELECT B FROM R1 WHERE EXISTS (SELECT 1 FROM R2)", "view: a subquery (EXISTS (SELECT ...)) in WHERE"),
     ("SELECT B FROM R1 JOIN R2 ON R1.C = R2.C AND R1.A = (SELECT MAX(C) FROM R2)",
      "view: a subquery (scalar (SELECT ...)) in ON"),
+    ("SELECT B FROM R1 WHERE R1.A > ALL (SELECT C FROM R2)", "view: a subquery (ALL (SELECT ...)) in WHERE"),
     ("WITH x AS (SELECT * FROM R1) SELECT B FROM x", "view: WITH (common table expressions) is not supported"),
 ])
 def test_bad_view_sql_gets_one_clear_line(sql, message):
