@@ -23,7 +23,6 @@ from fedmodel.catalog import Relation
 from fedmodel.codec import rows_to_arrow
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import TransactionRequest
-from source_node.commit import PlannedChange
 from source_node.durable_store import DurableStore, Query, quote
 
 _META = "_fedlab"
@@ -37,7 +36,6 @@ class DuckDBStore(DurableStore):
 
     def _connect(self) -> None:
         self._table_names = itertools.count()
-        self._known: dict[tuple[str, tuple], tuple | None] = {}   # what a group read ahead
         self._con = duckdb.connect(self.path)
 
     def close(self) -> None:
@@ -109,22 +107,9 @@ class DuckDBStore(DurableStore):
 
     # ---- reading ahead for a group ----
 
-    def _group_lookup(self, requests: Sequence[TransactionRequest]):
-        self._known = self._prefetch(requests)
-
-        def lookup(relation: str, key: tuple) -> tuple | None:
-            rel = self.catalog.relation(relation)
-            if (rel.name, key) in self._known:
-                return self._known[rel.name, key]
-            return self._lookup(relation, key)
-        return lookup
-
-    def _written(self, planned: list[PlannedChange]) -> None:
-        """Drops every key a member wrote from what was read ahead: a later lookup reads the table."""
-        for p in planned:
-            rel = self.catalog.relation(p.relation)
-            for row in (*p.deleted, *p.inserted, *(v for m in p.modified for v in (m.old, m.new))):
-                self._known.pop((rel.name, rel.key_of(row)), None)
+    def _start_group(self, requests: Sequence[TransactionRequest]) -> None:
+        super()._start_group(requests)
+        self._known.update(self._prefetch(requests))
 
     def _prefetch(self, requests: Sequence[TransactionRequest]) -> dict[tuple[str, tuple], tuple | None]:
         """(relation, key) -> the stored row or None, for every key the requests name (the keys

@@ -74,6 +74,9 @@ class DurableStore(GroupCommit):
             raise ModelError(f"source {source!r} owns no relation in the catalog")
         self._writer = threading.RLock()   # one writer at a time on the writer's connection
         self._state = threading.Lock()     # the versions and the outbox held in memory
+        self._statements: dict[tuple, str] = {}
+        self._known: dict[tuple[str, tuple], tuple | None] = {}
+        self._found: dict[tuple[str, tuple, tuple], list[tuple]] = {}
         self._connect()
         try:
             if self._is_new():
@@ -139,10 +142,10 @@ class DurableStore(GroupCommit):
         notes: list[Notification] = []
         try:
             with self._write_transaction():
-                lookup = self._group_lookup(requests)
+                self._start_group(requests)
                 for request in requests:
                     try:
-                        planned = plan_commit(self.catalog, self.source, request, lookup, find=self._find)
+                        planned = plan_commit(self.catalog, self.source, request, self._group_lookup, self._group_find)
                     except ModelError as err:
                         outcomes.append(err)   # plan_commit writes nothing: skipping it leaves no trace
                         continue
@@ -174,26 +177,54 @@ class DurableStore(GroupCommit):
             changes.append(RelationChange(rel.name, brv[rel.name], p.inserted, p.deleted, p.modified))
         return Notification(self.source, dsv, request.txn_id, tuple(changes), commit_time)
 
-    def _group_lookup(self, requests: Sequence[TransactionRequest]) -> Callable[[str, tuple], tuple | None]:
-        """plan_commit's `lookup(relation, key)` for a group (an engine may read ahead for all of it)."""
-        return self._lookup
+    # What a group has read, so that each stored row is read once: plan_commit asks again for every
+    # key it touched, and the RI check for each of a new order's lines finds the same order.
+
+    def _start_group(self, requests: Sequence[TransactionRequest]) -> None:
+        """Forgets the last group's reads (an engine may read ahead for all of `requests`)."""
+        self._known: dict[tuple[str, tuple], tuple | None] = {}
+        self._found: dict[tuple[str, tuple, tuple], list[tuple]] = {}
+
+    def _group_lookup(self, relation: str, key: tuple) -> tuple | None:
+        """plan_commit's `lookup` within a group: the stored row with `key`, or None."""
+        name = self.catalog.relation(relation).name
+        if (name, key) not in self._known:
+            self._known[name, key] = self._lookup(name, key)
+        return self._known[name, key]
+
+    def _group_find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
+        """plan_commit's `find` within a group (see _find)."""
+        if (relation, columns, values) not in self._found:
+            self._found[relation, columns, values] = self._find(relation, columns, values)
+        return self._found[relation, columns, values]
 
     def _written(self, planned: list[PlannedChange]) -> None:
-        """A member's rows were written (an engine that read ahead forgets what they changed)."""
+        """A member's rows were written: the keys it wrote and every find are read again."""
+        self._found.clear()
+        for p in planned:
+            rel = self.catalog.relation(p.relation)
+            for row in (*p.deleted, *p.inserted, *(v for m in p.modified for v in (m.old, m.new))):
+                self._known.pop((rel.name, rel.key_of(row)), None)
 
     def _lookup(self, relation: str, key: tuple) -> tuple | None:
         """The stored row with `key`, or None (on the writer's connection: it sees the group's writes)."""
         rel = self.catalog.relation(relation)
-        where = " AND ".join(f"{quote(c)} = ?" for c in rel.key)
-        rows = self._select(rel, f"SELECT * FROM {quote(rel.name)} WHERE {where}", self._encode_values(rel, rel.key, key))
+        rows = self._select(rel, self._statement("lookup", rel, rel.key), self._encode_values(rel, rel.key, key))
         return rows[0] if rows else None
 
     def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
         """Stored rows with `values` in `columns` (for the declared FDs and RI); NULL matches NULL,
         as in the memory store."""
         rel = self.catalog.relation(relation)
-        where = " AND ".join(f"{quote(rel.columns[rel.index(c)])} {self._null_safe_equal} ?" for c in columns)
-        return self._select(rel, f"SELECT * FROM {quote(rel.name)} WHERE {where}", self._encode_values(rel, columns, values))
+        return self._select(rel, self._statement("find", rel, tuple(columns)), self._encode_values(rel, columns, values))
+
+    def _statement(self, kind: str, rel: Relation, columns: tuple[str, ...]) -> str:
+        """The SQL of a lookup by key or a find by `columns` of `rel`, built once."""
+        if (kind, rel.name, columns) not in self._statements:
+            equal = "=" if kind == "lookup" else self._null_safe_equal
+            where = " AND ".join(f"{quote(rel.columns[rel.index(c)])} {equal} ?" for c in columns)
+            self._statements[kind, rel.name, columns] = f"SELECT * FROM {quote(rel.name)} WHERE {where}"
+        return self._statements[kind, rel.name, columns]
 
     def _select(self, rel: Relation, sql: str, params: Sequence = ()) -> list[tuple]:
         """Rows of `rel` read on the writer's connection, as the memory store holds them."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +22,7 @@ from fedmodel.transactions import Modification, TransactionRequest
 from source_node.duckdb_store import DuckDBStore
 from source_node.engines import ENGINES, file_name, open_store
 from source_node.memory_store import MemoryStore
+from source_node import sqlite_store
 from source_node.sqlite_store import SQLiteStore
 
 CATALOG = Catalog.from_dict({"sources": {
@@ -569,3 +571,17 @@ def test_probes_use_an_index(tmp_path):
         "EXPLAIN QUERY PLAN " + store._probe_statement(CATALOG.relation("R"), ["B"], 4), ["a", "b", None, None]))
     assert "SEARCH r USING" in plan and "INDEX" in plan, plan
     store.close()
+
+
+def test_the_wal_is_checkpointed_by_a_thread_of_its_own_not_by_a_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_INTERVAL", 0.05)
+    store = open_engine("sqlite", tmp_path)
+    assert store._con.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+    size = (tmp_path / "ds1.sqlite").stat().st_size
+    store.commit(TransactionRequest("t", inserts={"T": [(i, "x" * 500) for i in range(100, 400)]}))
+    deadline = time.monotonic() + 5
+    while (tmp_path / "ds1.sqlite").stat().st_size == size and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (tmp_path / "ds1.sqlite").stat().st_size > size, "the committed pages reached the database file"
+    store.close()
+    assert not (tmp_path / "ds1.sqlite-wal").exists()
