@@ -240,14 +240,17 @@ class Warehouse:
         every notification is durable in Delta (acked), and what has reached the core (the core's
         last Acknowledge; it is kept until a batch commit makes it durable)."""
         now = time.monotonic()
-        for n in notes:
-            if (n.source, n.dsv) not in self.stored:
-                with self.lock:
+        by_source: dict[str, list] = {}
+        with self.lock:
+            for n in notes:
+                if (n.source, n.dsv) not in self.stored:
                     self.stored.add((n.source, n.dsv))
                     self.received.append(n)
-            self._arrived(n.source, [NotificationArrived(n, now)])
+                by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
+        for source, events in by_source.items():   # the core takes a source's batch at once
+            self._arrived(source, events)
         with self.lock:
-            sources = {n.source for n in notes}
+            sources = set(by_source)
             return ({s: self.durable.get(s, 0) for s in sources},
                     {s: self.reached.get(s, Acknowledge(s, self.engine.received_through(s))) for s in sources})
 
@@ -338,12 +341,17 @@ class Warehouse:
                 self._handle(ViewEvaluated(job.round, rows, time.monotonic()))
 
     def _committer(self) -> None:
-        while not self._stop.wait(self.batch_interval):
+        """Commits a batch every `batch_interval` seconds, or back to back when a commit takes
+        longer: then each batch holds everything applied while the previous one was written, so
+        batches grow with the load and the core never waits for Delta."""
+        while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 self._commit_batch()
             except Exception:  # a failed batch is retried at the next interval
                 log.exception("batch commit failed; it will be retried")
                 self._after_failed_commit()
+            self._stop.wait(max(0.0, self.batch_interval - (time.monotonic() - started)))
 
     def _commit_batch(self) -> None:
         with self.lock:
@@ -357,7 +365,7 @@ class Warehouse:
             for a in applied:
                 net.update(dict(a.delta))
         self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received)
-        self.history.append(applied)
+        self.history.append(applied, durable_time=time.time())
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
@@ -428,11 +436,15 @@ class ChangeHistory:
         lines = text.splitlines()
         return json.loads(lines[-1])["seq"] if lines else 0
 
-    def append(self, applied: list[AppliedTxn]) -> None:
+    def append(self, applied: list[AppliedTxn], durable_time: float | None = None) -> None:
+        """`durable_time`: when the batch holding them became durable in Delta (what a Spark
+        reader of the view table sees from then on); None when that moment is not known (a
+        batch found in Delta after a crash)."""
         with open(self.folder / "changes.jsonl", "a") as out:
             for a in applied:
                 out.write(json.dumps({"seq": a.seq, "source": a.source, "dsv": a.dsv, "txn_id": a.txn_id,
                                       "commit_time": a.commit_time, "applied_time": a.applied_time,
+                                      "durable_time": durable_time,
                                       "versions": a.versions, "delta": [[list(r), c] for r, c in a.delta]},
                                      default=str) + "\n")
 
