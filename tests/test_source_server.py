@@ -4,6 +4,7 @@ resent until acknowledged."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import grpc
@@ -82,6 +83,31 @@ def test_commit_batch_answers_each_transaction_and_rejects_the_invalid_ones_alon
     assert snapshot(stub, "R") == {"R": (3, [(1, "a", "2020-01-01"), (2, "b", None), (3, "d", None)])}
     assert warehouse.wait_for("ds1", 2) == [2, 3]
     assert stub.CommitBatch(pb.CommitBatchRequest()).outcomes == []
+
+
+def test_concurrent_clients_each_get_their_own_versions(node, stub):
+    # Calls arriving together share group commits (source_node.commit_queue); each still gets the
+    # DSV its own transaction produced, and one client's invalid transaction fails alone.
+    replies: dict[str, object] = {}
+
+    def client(c: int) -> None:
+        for i in range(10):
+            txn = f"c{c}-{i}"
+            try:
+                replies[txn] = commit(stub, txn, inserts={"S": [(txn, float(i))] + ([("a", 0.0)] if i == 5 else [])})
+            except grpc.RpcError as err:
+                replies[txn] = err.details()
+
+    clients = [threading.Thread(target=client, args=(c,)) for c in range(8)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join(60)
+    refused = {txn: r for txn, r in replies.items() if isinstance(r, str)}
+    assert sorted(refused) == [f"c{c}-5" for c in range(8)] and all("duplicates key" in r for r in refused.values())
+    committed = sorted(r.dsv for r in replies.values() if not isinstance(r, str))
+    assert committed == list(range(2, 2 + 72)) and node.store.dsv == 73
+    assert {n.txn_id for n in node.store.unacknowledged()} == set(replies) - set(refused)
 
 
 def test_query_answers_every_subquery_of_the_batch(node, stub):
