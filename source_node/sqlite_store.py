@@ -16,7 +16,7 @@ BEGIN and COMMIT is written here, none implied. synchronous=NORMAL: a commit sur
 the process (what the chaos tests inject); the last commits before a power loss may not. The WAL
 is copied back into the database file by a thread of its own every second (a PASSIVE checkpoint,
 which waits for no reader or writer) rather than by whichever commit fills it: that commit would
-wait for the copy and its fsync, 10-25 ms measured, where a commit costs a twentieth of one.
+wait for the copy and its fsync (10-25 ms measured, against 0.05 ms for a COMMIT otherwise).
 
 Indexes. Every column set rows are looked up by has an index: the key (the primary key; tables
 are WITHOUT ROWID, clustered on it, so a probe on a key prefix such as lineitem's l_orderkey reads
