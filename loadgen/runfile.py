@@ -1,13 +1,13 @@
 """The run file: `run.json` at the root of a live run's directory, naming what the checker reads.
 
 A live run leaves its history in several places: each source's committed transactions in its
-DuckDB file (the outbox log), the warehouse's view states under its data directory
+database file (the outbox log), the warehouse's view states under its data directory
 (warehouse.service.ChangeHistory). The run file says where they are, with what the checker
 needs besides (the catalog and the view's SQL), so that `fedlab check RUN_DIR` needs nothing
 else. Written by whoever starts the run (loadgen.federation, `fedlab warehouse`).
 
     {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
-     "sources": {"ds1": "ds1.duckdb", "ds2": null}, "warehouse_history": "warehouse/history"}
+     "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history"}
 
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute. A source whose file is not reachable from here is null.
@@ -37,7 +37,7 @@ class RunFile:
     catalog: Catalog
     view_sql: str
     algorithm: str
-    sources: dict[str, Path | None]    # source -> its DuckDB file, None when not reachable
+    sources: dict[str, Path | None]    # source -> its database file, None when not reachable
     warehouse_history: Path
 
     def write(self, run_dir: str | os.PathLike) -> Path:

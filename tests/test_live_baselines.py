@@ -55,7 +55,7 @@ def run_live(tmp_path, spark, algorithm: str, single_update: bool, **federation)
         view, status = fed.warehouse.view_rows(), fed.warehouse.status()
         assert fed.read_view() == view
     finally:
-        fed.stop()   # the checker reads the sources' DuckDB files, which a running source holds
+        fed.stop()   # the checker reads the sources' database files, each at the end of its history
     oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, load.history)
     return {"view": view, "status": status, "recomputed": oracle.view_at(oracle.final_versions()),
             "verdict": check(run_dir), "engine": fed.warehouse.engine, "scenario": scenario}

@@ -1,5 +1,5 @@
 """source_node.actor: a named Ray actor that, killed and restarted by Ray, finds its data, versions
-and unsent notifications again in its DuckDB file."""
+and unsent notifications again in its database file."""
 
 from __future__ import annotations
 
