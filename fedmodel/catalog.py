@@ -230,7 +230,7 @@ def check_value(value, typ: str, what: str) -> None:
     """Raises ModelError '<what> is <typ>, got <value>' unless `value` is NULL or a value of `typ`.
 
     BIGINT is 64 bits, as in every engine and in the row codec: a larger integer is refused here,
-    where the file names it, rather than overflowing later in Arrow.
+    where the file names it, rather than overflowing later in the codec or an engine.
     """
     if value is None:
         return
