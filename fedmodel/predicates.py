@@ -125,11 +125,17 @@ def predicate_sql(expr: exp.Expression) -> str:
     >>> predicate_sql(sqlglot.parse_one("10 / (A - B) > 1"))
     '10 / NULLIF((A - B), 0) > 1'
     """
+    return null_divisors(expr).sql(dialect="duckdb")
+
+
+def null_divisors(expr: exp.Expression) -> exp.Expression:
+    """A copy of `expr` with each divisor wrapped in NULLIF(divisor, 0): division by zero is NULL
+    (this project's rule; Spark and PostgreSQL raise, DuckDB 2.0 gives infinity)."""
     def null_divisor(node):
         if isinstance(node, exp.Div):
             node.set("expression", exp.Nullif(this=node.expression, expression=exp.Literal.number(0)))
         return node
-    return expr.transform(null_divisor).sql(dialect="duckdb")
+    return expr.transform(null_divisor)
 
 
 def _compile(e: exp.Expression, rel) -> Callable:

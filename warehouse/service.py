@@ -396,8 +396,7 @@ class Warehouse:
         return self.engine.version_state()
 
     def _view_types(self) -> list[str]:
-        return [self.catalog.relation(o.ref.relation).types[self.catalog.relation(o.ref.relation).index(o.ref.column)]
-                for o in self.view.outputs]
+        return list(self.view.output_types)
 
     def view_rows(self) -> dict[tuple, int]:
         with self.lock:

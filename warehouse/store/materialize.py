@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 
 import sqlglot
 
+from fedmodel.predicates import null_divisors
 from warehouse.store.sparktypes import create_df, from_spark, quote
 
 Snapshot = tuple[Sequence[str], Sequence[str], Sequence[Sequence]]  # (columns, types, rows)
@@ -33,7 +34,8 @@ def materialize(spark, view_sql: str, snapshots: Mapping[str, Snapshot]) -> dict
 
 
 def _spark_sql(view_sql: str) -> str:
+    """The view in Spark's dialect, division by zero NULL as everywhere in the maintenance path."""
     try:
-        return sqlglot.transpile(view_sql, write="spark")[0]
+        return null_divisors(sqlglot.parse_one(view_sql)).sql(dialect="spark")
     except sqlglot.errors.SqlglotError:
         return view_sql  # let Spark report what is wrong with it
