@@ -212,3 +212,9 @@ def test_materialize_matches_duckdb(spark):
               for r in con.execute(f"SELECT *, COUNT(*) FROM ({sql}) GROUP BY ALL").fetchall()}
     assert got == oracle
     assert got[("2024-01-01", 10, 1.5)] == 2 and (None, 10, None) in got and sum(got.values()) == 5
+
+
+def test_materialize_takes_division_by_zero_as_null(spark):
+    r1 = (["a", "b"], ["BIGINT", "BIGINT"], [(1, 0), (2, 1), (6, 2)])
+    got = materialize(spark, "SELECT R1.a FROM R1 WHERE R1.a / R1.b > 2", {"R1": r1})
+    assert got == {(6,): 1}   # a / 0 is NULL: the row fails the predicate instead of failing the job
