@@ -258,7 +258,8 @@ class SQLiteStore(DurableStore):
             return self._decode(rel, query(f"SELECT * FROM {quote(rel.name)}", [])) if wanted else []
         columns = [rel.columns[p] for p in positions]
         values = list({tuple(self._encode_values(rel, columns, v)) for v in wanted})
-        found: dict[tuple, tuple] = {}
+        key = rel.key_positions
+        found: dict[tuple, tuple] = {}   # by key: two values SQLite finds equal ('5', 5) find one row
         for start in range(0, len(values), _PROBE_CHUNK):
             chunk = values[start:start + _PROBE_CHUNK]
             # Padding to a power of two keeps the prepared statements few; a NULL row matches nothing.
@@ -266,7 +267,7 @@ class SQLiteStore(DurableStore):
             params = [x for v in chunk for x in v] + [None] * (len(columns) * (size - len(chunk)))
             for row in self._decode(rel, query(self._probe_statement(rel, columns, size), params)):
                 if tuple(row[p] for p in positions) in wanted:
-                    found[rel.key_of(row)] = row
+                    found[tuple(row[i] for i in key)] = row
         return list(found.values())
 
     def _probe_statement(self, rel: Relation, columns: list[str], size: int) -> str:
