@@ -15,10 +15,14 @@ from __future__ import annotations
 import queue
 import threading
 import time
+
+import grpc
 from dataclasses import dataclass, field
 from typing import Callable
 
 from fedmodel.errors import ModelError
+from fedmodel.messages import to_pb
+from fedmodel.wire import pb
 
 
 @dataclass
@@ -90,6 +94,23 @@ def drive(commit_batch: Callable, stream, sources, rate: float, duration: float,
     result.seconds = time.monotonic() - start
     progress(duration, result)
     return result
+
+
+def grpc_committer(catalog, stubs: dict, retry_unavailable: float = 120.0) -> Callable:
+    """`commit_batch` for `drive` over the sources' gRPC stubs (CommitBatch). A source restarting
+    (chaos) refuses connections: the group did not reach it, and the stream assumes it commits,
+    so the call is tried again for `retry_unavailable` seconds."""
+    def commit_batch(source: str, requests: list) -> list:
+        batch = pb.CommitBatchRequest(transactions=[to_pb(r, catalog) for r in requests])
+        deadline = time.monotonic() + retry_unavailable
+        while True:
+            try:
+                return batch_outcomes(stubs[source].CommitBatch(batch, timeout=60))
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+    return commit_batch
 
 
 def batch_outcomes(reply) -> list:

@@ -28,11 +28,10 @@ import grpc
 from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
-from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.chaos_k8s import ChaosError, parse_duration
-from loadgen.driver import batch_outcomes, drive
+from loadgen.driver import drive, grpc_committer
 from loadgen.role import RoleError, add_tls_arguments, fail, tls_files
 from loadgen.runconfig import RunConfig, load_config
 
@@ -70,19 +69,7 @@ def main(args) -> int:
     except (ModelError, RoleError, ValueError) as err:
         return fail("load", err)
 
-    def commit_batch(source: str, requests: list[TransactionRequest]) -> list:
-        # A source restarting (chaos) refuses connections: the group did not reach it, and the
-        # stream assumes it commits, so try again for a while.
-        batch = pb.CommitBatchRequest(transactions=[to_pb(r, config.catalog) for r in requests])
-        deadline = time.monotonic() + _RETRY_UNAVAILABLE
-        while True:
-            try:
-                return batch_outcomes(sources[source].CommitBatch(batch, timeout=60))
-            except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-
+    commit_batch = grpc_committer(config.catalog, sources, _RETRY_UNAVAILABLE)
     loaded = 0
     for source, request in initial:
         outcome, = commit_batch(source, [request])

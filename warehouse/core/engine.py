@@ -38,7 +38,7 @@ class Options:
     self_maintenance: bool = True    # read the view where keys and FDs allow (4.2)
     key_shortcuts: bool = True       # delete / update the view by key (4.3)
     access: str = "join-graph"       # or "scan"
-    query_timeout: float = 2.0       # re-send a sub-query unanswered for this long
+    query_timeout: float = 2.0       # re-send a sub-query unanswered for this long (at least)
     resend_timeout: float = 1.0      # ask again for a notification gap older than this
 
 
@@ -70,7 +70,8 @@ class MaintenanceEngine:
         self.force_queries = set(force_queries)
         self._ids = 0
         self._routes: dict[str, Computation] = {}
-        self._sent_at: dict[str, tuple[float, Subquery]] = {}
+        self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
+        self._round_trip: float | None = None   # smoothed sub-query round trip (time in queue included)
         self._asked_at: dict[str, float] = {}
         # Computations holding answers read past the notifications received, by source: a
         # notification from s can only release those waiting on s (an ordered set: start order).
@@ -129,20 +130,36 @@ class MaintenanceEngine:
                                "source": answer.source, "dsv": answer.dsv,
                                "reason": "read at a version older than one the source already reported"})
             return []
+        self._measure_round_trip(answer.id, now)
         if comp.on_answer(answer):
             self._routes.pop(answer.id, None)
-            self._sent_at.pop(answer.id, None)
             return self._advance(comp, now)
         self._parked.setdefault(answer.source, {})[comp] = None
         # Read at a state whose notifications have not all arrived: if that lasts until the
-        # timer, one of them is probably lost (end of section 5.2) and is asked for again.
+        # timer, one of them is probably lost (end of section 5.2) and is asked for again; the
+        # sub-query itself is answered and not sent again.
         return []
+
+    def _measure_round_trip(self, sid: str, now: float) -> None:
+        """Smooths the round trip of answered sub-queries sent once (as TCP does: a retried one's
+        answer may answer either copy), so that the retry timeout follows the load."""
+        sent, _sq, retried = self._sent_at.pop(sid, (None, None, True))
+        if not retried:
+            sample = now - sent
+            self._round_trip = sample if self._round_trip is None else 0.875 * self._round_trip + 0.125 * sample
+
+    @property
+    def query_timeout(self) -> float:
+        """How long a sub-query waits for its answer before it is sent again: the configured
+        timeout, or four smoothed round trips when the sources answer more slowly than that."""
+        return max(self.options.query_timeout, 4 * (self._round_trip or 0.0))
 
     def _on_timer(self, now: float) -> list:
         actions: list = []
-        for sid, (sent, sq) in list(self._sent_at.items()):
-            if now - sent >= self.options.query_timeout:
-                self._sent_at[sid] = (now, sq)
+        timeout = self.query_timeout
+        for sid, (sent, sq, _retried) in list(self._sent_at.items()):
+            if now - sent >= timeout:
+                self._sent_at[sid] = (now, sq, True)
                 self.counters.retries += 1
                 actions.append(SendSubquery(sq))
         if self.options.ordered:
@@ -235,7 +252,7 @@ class MaintenanceEngine:
         actions = []
         for sq in comp.advance():
             self._routes[sq.id] = comp
-            self._sent_at[sq.id] = (now, sq)
+            self._sent_at[sq.id] = (now, sq, False)
             self.counters.subqueries += 1
             actions.append(SendSubquery(sq))
         return actions
@@ -283,7 +300,7 @@ class MaintenanceEngine:
 
     @property
     def timeout(self) -> float:
-        return max(self.options.query_timeout, self.options.resend_timeout)
+        return max(self.query_timeout, self.options.resend_timeout)
 
     def view_rows(self) -> dict[tuple, int]:
         return self.mview.snapshot()

@@ -1,0 +1,143 @@
+"""The load driver in a process of its own, for offering thousands of transactions per second.
+
+Generating a TPC-H transaction and encoding it costs the driver about 0.1 ms; at a few thousand
+per second that is most of a core, and in the warehouse's process it would compete with the
+maintenance core for the interpreter. `DriverProcess` runs `loadgen.driver.drive` in a spawned
+process that builds the same update stream from the same data (loaded from the TPC-H cache, not
+copied through a pipe) and commits at the sources' gRPC addresses, one client per source. The
+stream lives as long as the process, so successive `drive` calls (the load phase, then each ramp
+step) continue one stream, as they do in-process.
+
+    with DriverProcess(catalog, DataRecipe(0.1), "mixed", seed=1, addresses=fed.addresses) as driver:
+        result = driver.drive(rate=500, duration=15, progress=lambda elapsed, result: ...)
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from fedmodel.catalog import Catalog
+from fedmodel.channels import TlsFiles
+from loadgen.driver import DriveResult
+
+PROGRESS_EVERY = 0.5   # seconds between progress messages from the child
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """How to obtain the federation's initial data: TPC-H at `scale` from the cache in `data_dir`,
+    the first `orders` orders only when `orders` > 0 (loadgen.tpch.sample_orders)."""
+
+    scale: float
+    data_dir: str | None = None
+    orders: int = 0
+
+    def load(self) -> dict[str, list[tuple]]:
+        from loadgen.live import tpch_data
+        from loadgen.tpch import sample_orders
+
+        data = tpch_data(self.scale, self.data_dir)
+        return sample_orders(data, self.orders) if self.orders > 0 else data
+
+
+class DriverProcess:
+    def __init__(self, catalog: Catalog, recipe: DataRecipe, workload: str, seed: int,
+                 addresses: dict[str, str], tls: TlsFiles | None = None, timeout: float = 600.0):
+        """Starts the process and waits (up to `timeout` seconds) until its stream is built."""
+        context = multiprocessing.get_context("spawn")   # fork would copy gRPC's and Spark's threads
+        self._pipe, child = context.Pipe()
+        self._process = context.Process(target=_serve, name="fedlab-driver", daemon=True,
+                                        args=(child, catalog.to_dict(), recipe, workload, seed, dict(addresses), tls))
+        self._process.start()
+        child.close()
+        self._expect("ready", timeout)
+
+    def drive(self, rate: float, duration: float,
+              progress: Callable[[float, DriveResult], None] = lambda elapsed, result: None) -> tuple[DriveResult, dict]:
+        """Offers `rate` txn/s for `duration` s (loadgen.driver.drive in the child); returns the
+        result and the commit timings per source ({source: [seconds per group call]}, with the
+        transactions each group held)."""
+        self._pipe.send(("drive", rate, duration))
+        while True:
+            message = self._receive(duration + 600)
+            if message[0] == "progress":
+                progress(message[1], DriveResult(**message[2]))
+            elif message[0] == "done":
+                return DriveResult(**message[1]), message[2]
+            else:
+                raise RuntimeError(f"load driver: {message[1]}")
+
+    def close(self) -> None:
+        if self._process.is_alive():
+            self._pipe.send(("stop",))
+            self._process.join(timeout=30)
+        if self._process.is_alive():
+            self._process.kill()
+        self._pipe.close()
+
+    def __enter__(self) -> "DriverProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _expect(self, kind: str, timeout: float):
+        message = self._receive(timeout)
+        if message[0] != kind:
+            raise RuntimeError(f"load driver: {message[1]}")
+        return message
+
+    def _receive(self, timeout: float):
+        if not self._pipe.poll(timeout):
+            self.close()
+            raise RuntimeError(f"load driver: no answer within {timeout:g} s")
+        try:
+            return self._pipe.recv()
+        except EOFError:
+            raise RuntimeError(f"load driver: the process ended (exit code {self._process.exitcode})") from None
+
+
+def _serve(pipe, catalog_dict: dict, recipe: DataRecipe, workload: str, seed: int, addresses: dict[str, str],
+           tls: TlsFiles | None) -> None:
+    """The child: builds the stream, then drives at the parent's request until told to stop."""
+    from fedmodel.channels import client_channel
+    from fedmodel.wire import rpc
+    from loadgen.driver import drive, grpc_committer
+    from loadgen.workload import Workload
+
+    try:
+        catalog = Catalog.from_dict(catalog_dict)
+        stream = Workload.named(workload).stream(catalog, recipe.load(), seed=seed)
+        stubs = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in addresses.items()}
+        commit = grpc_committer(catalog, stubs)
+    except Exception as err:   # anything: the parent gets one line instead of a silent child
+        pipe.send(("error", f"{type(err).__name__}: {err}"))
+        return
+    pipe.send(("ready",))
+    while (command := pipe.recv())[0] == "drive":
+        _, rate, duration = command
+        timings: dict[str, list[tuple[float, int]]] = {}
+
+        def timed(source, requests):
+            start = time.perf_counter()
+            try:
+                return commit(source, requests)
+            finally:
+                timings.setdefault(source, []).append((time.perf_counter() - start, len(requests)))
+
+        last = [0.0]
+
+        def progress(elapsed: float, result: DriveResult) -> None:
+            if elapsed - last[0] >= PROGRESS_EVERY:
+                last[0] = elapsed
+                pipe.send(("progress", elapsed, asdict(result)))
+
+        try:
+            result = drive(timed, stream, sorted(addresses), rate, duration, progress)
+        except Exception as err:
+            pipe.send(("error", f"{type(err).__name__}: {err}"))
+            return
+        pipe.send(("done", asdict(result), timings))
