@@ -91,6 +91,7 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from loadgen.bench.runner import failed, run_one
+    from loadgen.driver_process import DataRecipe
     from loadgen.live import tpch_data, warehouse_spark
     from loadgen.bench.plan import PLACEMENTS
     from loadgen.tpch import sample_orders, tpch_catalog
@@ -121,8 +122,8 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
                     progress.update(task, completed=done, total=total, info=f"{phase}: {info}")
 
                 try:
-                    record = run_one(spec, tpch_catalog(PLACEMENTS[spec.placement]), data[spec.scale], spark,
-                                     bench_dir / folder, report)
+                    record = run_one(spec, tpch_catalog(PLACEMENTS[spec.placement]), data[spec.scale],
+                                     DataRecipe(spec.scale, data_dir, orders), spark, bench_dir / folder, report)
                 except Exception as err:  # one failed run is reported; the others still compare
                     record = failed(spec, bench_dir / folder, err)
                 record["folder"] = folder

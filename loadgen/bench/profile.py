@@ -4,8 +4,8 @@ load's commits, so that a missed target says what dominates.
 Wrapped on the running objects (never in their modules): the core's `handle()` (every event the
 algorithm processes), the Delta batch commit (`store.commit_batch`), the history file appends,
 the sub-query round trips (the dispatcher's `_query`, which includes handling the answers), and
-each source commit RPC the driver makes (its calls are groups; `transactions` counts what they
-held). Times are wall-clock seconds summed over threads, so overlapping threads can sum to more
+each source commit RPC the driver makes (timed in the driver's process; its calls are groups;
+`transactions` counts what they held). Times are wall-clock seconds summed over threads, so overlapping threads can sum to more
 than the run lasted; what matters is which one is largest.
 An attribute that is not there (a reworked warehouse) is skipped, not an error.
 """
@@ -59,15 +59,16 @@ class Stopwatches:
             setattr(target, method, self.timed(name, fn))
         return missing
 
-    def commit_batch(self, fed) -> Callable:
-        """fed.commit_batch, timed per source and group, counting the group's transactions (the
-        driver's client threads call it)."""
-        def commit_batch(source, requests):
-            name = f"commit at {source}"
-            with self._lock:
-                self.transactions[name] = self.transactions.get(name, 0) + len(requests)
-            return self.timed(name, fed.commit_batch, keep=True)(source, requests)
-        return commit_batch
+    def add_commits(self, timings: dict[str, list[tuple[float, int]]]) -> None:
+        """The load driver's commit calls ({source: [(seconds, transactions in the group)]}; the
+        driver runs in a process of its own, loadgen.driver_process), one part per source."""
+        with self._lock:
+            for source, calls in timings.items():
+                name = f"commit at {source}"
+                self.calls[name] = self.calls.get(name, 0) + len(calls)
+                self.seconds[name] = self.seconds.get(name, 0.0) + sum(spent for spent, _ in calls)
+                self.samples.setdefault(name, []).extend(spent for spent, _ in calls)
+                self.transactions[name] = self.transactions.get(name, 0) + sum(n for _, n in calls)
 
     def report(self, wall_seconds: float) -> dict:
         parts = {}

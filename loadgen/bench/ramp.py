@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from loadgen.driver import drive
 
 ACHIEVED_SHARE = 0.9
 BACKLOG_SHARE = 0.25
@@ -73,14 +72,16 @@ def backlog(fed) -> tuple[int, int]:
     return sum(committed.values()), sum(min(reflected.get(s, 0), d) for s, d in committed.items())
 
 
-def ramp(fed, stream, commit: Callable, step_rates: list[float], step_seconds: float,
+def ramp(fed, drive: Callable, step_rates: list[float], step_seconds: float,
          on_step: Callable[[int, float, float], None] = lambda i, rate, elapsed: None) -> list[RampStep]:
-    """Runs the steps in order until one is not sustained; returns every step run."""
+    """Runs the steps in order until one is not sustained; returns every step run.
+
+    `drive(rate, seconds, progress)` offers the load (loadgen.driver.drive's contract, the
+    stream and the clients bound) and returns its DriveResult."""
     steps = []
     for i, rate in enumerate(step_rates):
         committed0, reflected0 = backlog(fed)
-        result = drive(commit, stream, fed.catalog.sources, rate, step_seconds,
-                       lambda elapsed, _r, i=i, rate=rate: on_step(i, rate, elapsed))
+        result = drive(rate, step_seconds, lambda elapsed, _r, i=i, rate=rate: on_step(i, rate, elapsed))
         committed1, reflected1 = backlog(fed)
         step = RampStep(rate, result.offered, result.committed, result.seconds, reflected1 - reflected0,
                         committed0 - reflected0, committed1 - reflected1)

@@ -23,7 +23,7 @@ from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.resources import ResourceSampler
-from loadgen.driver import drive
+from loadgen.driver_process import DataRecipe, DriverProcess
 from loadgen.live import NO_FAULTS, set_faults
 
 Progress = Callable[[str, float, float | None, str], None]
@@ -50,12 +50,13 @@ class _Phases:
         self._phase, self._since = None, now
 
 
-def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: Progress) -> dict:
-    """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots)."""
+def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_dir: Path,
+            progress: Progress) -> dict:
+    """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
+    `data` is the initial data, `recipe` how the load driver's process obtains the same."""
     from loadgen.check import HistoryError, check, load_history
     from loadgen.federation import Federation
     from loadgen.tpch import load_view
-    from loadgen.workload import Workload
 
     view_sql = load_view(spec.view)
     record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
@@ -66,7 +67,7 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
     fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access,
                      source_engine=spec.source_engine)
     watches = Stopwatches()
-    sampler = None
+    sampler = driver = None
     progress = _Phases(progress)
     try:
         progress("start", 0, None, "source actors, warehouse, initial materialisation")
@@ -79,12 +80,17 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
         if spec.faults:
             set_faults(fed, spec.faults)
         start_versions = fed.warehouse.status()["refreshed_dsv"]
-        stream = Workload.named(spec.workload).stream(catalog, data, seed=spec.seed)
-        commit = watches.commit_batch(fed)
+        progress("start", 0, None, "the load driver's process and its update stream")
+        driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
+
+        def drive(rate, seconds, report):
+            result, timings = driver.drive(rate, seconds, report)
+            watches.add_commits(timings)
+            return result
 
         load_from = time.time()
         wall0 = time.monotonic()
-        load = drive(commit, stream, catalog.sources, spec.rate, spec.duration,
+        load = drive(spec.rate, spec.duration,
                      lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                  f"committed {r.committed}/{r.offered}"))
         load_until = time.time()
@@ -93,7 +99,7 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
         if load.errors:
             record["notes"].append(f"{len(load.errors)} commits rejected, first: {load.errors[0]}")
 
-        steps = ramp(fed, stream, commit, list(spec.ramp_rates), spec.ramp_step,
+        steps = ramp(fed, drive, list(spec.ramp_rates), spec.ramp_step,
                      lambda i, rate, elapsed: progress("ramp", i + min(elapsed / spec.ramp_step, 1),
                                                        len(spec.ramp_rates), f"step {i + 1}: {rate:g} txn/s"))
         record["ramp"] = [s.to_dict() for s in steps]
@@ -113,6 +119,8 @@ def run_one(spec: RunSpec, catalog, data: dict, spark, run_dir: Path, progress: 
         record["profile"] = watches.report(wall)
     finally:
         progress("check", 0, None, "stopping the run's processes")
+        if driver is not None:
+            driver.close()
         fed.stop()
         if sampler is not None:
             sampler.stop()
