@@ -35,18 +35,20 @@ from fedmodel.transactions import RelationChange
 
 
 def compensate(rows: Iterable[tuple], relation, name: str, beta: int, alpha: int,
-               change: Callable[[str, int], RelationChange], keep: Callable[[tuple], bool]) -> list[tuple]:
+               change: Callable[[str, int], RelationChange], keep: Callable[[tuple], bool],
+               touching: Callable[[int, int], Iterable[int]] = lambda lo, hi: range(lo + 1, hi + 1)) -> list[tuple]:
     """Rows of a result read at version `beta`, brought to version `alpha` (Lemma 1, Theorem 1).
 
     `relation` gives `key_of`; `change(name, v)` is the update that produced version v;
-    `keep(row)` says whether a row belongs to this result's restriction.
+    `keep(row)` says whether a row belongs to this result's restriction; `touching(lo, hi)` names
+    the versions in (lo, hi] whose updates may hold such rows (by default all of them).
     """
     state = {relation.key_of(r): r for r in rows}
     if beta > alpha:
-        for version in range(beta, alpha, -1):
+        for version in sorted(touching(alpha, beta), reverse=True):
             _step(state, relation, remove=change(name, version).added, add=change(name, version).removed, keep=keep)
     elif beta < alpha:
-        for version in range(beta + 1, alpha + 1):
+        for version in sorted(touching(beta, alpha)):
             _step(state, relation, remove=change(name, version).removed, add=change(name, version).added, keep=keep)
     return list(state.values())
 

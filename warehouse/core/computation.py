@@ -168,7 +168,12 @@ class Computation:
         rel = self._rel(pr)
         alpha = self.alpha[pr.relation]
         keep = self._keep(pr, values)
-        after = compensate(rows, rel, pr.relation, beta, alpha, self.ctx.log.change, keep)
+        if ALL in values:
+            after = compensate(rows, rel, pr.relation, beta, alpha, self.ctx.log.change, keep)
+        else:
+            positions = tuple(rel.index(c) for c in pr.columns)
+            after = compensate(rows, rel, pr.relation, beta, alpha, self.ctx.log.change, keep,
+                               lambda lo, hi: self.ctx.log.versions_touching(pr.relation, positions, values, lo, hi))
         if beta != alpha:
             self.ctx.trace({"computation": self.label, "relation": pr.relation, "read_from": source,
                             "queried_version": beta, "initial_version": alpha,

@@ -20,6 +20,9 @@ class NotificationLog:
         self._beyond: dict[str, set[int]] = {}    # received above the contiguous mark (after a gap)
         self._highest = dict(start_dsv)
         self._by_relation: dict[str, dict[int, RelationChange]] = {}
+        # (relation, column positions) -> values in those columns -> the BRVs whose change holds a
+        # row with them: compensation replays only the updates that can touch its result.
+        self._touching: dict[tuple[str, tuple[int, ...]], dict[tuple, set[int]]] = {}
 
     def add(self, n: Notification) -> bool:
         """Records `n`; False when it is a duplicate (or older than the log's start)."""
@@ -31,6 +34,9 @@ class NotificationLog:
         received[n.dsv] = n
         for change in n.changes:
             self._by_relation.setdefault(change.relation, {})[change.brv] = change
+            for (relation, positions), index in self._touching.items():
+                if relation == change.relation:
+                    _index(index, positions, change)
         beyond.add(n.dsv)
         while c + 1 in beyond:
             c += 1
@@ -74,9 +80,34 @@ class NotificationLog:
     def has_change(self, relation: str, brv: int) -> bool:
         return brv in self._by_relation.get(relation, {})
 
+    def versions_touching(self, relation: str, positions: tuple[int, ...], values, lo: int, hi: int) -> list[int]:
+        """The BRVs in (lo, hi] of `relation` whose update adds or removes a row whose columns at
+        `positions` hold one of `values`: the only updates that can change a result restricted to
+        those values (every other one is skipped by compensation anyway)."""
+        key = (relation, positions)
+        if key not in self._touching:
+            self._touching[key] = index = {}
+            for change in self._by_relation.get(relation, {}).values():
+                _index(index, positions, change)
+        index = self._touching[key]
+        return sorted({brv for v in values for brv in index.get(v, ()) if lo < brv <= hi})
+
     def forget_through(self, source: str, dsv: int) -> None:
         """Drops notifications of `source` up to `dsv` (applied and no longer needed)."""
         received = self._by_source.get(source, {})
         for d in [d for d in received if d <= dsv]:
             for change in received.pop(d).changes:
                 self._by_relation.get(change.relation, {}).pop(change.brv, None)
+                for (relation, positions), index in self._touching.items():
+                    if relation == change.relation:
+                        for row in (*change.added, *change.removed):
+                            value = tuple(row[p] for p in positions)
+                            brvs = index.get(value, set())
+                            brvs.discard(change.brv)
+                            if not brvs:
+                                index.pop(value, None)
+
+
+def _index(index: dict[tuple, set[int]], positions: tuple[int, ...], change: RelationChange) -> None:
+    for row in (*change.added, *change.removed):
+        index.setdefault(tuple(row[p] for p in positions), set()).add(change.brv)
