@@ -217,12 +217,22 @@ def _infer_types(columns: Sequence[str], rows: Sequence[Sequence]) -> tuple[str,
     return tuple(types)
 
 
+_FITS = {
+    "BIGINT": lambda v: type(v) is int and _INT64_MIN <= v <= _INT64_MAX,
+    "DOUBLE": lambda v: type(v) in (int, float),
+    "BOOLEAN": lambda v: type(v) is bool,
+    "VARCHAR": lambda v: isinstance(v, str),
+    "DATE": lambda v: isinstance(v, (str, datetime.date)),
+}
+
+
 def check_row(relation: Relation, row: Sequence, where: str) -> tuple:
     """Validates one row against the relation's arity and column types; returns it as a tuple."""
     if not isinstance(row, (list, tuple)) or len(row) != len(relation.columns):
         raise ModelError(f"{where}: a row of {relation.name} needs {len(relation.columns)} values, got {row!r}")
     for value, column, typ in zip(row, relation.columns, relation.types):
-        check_value(value, typ, f"{where}: {relation.name}.{column}")
+        if value is not None and not _FITS[typ](value):   # checked here first: most rows are fine
+            check_value(value, typ, f"{where}: {relation.name}.{column}")
     return tuple(row)
 
 
@@ -232,19 +242,9 @@ def check_value(value, typ: str, what: str) -> None:
     BIGINT is 64 bits, as in every engine and in the row codec: a larger integer is refused here,
     where the file names it, rather than overflowing later in the codec or an engine.
     """
-    if value is None:
+    if value is None or _FITS[typ](value):
         return
-    integer = isinstance(value, int) and not isinstance(value, bool)
-    ok = {
-        "BIGINT": integer and _INT64_MIN <= value <= _INT64_MAX,
-        "DOUBLE": integer or isinstance(value, float),
-        "BOOLEAN": isinstance(value, bool),
-        "VARCHAR": isinstance(value, str),
-        "DATE": isinstance(value, (str, datetime.date)),
-    }[typ]
-    if ok:
-        return
-    if typ == "BIGINT" and integer:
+    if typ == "BIGINT" and isinstance(value, int) and not isinstance(value, bool):
         raise ModelError(f"{what} is BIGINT, got {value!r}, which does not fit in 64 bits")
     if isinstance(value, bool):
         # YAML 1.1 reads unquoted on/off/yes/no/true/false as booleans: the likeliest cause.
