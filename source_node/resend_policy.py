@@ -30,29 +30,40 @@ class ResendPolicy:
         self.resend_interval = resend_interval
         self.safety_interval = 10 * resend_interval if safety_interval is None else safety_interval
         self._last_left: dict[int, float] = {}   # DSV -> when its latest copy left
+        self._newest = 0                           # every DSV up to it has left at least once
+        self._scan_at: float | None = None         # no copy is due before then (None: none left)
         self._incarnation: str | None = None      # the warehouse process the last report came from
         self._received = 0                         # every DSV up to it reached that process's core
         self._beyond: frozenset[int] = frozenset()  # and these above the mark
 
     def due(self, unacknowledged: Sequence[Notification], now: float) -> list[Notification]:
-        """The notifications to send now (never sent, or waited their interval), marked as left."""
-        self._last_left = {n.dsv: self._last_left[n.dsv] for n in unacknowledged if n.dsv in self._last_left}
-        out = []
-        for note in unacknowledged:
-            last = self._last_left.get(note.dsv)
-            if last is None or now - last >= self._interval(note.dsv):
-                self._last_left[note.dsv] = now
-                out.append(note)
-        return out
+        """The notifications to send now (never sent, or waited their interval), marked as left.
+
+        `unacknowledged` is in DSV order. Called at every commit under load, so the new ones are
+        found from the end, and the whole list is looked at only once a copy may be due."""
+        fresh = []
+        for note in reversed(unacknowledged):
+            if note.dsv <= self._newest:
+                break
+            fresh.append(note)
+        fresh.reverse()
+        again = []
+        scan = self._scan_at is not None and now >= self._scan_at
+        if scan:   # forgets the acknowledged (gone from the list) and finds what is due again
+            self._last_left = {n.dsv: self._last_left[n.dsv] for n in unacknowledged if n.dsv in self._last_left}
+            again = [n for n in unacknowledged if n.dsv <= self._newest and
+                     (n.dsv not in self._last_left or now - self._last_left[n.dsv] >= self._interval(n.dsv))]
+        for note in again + fresh:
+            self._left(note.dsv, now)
+        if fresh:
+            self._newest = fresh[-1].dsv
+        if scan:
+            self._scan_at = min((last + self._interval(dsv) for dsv, last in self._last_left.items()), default=None)
+        return again + fresh
 
     def left(self, dsv: int, now: float) -> None:
         """A copy of `dsv` left outside `due` (the warehouse asked for it with a resend request)."""
-        self._last_left[dsv] = now
-
-    def acknowledged(self, dsv: int) -> None:
-        """Everything up to `dsv` is durable at the warehouse: never to be sent again."""
-        for d in [d for d in self._last_left if d <= dsv]:
-            del self._last_left[d]
+        self._left(dsv, now)
 
     def heard(self, incarnation: str, received: int, beyond: Iterable[int] = (), answered: Iterable[int] = ()) -> None:
         """A report from the warehouse process `incarnation`: every DSV up to `received` and
@@ -69,6 +80,7 @@ class ResendPolicy:
             reached = set(answered) | beyond
             for dsv in [d for d in self._last_left if d > received and d not in reached]:
                 del self._last_left[dsv]
+            self._scan_at = float("-inf")
         self._incarnation, self._received, self._beyond = incarnation, received, beyond
 
     def held(self, dsv: int) -> bool:
@@ -79,15 +91,22 @@ class ResendPolicy:
         """Everything unacknowledged goes again at the next `due` (a failed call, another
         warehouse): its report, if it ever comes, is taken as it is."""
         self._last_left.clear()
+        self._newest, self._scan_at = 0, None
         self._incarnation, self._received, self._beyond = None, 0, frozenset()
 
     def next_due(self) -> float | None:
-        """When the earliest copy that left becomes due again; None if none left."""
-        return min((last + self._interval(dsv) for dsv, last in self._last_left.items()), default=None)
+        """When a copy may become due again (the earliest, or a little earlier); None if none left.
+        An acknowledged notification leaves the outbox, and is forgotten at the next look."""
+        return self._scan_at
 
     def restarted_by(self, incarnation: str) -> bool:
         """Whether a report from `incarnation` reveals a warehouse restart."""
         return self._incarnation is not None and incarnation != self._incarnation
+
+    def _left(self, dsv: int, now: float) -> None:
+        self._last_left[dsv] = now
+        due = now + self._interval(dsv)
+        self._scan_at = due if self._scan_at is None else min(self._scan_at, due)
 
     def _interval(self, dsv: int) -> float:
         return self.safety_interval if self.held(dsv) else self.resend_interval

@@ -53,13 +53,22 @@ def test_a_new_incarnation_gets_at_once_what_it_lacks(policy):
     assert dsvs(policy.due(notes(2, 3, 4), now=0.1)) == [3]
 
 
-def test_acknowledged_notifications_are_forgotten_and_forget_sends_everything_again(policy):
+def test_acknowledged_notifications_leave_for_good_and_forget_sends_everything_again(policy):
     policy.due(notes(2, 3), now=0.0)
-    policy.acknowledged(2)
     assert policy.next_due() == SHORT
+    assert dsvs(policy.due(notes(3), now=SHORT)) == [3]        # 2 was acknowledged: out of the outbox
+    assert dsvs(policy.due(notes(3, 4), now=SHORT + 0.1)) == [4]
     policy.forget()
     assert policy.next_due() is None
-    assert dsvs(policy.due(notes(3), now=0.1)) == [3]
+    assert dsvs(policy.due(notes(3, 4), now=SHORT + 0.2)) == [3, 4]
+
+
+def test_only_new_notifications_leave_between_looks_at_the_whole_outbox(policy):
+    assert dsvs(policy.due(notes(2), now=0.0)) == [2]
+    assert dsvs(policy.due(notes(2, 3), now=0.5)) == [3]
+    assert policy.next_due() == SHORT                            # 2 is the first due again
+    assert dsvs(policy.due(notes(2, 3, 4), now=1.0)) == [2, 4]
+    assert policy.next_due() == 1.5                              # 3 left at 0.5
 
 
 def test_a_copy_sent_on_request_restarts_its_interval(policy):
