@@ -22,7 +22,8 @@ The verdict says apart whether the claims held (`claims_held`) and were in order
 (`claims_ordered`): a run can be strong by the paper's definition although its claims failed.
 The first state that does not equal the view at the vector it claims is reported with the row
 diff (what the view held, what it should have held) and the vector it does match; a run that is
-weak and not strong also names the first state that no order-preserving mapping reaches.
+weak and not strong also names the first state that no order-preserving mapping reaches, the
+source states it is the view at and the lowest ones the states before it can be mapped to.
 """
 
 from __future__ import annotations
@@ -150,11 +151,15 @@ def _judge_by_mapping(verdict: Verdict, states: list[dict], matches: list[list[V
     if first is not None:
         first["matches"] = _named(sources, matches[first["state"]][0])
     i = len(frontiers)
+    lowest = frontiers[-1] if frontiers else [start]
     verdict.order_violation = {
         "state": i, "transaction": states[i].get("transaction"),
-        "matches": [_named(sources, v) for v in matches[i][:SHOWN_VECTORS]],
-        "not_below": [_named(sources, v) for v in (frontiers[-1] if frontiers else [start])[:SHOWN_VECTORS]],
+        "matches": [_named(sources, v) for v in matches[i] if serial(v)][:SHOWN_VECTORS],
+        "not_below": [_named(sources, v) for v in lowest[:SHOWN_VECTORS]],
     }
+    split = [_named(sources, v) for v in matches[i] if not serial(v)]
+    if split:   # source states it equals the view at, each showing part of a global transaction
+        verdict.order_violation["split"] = split[:SHOWN_VECTORS]
 
 
 def _matching_vectors(oracle: Oracle, views: list[dict], around: list[Vector], known: dict[Vector, dict],
