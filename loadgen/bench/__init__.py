@@ -1,4 +1,4 @@
-"""`fedlab bench` (issue #6): maintenance algorithms side by side on one workload and seed.
+"""`fedlab bench` (issues #6 and #12): maintenance algorithms side by side on one workload and seed.
 
 - plan: the runs one invocation asks for (algorithms x access paths x views x scales x chaos),
   checked before anything starts;

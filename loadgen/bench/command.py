@@ -1,7 +1,9 @@
 """`fedlab bench`: the maintenance algorithms side by side on the same workload and seed.
 
-    fedlab bench                                   # make bench: the default comparison, SF 0.01, Q3
-                                                   # over three sources, 5% of notifications dropped
+    fedlab bench                                   # make bench: the default comparison, SF 0.1, Q3 and
+                                                   # the Q5-like view over three sources, 5% of
+                                                   # notifications dropped, a ramp to 8,192 txn/s
+    fedlab bench --algorithms sze-ling --views q3 --scale 0.1,1   # how cost and staleness grow with the data
     fedlab bench --algorithms sze-ling,sze-ling:scan,recompute --scale 0.1 --rate 50 --json
 
 Each run (algorithm x view x scale x chaos) gets its own run directory under the bench
@@ -26,16 +28,17 @@ from loadgen.role import add_source_engine_argument
 def add_arguments(parser) -> None:
     parser.add_argument("--algorithms", default=DEFAULT_ALGORITHMS,
                         help=f"comma-separated, name or name:access (default {DEFAULT_ALGORITHMS})")
-    parser.add_argument("--views", default="q3", help="comma-separated views from loadgen/views (default q3)")
-    parser.add_argument("--scale", default="0.01", help="TPC-H scale factor(s), comma-separated (default 0.01)")
-    parser.add_argument("--rate", type=float, default=5.0,
-                        help="offered txn/s during the load phase, where staleness is measured (default 5)")
+    parser.add_argument("--views", default="q3,q5", help="comma-separated views from loadgen/views (default q3,q5)")
+    parser.add_argument("--scale", default="0.1", help="TPC-H scale factor(s), comma-separated (default 0.1)")
+    parser.add_argument("--rate", type=float, default=500.0,
+                        help="offered txn/s during the load phase, where staleness is measured (default 500)")
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of the load phase (default 15)")
     parser.add_argument("--chaos", action="append",
                         help=f"message faults as for fedlab run, or 'none'; repeat to compare (default {DEFAULT_CHAOS})")
-    parser.add_argument("--ramp-start", type=float, default=2.0, help="first ramp rate, txn/s (default 2)")
+    parser.add_argument("--ramp-start", type=float, default=256.0, help="first ramp rate, txn/s (default 256)")
     parser.add_argument("--ramp-factor", type=float, default=2.0, help="each ramp step multiplies the rate (default 2)")
-    parser.add_argument("--ramp-max", type=float, default=160.0, help="highest ramp rate; 0 for no ramp (default 160)")
+    parser.add_argument("--ramp-max", type=float, default=8192.0,
+                        help="highest ramp rate; 0 for no ramp (default 8192)")
     parser.add_argument("--ramp-step", type=float, default=6.0, help="seconds per ramp step (default 6)")
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
@@ -153,10 +156,10 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             "targets": evaluate(runs),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
-            "notes": ["The driver commits with one client thread per source, in stream order (the update "
-                      "stream's picture of the keys needs it), each time everything queued for the source "
-                      "(up to 256 transactions) as one group (CommitBatch); a source's store serialises "
-                      "its commits."]}
+            "notes": ["The driver runs in a process of its own (loadgen.driver_process) and commits with one "
+                      "client thread per source, in stream order (the update stream's picture of the keys "
+                      "needs it), each time everything queued for the source (up to 256 transactions) as one "
+                      "group (CommitBatch); a source commits what its clients queued as one group."]}
 
 
 def _machine() -> dict:

@@ -4,8 +4,10 @@ source transaction, and the percentiles both are summarised by.
 Staleness is measured the same way for every algorithm, from the two sides of the history: a
 source transaction (source, DSV) committed at its source's `commit_time` is reflected by the
 first view state (warehouse/history/changes.jsonl, in apply order) whose version vector reaches
-that DSV, at that state's `applied_time`. So a recomputation that reflects a hundred
-transactions in one state counts each of them, each from its own commit.
+that DSV. It is measured twice: to that state's `applied_time` (the core's view, what ReadView
+serves) and to its `durable_time` (when the batch holding it was committed to the Delta table,
+what a Spark reader sees). So a recomputation that reflects a hundred transactions in one state
+counts each of them, each from its own commit.
 
 Wire cost comes from the message logs (fedmodel.message_log): `<db stem>.messages.jsonl` beside
 each source's DuckDB file and `messages.jsonl` in the warehouse's history folder. Only `sent`
@@ -52,15 +54,19 @@ def view_states(history_folder: Path) -> list[dict]:
     if not path.exists():
         return []
     states = []
-    for line in path.read_text().splitlines():
-        entry = json.loads(line)
-        states.append({"applied_time": entry.get("applied_time"), "versions": entry.get("versions", {})})
+    with open(path) as lines:
+        for line in lines:
+            entry = json.loads(line)
+            states.append({"applied_time": entry.get("applied_time"), "durable_time": entry.get("durable_time"),
+                           "versions": entry.get("versions", {})})
     return states
 
 
 def staleness(commits: dict[tuple[str, int], float], states: list[dict],
-              start_versions: dict[str, int]) -> list[tuple[float, float]]:
-    """(commit time, seconds until reflected) for every source transaction a view state reflects.
+              start_versions: dict[str, int], reflected: str = "applied_time") -> list[tuple[float, float]]:
+    """(commit time, seconds until reflected) for every source transaction a view state reflects;
+    `reflected` names the state's time that counts: applied_time (the core's view) or
+    durable_time (the Delta table).
 
     >>> staleness({("a", 2): 10.0, ("a", 3): 10.5}, [{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1})
     [(10.0, 1.0), (10.5, 0.5)]
@@ -68,7 +74,7 @@ def staleness(commits: dict[tuple[str, int], float], states: list[dict],
     covered = dict(start_versions)
     out = []
     for state in states:
-        applied = state["applied_time"]
+        applied = state.get(reflected)
         for source, dsv in state["versions"].items():
             for d in range(covered.get(source, 0) + 1, int(dsv) + 1):
                 committed = commits.get((source, d))

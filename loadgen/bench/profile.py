@@ -56,7 +56,7 @@ class Stopwatches:
             if fn is None:
                 missing.append(name)
                 continue
-            setattr(target, method, self.timed(name, fn))
+            setattr(target, method, self.timed(name, fn, keep=True))
         return missing
 
     def add_commits(self, timings: dict[str, list[tuple[float, int]]]) -> None:
@@ -70,6 +70,14 @@ class Stopwatches:
                 self.samples.setdefault(name, []).extend(spent for spent, _ in calls)
                 self.transactions[name] = self.transactions.get(name, 0) + sum(n for _, n in calls)
 
+    def floor_ms(self) -> float | None:
+        """The least staleness to the Delta table this run's parts allow: one sub-query round trip
+        plus one Delta batch commit, medians (None when either was never timed)."""
+        parts = [sorted(self.samples.get(name, [])) for name in ("sub-query RPC + answers", "Delta batch commit")]
+        if not all(parts):
+            return None
+        return round(1000 * sum(p[len(p) // 2] for p in parts), 1)
+
     def report(self, wall_seconds: float) -> dict:
         parts = {}
         for name in sorted(self.seconds, key=self.seconds.get, reverse=True):
@@ -80,6 +88,7 @@ class Stopwatches:
             if name in self.transactions:
                 entry["transactions"] = self.transactions[name]
             if samples:
+                entry["p50_ms"] = round(1000 * samples[len(samples) // 2], 2)
                 entry["p99_ms"] = round(1000 * samples[min(len(samples) - 1, int(0.99 * len(samples)))], 2)
             parts[name] = entry
         return {"wall_seconds": round(wall_seconds, 2), "parts": parts}

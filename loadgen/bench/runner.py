@@ -117,6 +117,7 @@ def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_d
         record["counters"] = status["counters"]
         record["resynchronisations"] = status["resynchronisations"]
         record["profile"] = watches.report(wall)
+        record["floor_ms"] = watches.floor_ms()
     finally:
         progress("check", 0, None, "stopping the run's processes")
         if driver is not None:
@@ -150,7 +151,7 @@ def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:
             "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults, "placement": spec.placement,
             "workload": spec.workload,
             "seed": spec.seed, "rate_target": spec.rate, "rate_achieved": None, "max_sustained_rate": None,
-            "staleness_ms": empty, "per_txn": {k: None for k in ("subqueries", "messages", "rows", "bytes")},
+            "staleness_ms": empty, "staleness_delta_ms": empty, "floor_ms": None, "per_txn": {k: None for k in ("subqueries", "messages", "rows", "bytes")},
             "peak_memory_mb": None, "warehouse_cpu_seconds": None, "consistency": "failed", "ramp": [],
             "run_dir": str(run_dir), "notes": [f"the run failed: {type(error).__name__}: {error}"]}
 
@@ -177,10 +178,14 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
         record["notes"].append(f"staleness: the sources' logs could not be read ({err})")
     commits = metrics.commit_times(log)
     record["transactions"] = len(commits)
-    lags = metrics.staleness(commits, metrics.view_states(run.warehouse_history), start_versions)
+    states = metrics.view_states(run.warehouse_history)
+    lags = metrics.staleness(commits, states, start_versions)
     in_load = [lag for committed, lag in lags if load_from <= committed <= load_until]
     record["staleness_ms"] = metrics.percentiles(in_load)
     record["staleness_ms_whole_run"] = metrics.percentiles(lag for _, lag in lags)
+    to_delta = metrics.staleness(commits, states, start_versions, reflected="durable_time")
+    record["staleness_delta_ms"] = metrics.percentiles(lag for committed, lag in to_delta
+                                                       if load_from <= committed <= load_until)
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
                         "load_seconds": load_until - load_from}
     files = run.message_logs()
