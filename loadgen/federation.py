@@ -8,6 +8,7 @@ The run directory gets a run file (loadgen.runfile), so `fedlab check RUN_DIR` c
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -24,21 +25,45 @@ from fedmodel.wire import pb, rpc
 from loadgen.driver import batch_outcomes
 from loadgen.runfile import RunFile
 from source_node.actor import start_source_actor
-from source_node.engines import DEFAULT_ENGINE, file_name
+from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
 from warehouse.service import Warehouse, from_pb_rows
 from warehouse.store.materialize import materialize
 
 
+def prepare_source_files(catalog: Catalog, initial: dict[str, list[tuple]], folder: Path,
+                         engine: str = DEFAULT_ENGINE) -> Path:
+    """Writes every source's database, holding `initial`, into `folder` (once: existing files are
+    kept) for Federation(source_files=folder): runs that start from the same data copy a file
+    instead of loading and checking hundreds of thousands of rows again."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for source in catalog.sources:
+        path = folder / file_name(source, engine)
+        if path.exists():
+            continue
+        partial = path.with_name(path.name + ".partial")   # a crash leaves no half-loaded file behind
+        partial.unlink(missing_ok=True)
+        open_store(catalog, source, partial, engine,
+                   {r.name: initial.get(r.name, []) for r in catalog.relations_at(source)}).close()
+        for suffix in ("-wal", "-shm", ""):   # the main file last: its name says the rest is there
+            if Path(f"{partial}{suffix}").exists():
+                Path(f"{partial}{suffix}").rename(f"{path}{suffix}")
+    return folder
+
+
 class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]], run_dir: str | Path,
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
-                 tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE):
+                 tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
+                 source_files: Path | None = None):
         """`tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
         certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
-        (source_node.engines), each told the column sets the view's sub-queries probe."""
+        (source_node.engines), each told the column sets the view's sub-queries probe;
+        `source_files`: a folder of databases holding `initial` already (prepare_source_files),
+        copied for the sources to start from instead of loading the rows again."""
         self.catalog = catalog
         self.tls = tls
         self.view_sql = view_sql
@@ -50,6 +75,7 @@ class Federation:
         self.batch_interval = batch_interval
         self.recompute_period = recompute_period
         self.source_engine = source_engine
+        self.source_files = source_files
         self.actors: dict = {}
         self._initial_refs: dict = {}
         self.addresses: dict[str, str] = {}
@@ -62,7 +88,14 @@ class Federation:
         start_ray(temp_dir=ray_temp_dir)
         probes = probed_columns(parse_view(self.view_sql, self.catalog))
         for source in self.catalog.sources:
-            rows = {r.name: [list(x) for x in self.initial.get(r.name, [])] for r in self.catalog.relations_at(source)}
+            if self.source_files is not None:
+                prepared = Path(self.source_files) / file_name(source, self.source_engine)
+                for suffix in ("", "-wal", "-shm"):
+                    if Path(f"{prepared}{suffix}").exists():
+                        shutil.copyfile(f"{prepared}{suffix}", f"{self._db_path(source)}{suffix}")
+                rows = {}   # the store finds them in its file
+            else:
+                rows = {r.name: self.initial.get(r.name, []) for r in self.catalog.relations_at(source)}
             # Held here for the whole run: Ray re-reads a restarted actor's constructor arguments,
             # and large ones live in its object store only while someone refers to them.
             self._initial_refs[source] = ray.put(rows)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -95,6 +96,7 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
 
     from loadgen.bench.runner import failed, run_one
     from loadgen.driver_process import DataRecipe
+    from loadgen.federation import prepare_source_files
     from loadgen.live import tpch_data, warehouse_spark
     from loadgen.bench.plan import PLACEMENTS
     from loadgen.tpch import sample_orders, tpch_catalog
@@ -125,8 +127,13 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
                     progress.update(task, completed=done, total=total, info=f"{phase}: {info}")
 
                 try:
-                    record = run_one(spec, tpch_catalog(PLACEMENTS[spec.placement]), data[spec.scale],
-                                     DataRecipe(spec.scale, data_dir, orders), spark, bench_dir / folder, report)
+                    catalog = tpch_catalog(PLACEMENTS[spec.placement])
+                    files = bench_dir / "sources" / f"sf{spec.scale:g}-{spec.placement}-{spec.source_engine}"
+                    if not files.exists():
+                        progress.update(task, info=f"setup: the sources' {spec.source_engine} files")
+                    prepare_source_files(catalog, data[spec.scale], files, spec.source_engine)
+                    record = run_one(spec, catalog, data[spec.scale], DataRecipe(spec.scale, data_dir, orders),
+                                     spark, bench_dir / folder, report, source_files=files)
                 except Exception as err:  # one failed run is reported; the others still compare
                     record = failed(spec, bench_dir / folder, err)
                 record["folder"] = folder
@@ -136,6 +143,7 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
         finally:
             stop_ray()
             spark.stop()
+            shutil.rmtree(bench_dir / "sources", ignore_errors=True)   # copies of the data: the runs hold theirs
     return runs
 
 

@@ -51,9 +51,10 @@ class _Phases:
 
 
 def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_dir: Path,
-            progress: Progress) -> dict:
+            progress: Progress, source_files: Path | None = None) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
-    `data` is the initial data, `recipe` how the load driver's process obtains the same."""
+    `data` is the initial data, `recipe` how the load driver's process obtains the same, and
+    `source_files` the sources' databases already holding it (loadgen.federation.prepare_source_files)."""
     from loadgen.check import HistoryError, check, load_history
     from loadgen.federation import Federation
     from loadgen.tpch import load_view
@@ -65,7 +66,7 @@ def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_d
               "workload": spec.workload,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
     fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access,
-                     source_engine=spec.source_engine)
+                     source_engine=spec.source_engine, source_files=source_files)
     watches = Stopwatches()
     sampler = driver = None
     progress = _Phases(progress)
