@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql.types import (BooleanType, DataType, DateType, DoubleType, LongType, StringType,
                                StructField, StructType)
 
-from fedmodel.codec import arrow_schema
+from fedmodel.codec import arrow_schema, rows_to_arrow
 
 SPARK_TYPES: dict[str, DataType] = {
     "BIGINT": LongType(), "DOUBLE": DoubleType(), "VARCHAR": StringType(),
@@ -37,17 +37,9 @@ def spark_schema(columns: Sequence[str], types: Sequence[str]) -> StructType:
 
 
 def to_arrow(columns: Sequence[str], types: Sequence[str], rows: Iterable[Sequence]) -> pa.Table:
-    """Rows (tuples in column order) as an Arrow table of the catalog types."""
-    types = check_types(types)
-    rows = list(rows)
-    arrays = []
-    for i, (column, typ) in enumerate(zip(columns, types)):
-        try:
-            values = [_to_arrow_value(r[i], typ) for r in rows]
-            arrays.append(pa.array(values, type=arrow_schema([column], [typ])[0].type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as err:
-            raise ValueError(f"column {column} ({typ}): {err}") from None
-    return pa.table(arrays, schema=arrow_schema(columns, types))
+    """Rows (tuples in column order) as an Arrow table of the catalog types (fedmodel.codec);
+    ValueError naming the column a value does not fit."""
+    return rows_to_arrow(columns, check_types(types), list(rows))
 
 
 def create_df(spark, columns: Sequence[str], types: Sequence[str], rows: Iterable[Sequence]):
@@ -65,13 +57,3 @@ def from_spark(value):
 def quote(name: str) -> str:
     """A Spark SQL identifier, back-quoted."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def _to_arrow_value(value, typ: str):
-    if value is None:
-        return None
-    if typ == "DATE" and isinstance(value, str):
-        return datetime.date.fromisoformat(value)
-    if typ == "DOUBLE" and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
