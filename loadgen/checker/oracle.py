@@ -3,12 +3,20 @@ engine (DuckDB, the default, or PostgreSQL: loadgen.checker.postgres) so that a 
 rest on one engine.
 
 It shares no code with the maintenance path. From each source's committed transactions (full
-row images, from the source's own log) it builds every relation as a *versioned* table: each row
-with the half-open interval of its source's data source versions [vfrom, vto) in which it
-existed. The user's view SQL, rewritten with sqlglot so that every relation is read at the state
-each asked-for version vector names, then yields the view at all those states in one query,
-grouping identical rows into a count. The tables and the rewrite are built once, here, for every
-engine; an engine only loads the tables, runs the query in its dialect and returns the rows.
+row images, from the source's own log) it builds every relation the view reads as a *versioned*
+table: each row with the half-open interval of its source's data source versions [vfrom, vto) in
+which it existed. The user's view SQL is rewritten with sqlglot in one of two ways:
+- at given states (`views_at`, `temporal_sql`): every relation read at the state each asked-for
+  version vector names, the view at all those states in one query; its result is the sum of the
+  views' sizes, fit for a few states (the checker's search for matching source states);
+- along a chain of states (`changes_along`, `chain_sql`): each row's DSV interval mapped to the
+  positions of the chain at which it exists (loadgen.checker.chain), the view evaluated once over
+  the rows of the whole history, each view row with the positions at which it exists; its result
+  is the view's history (each row once per life), however many states there are: how the
+  checker reads the view at every state of a run.
+Either way identical rows are grouped into a count. The tables and the rewrites are built once,
+here, for every engine; an engine only loads the tables, runs the query in its dialect and
+returns the rows.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.codec import arrow_schema
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
+from loadgen.checker.chain import state_intervals
 
 ORACLES = ("duckdb", "postgres")
 _FOREVER = 2 ** 62
@@ -90,9 +99,12 @@ class Oracle:
         self.catalog = catalog
         self.history = history
         self.engine = engine or DuckDBEngine()
+        read = {table.name.lower() for table in _view_tree(view_sql).find_all(exp.Table)}
         self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []))
-                       for rel in catalog.relations}
+                       for rel in catalog.relations if rel.name.lower() in read}
+        self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
         self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
+        self.chain_sql = chain_sql(view_sql, self.engine.dialect)
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
@@ -107,6 +119,23 @@ class Oracle:
 
     def view_at(self, vector: dict[str, int]) -> dict[tuple, int]:
         return self.views_at([vector])[0]
+
+    def changes_along(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
+        """The view along a chain of states (source s at DSV `vector[s]`, default 1): first the
+        view at `vectors[0]`, then at each next vector the change from the one before (rows to
+        signed counts, none zero). Equal, once summed, to `views_at(vectors)`, at the cost of the
+        view's history over the chain rather than of every view (loadgen.checker.chain: cheapest
+        when no source's DSV goes back along the chain)."""
+        tables = {name: state_intervals(table, [v.get(self._source_of[name], 1) for v in vectors])
+                  for name, table in self.tables.items()}
+        changes = [Counter() for _ in vectors]
+        for start, end, *row, count in self.engine.query(self.chain_sql, tables):
+            view_row = tuple(_plain(v) for v in row)
+            changes[start][view_row] += count
+            if end < len(vectors):
+                changes[end][view_row] -= count
+        # A row may end where an equal one, of other base rows, starts: no change there.
+        return [{row: count for row, count in change.items() if count} for change in changes]
 
     def final_versions(self) -> dict[str, int]:
         return {s: 1 + len(self.history.get(s, [])) for s in self.catalog.sources}
@@ -153,20 +182,59 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
      FROM "r1" CROSS JOIN "__states" AS "__s" WHERE "r1"."b" > 2 AND "r1"."__vfrom" <= "__s"."__s0"
      AND "__s"."__s0" < "r1"."__vto") AS "v" GROUP BY "__i", "__c0"'
     """
-    tree = sqlglot.parse_one(view_sql, dialect="duckdb")
-    for division in list(tree.find_all(exp.Div)):
-        division.set("expression", exp.Nullif(this=division.expression, expression=exp.Literal.number(0)))
+    tree = _view_tree(view_sql)
     sources = list(catalog.sources)
     conditions = []
     for table in tree.find_all(exp.Table):
         alias = table.alias_or_name
         at = exp.column(_state_column(sources.index(catalog.relation(table.name).source)), table="__s")
         conditions += [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
-    view_columns = [f"__c{k}" for k in range(len(tree.expressions))]
-    tree.set("expressions", [exp.column("__i", table="__s").as_("__i"),
-                             *(e.unalias().as_(name) for e, name in zip(tree.expressions, view_columns))])
     tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross").where(*conditions)
-    grouped = ["__i", *view_columns]
+    return _counted(tree, [exp.column("__i", table="__s").as_("__i")], dialect)
+
+
+def chain_sql(view_sql: str, dialect: str) -> str:
+    """The view SQL over relations whose rows carry the positions of a chain of states at which
+    they exist (`__from`, `__to`, half-open: loadgen.checker.chain), in `dialect`:
+    `SELECT __from, __to, <view>, count`.
+
+    A view row, one combination of base rows, exists exactly where all of them do: from the
+    greatest of their starts to the least of their ends, when that is not empty. The rewrite is
+    otherwise `temporal_sql`'s (lower-cased identifiers, columns by position, NULLIF divisors).
+
+    >>> chain_sql("SELECT R1.A, R2.C FROM R1 JOIN R2 ON R1.B = R2.B", "postgres")  # doctest: +NORMALIZE_WHITESPACE
+    'SELECT "__from", "__to", "__c0", "__c1", COUNT(*) AS "__count" FROM (SELECT GREATEST("r1"."__from",
+     "r2"."__from") AS "__from", LEAST("r1"."__to", "r2"."__to") AS "__to", "r1"."a" AS "__c0", "r2"."c" AS "__c1"
+     FROM "r1" JOIN "r2" ON "r1"."b" = "r2"."b" WHERE GREATEST("r1"."__from", "r2"."__from") < LEAST("r1"."__to",
+     "r2"."__to")) AS "v" GROUP BY "__from", "__to", "__c0", "__c1"'
+    """
+    tree = _view_tree(view_sql)
+    aliases = [table.alias_or_name for table in tree.find_all(exp.Table)]
+    start = _extreme(exp.Greatest, [exp.column("__from", table=a) for a in aliases])
+    end = _extreme(exp.Least, [exp.column("__to", table=a) for a in aliases])
+    tree = tree.where(start < end)
+    return _counted(tree, [start.copy().as_("__from"), end.copy().as_("__to")], dialect)
+
+
+def _view_tree(view_sql: str) -> exp.Select:
+    """The view's SQL parsed, each divisor wrapped in NULLIF(divisor, 0) (see temporal_sql)."""
+    tree = sqlglot.parse_one(view_sql, dialect="duckdb")
+    for division in list(tree.find_all(exp.Div)):
+        division.set("expression", exp.Nullif(this=division.expression, expression=exp.Literal.number(0)))
+    return tree
+
+
+def _extreme(function: type[exp.Func], columns: list[exp.Column]) -> exp.Expression:
+    """GREATEST or LEAST of the columns; a view over one relation needs neither."""
+    return columns[0] if len(columns) == 1 else function(this=columns[0], expressions=columns[1:])
+
+
+def _counted(tree: exp.Select, leading: list[exp.Alias], dialect: str) -> str:
+    """`tree`'s view columns renamed by position after the `leading` ones, identical rows grouped
+    into a count, identifiers lower-cased and quoted, rendered in `dialect`."""
+    view_columns = [f"__c{k}" for k in range(len(tree.expressions))]
+    tree.set("expressions", [*leading, *(e.unalias().as_(name) for e, name in zip(tree.expressions, view_columns))])
+    grouped = [*(column.alias for column in leading), *view_columns]
     outer = (exp.select(*grouped, exp.Count(this=exp.Star()).as_("__count"))
              .from_(tree.subquery("v")).group_by(*grouped))
     for identifier in outer.find_all(exp.Identifier):
