@@ -6,24 +6,34 @@ chain of claimed vectors where it exists (loadgen.checker.chain), evaluates the 
 the whole history (Oracle.changes_along), and replays the warehouse's deltas beside the true
 view's (loadgen.checker.replay). These tests pin that the two agree: the placement against its
 definition, the view along any chain (claims in order, going back, beyond the final versions)
-against the view at each of its states, in both engines.
-
-The federation is the Strobe paper's Fixture A as tests/test_checker_levels.py extends it.
+against the view at each of its states, in both engines; the verdict of states given by their
+deltas (as `fedlab check` reads them) against that of states given by their whole views (as the
+simulator keeps them), and the first violation against the first state the full evaluation
+finds wrong, on the hand-built histories of tests/test_checker_levels.py, whose federation (the
+Strobe paper's Fixture A, extended) these tests share; and a synthetic run of 20,000 states,
+checked in about a second (printed, not asserted).
 """
 
 from __future__ import annotations
 
 import doctest
+import random
+import time
+from collections import Counter
 
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedmodel.catalog import Catalog
+from fedmodel.transactions import Modification, Notification, RelationChange
 from loadgen.checker.chain import state_intervals
+from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle, engine_named
-from loadgen.checker.replay import views
-from test_checker_levels import CATALOG, HISTORY, INITIAL, VIEW
+from loadgen.checker.replay import add, state_delta, views
+from test_checker_levels import (BOTH, CATALOG, EMPTY, HISTORY, INITIAL, U1, U2, U3, U4, V1, V3, VIEW,
+                                 state)
 
 SELF_JOIN = "SELECT a.A, b.A FROM r1 a JOIN r1 b ON a.B = b.B"   # r1 read twice, at one DSV of x
 FOREVER = 2 ** 62
@@ -89,3 +99,148 @@ def test_the_chain_and_oracle_doctests_pass():
 
     for module in (loadgen.checker.chain, loadgen.checker.oracle):
         assert doctest.testmod(module).failed == 0
+
+
+# ---- verdicts: states given by their deltas, by their views, and the full evaluation agree ----
+
+HISTORIES = {   # name: (states, the level they keep), each state as tests/test_checker_levels.py builds it
+    "complete": ([state(U2, 2, 1, 1, EMPTY), state(U1, 2, 2, 1, EMPTY), state(U4, 2, 2, 2, EMPTY),
+                  state(U3, 3, 2, 2, V3)], "complete"),
+    "strong, two transactions in one state": (
+        [state(U2, 2, 2, 1, EMPTY), state(U4, 2, 2, 2, EMPTY), state(U3, 3, 2, 2, V3)], "strong"),
+    "a wrong state, repaired later": (
+        [state(U1, 1, 2, 1, V1), state(U3, 3, 2, 1, BOTH), state(U2, 3, 2, 1, V3), state(U4, 3, 2, 2, V3)],
+        "convergence"),
+    "a wrong state, never repaired": (
+        [state(U1, 1, 2, 1, V1), state(U2, 2, 2, 1, V1), state(U4, 2, 2, 2, V1), state(U3, 3, 2, 2, BOTH)], "none"),
+    "a lost source": ([state(U1, 1, 2, 1, V1), state(U4, 1, 2, 2, V1)], "none"),
+    "a doubled transaction": (
+        [state(U1, 1, 2, 1, V1), state(U2, 2, 2, 1, EMPTY), state(U4, 2, 2, 2, EMPTY), state(U4, 2, 2, 2, EMPTY),
+         state(U3, 3, 2, 2, V3)], "strong"),
+    "claims that go back": (
+        [state(U2, 2, 1, 1, EMPTY), state(U4, 1, 1, 2, EMPTY), state(U1, 2, 2, 2, EMPTY), state(U3, 3, 2, 2, V3)],
+        "strong"),
+    "a state at a source state it does not claim": (
+        [state(U2, 2, 1, 1, EMPTY), state(U1, 2, 2, 1, V1), state(U4, 2, 2, 2, EMPTY), state(U3, 3, 2, 2, V3)],
+        "strong"),
+}
+
+
+@pytest.fixture
+def oracle(engine):
+    return Oracle(CATALOG, VIEW, INITIAL, HISTORY, engine)
+
+
+def by_deltas(states: list[dict], start: dict) -> list[dict]:
+    """The states as `fedlab check` reads them from the change log: each with its delta, no view."""
+    deltas, before = [], start
+    for s in states:
+        deltas.append({**{k: v for k, v in s.items() if k != "view"}, "delta": state_delta(s, before)})
+        before = s["view"]
+    return deltas
+
+
+def rows(counts: Counter) -> list:
+    return sorted(([*row, count] for row, count in counts.items() if count), key=repr)
+
+
+@pytest.mark.parametrize("name", HISTORIES)
+def test_states_given_by_their_deltas_get_the_verdict_of_states_given_by_their_views(oracle, name):
+    states, level = HISTORIES[name]
+    by_views = classify(oracle, states, states[-1]["view"])
+    assert by_views.level == level
+    assert classify(oracle, by_deltas(states, EMPTY), states[-1]["view"]).to_dict() == by_views.to_dict()
+
+
+@pytest.mark.parametrize("name", HISTORIES)
+def test_the_first_violation_is_the_first_state_the_full_evaluation_finds_wrong(oracle, name):
+    states, _ = HISTORIES[name]
+    final = oracle.final_versions()
+    # The full evaluation: the view at every state's claim and at the final source state.
+    views = [s["view"] for s in states] + [states[-1]["view"]]
+    truth = oracle.views_at([s["versions"] for s in states] + [final])
+    wrong = [i for i, (view, true) in enumerate(zip(views, truth)) if view != true]
+    f = classify(oracle, by_deltas(states, EMPTY), states[-1]["view"]).first_violation
+    if not wrong:
+        assert f is None
+        return
+    i = wrong[0]
+    assert (f["state"], f["transaction"]) == (i, states[i]["transaction"] if i < len(states) else "(final)")
+    assert f["versions"] == (final if i == len(states) else states[i]["versions"])
+    assert (f["view"], f["expected"]) == (rows(Counter(views[i])), rows(Counter(truth[i])))
+    assert f["missing"] == rows(Counter(truth[i]) - Counter(views[i]))
+    assert f["extra"] == rows(Counter(views[i]) - Counter(truth[i]))
+
+
+def test_a_wrong_initial_view_is_the_first_violation_whether_states_carry_deltas_or_views(oracle):
+    states, _ = HISTORIES["complete"]
+    wrong_start = {(1, 2, 3, 4): 1}   # the view at x1 y2, not at x1 y1 z1 where the warehouse says it started
+    start = {"x": 1, "y": 1, "z": 1}
+    by_views = classify(oracle, states, V3, start, wrong_start)
+    verdict = classify(oracle, by_deltas(states, wrong_start), V3, start, wrong_start)
+    assert verdict.to_dict() == by_views.to_dict()
+    f = verdict.first_violation
+    assert (verdict.level, f["state"], f["transaction"], f["extra"]) == ("convergence", None, "(initial view)",
+                                                                        [[1, 2, 3, 4, 1]])
+
+
+# ---- at scale ----
+
+SCALE_CATALOG = Catalog.from_dict({"sources": {
+    "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
+    "y": {"r2": {"columns": ["B", "C"], "types": ["BIGINT", "BIGINT"], "key": ["B"]}}}})
+SCALE_VIEW = "SELECT r1.A, r2.C FROM r1 JOIN r2 ON r1.B = r2.B"
+
+
+def synthetic_run(transactions: int, seed: int = 7):
+    """A run of `transactions` modifications at two sources, alternating at random, each applied
+    as a state of its own with the view delta a naive join of the changed row gives: (the
+    sources' initial rows, their logs, the states)."""
+    rng = random.Random(seed)
+    r1 = {a: (a, rng.randrange(20)) for a in range(100)}
+    r2 = {b: (b, rng.randrange(50)) for b in range(20)}
+    initial = {"r1": list(r1.values()), "r2": list(r2.values())}
+    log, states, dsv = {"x": [], "y": []}, [], {"x": 1, "y": 1}
+    for t in range(transactions):
+        source = rng.choice("xy")
+        dsv[source] += 1
+        delta = Counter()
+        if source == "x":
+            old = r1[rng.randrange(100)]
+            new = r1[old[0]] = (old[0], rng.randrange(20))
+            delta[(old[0], r2[old[1]][1])] -= 1
+            delta[(new[0], r2[new[1]][1])] += 1
+            change = RelationChange("r1", dsv[source], modified=(Modification(old, new),))
+        else:
+            old = r2[rng.randrange(20)]
+            new = r2[old[0]] = (old[0], rng.randrange(50))
+            for a, b in r1.values():
+                if b == old[0]:
+                    delta[(a, old[1])] -= 1
+                    delta[(a, new[1])] += 1
+            change = RelationChange("r2", dsv[source], modified=(Modification(old, new),))
+        log[source].append(Notification(source, dsv[source], f"t{t}", (change,)))
+        states.append({"transaction": f"t{t}", "source": source, "dsv": dsv[source], "versions": dict(dsv),
+                       "delta": {row: count for row, count in delta.items() if count}})
+    return initial, log, states
+
+
+def test_twenty_thousand_states_are_checked_along_the_chain():
+    initial, log, states = synthetic_run(20000)
+    oracle = Oracle(SCALE_CATALOG, SCALE_VIEW, initial, log)
+    start = oracle.view_at({})
+    final = dict(start)
+    for s in states:
+        add(final, s["delta"])
+    began = time.perf_counter()
+    verdict = classify(oracle, states, final, {"x": 1, "y": 1}, start)
+    print(f"\n20,000 states checked in {time.perf_counter() - began:.1f} s")
+    assert (verdict.level, verdict.states, verdict.lost, verdict.doubled) == ("complete", 20000, [], [])
+    # One wrong state, 12,345, whose extra row stays: found there, with its diff, and in every later state.
+    wrong = [*states[:12345], {**states[12345], "delta": {**states[12345]["delta"], (999, 999): 1}}, *states[12346:]]
+    began = time.perf_counter()
+    verdict = classify(oracle, wrong, {**final, (999, 999): 1}, {"x": 1, "y": 1}, start)
+    print(f"... and with a wrong state in {time.perf_counter() - began:.1f} s")
+    f = verdict.first_violation
+    assert (verdict.level, f["state"], f["transaction"], f["missing"], f["extra"]) == (
+        "none", 12345, "t12345", [], [[999, 999, 1]])

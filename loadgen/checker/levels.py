@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from loadgen.checker.oracle import Oracle
+from loadgen.checker.replay import replay, views, warehouse_views
 
 SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near the claims in doubt
 WINDOW = 3             # how far from its claim, per source, a state is looked for beyond the limit
@@ -70,12 +71,17 @@ class Verdict:
 def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
              start_versions: dict[str, int] | None = None, start_view: dict[tuple, int] | None = None,
              global_transactions: dict[str, str] | None = None) -> Verdict:
-    """`states`: [{"transaction", "source", "dsv", "versions", "view"}] in apply order.
+    """`states`: [{"transaction", "source", "dsv", "versions", and "delta" or "view"}] in apply
+    order, each with its change to the view or its whole view (loadgen.checker.replay).
 
     By default the view starts where the sources do (DSV 1 each). A live warehouse starts from a
     view it materialised at `start_versions` (`start_view`, checked like any state): transactions
-    up to those versions are in it, so they have no state of their own and are not lost.
+    up to those versions are in it, so they have no state of their own and are not lost. Without
+    `start_view`, states given by their deltas start from the true view there.
     `global_transactions` maps a local transaction's id to the global transaction it is part of.
+
+    The claims are checked along the chain start, claims, final (Oracle.changes_along): one
+    evaluation of the view and one replay of both sides' changes, whatever the number of states.
     """
     final = oracle.final_versions()
     start = {s: (start_versions or {}).get(s, 1) for s in final}
@@ -87,24 +93,21 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     sources = sorted(final)
     claims = [tuple(state["versions"].get(s, 1) for s in sources) for state in states]
     low, high = tuple(start[s] for s in sources), tuple(final[s] for s in sources)
-    *expected_views, expected_start, true_final = oracle.views_at(
-        [dict(zip(sources, v)) for v in [*claims, low, high]])
+    truth = oracle.changes_along([dict(zip(sources, v)) for v in [low, *claims, high]])
+    walked = replay(truth, states, start_view)
     serial = _serial_states(oracle, global_transactions or {}, sources)
-    if start_view is not None and expected_start != start_view:
-        verdict.first_violation = _violation(None, {"transaction": "(initial view)", "view": start_view},
-                                             start, expected_start)
-    failed = [i for i, (state, expected) in enumerate(zip(states, expected_views)) if state["view"] != expected]
-    if failed and verdict.first_violation is None:
-        i = failed[0]
-        verdict.first_violation = _violation(i, states[i], _named(sources, claims[i]), expected_views[i])
+    if walked.first is not None:
+        i, held, expected = walked.first
+        verdict.first_violation = (_violation(None, "(initial view)", start, held, expected) if i is None else
+                                   _violation(i, states[i].get("transaction"), _named(sources, claims[i]),
+                                              held, expected))
     verdict.claims_held = verdict.first_violation is None
     backwards = [i for i, (before, claim) in enumerate(zip([low, *claims], claims)) if not _at_or_above(claim, before)]
     split = [i for i, claim in enumerate(claims) if not serial(claim)]
     verdict.claims_ordered = not backwards and not split
-    if true_final != final_view:
+    if walked.true_final != final_view:
         if verdict.first_violation is None:
-            verdict.first_violation = _violation(len(states), {"transaction": "(final)", "view": final_view},
-                                                 final, true_final)
+            verdict.first_violation = _violation(len(states), "(final)", final, final_view, walked.true_final)
         return verdict
     verdict.level = "convergence"
     if verdict.first_violation is not None and verdict.first_violation["state"] is None:
@@ -113,13 +116,15 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
         one_by_one = _one_transaction_per_state(claims, low, high) and not lost and not doubled
         verdict.level = "complete" if one_by_one else "strong"
         return verdict
-    # Beyond SEARCH_LIMIT the search looks near the claims in doubt: those that failed, both ends
-    # of a step back, those splitting a global transaction.
-    doubtful = set(failed) | set(split) | {j for i in backwards for j in (i - 1, i) if j >= 0}
-    known = {claim: view for claim, view in zip(claims, expected_views)
+    # The claims failed or are out of order: search for other source states, which compares
+    # whole views, so every state's view is rebuilt, here only. Beyond SEARCH_LIMIT the search
+    # looks near the claims in doubt: those that failed, both ends of a step back, those
+    # splitting a global transaction.
+    doubtful = set(walked.failed) | set(split) | {j for i in backwards for j in (i - 1, i) if j >= 0}
+    known = {claim: view for claim, view in zip(claims, views(truth[0], truth[1:-1]))
              if _at_or_above(claim, low) and _at_or_above(high, claim)}
-    matches = _matching_vectors(oracle, [s["view"] for s in states], [claims[i] for i in sorted(doubtful)],
-                                known, low, high, sources)
+    matches = _matching_vectors(oracle, list(warehouse_views(states, walked.start)),
+                                [claims[i] for i in sorted(doubtful)], known, low, high, sources)
     _judge_by_mapping(verdict, states, matches, serial, low, sources)
     return verdict
 
@@ -249,10 +254,9 @@ def _named(sources: list[str], vector: Vector) -> dict[str, int]:
     return dict(zip(sources, vector))
 
 
-def _violation(index: int | None, state: dict, vector: dict, expected: dict) -> dict:
-    got = state["view"]
+def _violation(index: int | None, transaction: str | None, vector: dict, got: dict, expected: dict) -> dict:
     return {
-        "state": index, "transaction": state.get("transaction"), "versions": vector,
+        "state": index, "transaction": transaction, "versions": vector,
         "view": _rows(got), "expected": _rows(expected),
         "missing": _rows({r: c - got.get(r, 0) for r, c in expected.items() if c > got.get(r, 0)}),
         "extra": _rows({r: c - expected.get(r, 0) for r, c in got.items() if c > expected.get(r, 0)}),

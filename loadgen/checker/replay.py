@@ -24,6 +24,7 @@ Counts = dict[tuple, int]   # view rows (without the count column) to counts, no
 
 @dataclass
 class Replay:
+    start: Counts                                      # the view the warehouse started from
     failed: list[int]                                  # the states not equal to the view at their claim
     first: tuple[int | None, Counts, Counts] | None    # (state, or None for the start; held; true view)
     true_final: Counts                                 # the true view at the chain's last position
@@ -34,7 +35,8 @@ def replay(truth: list[Counts], states: list[dict], start_view: Counts | None) -
     changes along (its first entry the whole view at the start), beside the warehouse's states.
     The warehouse starts from `start_view`, or when it has none from the true view there
     (section 4.2 assumes V(ws_0) = V(ss_0))."""
-    held = dict(truth[0] if start_view is None else start_view)
+    start = truth[0] if start_view is None else start_view
+    held = dict(start)
     difference: Counts = {}        # held minus the true view
     add(difference, held)
     add(difference, truth[0], -1)
@@ -52,7 +54,7 @@ def replay(truth: list[Counts], states: list[dict], start_view: Counts | None) -
                 first = (i, dict(held), _true(held, difference))
     true_final = _true(held, difference)
     add(true_final, truth[len(states) + 1])
-    return Replay(failed, first, true_final)
+    return Replay(start, failed, first, true_final)
 
 
 def views(start: Counts, changes: Iterable[Counts]) -> Iterator[Counts]:
