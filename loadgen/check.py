@@ -7,7 +7,8 @@ The run file (loadgen.runfile) says where the two sides of the history are:
   state with the log undone, newest first;
 - the warehouse's view states, from its ChangeHistory files: the view it materialised first
   (initial_view.json, at some source versions) and each applied transaction's delta and version
-  vector (changes.jsonl); the states are the cumulative sums.
+  vector (changes.jsonl); the states are the cumulative sums, kept as their deltas (a whole view
+  per state would be the states times the view: gigabytes for a benchmark's run).
 The verdict comes from loadgen.checker: an oracle over the sources' histories that shares no code
 with the maintenance path, evaluated by DuckDB or, with --oracle postgres, by PostgreSQL (the
 server at --pg-dsn or $FEDLAB_PG_DSN, else a throwaway one). Sources should be stopped: a running
@@ -65,11 +66,8 @@ class LiveHistory:
     log: dict[str, list[Notification]]           # per source, its committed transactions from DSV 2
     start_versions: dict[str, int]               # the versions the warehouse materialised the view at
     start_view: dict[tuple, int]
-    states: list[dict]                           # [{"transaction", "source", "dsv", "versions", "view"}]
-
-    @property
-    def final_view(self) -> dict[tuple, int]:
-        return self.states[-1]["view"] if self.states else self.start_view
+    states: list[dict]                           # [{"transaction", "source", "dsv", "versions", "delta"}]
+    final_view: dict[tuple, int]                 # the view after the last state
 
     def oracle(self, engine: Engine | None = None) -> Oracle:
         return Oracle(self.run.catalog, self.run.view_sql, self.initial, self.log, engine)
@@ -92,8 +90,7 @@ def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = N
             raise HistoryError(f"run file: no entry for source {source}")
         rows, log[source] = source_history(run.catalog, source, remote.get(source) or run.sources[source])
         initial.update(rows)
-    start_versions, start_view, states = warehouse_states(run.warehouse_history)
-    return LiveHistory(run, initial, log, start_versions, start_view, states)
+    return LiveHistory(run, initial, log, *warehouse_states(run.warehouse_history))
 
 
 def source_history(catalog: Catalog, source: str,
@@ -150,8 +147,9 @@ def committed_history(catalog: Catalog, source: str,
     return dsv, relations, log
 
 
-def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, int], list[dict]]:
-    """(versions of the first view, the first view, every later state) from the ChangeHistory files."""
+def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, int], list[dict], dict[tuple, int]]:
+    """(versions of the first view, the first view, every later state with its delta, the view
+    after the last) from the ChangeHistory files."""
     if folder is None:
         raise HistoryError("run file: names no warehouse history")
     try:
@@ -170,7 +168,9 @@ def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, i
         try:
             entry = json.loads(line)
             seq = int(entry["seq"])
-            delta = [(tuple(row), int(count)) for row, count in entry["delta"]]
+            delta = Counter()
+            for row, count in entry["delta"]:
+                delta[tuple(row)] += int(count)
             state = {"transaction": str(entry["txn_id"]), "source": str(entry["source"]), "dsv": int(entry["dsv"]),
                      "versions": {str(s): int(v) for s, v in entry["versions"].items()}}
         except (ValueError, KeyError, TypeError, AttributeError) as err:
@@ -178,11 +178,10 @@ def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, i
         if seq <= last_seq:
             raise HistoryError(f"{where}: seq {seq} follows {last_seq}")
         last_seq = seq
-        for row, count in delta:
-            view[row] += count
-        state["view"] = {r: c for r, c in view.items() if c}
+        state["delta"] = {r: c for r, c in delta.items() if c}
+        view.update(delta)
         states.append(state)
-    return start_versions, start_view, states
+    return start_versions, start_view, states, {r: c for r, c in view.items() if c}
 
 
 def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
