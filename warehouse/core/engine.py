@@ -15,6 +15,8 @@ its own view state, which reflects exactly the transactions started before it.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
@@ -73,9 +75,11 @@ class MaintenanceEngine:
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
         self._round_trip: float | None = None   # smoothed sub-query round trip (time in queue included)
         self._asked_at: dict[str, float] = {}
-        # Computations holding answers read past the notifications received, by source: a
-        # notification from s can only release those waiting on s (an ordered set: start order).
-        self._parked: dict[str, dict[Computation, None]] = {}
+        # Answers read past the notifications received, by source, as a heap of (the DSV the
+        # answer was read at, arrival, its computation): a notification from s releases those of s
+        # it makes contiguous, without looking at the others.
+        self._parked: dict[str, list[tuple[int, int, Computation]]] = {}
+        self._arrivals = itertools.count()
         self._seq = 0
         self._ctx = Context(view, self.log, self.mview, self.versions.refreshed, options.compensate,
                             options.self_maintenance, self._new_id, self._record)
@@ -108,12 +112,11 @@ class MaintenanceEngine:
             # Conventional maintenance: whatever arrives is processed, in arrival order.
             self.versions.started_dsv[n.source] = max(self.versions.started_dsv.get(n.source, 0), n.dsv)
             actions += self._start(n, now)
-        parked = self._parked.get(n.source, {})
-        for comp in list(parked):
+        parked = self._parked.get(n.source, [])
+        while parked and parked[0][0] <= self.log.contiguous(n.source):
+            comp = heapq.heappop(parked)[2]
             if comp.retry_waiting():
                 actions += self._advance(comp, now)
-            if not any(a.source == n.source for a in comp.waiting):
-                del parked[comp]
         return actions
 
     def _on_answer(self, answer, now: float) -> list:
@@ -134,7 +137,7 @@ class MaintenanceEngine:
         if comp.on_answer(answer):
             self._routes.pop(answer.id, None)
             return self._advance(comp, now)
-        self._parked.setdefault(answer.source, {})[comp] = None
+        heapq.heappush(self._parked.setdefault(answer.source, []), (answer.dsv, next(self._arrivals), comp))
         # Read at a state whose notifications have not all arrived: if that lasts until the
         # timer, one of them is probably lost (end of section 5.2) and is asked for again; the
         # sub-query itself is answered and not sent again.
@@ -182,8 +185,7 @@ class MaintenanceEngine:
         for no more, so notifications received after a gap do not travel again."""
         highest = self.log.highest(source)
         lacking = [d for d in [self.log.last_missing(source)] if d is not None]
-        lacking += [a.dsv for c in self._parked.get(source, {}) for a in c.waiting
-                    if a.source == source and a.dsv > highest]
+        lacking += [dsv for dsv, _, _ in self._parked.get(source, []) if dsv > highest]
         return max(lacking, default=None)
 
     # ---- resynchronisation ----

@@ -19,6 +19,7 @@ class NotificationLog:
         self._contiguous = dict(start_dsv)
         self._beyond: dict[str, set[int]] = {}    # received above the contiguous mark (after a gap)
         self._highest = dict(start_dsv)
+        self._forgotten: dict[str, int] = {}     # every DSV up to it was dropped (forget_through)
         self._by_relation: dict[str, dict[int, RelationChange]] = {}
         # (relation, column positions) -> values in those columns -> the BRVs whose change holds a
         # row with them: compensation replays only the updates that can touch its result.
@@ -95,7 +96,11 @@ class NotificationLog:
     def forget_through(self, source: str, dsv: int) -> None:
         """Drops notifications of `source` up to `dsv` (applied and no longer needed)."""
         received = self._by_source.get(source, {})
-        for d in [d for d in received if d <= dsv]:
+        # Applies come in DSV order: what is left to drop starts above the last one dropped.
+        start = self._forgotten.get(source, min(received, default=dsv + 1) - 1)
+        for d in range(start + 1, dsv + 1):
+            if d not in received:
+                continue
             for change in received.pop(d).changes:
                 self._by_relation.get(change.relation, {}).pop(change.brv, None)
                 for (relation, positions), index in self._touching.items():
@@ -106,6 +111,7 @@ class NotificationLog:
                             brvs.discard(change.brv)
                             if not brvs:
                                 index.pop(value, None)
+        self._forgotten[source] = max(dsv, self._forgotten.get(source, dsv))
 
 
 def _index(index: dict[tuple, set[int]], positions: tuple[int, ...], change: RelationChange) -> None:
