@@ -41,6 +41,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ramp-max", type=float, default=8192.0,
                         help="highest ramp rate; 0 for no ramp (default 8192)")
     parser.add_argument("--ramp-step", type=float, default=6.0, help="seconds per ramp step (default 6)")
+    parser.add_argument("--batch-interval", type=float, default=1.0,
+                        help="seconds between the warehouse's Delta batch commits, at least; under load they run "
+                             "back to back, each holding what was applied meanwhile (default 1)")
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
     parser.add_argument("--placement", default="spread",
@@ -62,7 +65,7 @@ def main(args) -> int:
             raise PlanError("--orders must be 0 (all) or a positive number")
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
-                     args.placement, args.source_engine)
+                     args.placement, args.source_engine, args.batch_interval)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -159,6 +162,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "chaos": [s or "none" for s in dict.fromkeys(s.chaos for s in specs)],
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
+                         "batch_interval": first.batch_interval,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
                          "source_engine": args.source_engine, "clients_per_source": 1},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],

@@ -45,6 +45,7 @@ class RunSpec:
     workload: str
     placement: str = "default"
     source_engine: str = DEFAULT_ENGINE
+    batch_interval: float = 1.0   # the warehouse's seconds between Delta batches (at least)
 
     @property
     def label(self) -> str:
@@ -82,7 +83,7 @@ def _split(text: str) -> list[str]:
 def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
-         source_engine: str = DEFAULT_ENGINE) -> list[RunSpec]:
+         source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument."""
     from loadgen.run import parse_chaos
     from loadgen.tpch import DEFAULT_PLACEMENT, view_names
@@ -133,10 +134,12 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
             raise PlanError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
     if workload not in WORKLOADS:
         raise PlanError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
-    if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0):
-        raise PlanError("--rate, --duration, --ramp-step and --ramp-start must be positive, --ramp-factor above 1")
+    if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0
+            and batch_interval > 0):
+        raise PlanError("--rate, --duration, --ramp-step, --ramp-start and --batch-interval must be positive, "
+                        "--ramp-factor above 1")
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
-                    step_rates, ramp_step, settle, seed, workload, placement, source_engine)
+                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval)
             for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
             for name, access in pairs]

@@ -66,7 +66,8 @@ def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_d
               "workload": spec.workload,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
     fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access,
-                     source_engine=spec.source_engine, source_files=source_files)
+                     source_engine=spec.source_engine, source_files=source_files,
+                     batch_interval=spec.batch_interval)
     watches = Stopwatches()
     sampler = driver = None
     progress = _Phases(progress)
