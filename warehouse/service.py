@@ -1,10 +1,14 @@
 """The live warehouse: the pure maintenance core driven by gRPC, a few threads and the Delta store.
 
-- Notify (gRPC): notifications go to the core; the reply acknowledges, per source, every DSV that
-  is durably stored in Delta, so a source keeps (and resends) anything the warehouse could still
-  lose in a crash. It also says which DSVs reached the core (received, perhaps not yet durable:
-  the core's Acknowledge actions) in this incarnation (a random id per process), so that a source does not resend those on its
-  short timer while they wait for a batch commit, and resends them at once when the id changes.
+- Notify (gRPC): notifications are queued for the core and the call returns at once; the reply
+  acknowledges, per source, every DSV that is durably stored in Delta, so a source keeps (and
+  resends) anything the warehouse could still lose in a crash. It also says which DSVs reached
+  this process (its receipts: received, perhaps not yet durable) in this incarnation (a random id
+  per process), so that a source does not resend those on its short timer while they wait for the
+  core or a batch commit, and resends them at once when the id changes.
+- One core thread takes everything that arrived (notifications, answers, timer ticks, evaluated
+  views) from one queue, in arrival order and in batches, and hands it to the maintenance core:
+  no RPC waits for the core, and the core is never entered by two threads.
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
   Query RPC (beyond the paper: fewer round trips), and its resend requests.
 - A timer thread hands the core the time, so it can retry lost sub-queries and ask for gaps.
@@ -44,6 +48,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view
+from warehouse.core.receipts import Receipts
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
                                    Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated)
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
@@ -88,12 +93,15 @@ class Warehouse:
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      [o.name for o in self.view.outputs])
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
+        self._edge = threading.Lock()                 # receipts, received, stored, durable: taken without the core
+        self._inbox: list = []                        # what arrived, in order, for the core thread
+        self._inbox_wake = threading.Condition(threading.Lock())
+        self.receipts: Receipts | None = None         # which DSVs reached this process (set by open)
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
         self.received: list = []                      # notifications received since the last batch commit
         self.stored: set[tuple[str, int]] = set()     # (source, dsv) already durable or pending
         self.durable: dict[str, int] = {}             # per source: every DSV up to it is in Delta
-        self.reached: dict[str, Acknowledge] = {}     # per source: what its core holds (the last Acknowledge)
         # Names this process's memory: a source trusts received_dsv marks only of the incarnation
         # that gave them, since a restarted warehouse has lost what it held and not committed.
         self.incarnation = uuid.uuid4().hex
@@ -129,7 +137,8 @@ class Warehouse:
         bound = add_port(self._server, f"{host}:{port}", self.tls)
         self._server.start()
         for name, target in [*((f"dispatch-{s}", lambda s=s: self._dispatch(s)) for s in self.sources),
-                             ("timer", self._timer), ("committer", self._committer), ("evaluator", self._evaluator)]:
+                             ("core", self._core), ("timer", self._timer), ("committer", self._committer),
+                             ("evaluator", self._evaluator)]:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -141,6 +150,8 @@ class Warehouse:
             for cond in self._wake.values():
                 cond.notify_all()
             self._evaluate_wake.notify_all()
+        with self._inbox_wake:
+            self._inbox_wake.notify_all()
         for t in self._threads:
             # The committer is waited for however long its batch takes (a loaded machine: tens of
             # seconds): a batch still being written when the last one (or a successor warehouse on
@@ -177,6 +188,7 @@ class Warehouse:
         maintained = materialize(self.spark, maintained_view(self.algorithm, self.view).sql, snapshots)
         self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access,
                              period=self.recompute_period, **self.timeouts)
+        self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
@@ -193,6 +205,7 @@ class Warehouse:
         dsv = {s: v["applied_dsv"] for s, v in sources.items()}
         self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access,
                              period=self.recompute_period, **self.timeouts)
+        self.receipts = Receipts(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
         # A crash between a batch's Delta commit and its line here: the change log has it.
@@ -201,10 +214,38 @@ class Warehouse:
         self.stored = {(n.source, n.dsv) for n in self.store.read_notifications()}
         self.durable = {s: max([d for (src, d) in self.stored if src == s] + [dsv.get(s, 0)]) for s in self.sources}
         for n in sorted(pending, key=lambda n: (n.source, n.dsv)):
+            self.receipts.add(n.source, n.dsv)
             self._handle(NotificationArrived(n, time.monotonic()))
         log.info("restored from Delta: %d view rows, %d notifications to re-apply", len(rows), len(pending))
 
     # ---- the core ----
+
+    def _core(self) -> None:
+        """The core thread: everything queued since it last looked, in arrival order."""
+        while not self._stop.is_set():
+            with self._inbox_wake:
+                while not self._inbox and not self._stop.is_set():
+                    self._inbox_wake.wait(timeout=1.0)
+                items, self._inbox = self._inbox, []
+            with self.lock:
+                for item in items:
+                    self._take(item)
+
+    def _take(self, item) -> None:
+        kind, source, payload, query_done = item
+        if kind == "query_sent":
+            self.fifo.query_sent(source)
+            return
+        events = payload
+        if kind == "arrived" and self.fifo is not None:
+            events = self.fifo.arrived(source, events, query_done)
+        for event in events:
+            self._handle(event)
+
+    def _queue(self, kind: str, source: str | None, events: list, query_done: bool = False) -> None:
+        with self._inbox_wake:
+            self._inbox.append((kind, source, events, query_done))
+            self._inbox_wake.notify()
 
     def _handle(self, event) -> None:
         with self.lock:
@@ -213,7 +254,9 @@ class Warehouse:
 
     def _perform(self, action) -> None:
         if isinstance(action, Acknowledge):
-            self.reached[action.source] = action
+            # The core no longer needs some DSVs it never received (a resynchronisation read past them).
+            with self._edge:
+                self.receipts.advance(action.source, action.dsv)
         elif isinstance(action, SendSubquery):
             self._queues[action.subquery.source].append(action.subquery)
             self._wake[action.subquery.source].notify()
@@ -236,23 +279,23 @@ class Warehouse:
             self._evaluate_wake.notify()
 
     def notify(self, notes) -> tuple[dict[str, int], dict[str, Acknowledge]]:
-        """Hands `notes` to the core; returns, per source among them, the highest DSV up to which
-        every notification is durable in Delta (acked), and what has reached the core (the core's
-        last Acknowledge; it is kept until a batch commit makes it durable)."""
+        """Queues `notes` for the core; returns, per source among them, the highest DSV up to which
+        every notification is durable in Delta (acked), and what has reached this process (its
+        receipts; kept in memory until a batch commit makes it durable)."""
         now = time.monotonic()
         by_source: dict[str, list] = {}
-        with self.lock:
+        with self._edge:
             for n in notes:
+                self.receipts.add(n.source, n.dsv)
                 if (n.source, n.dsv) not in self.stored:
                     self.stored.add((n.source, n.dsv))
                     self.received.append(n)
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
+            acked = {s: self.durable.get(s, 0) for s in by_source}
+            reached = {s: self.receipts.acknowledgement(s) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
             self._arrived(source, events)
-        with self.lock:
-            sources = set(by_source)
-            return ({s: self.durable.get(s, 0) for s in sources},
-                    {s: self.reached.get(s, Acknowledge(s, self.engine.received_through(s))) for s in sources})
+        return acked, reached
 
     # ---- threads ----
 
@@ -276,8 +319,7 @@ class Warehouse:
             self.messages.record("subquery", "sent", source, bytes=msg.ByteSize(), batch=len(subqueries),
                                  **subquery_fields(sq))
         if self.fifo is not None:
-            with self.lock:
-                self.fifo.query_sent(source)
+            self._queue("query_sent", source, [])
         try:
             reply = stub.Query(batch, timeout=30)
         except grpc.RpcError as err:
@@ -297,13 +339,10 @@ class Warehouse:
         self._arrived(source, answers, query_done=True)
 
     def _arrived(self, source: str, events: list, query_done: bool = False) -> None:
-        """Hands arrived notifications and answers to the core; for an algorithm that assumes FIFO
-        channels, in the order their source sent them (warehouse.fifo_order)."""
-        with self.lock:
-            if self.fifo is not None:
-                events = self.fifo.arrived(source, events, query_done)
-            for event in events:
-                self._handle(event)
+        """Queues arrived notifications and answers for the core; for an algorithm that assumes
+        FIFO channels, the core thread hands them on in the order their source sent them
+        (warehouse.fifo_order)."""
+        self._queue("arrived", source, events, query_done)
 
     def _resend(self, source: str, stub, request: RequestResend) -> None:
         message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0)
@@ -315,11 +354,12 @@ class Warehouse:
             log.warning("resend request to %s failed (%s); the core will ask again", source, err.code())
             return
         if reply.oldest_available > request.from_dsv:
-            self._handle(ResendRefused(source, request.from_dsv, reply.oldest_available, time.monotonic()))
+            self._queue("event", source, [ResendRefused(source, request.from_dsv, reply.oldest_available,
+                                                        time.monotonic())])
 
     def _timer(self) -> None:
         while not self._stop.wait(self.tick):
-            self._handle(TimerFired(time.monotonic()))
+            self._queue("event", None, [TimerFired(time.monotonic())])
 
     def _evaluator(self) -> None:
         """Runs periodic recomputation's EvaluateView as a Spark job over the relations the core
@@ -338,7 +378,7 @@ class Warehouse:
                 except Exception:  # Spark's errors are many kinds; whichever it is, the round is lost
                     log.exception("recomputation of round %d failed; the next round tries again", job.round)
                     rows = None
-                self._handle(ViewEvaluated(job.round, rows, time.monotonic()))
+                self._queue("event", None, [ViewEvaluated(job.round, rows, time.monotonic())])
 
     def _committer(self) -> None:
         """Commits a batch every `batch_interval` seconds, or back to back when a commit takes
@@ -354,21 +394,25 @@ class Warehouse:
             self._stop.wait(max(0.0, self.batch_interval - (time.monotonic() - started)))
 
     def _commit_batch(self) -> None:
-        with self.lock:
-            if not self.applied and not self.received:
-                return
-            # Copies: the lists grow while the batch is written (applies go on outside the lock).
-            applied, received = list(self.applied), list(self.received)
+        # Copies: the lists grow while the batch is written (the core and Notify go on meanwhile).
+        with self.lock, self._edge:
+            applied = list(self.applied)
             state = self._version_state()
-            contiguous = {s: self.engine.received_through(s) for s in self.sources}
-            net = Counter()
-            for a in applied:
-                net.update(dict(a.delta))
+            received = list(self.received)
+            # Every DSV up to the receipts' mark is in this batch's notifications or an earlier
+            # one's, or was read past by a resynchronisation this batch's state holds.
+            contiguous = {s: self.receipts.contiguous(s) for s in self.sources}
+        if not applied and not received:
+            return
+        net = Counter()
+        for a in applied:
+            net.update(dict(a.delta))
         self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received)
         self.history.append(applied, durable_time=time.time())
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
+        with self._edge:
             self.received = self.received[len(received):]
             for s, c in contiguous.items():
                 self.durable[s] = max(self.durable.get(s, 0), c)

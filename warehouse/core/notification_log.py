@@ -1,24 +1,23 @@
 """Every notification the warehouse has received, indexed for ordering and compensation.
 
 Sze-Ling section 3 item 2: notifications are processed in data source version (DSV) order,
-whatever their arrival order; duplicates are ignored. Compensation (section 5) looks updates up
-by relation and base relation version number (BRV). A DSV gap that persists is a lost
-notification (end of section 5.2).
+whatever their arrival order; duplicates are ignored (warehouse.core.receipts tells them).
+Compensation (section 5) looks updates up by relation and base relation version number (BRV). A
+DSV gap that persists is a lost notification (end of section 5.2).
 """
 
 from __future__ import annotations
 
 from fedmodel.transactions import Notification, RelationChange
 from warehouse.core.events import Acknowledge
+from warehouse.core.receipts import Receipts
 
 
 class NotificationLog:
     def __init__(self, start_dsv: dict[str, int]):
         """`start_dsv[source]` is the DSV of the state the view was materialised from."""
         self._by_source: dict[str, dict[int, Notification]] = {s: {} for s in start_dsv}
-        self._contiguous = dict(start_dsv)
-        self._beyond: dict[str, set[int]] = {}    # received above the contiguous mark (after a gap)
-        self._highest = dict(start_dsv)
+        self.receipts = Receipts(start_dsv)
         self._forgotten: dict[str, int] = {}     # every DSV up to it was dropped (forget_through)
         self._by_relation: dict[str, dict[int, RelationChange]] = {}
         # (relation, column positions) -> values in those columns -> the BRVs whose change holds a
@@ -27,48 +26,39 @@ class NotificationLog:
 
     def add(self, n: Notification) -> bool:
         """Records `n`; False when it is a duplicate (or older than the log's start)."""
-        received = self._by_source.setdefault(n.source, {})
-        beyond = self._beyond.setdefault(n.source, set())
-        c = self._contiguous.get(n.source, 0)
-        if n.dsv <= c or n.dsv in beyond:
+        if not self.receipts.add(n.source, n.dsv):
             return False
-        received[n.dsv] = n
+        self._by_source.setdefault(n.source, {})[n.dsv] = n
         for change in n.changes:
             self._by_relation.setdefault(change.relation, {})[change.brv] = change
             for (relation, positions), index in self._touching.items():
                 if relation == change.relation:
                     _index(index, positions, change)
-        beyond.add(n.dsv)
-        while c + 1 in beyond:
-            c += 1
-            beyond.discard(c)
-        self._contiguous[n.source] = c
-        self._highest[n.source] = max(self._highest.get(n.source, 0), n.dsv)
         return True
 
     def contiguous(self, source: str) -> int:
         """The highest DSV such that every DSV up to it has been received."""
-        return self._contiguous.get(source, 0)
+        return self.receipts.contiguous(source)
 
     def acknowledgement(self, source: str) -> Acknowledge:
         """What the core tells `source` it holds: every DSV up to the contiguous mark, and beyond."""
-        return Acknowledge(source, self.contiguous(source), tuple(sorted(self._beyond.get(source, ()))))
+        return self.receipts.acknowledgement(source)
 
     def waiting(self, source: str, started: int) -> int:
         """How many received notifications of `source` lie above DSV `started` (behind a gap)."""
         return (max(0, self.contiguous(source) - started)
-                + sum(1 for d in self._beyond.get(source, ()) if d > started))
+                + sum(1 for d in self.receipts.beyond(source) if d > started))
 
     def highest(self, source: str) -> int:
-        return self._highest.get(source, 0)
+        return self.receipts.highest(source)
 
     def has_gap(self, source: str) -> bool:
-        return bool(self._beyond.get(source))
+        return bool(self.receipts.beyond(source))
 
     def last_missing(self, source: str) -> int | None:
         """The end of the newest gap: the highest DSV below the highest received that has not
         been received; None without a gap."""
-        beyond = self._beyond.get(source, set())
+        beyond = self.receipts.beyond(source)
         return next((d for d in range(self.highest(source) - 1, self.contiguous(source), -1) if d not in beyond), None)
 
     def get(self, source: str, dsv: int) -> Notification | None:
