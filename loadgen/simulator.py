@@ -240,8 +240,7 @@ class Simulator:
             store = self.sources[msg.source]
             if msg.payload[0] < store.oldest_available():
                 self._handle(ResendRefused(msg.source, msg.payload[0], store.oldest_available(), self.now))
-            for n in store.notifications_from(*msg.payload):
-                self.policies[msg.source].left(n.dsv, self.now)
+            for n in self.policies[msg.source].asked(store.notifications_from(*msg.payload), WAREHOUSE, self.now):
                 self._send(Message("notification", msg.source, n), resend=True)
 
     def _query_arrives(self, sq: Subquery) -> list:

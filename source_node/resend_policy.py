@@ -5,7 +5,9 @@ the simulated sources (loadgen.simulator, simulated time) follow one rule (DESIG
 protocol rule in one world only).
 
 At-least-once delivery: a notification leaves when it is committed and again `resend_interval`
-after its last copy left, until the warehouse acknowledges it. The warehouse also reports, under
+after its last copy left (or four smoothed round trips of the calls that carry notifications, when
+the warehouse answers more slowly than that: fedmodel.round_trip), until the warehouse
+acknowledges it. The warehouse also reports, under
 its incarnation (an id per warehouse process), which DSVs reached its core: every one up to a
 mark, and those it holds beyond the mark (received above a gap). Those wait `safety_interval`
 (long) instead, since the warehouse holds them; without that a notification above a gap the
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from fedmodel.round_trip import RoundTrip
 from fedmodel.transactions import Notification
 
 
@@ -35,6 +38,7 @@ class ResendPolicy:
         self._incarnation: str | None = None      # the warehouse process the last report came from
         self._received = 0                         # every DSV up to it reached that process's core
         self._beyond: frozenset[int] = frozenset()  # and these above the mark
+        self.round_trip = RoundTrip()               # of the calls that carry notifications
 
     def due(self, unacknowledged: Sequence[Notification], now: float) -> list[Notification]:
         """The notifications to send now (never sent, or waited their interval), marked as left.
@@ -61,10 +65,6 @@ class ResendPolicy:
             self._scan_at = min((last + self._interval(dsv) for dsv, last in self._last_left.items()), default=None)
         return again + fresh
 
-    def left(self, dsv: int, now: float) -> None:
-        """A copy of `dsv` left outside `due` (the warehouse asked for it with a resend request)."""
-        self._left(dsv, now)
-
     def heard(self, incarnation: str, received: int, beyond: Iterable[int] = (), answered: Iterable[int] = ()) -> None:
         """A report from the warehouse process `incarnation`: every DSV up to `received` and
         those in `beyond` reached its core; `answered` are the DSVs the report answers (they
@@ -82,6 +82,19 @@ class ResendPolicy:
                 del self._last_left[dsv]
             self._scan_at = float("-inf")
         self._incarnation, self._received, self._beyond = incarnation, received, beyond
+
+    def left(self, dsv: int, now: float) -> None:
+        """A copy of `dsv` left outside `due` (the simulator sends each commit's at once)."""
+        self._left(dsv, now)
+
+    def asked(self, notes: Iterable[Notification], incarnation: str | None, now: float) -> list[Notification]:
+        """What a resend request from the warehouse process `incarnation` gets of `notes` (the
+        range it asked for): those it has not reported received, marked as left. A gap's range
+        spans the notifications received above it, which would otherwise travel again."""
+        lacking = [n for n in notes if incarnation != self._incarnation or not self.held(n.dsv)]
+        for note in lacking:
+            self._left(note.dsv, now)
+        return lacking
 
     def held(self, dsv: int) -> bool:
         """Whether the warehouse reported `dsv` received (in its current incarnation)."""
@@ -109,4 +122,4 @@ class ResendPolicy:
         self._scan_at = due if self._scan_at is None else min(self._scan_at, due)
 
     def _interval(self, dsv: int) -> float:
-        return self.safety_interval if self.held(dsv) else self.resend_interval
+        return self.safety_interval if self.held(dsv) else self.round_trip.timeout(self.resend_interval)

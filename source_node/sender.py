@@ -115,12 +115,13 @@ class NotificationSender:
         with self._cond:
             self._wake()
 
-    def resend(self, notes: list[Notification]) -> int:
-        """Puts logged notifications through the faults again (the warehouse asked); returns how many."""
+    def resend(self, notes: list[Notification], incarnation: str | None) -> int:
+        """Puts logged notifications through the faults again (the warehouse process
+        `incarnation` asked for them), those it lacks; returns how many."""
         with self._cond:
             now = time.monotonic()
+            notes = self.policy.asked(notes, incarnation, now)
             for note in notes:
-                self.policy.left(note.dsv, now)
                 self._through_faults(note, now)
             self._wake()
         return len(notes)
@@ -163,6 +164,7 @@ class NotificationSender:
             for msg, note in zip(batch.notifications, notes):
                 self.messages.record("notification", "sent", "warehouse", bytes=msg.ByteSize(),
                                      **notification_fields(note))
+            started = time.monotonic()
             try:
                 reply = stub.Notify(batch, timeout=self.rpc_timeout)
             except (grpc.RpcError, ValueError) as err:  # ValueError: the channel was replaced meanwhile
@@ -176,6 +178,7 @@ class NotificationSender:
                 self.store.acknowledge(acked)
             with self._cond:
                 self._backoff = 0.0
+                self.policy.round_trip.sample(time.monotonic() - started)   # a reply answers its own call only
                 if self._stub is stub:   # else set_warehouse pointed elsewhere meanwhile: not its report
                     if self.policy.restarted_by(reply.incarnation):
                         log.info("warehouse %s restarted (incarnation %s): resending what it lacks",

@@ -120,7 +120,8 @@ class SourceServicer(rpc.SourceServicer):
     def Resend(self, request: pb.ResendRequest, context) -> pb.ResendReply:
         self.messages.record("resend_request", "received", "warehouse", bytes=request.ByteSize(),
                              from_dsv=request.from_dsv, through_dsv=request.through_dsv)
-        resent = self.sender.resend(self.store.notifications_from(request.from_dsv, request.through_dsv or None))
+        resent = self.sender.resend(self.store.notifications_from(request.from_dsv, request.through_dsv or None),
+                                    request.incarnation or None)
         return pb.ResendReply(resent=resent, oldest_available=self.store.oldest_available())
 
     @_rejecting_bad_input

@@ -37,6 +37,13 @@ def test_a_notification_goes_at_once_then_again_after_the_short_interval(policy)
     assert dsvs(policy.due(notes(2, 3), now=1.0)) == [2, 3]
 
 
+def test_a_slow_warehouse_stretches_the_short_interval_to_four_round_trips(policy):
+    policy.round_trip.sample(0.75)                      # its replies take 0.75 s: wait 3 s, not 1
+    policy.due(notes(2), now=0.0)
+    assert dsvs(policy.due(notes(2), now=SHORT)) == []
+    assert dsvs(policy.due(notes(2), now=3.0)) == [2]
+
+
 def test_what_the_warehouse_received_waits_the_long_interval_even_above_a_gap(policy):
     policy.due(notes(2, 3, 4), now=0.0)
     policy.heard("w1", received=1, beyond=[3, 4])       # 2 was lost; 3 and 4 reached the core
@@ -73,9 +80,16 @@ def test_only_new_notifications_leave_between_looks_at_the_whole_outbox(policy):
 
 def test_a_copy_sent_on_request_restarts_its_interval(policy):
     policy.due(notes(2), now=0.0)
-    policy.left(2, now=0.9)
+    assert dsvs(policy.asked(notes(2), "w1", now=0.9)) == [2]
     assert dsvs(policy.due(notes(2), now=1.0)) == []
     assert dsvs(policy.due(notes(2), now=2.0)) == [2]
+
+
+def test_a_resend_request_gets_only_what_its_warehouse_lacks(policy):
+    policy.due(notes(2, 3, 4, 5), now=0.0)
+    policy.heard("w1", received=1, beyond=[3, 5])       # 2 and 4 were lost
+    assert dsvs(policy.asked(notes(2, 3, 4), "w1", now=0.5)) == [2, 4]
+    assert dsvs(policy.asked(notes(2, 3, 4), "w2", now=0.5)) == [2, 3, 4]   # another process: all
 
 
 SCENARIO = Path(__file__).parent / "scenarios" / "resynchronise_after_log_truncation.yaml"

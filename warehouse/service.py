@@ -345,7 +345,8 @@ class Warehouse:
         self._queue("arrived", source, events, query_done)
 
     def _resend(self, source: str, stub, request: RequestResend) -> None:
-        message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0)
+        message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0,
+                                   incarnation=self.incarnation)
         self.messages.record("resend_request", "sent", source, bytes=message.ByteSize(), from_dsv=request.from_dsv,
                              through_dsv=request.through_dsv)
         try:

@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
+from fedmodel.round_trip import RoundTrip
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
@@ -73,7 +74,7 @@ class MaintenanceEngine:
         self._ids = 0
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
-        self._round_trip: float | None = None   # smoothed sub-query round trip (time in queue included)
+        self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
         self._asked_at: dict[str, float] = {}
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
@@ -148,14 +149,13 @@ class MaintenanceEngine:
         answer may answer either copy), so that the retry timeout follows the load."""
         sent, _sq, retried = self._sent_at.pop(sid, (None, None, True))
         if not retried:
-            sample = now - sent
-            self._round_trip = sample if self._round_trip is None else 0.875 * self._round_trip + 0.125 * sample
+            self._round_trip.sample(now - sent)
 
     @property
     def query_timeout(self) -> float:
         """How long a sub-query waits for its answer before it is sent again: the configured
         timeout, or four smoothed round trips when the sources answer more slowly than that."""
-        return max(self.options.query_timeout, 4 * (self._round_trip or 0.0))
+        return self._round_trip.timeout(self.options.query_timeout)
 
     def _on_timer(self, now: float) -> list:
         actions: list = []
