@@ -41,16 +41,23 @@ def prepare_source_files(catalog: Catalog, initial: dict[str, list[tuple]], fold
     folder.mkdir(parents=True, exist_ok=True)
     for source in catalog.sources:
         path = folder / file_name(source, engine)
-        if path.exists():
-            continue
-        partial = path.with_name(path.name + ".partial")   # a crash leaves no half-loaded file behind
-        partial.unlink(missing_ok=True)
-        open_store(catalog, source, partial, engine,
-                   {r.name: initial.get(r.name, []) for r in catalog.relations_at(source)}).close()
-        for suffix in ("-wal", "-shm", ""):   # the main file last: its name says the rest is there
-            if Path(f"{partial}{suffix}").exists():
-                Path(f"{partial}{suffix}").rename(f"{path}{suffix}")
+        if not path.exists():
+            write_source_file(catalog, source, initial, path, engine)
     return folder
+
+
+def write_source_file(catalog: Catalog, source: str, initial: dict[str, list[tuple]], path: Path,
+                      engine: str) -> None:
+    """Writes `source`'s database at `path`, holding its relations' rows of `initial`. The actor
+    then opens a file, never receives the rows: Ray would keep large constructor arguments in its
+    object store for as long as the actor may restart."""
+    partial = path.with_name(path.name + ".partial")   # a crash leaves no half-loaded file behind
+    partial.unlink(missing_ok=True)
+    open_store(catalog, source, partial, engine,
+               {r.name: initial.get(r.name, []) for r in catalog.relations_at(source)}).close()
+    for suffix in ("-wal", "-shm", ""):   # the main file last: its name says the rest is there
+        if Path(f"{partial}{suffix}").exists():
+            Path(f"{partial}{suffix}").rename(f"{path}{suffix}")
 
 
 class Federation:
@@ -77,7 +84,6 @@ class Federation:
         self.source_engine = source_engine
         self.source_files = source_files
         self.actors: dict = {}
-        self._initial_refs: dict = {}
         self.addresses: dict[str, str] = {}
         self.stubs: dict[str, rpc.SourceStub] = {}
         self.warehouse: Warehouse | None = None
@@ -93,14 +99,9 @@ class Federation:
                 for suffix in ("", "-wal", "-shm"):
                     if Path(f"{prepared}{suffix}").exists():
                         shutil.copyfile(f"{prepared}{suffix}", f"{self._db_path(source)}{suffix}")
-                rows = {}   # the store finds them in its file
             else:
-                rows = {r.name: self.initial.get(r.name, []) for r in self.catalog.relations_at(source)}
-            # Held here for the whole run: Ray re-reads a restarted actor's constructor arguments,
-            # and large ones live in its object store only while someone refers to them.
-            self._initial_refs[source] = ray.put(rows)
-            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source),
-                                                     self._initial_refs[source], tls=self.tls,
+                write_source_file(self.catalog, source, self.initial, self._db_path(source), self.source_engine)
+            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), tls=self.tls,
                                                      engine=self.source_engine, probes=probes)
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
