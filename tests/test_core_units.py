@@ -167,3 +167,23 @@ def test_a_gap_asks_for_the_missing_notifications_only():
         engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (RelationChange("R1", dsv, inserted=(row,)),)), 0.0))
     asked = [a for a in engine.handle(TimerFired(10.0)) if isinstance(a, RequestResend)]
     assert asked == [RequestResend("ds1", 2, 3)]
+
+
+def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
+    """Karn's backoff (fedmodel.round_trip): answers slower than the retry timeout are never
+    sampled, so the timeout doubles with every round that retried, instead of retries feeding
+    on themselves."""
+    from warehouse.core.engine import MaintenanceEngine
+    from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    change = RelationChange("R1", 2, inserted=(("a", "b", "c"),))
+    first = engine.handle(NotificationArrived(Notification("ds1", 2, "t2", (change,)), 0.0))
+    assert any(isinstance(a, SendSubquery) for a in first)
+    base, step, now, retried_at = engine.query_timeout, engine.query_timeout / 8, 0.0, []
+    while len(retried_at) < 4:
+        now += step
+        if any(isinstance(a, SendSubquery) for a in engine.handle(TimerFired(now))):
+            retried_at.append(now)
+    waits = [b - a for a, b in zip([0.0] + retried_at, retried_at)]
+    assert waits == pytest.approx([base, 2 * base, 4 * base, 8 * base], abs=step)

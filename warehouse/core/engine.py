@@ -154,7 +154,8 @@ class MaintenanceEngine:
     @property
     def query_timeout(self) -> float:
         """How long a sub-query waits for its answer before it is sent again: the configured
-        timeout, or four smoothed round trips when the sources answer more slowly than that."""
+        timeout, or four smoothed round trips when the sources answer more slowly than that,
+        doubled for every timer round that retried one since the last answer (fedmodel.round_trip)."""
         return self._round_trip.timeout(self.options.query_timeout)
 
     def _on_timer(self, now: float) -> list:
@@ -165,6 +166,8 @@ class MaintenanceEngine:
                 self._sent_at[sid] = (now, sq, True)
                 self.counters.retries += 1
                 actions.append(SendSubquery(sq))
+        if actions:
+            self._round_trip.timed_out()
         if self.options.ordered:
             for source in self.versions.started_dsv:
                 last = self._last_missing(source)
