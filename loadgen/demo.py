@@ -14,6 +14,7 @@ started is stopped.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -39,6 +40,10 @@ def main(args) -> int:
     console = Console()
     run_dir = Path(args.run_dir or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
+    # The terminal shows progress and the summary; log lines (retries under chaos, Spark's and
+    # Ray's start-up) go to files in the run directory.
+    logging.basicConfig(filename=run_dir / "fedlab.log", level=logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     catalog = tpch_catalog()
     view_sql = load_view(args.view)
     console.print(f"[bold]fedlab demo[/]: TPC-H SF {args.scale}, view {args.view}, {args.algorithm}, "
@@ -133,7 +138,7 @@ def _print(console, s: dict) -> None:
                   f"compensation steps {s['engine']['compensations']}\n"
                   f"  consistency (fedlab check): {s['consistency']['level']} over {s['consistency']['transactions']} "
                   f"transactions, {len(s['consistency']['lost'])} lost, {len(s['consistency']['doubled'])} doubled\n"
-                  f"  run directory: {s['run_dir']}")
+                  f"  run directory: {s['run_dir']} (logs: fedlab.log, spark.log, ray.log)")
 
 
 def add_arguments(parser) -> None:

@@ -23,6 +23,7 @@ from fedmodel.transactions import TransactionRequest
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from loadgen.driver import batch_outcomes
+from loadgen.live import stderr_to
 from loadgen.runfile import RunFile
 from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
@@ -91,7 +92,8 @@ class Federation:
 
     def start(self, ray_temp_dir: str | None = None) -> "Federation":
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        start_ray(temp_dir=ray_temp_dir)
+        with stderr_to(self.run_dir / "ray.log"):
+            start_ray(temp_dir=ray_temp_dir)
         probes = probed_columns(parse_view(self.view_sql, self.catalog))
         for source in self.catalog.sources:
             if self.source_files is not None:

@@ -6,6 +6,8 @@ sources' fault rates.
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from fedmodel.errors import ModelError
@@ -28,12 +30,32 @@ def tpch_data(scale: float, data_dir: str | None = None) -> dict[str, list[tuple
 
 
 def warehouse_spark(run_dir: str | Path):
-    """The warehouse's Spark session (Delta enabled), its warehouse folder under `run_dir`."""
+    """The warehouse's Spark session (Delta enabled), its warehouse folder under `run_dir`; the
+    JVM's output (Ivy's resolution report, Spark's start-up warnings) goes to run_dir/spark.log."""
     from warehouse.spark_session import spark_session
 
-    spark = spark_session(warehouse_dir=str(Path(run_dir) / "spark-warehouse"))
+    with stderr_to(Path(run_dir) / "spark.log"):
+        spark = spark_session(warehouse_dir=str(Path(run_dir) / "spark-warehouse"))
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def stderr_to(log_path: Path):
+    """Within the block, this process's standard error goes to `log_path`, and so does, for
+    good, that of every process started meanwhile (it inherits the file): a JVM's or Ray's
+    start-up chatter stays out of the terminal, which keeps the progress and the summary."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    terminal = os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(terminal, 2)
+        os.close(terminal)
 
 
 NO_FAULTS = {"drop": 0.0, "duplicate": 0.0, "delay_mean": 0.0}
