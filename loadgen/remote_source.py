@@ -16,14 +16,13 @@ from dataclasses import dataclass
 import grpc
 
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles, client_channel
+from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import from_pb
 from fedmodel.transactions import Notification
 from fedmodel.wire import pb, rpc
 
-MAX_MESSAGE = 64 << 20   # the sources' own limit (source_node.node)
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,7 @@ def read_history(catalog: Catalog, source: str, where: RemoteSource,
     ModelError, naming the source and its address, when it cannot be reached, answers for
     another source, or streams a history that is not of one state.
     """
-    channel = client_channel(where.address, where.tls, options=[("grpc.max_receive_message_length", MAX_MESSAGE)])
+    channel = client_channel(where.address, where.tls, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
     dsv, relations, log = None, {}, []
     try:
         for chunk in rpc.SourceStub(channel).History(pb.HistoryRequest(), timeout=timeout):

@@ -20,7 +20,7 @@ import os
 from typing import Iterable, Sequence
 
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles
+from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles
 from fedmodel.message_log import MessageLog, source_log_path
 from source_node.engines import DEFAULT_ENGINE, open_store
 from source_node.faults import FaultInjector
@@ -32,7 +32,7 @@ class SourceNode:
     def __init__(self, catalog: Catalog, source: str, db_path: str | os.PathLike,
                  initial: dict[str, list[tuple]] | None = None, *, warehouse_address: str | None = None,
                  faults: FaultInjector | None = None, log_retention: int | None = None,
-                 resend_interval: float = 2.0, max_message_bytes: int = 64 << 20,
+                 resend_interval: float = 2.0, max_message_bytes: int = MAX_MESSAGE_BYTES,
                  host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
                  tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE,
                  probes: Iterable[tuple[str, Sequence[str]]] = ()):

@@ -37,7 +37,7 @@ import time
 import grpc
 
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles, client_channel
+from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedmodel.message_log import MessageLog, notification_fields
 from fedmodel.messages import to_pb
 from fedmodel.transactions import Notification
@@ -52,7 +52,7 @@ MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the wareh
 class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
                  resend_interval: float = 0.5, rpc_timeout: float = 5.0, max_batch_bytes: int = 4 << 20,
-                 max_message_bytes: int = 64 << 20, messages: MessageLog | None = None,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, messages: MessageLog | None = None,
                  tls: TlsFiles | None = None, safety_interval: float | None = None):
         """`resend_interval`: seconds before an unacknowledged notification the warehouse has not
         reported received goes again; `safety_interval` (default 10 x resend_interval): the same

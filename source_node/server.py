@@ -32,7 +32,7 @@ from concurrent import futures
 import grpc
 
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles, add_port
+from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.message_log import MessageLog, answer_fields, subquery_fields
@@ -157,7 +157,7 @@ class SourceServicer(rpc.SourceServicer):
 
 
 def serve(servicer: SourceServicer, host: str = "127.0.0.1", port: int = 0,
-          max_message_bytes: int = 64 << 20, workers: int = 8,
+          max_message_bytes: int = MAX_MESSAGE_BYTES, workers: int = 8,
           tls: TlsFiles | None = None) -> tuple[grpc.Server, int]:
     """Starts a gRPC server for `servicer` (mutual TLS with `tls`); returns it and the port it is
     bound to (port 0: a free one)."""

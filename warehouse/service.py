@@ -39,7 +39,7 @@ from pathlib import Path
 import grpc
 
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles, add_port, client_channel
+from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.message_log import WAREHOUSE_LOG, MessageLog, answer_fields, notification_fields, subquery_fields
@@ -59,7 +59,6 @@ log = logging.getLogger("fedlab.warehouse")
 # A bound on a hung Query call, not the retry timeout (the core's): periodic recomputation's
 # snapshot of lineitem at SF 0.1 (324k rows) took more than 30 s to arrive under 500 txn/s.
 QUERY_DEADLINE = 300
-MAX_MESSAGE = 64 * 1024 * 1024
 
 
 class Warehouse:
@@ -538,4 +537,4 @@ class _Servicer(rpc.WarehouseServicer):
 
 
 def _channel_options():
-    return [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)]
+    return [("grpc.max_send_message_length", MAX_MESSAGE_BYTES), ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
