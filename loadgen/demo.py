@@ -145,7 +145,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor (default 0.01)")
     parser.add_argument("--view", default="demo4", help="view file under loadgen/views (default demo4)")
     parser.add_argument("--algorithm", default="sze-ling", help="maintenance algorithm (default sze-ling)")
-    parser.add_argument("--rate", type=float, default=10.0, help="target source transactions per second")
+    parser.add_argument("--rate", type=float, default=100.0, help="target source transactions per second (default 100)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
     parser.add_argument("--settle", type=float, default=120.0, help="seconds to wait for the view to catch up")
     parser.add_argument("--seed", type=int, default=1)
