@@ -143,3 +143,21 @@ def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up():
     assert kept_up.sustained and low_rate_tail.sustained
     assert not slow_sources.sustained and not slow_view.sustained
     assert max_sustained([kept_up, slow_view]) == 10 and max_sustained([slow_view]) is None
+
+
+def test_a_failed_sf1_run_leaves_the_scale_and_memory_targets_unmeasured_not_met():
+    from loadgen.bench.targets import evaluate
+
+    common = {"algorithm": "sze-ling", "access_path": "join-graph", "view": "q3", "chaos": "none",
+              "placement": "spread", "rate_target": 500.0}
+    ref = {**common, "scale": 0.1, "consistency": "complete", "max_sustained_rate": 256.0, "rate_achieved": 400.0,
+           "ramp": [], "staleness_ms": {"p50": 900.0, "p99": 2000.0}, "staleness_delta_ms": {"p99": 3000.0},
+           "per_txn": {"bytes": 600.0}, "peak_memory_mb": 4200.0, "profile": {"parts": {}}}
+    sf1 = {**common, "scale": 1.0, "consistency": "failed", "rate_achieved": None, "ramp": [],
+           "staleness_ms": {"p50": None}, "per_txn": {"bytes": None}, "peak_memory_mb": None,
+           "notes": ["the run failed: OutOfMemoryError"]}
+    targets = {t["name"]: t for t in evaluate([ref, sf1])}
+    scale = targets["bytes per txn and staleness p50 from SF 0.1 to SF 1"]
+    memory = targets["peak memory of all processes at SF 1"]
+    assert scale["met"] is None and "OutOfMemoryError" in scale["measured"]
+    assert memory["met"] is None and "failed" in memory["measured"]

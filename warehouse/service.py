@@ -159,7 +159,7 @@ class Warehouse:
             # seconds): a batch still being written when the last one (or a successor warehouse on
             # the same tables) starts would commit the same batch id twice.
             t.join(timeout=None if t.name == "committer" else 10)
-        if commit:
+        if commit and self.engine is not None:   # a warehouse that never opened holds nothing
             self._commit_batch()
         if self._server is not None:
             self._server.stop(grace=1).wait()

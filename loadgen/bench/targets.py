@@ -126,6 +126,8 @@ def _scale(runs: list[dict], ref: dict) -> dict:
     entry = {"name": "bytes per txn and staleness p50 from SF 0.1 to SF 1", "target": f"<= {SCALE_GROWTH:g}x"}
     if big is None or small is None:
         return {**entry, "met": None, "measured": "needs a sze-ling run at SF 0.1 and at SF 1 (--scale 0.1,1)"}
+    if _failed(big) or _failed(small):
+        return {**entry, "met": None, "measured": "; ".join(n for r in (small, big) if _failed(r) for n in r["notes"])}
     growth = {what: _ratio(get(big), get(small)) for what, get in
               (("bytes per txn", lambda r: r["per_txn"].get("bytes")),
                ("staleness p50", lambda r: (r.get("staleness_ms") or {}).get("p50")))}
@@ -170,10 +172,19 @@ def _recompute(runs: list[dict], ref: dict) -> dict:
 
 
 def _memory(runs: list[dict]) -> dict:
-    at_sf1 = [r for r in runs if r["scale"] >= 1.0]
-    measured = at_sf1 or runs
-    peak = max((r.get("peak_memory_mb") or 0.0) for r in measured)
+    entry = {"name": "peak memory of all processes at SF 1", "target": f"< {MEMORY_MB:g} MB"}
+    measured = [r for r in runs if not _failed(r)]
+    at_sf1 = [r for r in measured if r["scale"] >= 1.0]
+    if not measured:
+        return {**entry, "met": None, "measured": "no run finished"}
+    if not at_sf1 and any(r["scale"] >= 1.0 for r in runs):
+        return {**entry, "met": None, "measured": "the SF 1 runs failed"}
+    peak = max((r.get("peak_memory_mb") or 0.0) for r in at_sf1 or measured)
     where = "highest SF 1 run" if at_sf1 else "highest run; no SF 1 run in this bench"
-    return {"name": "peak memory of all processes at SF 1", "target": f"< {MEMORY_MB:g} MB",
-            "measured": f"{peak:.0f} MB ({where})", "met": peak < MEMORY_MB if at_sf1 else None,
+    return {**entry, "measured": f"{peak:.0f} MB ({where})", "met": peak < MEMORY_MB if at_sf1 else None,
             "shortfall": None if peak < MEMORY_MB else f"{peak - MEMORY_MB:.0f} MB over"}
+
+
+def _failed(run: dict) -> bool:
+    """A run that could not finish (loadgen.bench.runner.failed): none of its figures is measured."""
+    return run.get("consistency") == "failed"
