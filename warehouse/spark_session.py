@@ -45,6 +45,9 @@ _CONF = {
     "spark.ui.showConsoleProgress": "false",
     # Delta reconstructs table snapshots with this many partitions (default 50): one is plenty.
     "spark.databricks.delta.snapshotPartitions": "2",
+    # The initial materialisation hands Spark the sources' snapshots as Arrow batches: at SF 1
+    # (6M lineitem rows) the default 1 GB heap ran out reading them.
+    "spark.driver.memory": "4g",
 }
 
 
