@@ -8,6 +8,13 @@ Two access paths, a named choice so that a run can separate their effect from co
   travel in one sub-query and no cartesian product is ever asked for. Sub-queries whose parent is
   answered go out in parallel. A join graph with several components (cartesian products in the
   view) queries each other component whole.
+  Beyond the paper, the tree follows key edges first (an edge whose columns hold a key of one of
+  its relations, as a foreign key's do): a probe through a many-to-many edge brings every row
+  that shares the value, e.g. for a customer update of the Q5-like view, c_nationkey =
+  s_nationkey asks for the suppliers of a nation and all their lineitems (21-28k rows at SF 0.1)
+  where customer -> orders -> lineitem -> supplier asks for a few dozen. Such edges join the
+  tree only where no key edge reaches a relation; otherwise they are checked on the result. A
+  view without keys is planned as before.
 - `scan` (the left and right scan of section 2.1, used by the Strobe family): one relation per
   sub-query, in FROM order, leftwards then rightwards from the updated relation; a step between
   relations with no join edge asks for the whole relation (the cartesian products of Example 5).
@@ -147,7 +154,7 @@ def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
     nodes: list[PlanNode] = []
     tree_edges: set[frozenset] = set()
 
-    def grow(first: str, parent: str | None) -> None:
+    def grow(first: str, parent: str | None, follows) -> None:
         source = view.relation(first).source
         members = [_link(view, first, parent)]
         queried.add(first)
@@ -155,33 +162,45 @@ def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
         while i < len(members):
             cur = members[i].relation
             for n in view.neighbours(cur):
-                if n in allowed and n not in queried and view.relation(n).source == source:
+                if n in allowed and n not in queried and view.relation(n).source == source and follows(cur, n):
                     queried.add(n)
                     members.append(_link(view, n, cur))
             i += 1
         nodes.append(PlanNode(source, tuple(members)))
         tree_edges.update(frozenset((m.relation, m.parent)) for m in members if m.parent)
 
-    def expand_from(start: str) -> None:
+    def expand_from(start: str, follows) -> None:
         queue = [start]
         while queue:
             cur = queue.pop(0)
             for n in view.neighbours(cur):
-                if n in allowed and n not in queried:
+                if n in allowed and n not in queried and follows(cur, n):
                     before = len(nodes)
-                    grow(n, cur)
+                    grow(n, cur, follows)
                     queue.extend(pr.relation for node in nodes[before:] for pr in node.relations)
 
-    expand_from(updated)
+    def reach() -> None:
+        for follows in (lambda a, b: _key_edge(view, a, b), lambda a, b: True):
+            for relation in [updated] + [pr.relation for node in list(nodes) for pr in node.relations]:
+                expand_from(relation, follows)
+
+    reach()
     for component in view.components():
         rest = [r for r in component if r in allowed and r not in queried]
         if rest and updated not in component:
-            before = len(nodes)
-            grow(rest[0], None)
-            for node in list(nodes[before:]):
-                for pr in node.relations:
-                    expand_from(pr.relation)
+            grow(rest[0], None, lambda a, b: True)
+            reach()
     return QueryPlan(updated, tuple(nodes), _non_tree(view, tree_edges, allowed | {updated}))
+
+
+def _key_edge(view: ViewDef, a: str, b: str) -> bool:
+    """The edge's columns at `a` or at `b` hold that relation's whole key (a key-foreign-key join)."""
+    edge = view.edge(a, b)
+    for name in (a, b):
+        key = {k.lower() for k in view.relation(name).key}
+        if key and key <= {c.lower() for c in edge.columns_of(name)}:
+            return True
+    return False
 
 
 def _scan_plan(view: ViewDef, updated: str, only) -> QueryPlan:
