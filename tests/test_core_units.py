@@ -169,6 +169,32 @@ def test_a_gap_asks_for_the_missing_notifications_only():
     assert asked == [RequestResend("ds1", 2, 3)]
 
 
+def test_a_gap_that_opens_while_another_is_resent_is_asked_for_at_the_next_tick():
+    """Per gap, not per source: DSV 2 is lost and asked for; DSV 6 is lost 0.25 s later, while
+    that ask is young. The next tick asks for 6 alone; 2..6 are asked again once the first ask
+    is older than resend_timeout (its resend may have been lost too)."""
+    from warehouse.core.engine import MaintenanceEngine, Options
+    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
+                               Options(resend_timeout=1.0))
+
+    def arrive(*dsvs):
+        for dsv in dsvs:
+            change = RelationChange("R1", dsv, inserted=((f"a{dsv}", "b", f"c{dsv}"),))
+            engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (change,)), 0.0))
+
+    def asked(now):
+        return [a for a in engine.handle(TimerFired(now)) if isinstance(a, RequestResend)]
+
+    arrive(3, 4, 5)
+    assert asked(10.0) == [RequestResend("ds1", 2, 2)]
+    arrive(7)
+    assert asked(10.25) == [RequestResend("ds1", 6, 6)]
+    assert asked(10.5) == []
+    assert asked(11.3) == [RequestResend("ds1", 2, 6)]
+
+
 def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     """Karn's backoff (fedmodel.round_trip): answers slower than the retry timeout are never
     sampled, so the timeout doubles with every round that retried, instead of retries feeding

@@ -7,7 +7,9 @@ oracle for `materialize`. Tiny data, few batches: every Delta commit costs a few
 
 from __future__ import annotations
 
+import os
 from collections import Counter
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from fedmodel.transactions import Notification, RelationChange
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
+from warehouse.spark_session import JVM_NICE
 
 pytestmark = pytest.mark.spark
 
@@ -218,3 +221,11 @@ def test_materialize_takes_division_by_zero_as_null(spark):
     r1 = (["a", "b"], ["BIGINT", "BIGINT"], [(1, 0), (2, 1), (6, 2)])
     got = materialize(spark, "SELECT R1.a FROM R1 WHERE R1.a / R1.b > 2", {"R1": r1})
     assert got == {(6,): 1}   # a / 0 is NULL: the row fails the predicate instead of failing the job
+
+
+def test_the_spark_jvm_yields_the_cpu_to_the_sources_and_the_core(spark):
+    """Every JVM thread, those Spark started after the renice included, runs at JVM_NICE."""
+    spark.range(10).count()   # a job: executor and scheduler threads exist
+    tasks = list(Path(f"/proc/{spark.sparkContext._gateway.proc.pid}/task").iterdir())
+    nices = {os.getpriority(os.PRIO_PROCESS, int(t.name)) for t in tasks if t.exists()}
+    assert min(nices) >= int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)), nices

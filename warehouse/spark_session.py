@@ -19,6 +19,12 @@ took 11 of the JVM's 23 CPU seconds over a 20 s load at 500 txn/s and C1 takes 1
 whole JVM: 23.4 -> 15.3 s, start-up 72 -> 64 s). Two hooks for tuning without code changes:
 `FEDLAB_SPARK_CONF="key=value,key=value"` (extra Spark settings) and `FEDLAB_JAVA_OPTS` (driver
 JVM options, replacing the default `JAVA_OPTS`).
+
+The JVM runs at a lower CPU priority (nice `JVM_NICE`, `FEDLAB_JVM_NICE` overrides, 0 keeps it):
+its Delta batches are pipelined behind the core, while the sources and the warehouse's Python
+are on every transaction's path. On a saturated machine the scheduler then serves those first,
+and a Delta batch that takes longer simply holds more transactions. Measured at 800 txn/s
+offered (SF 0.1 Q3, 2 cores): 648 -> 794 txn/s achieved, sub-query retries 4,598 -> 127.
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ _CONF = {
     # (6M lineitem rows) the default 1 GB heap ran out reading them.
     "spark.driver.memory": "4g",
 }
+
+
+JVM_NICE = 10
 
 
 def delta_coordinate() -> str:
@@ -184,7 +193,18 @@ def _start(builder, ivy: bool):
         builder = configure_spark_with_delta_pip(builder)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    _lower_priority(session.sparkContext._gateway.proc.pid, int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)))
     return session
+
+
+def _lower_priority(pid: int, nice: int) -> None:
+    """Renices every thread of the JVM: Linux keeps a nice value per thread, and a new thread
+    takes its creator's, so threads started later inherit it."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(task.name), max(nice, os.getpriority(os.PRIO_PROCESS, int(task.name))))
+        except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile
+            pass
 
 
 if __name__ == "__main__":  # `python -m warehouse.spark_session`: warm the jar cache (make jars)

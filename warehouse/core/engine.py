@@ -42,7 +42,7 @@ class Options:
     key_shortcuts: bool = True       # delete / update the view by key (4.3)
     access: str = "join-graph"       # or "scan"
     query_timeout: float = 2.0       # re-send a sub-query unanswered for this long (at least)
-    resend_timeout: float = 1.0      # ask again for a notification gap older than this
+    resend_timeout: float = 1.0      # ask again for a gap already asked for after this long
 
 
 @dataclass
@@ -75,7 +75,7 @@ class MaintenanceEngine:
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
         self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
-        self._asked_at: dict[str, float] = {}
+        self._asked: dict[str, tuple[int, float]] = {}   # source -> (last DSV asked for, when)
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
         # it makes contiguous, without looking at the others.
@@ -176,11 +176,20 @@ class MaintenanceEngine:
         return actions
 
     def _ask_resend(self, source: str, last: int, now: float) -> list:
-        if now - self._asked_at.get(source, float("-inf")) < self.options.resend_timeout:
-            return []
-        self._asked_at[source] = now
+        """Asks for the DSVs up to `last` not asked for within `resend_timeout` (all of them
+        after it): a gap that opens while an earlier one is being resent is asked for at the
+        next tick instead of waiting for the earlier ask to time out. Under 5% notification loss
+        at 170 txn/s a source opens a gap every 0.1 s, and one ask per source per timeout stalled
+        its notifications behind a gap for up to that timeout."""
+        asked, at = self._asked.get(source, (0, float("-inf")))
+        first = self.log.contiguous(source) + 1
+        if now - at < self.options.resend_timeout:
+            if last <= asked:
+                return []
+            first = next(d for d in range(max(first, asked + 1), last + 1) if self.log.get(source, d) is None)
+        self._asked[source] = (last, now)
         self.counters.resends += 1
-        return [RequestResend(source, self.log.contiguous(source) + 1, last)]
+        return [RequestResend(source, first, last)]
 
     def _last_missing(self, source: str) -> int | None:
         """The last DSV of `source` the core knows it lacks, or None: below a later notification
