@@ -169,15 +169,15 @@ def test_a_gap_asks_for_the_missing_notifications_only():
     assert asked == [RequestResend("ds1", 2, 3)]
 
 
-def test_a_gap_that_opens_while_another_is_resent_is_asked_for_at_the_next_tick():
-    """Per gap, not per source: DSV 2 is lost and asked for; DSV 6 is lost 0.25 s later, while
-    that ask is young. The next tick asks for 6 alone; 2..6 are asked again once the first ask
-    is older than resend_timeout (its resend may have been lost too)."""
+def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
+    """Per gap, not per source: DSV 2 is lost and asked for once missing for 0.1 s; DSV 6 is
+    lost while that ask is young, and is asked for alone 0.1 s on; 2..6 are asked again once
+    the first ask is older than resend_timeout (its resend may have been lost too)."""
     from warehouse.core.engine import MaintenanceEngine, Options
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
-                               Options(resend_timeout=1.0))
+                               Options(resend_timeout=1.0, reorder_allowance=0.1))
 
     def arrive(*dsvs):
         for dsv in dsvs:
@@ -188,8 +188,10 @@ def test_a_gap_that_opens_while_another_is_resent_is_asked_for_at_the_next_tick(
         return [a for a in engine.handle(TimerFired(now)) if isinstance(a, RequestResend)]
 
     arrive(3, 4, 5)
+    assert asked(9.9) == []                   # a gap is asked for once it has lasted 0.1 s
     assert asked(10.0) == [RequestResend("ds1", 2, 2)]
     arrive(7)
+    assert asked(10.1) == []
     assert asked(10.25) == [RequestResend("ds1", 6, 6)]
     assert asked(10.5) == []
     assert asked(11.3) == [RequestResend("ds1", 2, 6)]

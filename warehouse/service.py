@@ -64,8 +64,8 @@ QUERY_DEADLINE = 300
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
-                 batch_interval: float = 0.5, tick: float = 0.25, query_timeout: float = 1.5,
-                 resend_timeout: float = 1.0, history_dir: str | Path | None = None,
+                 batch_interval: float = 0.5, tick: float = 0.1, query_timeout: float = 1.5,
+                 resend_timeout: float = 1.0, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
         `history_dir`: where the plain-file history goes (default <data_dir>/history);
@@ -77,7 +77,8 @@ class Warehouse:
         check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
         # Floors: the core stretches the sub-query timeout to four smoothed round trips.
-        self.timeouts = {"query_timeout": query_timeout, "resend_timeout": resend_timeout}
+        self.timeouts = {"query_timeout": query_timeout, "resend_timeout": resend_timeout,
+                         "reorder_allowance": reorder_allowance}
         self.algorithm = algorithm
         self.sources = dict(sources)
         self.spark = spark

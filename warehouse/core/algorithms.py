@@ -69,7 +69,8 @@ def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None
 
     `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
     Strobe Example 5) come from scenarios; `period` is recompute's; `timeouts` are
-    `query_timeout` and `resend_timeout` (the Strobe family and recompute have no resend).
+    `query_timeout`, `resend_timeout` and `reorder_allowance` (the Strobe family and recompute
+    have no resend).
     """
     check(name, access)
     if name in ENGINE_ALGORITHMS:

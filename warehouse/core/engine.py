@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -43,6 +43,7 @@ class Options:
     access: str = "join-graph"       # or "scan"
     query_timeout: float = 2.0       # re-send a sub-query unanswered for this long (at least)
     resend_timeout: float = 1.0      # ask again for a gap already asked for after this long
+    reorder_allowance: float = 0.0   # ask for a gap once it has lasted this long
 
 
 @dataclass
@@ -76,6 +77,7 @@ class MaintenanceEngine:
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
         self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
         self._asked: dict[str, tuple[int, float]] = {}   # source -> (last DSV asked for, when)
+        self._lacking: dict[str, deque] = {}   # source -> (tick, last DSV missing then), the last reorder_allowance
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
         # it makes contiguous, without looking at the others.
@@ -170,10 +172,25 @@ class MaintenanceEngine:
             self._round_trip.timed_out()
         if self.options.ordered:
             for source in self.versions.started_dsv:
-                last = self._last_missing(source)
-                if last is not None:
-                    actions += self._ask_resend(source, last, now)
+                through = self._overdue(source, now)
+                if through is not None:
+                    actions += self._ask_resend(source, through, now)
         return actions
+
+    def _overdue(self, source: str, now: float) -> int | None:
+        """The highest DSV of `source` missing at a tick `reorder_allowance` ago and still
+        missing, or None: a reordered notification closes its gap within its delay, a lost one
+        never does, so waiting that long saves asking for (and receiving twice) the reordered."""
+        ticks = self._lacking.setdefault(source, deque())
+        ticks.append((now, self._last_missing(source)))
+        horizon = now - self.options.reorder_allowance
+        while len(ticks) > 1 and ticks[1][0] <= horizon:
+            ticks.popleft()
+        seen_at, seen = ticks[0]
+        if seen_at > horizon or seen is None or ticks[-1][1] is None:
+            return None
+        bound = min(seen, ticks[-1][1])
+        return next((d for d in range(bound, self.log.contiguous(source), -1) if self.log.get(source, d) is None), None)
 
     def _ask_resend(self, source: str, last: int, now: float) -> list:
         """Asks for the DSVs up to `last` not asked for within `resend_timeout` (all of them
