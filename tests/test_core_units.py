@@ -197,6 +197,23 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     assert asked(11.3) == [RequestResend("ds1", 2, 6)]
 
 
+def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_opening():
+    """DSV 2's resent copy is lost; a new gap opens every 0.2 s. DSV 2 is asked for again once
+    its own ask is older than resend_timeout (found live: it waited for the source's timer)."""
+    from warehouse.core.engine import MaintenanceEngine, Options
+    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
+                               Options(resend_timeout=1.0))
+    asks = []
+    for step in range(8):                     # DSVs 3, 5, 7, ... arrive; 2, 4, 6, ... never do
+        dsv = 3 + 2 * step
+        change = RelationChange("R1", dsv, inserted=((f"a{dsv}", "b", f"c{dsv}"),))
+        engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (change,)), 0.0))
+        asks += [(step, a.from_dsv) for a in engine.handle(TimerFired(10.0 + 0.2 * step)) if isinstance(a, RequestResend)]
+    assert (0, 2) in asks and (5, 2) in asks   # 2 asked at 10.0, and again at 11.0
+
+
 def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     """Karn's backoff (fedmodel.round_trip): answers slower than the retry timeout are never
     sampled, so the timeout doubles with every round that retried, instead of retries feeding

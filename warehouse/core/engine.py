@@ -76,7 +76,7 @@ class MaintenanceEngine:
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
         self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
-        self._asked: dict[str, tuple[int, float]] = {}   # source -> (last DSV asked for, when)
+        self._asked: dict[str, dict[int, float]] = {}    # source -> {missing DSV: when last asked for}
         self._lacking: dict[str, deque] = {}   # source -> (tick, last DSV missing then), the last reorder_allowance
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
@@ -193,20 +193,22 @@ class MaintenanceEngine:
         return next((d for d in range(bound, self.log.contiguous(source), -1) if self.log.get(source, d) is None), None)
 
     def _ask_resend(self, source: str, last: int, now: float) -> list:
-        """Asks for the DSVs up to `last` not asked for within `resend_timeout` (all of them
-        after it): a gap that opens while an earlier one is being resent is asked for at the
-        next tick instead of waiting for the earlier ask to time out. Under 5% notification loss
-        at 170 txn/s a source opens a gap every 0.1 s, and one ask per source per timeout stalled
-        its notifications behind a gap for up to that timeout."""
-        asked, at = self._asked.get(source, (0, float("-inf")))
-        first = self.log.contiguous(source) + 1
-        if now - at < self.options.resend_timeout:
-            if last <= asked:
-                return []
-            first = next(d for d in range(max(first, asked + 1), last + 1) if self.log.get(source, d) is None)
-        self._asked[source] = (last, now)
+        """Asks for the DSVs up to `last` the core lacks and has not asked for within
+        `resend_timeout`, each gap on its own clock: a gap that opens while another is being
+        resent is asked for at once, and one whose resent copy was lost again is asked for again
+        however many gaps open meanwhile. (Under 5% loss at 170 txn/s a source opens a gap every
+        0.1 s; one ask per source per timeout stalled its notifications behind a gap.)"""
+        asked = self._asked.setdefault(source, {})
+        received = self.log.contiguous(source)
+        for dsv in [d for d in asked if d <= received]:
+            del asked[dsv]
+        due = [d for d in range(received + 1, last + 1) if self.log.get(source, d) is None
+               and now - asked.get(d, float("-inf")) >= self.options.resend_timeout]
+        if not due:
+            return []
+        asked.update((d, now) for d in due)
         self.counters.resends += 1
-        return [RequestResend(source, first, last)]
+        return [RequestResend(source, due[0], due[-1])]
 
     def _last_missing(self, source: str) -> int | None:
         """The last DSV of `source` the core knows it lacks, or None: below a later notification
