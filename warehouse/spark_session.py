@@ -203,7 +203,7 @@ def _lower_priority(pid: int, nice: int) -> None:
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             os.setpriority(os.PRIO_PROCESS, int(task.name), max(nice, os.getpriority(os.PRIO_PROCESS, int(task.name))))
-        except (ProcessLookupError, PermissionError):  # a thread that ended meanwhile
+        except (ProcessLookupError, PermissionError):  # a thread that ended, or one we may not renice
             pass
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -76,8 +76,8 @@ class MaintenanceEngine:
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
         self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
-        self._asked: dict[str, dict[int, float]] = {}    # source -> {missing DSV: when last asked for}
-        self._lacking: dict[str, deque] = {}   # source -> (tick, last DSV missing then), the last reorder_allowance
+        # source -> {missing DSV: (the tick that first found it missing, when last asked for)}
+        self._gaps: dict[str, dict[int, tuple[float, float]]] = {}
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
         # it makes contiguous, without looking at the others.
@@ -172,41 +172,25 @@ class MaintenanceEngine:
             self._round_trip.timed_out()
         if self.options.ordered:
             for source in self.versions.started_dsv:
-                through = self._overdue(source, now)
-                if through is not None:
-                    actions += self._ask_resend(source, through, now)
+                actions += self._ask_resend(source, now)
         return actions
 
-    def _overdue(self, source: str, now: float) -> int | None:
-        """The highest DSV of `source` missing at a tick `reorder_allowance` ago and still
-        missing, or None: a reordered notification closes its gap within its delay, a lost one
-        never does, so waiting that long saves asking for (and receiving twice) the reordered."""
-        ticks = self._lacking.setdefault(source, deque())
-        ticks.append((now, self._last_missing(source)))
-        horizon = now - self.options.reorder_allowance
-        while len(ticks) > 1 and ticks[1][0] <= horizon:
-            ticks.popleft()
-        seen_at, seen = ticks[0]
-        if seen_at > horizon or seen is None or ticks[-1][1] is None:
-            return None
-        bound = min(seen, ticks[-1][1])
-        return next((d for d in range(bound, self.log.contiguous(source), -1) if self.log.get(source, d) is None), None)
-
-    def _ask_resend(self, source: str, last: int, now: float) -> list:
-        """Asks for the DSVs up to `last` the core lacks and has not asked for within
-        `resend_timeout`, each gap on its own clock: a gap that opens while another is being
-        resent is asked for at once, and one whose resent copy was lost again is asked for again
-        however many gaps open meanwhile. (Under 5% loss at 170 txn/s a source opens a gap every
-        0.1 s; one ask per source per timeout stalled its notifications behind a gap.)"""
-        asked = self._asked.setdefault(source, {})
+    def _ask_resend(self, source: str, now: float) -> list:
+        """Asks for the DSVs of `source` the core lacks, each gap on its own clock: once it has
+        been missing for `reorder_allowance` (a reordered notification closes its gap within its
+        delay, a lost one never does: waiting saves asking for the reordered and receiving them
+        twice), and again every `resend_timeout` (its resent copy may be lost too), however many
+        gaps open meanwhile. (Under 5% loss at 170 txn/s a source opens a gap every 0.1 s; one
+        ask per source per timeout stalled its notifications behind a gap.)"""
+        last = self._last_missing(source)
         received = self.log.contiguous(source)
-        for dsv in [d for d in asked if d <= received]:
-            del asked[dsv]
-        due = [d for d in range(received + 1, last + 1) if self.log.get(source, d) is None
-               and now - asked.get(d, float("-inf")) >= self.options.resend_timeout]
+        missing = [] if last is None else [d for d in range(received + 1, last + 1) if self.log.get(source, d) is None]
+        gaps = self._gaps[source] = {d: self._gaps.get(source, {}).get(d, (now, float("-inf"))) for d in missing}
+        due = [d for d, (seen, asked) in gaps.items()
+               if seen <= now - self.options.reorder_allowance and now - asked >= self.options.resend_timeout]
         if not due:
             return []
-        asked.update((d, now) for d in due)
+        gaps.update((d, (gaps[d][0], now)) for d in due)
         self.counters.resends += 1
         return [RequestResend(source, due[0], due[-1])]
 

@@ -179,8 +179,14 @@ def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
                     grow(n, cur, follows)
                     queue.extend(pr.relation for node in nodes[before:] for pr in node.relations)
 
+    def key_edge(a: str, b: str) -> bool:
+        return _key_edge(view, a, b)
+
+    def any_edge(a: str, b: str) -> bool:
+        return True
+
     def reach() -> None:
-        for follows in (lambda a, b: _key_edge(view, a, b), lambda a, b: True):
+        for follows in (key_edge, any_edge):
             for relation in [updated] + [pr.relation for node in list(nodes) for pr in node.relations]:
                 expand_from(relation, follows)
 
@@ -188,7 +194,7 @@ def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
     for component in view.components():
         rest = [r for r in component if r in allowed and r not in queried]
         if rest and updated not in component:
-            grow(rest[0], None, lambda a, b: True)
+            grow(rest[0], None, any_edge)
             reach()
     return QueryPlan(updated, tuple(nodes), _non_tree(view, tree_edges, allowed | {updated}))
 
