@@ -306,7 +306,7 @@ class Simulator:
         elif isinstance(action, Acknowledge):
             # The simulated warehouse never crashes: what reached its core is as good as durable.
             self.sources[action.source].acknowledge(action.dsv)
-            self.policies[action.source].heard(WAREHOUSE, action.dsv, action.beyond)
+            self.policies[action.source].heard(WAREHOUSE, action.dsv, action.beyond, now=self.now)
         elif isinstance(action, StateApplied):
             self.current.update(action.delta)
             view = {r: c for r, c in self.current.items() if c}

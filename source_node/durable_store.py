@@ -259,7 +259,11 @@ class DurableStore(GroupCommit):
 
     def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
         """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order (what Resend
-        sends again)."""
+        sends again). A gap the warehouse asks for is never acknowledged, so the range is
+        almost always still held in memory; the file is read only for older ones."""
+        with self._state:
+            if self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
+                return [n for n in self._unacknowledged if n.dsv >= dsv and (through is None or n.dsv <= through)]
         condition, params = ("dsv >= ?", [dsv]) if through is None else ("dsv >= ? AND dsv <= ?", [dsv, through])
         with self._reading() as query:
             return self._parse(query(f"SELECT notification FROM {self._meta('outbox')} WHERE {condition} "

@@ -186,7 +186,7 @@ class NotificationSender:
                         self._wake()
                     beyond = reply.received_beyond[source].dsv if source in reply.received_beyond else ()
                     self.policy.heard(reply.incarnation, reply.received_dsv.get(source, 0), beyond,
-                                      [n.dsv for n in notes])
+                                      [n.dsv for n in notes], now=time.monotonic())
 
     def _through_faults(self, note: Notification, now: float) -> None:
         delays = self.faults.decide("notification")

@@ -46,17 +46,28 @@ def test_a_slow_warehouse_stretches_the_short_interval_to_four_round_trips(polic
 
 def test_what_the_warehouse_received_waits_the_long_interval_even_above_a_gap(policy):
     policy.due(notes(2, 3, 4), now=0.0)
-    policy.heard("w1", received=1, beyond=[3, 4])       # 2 was lost; 3 and 4 reached the core
+    policy.heard("w1", received=1, beyond=[3, 4], now=0.0)   # 2 was lost; 3 and 4 reached the core
     assert dsvs(policy.due(notes(2, 3, 4), now=1.0)) == [2]
     assert policy.held(3) and policy.held(4) and not policy.held(2)
     assert dsvs(policy.due(notes(2, 3, 4), now=10.0)) == [2, 3, 4]
 
 
+def test_what_the_warehouse_received_goes_again_only_once_its_reports_stop(policy):
+    """Acknowledgements wait for Delta, which under load takes longer than the long interval:
+    while reports keep coming, what they say was received does not travel again."""
+    policy.due(notes(2, 3), now=0.0)
+    for t in range(1, 30):
+        policy.heard("w1", received=3, now=float(t))
+        assert dsvs(policy.due(notes(2, 3), now=t + 0.5)) == []
+    assert dsvs(policy.due(notes(2, 3), now=29 + LONG - 0.1)) == []
+    assert dsvs(policy.due(notes(2, 3), now=29 + LONG)) == [2, 3]   # silent for LONG: a restart no reply revealed
+
+
 def test_a_new_incarnation_gets_at_once_what_it_lacks(policy):
     policy.due(notes(2, 3, 4), now=0.0)
-    policy.heard("w1", received=4)
+    policy.heard("w1", received=4, now=0.0)
     assert not policy.restarted_by("w1") and policy.restarted_by("w2")
-    policy.heard("w2", received=2, answered=[4])        # the reply to 4's copy: it has 4
+    policy.heard("w2", received=2, answered=[4], now=0.0)   # the reply to 4's copy: it has 4
     assert dsvs(policy.due(notes(2, 3, 4), now=0.1)) == [3]
 
 
@@ -87,7 +98,7 @@ def test_a_copy_sent_on_request_restarts_its_interval(policy):
 
 def test_a_resend_request_gets_only_what_its_warehouse_lacks(policy):
     policy.due(notes(2, 3, 4, 5), now=0.0)
-    policy.heard("w1", received=1, beyond=[3, 5])       # 2 and 4 were lost
+    policy.heard("w1", received=1, beyond=[3, 5], now=0.0)   # 2 and 4 were lost
     assert dsvs(policy.asked(notes(2, 3, 4), "w1", now=0.5)) == [2, 4]
     assert dsvs(policy.asked(notes(2, 3, 4), "w2", now=0.5)) == [2, 3, 4]   # another process: all
 
