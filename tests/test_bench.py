@@ -129,18 +129,24 @@ def test_the_bench_modules_doctests_pass():
         assert doctest.testmod(module).failed == 0
 
 
-def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up():
+def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up_after_the_warm_up():
     from loadgen.bench.ramp import RampStep, max_sustained
 
-    kept_up = RampStep(rate=10, offered=60, committed=60, seconds=6.2, applied=58, backlog_start=2, backlog_end=4)
-    slow_sources = RampStep(rate=20, offered=120, committed=120, seconds=9.0, applied=120, backlog_start=4,
-                            backlog_end=4)
-    slow_view = RampStep(rate=20, offered=120, committed=120, seconds=6.1, applied=60, backlog_start=4,
-                         backlog_end=64)
+    def step(rate, committed, seconds, backlog_start, backlog_warm, backlog_end, judged_committed=None):
+        return RampStep(rate=rate, offered=committed, committed=committed, seconds=seconds, applied=0,
+                        backlog_start=backlog_start, backlog_end=backlog_end, judged_seconds=seconds / 2,
+                        judged_committed=committed // 2 if judged_committed is None else judged_committed,
+                        judged_backlog_start=backlog_warm)
+
+    kept_up = step(10, 60, 6.2, 2, 3, 4)
+    slow_sources = step(20, 120, 9.0, 4, 4, 4, judged_committed=50)
+    slow_view = step(20, 120, 6.1, 4, 34, 64)
     # Measured at 2 txn/s: the last group took 0.75 s past the step; that alone is no backlog.
-    low_rate_tail = RampStep(rate=2, offered=12, committed=12, seconds=6.75, applied=15, backlog_start=4,
-                             backlog_end=1)
-    assert kept_up.sustained and low_rate_tail.sustained
+    low_rate_tail = step(2, 12, 6.75, 4, 2, 1)
+    # Twice the rate at the same staleness holds twice the transactions in flight: the backlog
+    # rises once, in the warm-up, then stays level.
+    new_level = step(512, 3072, 6.0, 171, 1000, 1015)
+    assert kept_up.sustained and low_rate_tail.sustained and new_level.sustained
     assert not slow_sources.sustained and not slow_view.sustained
     assert max_sustained([kept_up, slow_view]) == 10 and max_sustained([slow_view]) is None
 

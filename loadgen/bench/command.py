@@ -40,7 +40,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ramp-factor", type=float, default=2.0, help="each ramp step multiplies the rate (default 2)")
     parser.add_argument("--ramp-max", type=float, default=8192.0,
                         help="highest ramp rate; 0 for no ramp (default 8192)")
-    parser.add_argument("--ramp-step", type=float, default=6.0, help="seconds per ramp step (default 6)")
+    parser.add_argument("--ramp-step", type=float, default=8.0,
+                        help="seconds per ramp step, the second half judged (default 8)")
     parser.add_argument("--batch-interval", type=float, default=1.0,
                         help="seconds between the warehouse's Delta batch commits, at least; under load they run "
                              "back to back, each holding what was applied meanwhile (default 1)")

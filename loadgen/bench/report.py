@@ -41,7 +41,7 @@ def document(summary: dict) -> list[tuple]:
                     f"(load average {m['load_average']} at the start; other work may share the machine), "
                     f"{m['memory_gb']} GB RAM. Workload {st['workload']}, seed {st['seed']}, "
                     f"{st['duration']:g} s of load at the offered rate, then a ramp over "
-                    f"{', '.join(_fmt(x) for x in st['ramp_rates']) or 'no'} txn/s, {st['ramp_step']:g} s each."),
+                    f"{', '.join(_fmt(x) for x in st['ramp_rates']) or 'no'} txn/s, {st['ramp_step']:g} s each, judged on the second half (loadgen.bench.ramp)."),
               ("h2", "Runs"),
               ("table", RUN_COLUMNS, [run_row(r) for r in summary["runs"]]),
               ("p", "Staleness is over the transactions committed during the load phase: from the source commit "
