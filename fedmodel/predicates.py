@@ -141,6 +141,10 @@ def null_divisors(expr: exp.Expression) -> exp.Expression:
 def _compile(e: exp.Expression, rel) -> Callable:
     if isinstance(e, exp.Paren):
         return _compile(e.this, rel)
+    if e.args.get("negate"):   # sqlglot parses `x NOT LIKE p` as Like(negate=True), not Not(Like)
+        positive = e.copy()
+        positive.set("negate", None)
+        return _not(_compile(positive, rel))
     if isinstance(e, exp.Column):
         i = rel.index(e.name)
         return lambda row: row[i]
@@ -173,8 +177,7 @@ def _compile(e: exp.Expression, rel) -> Callable:
         a, b = _compile(e.this, rel), _compile(e.expression, rel)
         return lambda row: _or(a(row), b(row))
     if isinstance(e, exp.Not):
-        a = _compile(e.this, rel)
-        return lambda row: None if a(row) is None else not a(row)
+        return _not(_compile(e.this, rel))
     if isinstance(e, exp.Is) and isinstance(e.expression, (exp.Null, exp.Boolean)):
         a, b = _compile(e.this, rel), _compile(e.expression, rel)
         return lambda row: a(row) is b(row)   # IS NULL, IS TRUE, IS FALSE: None, True, False
@@ -189,6 +192,11 @@ def _compile(e: exp.Expression, rel) -> Callable:
         a, pat = _compile(e.this, rel), _compile(e.expression, rel)
         return lambda row: _like(a(row), pat(row))
     raise _unsupported(e)
+
+
+def _not(a: Callable) -> Callable:
+    """SQL's NOT: unknown stays unknown."""
+    return lambda row: None if a(row) is None else not a(row)
 
 
 def _unsupported(e: exp.Expression) -> ModelError:
