@@ -139,13 +139,15 @@ class Catalog:
         }
 
     @staticmethod
-    def from_dict(doc: dict, initial: dict | None = None, where: str = "catalog") -> "Catalog":
+    def from_dict(doc: dict, rows: dict | None = None, where: str = "catalog") -> "Catalog":
         """Builds a catalog from the scenario file's `sources` and `constraints` sections.
 
         Column types may be given (`types: [BIGINT, VARCHAR]`); otherwise they are inferred from
-        the `initial` rows (integers -> BIGINT, floats -> DOUBLE, booleans -> BOOLEAN, anything
-        else VARCHAR).
+        `rows` ({relation: rows}, every row the file gives it: integers -> BIGINT, floats ->
+        DOUBLE, booleans -> BOOLEAN, anything else, or no value at all, VARCHAR). A column given
+        both numbers and text is refused: no type fits every row.
         """
+        rows = {str(name).lower(): given for name, given in (rows or {}).items()}
         sources = doc.get("sources")
         if not isinstance(sources, dict) or not sources:
             raise ModelError(f"{where}: 'sources' must map each source to its relations")
@@ -163,7 +165,7 @@ class Catalog:
                        else _names(schema["key"], f"{where}: relation {name!r}: 'key'"))
                 types = schema.get("types")
                 if types is None:
-                    types = _infer_types(columns, (initial or {}).get(name, []))
+                    types = _infer_types(columns, rows.get(str(name).lower(), []), f"{where}: relation {name!r}")
                 types = tuple(str(t).upper() for t in types)
                 if len(types) != len(columns) or any(t not in TYPES for t in types):
                     raise ModelError(f"{where}: relation {name!r} has bad 'types' (one of {', '.join(TYPES)} per column)")
@@ -202,10 +204,15 @@ def _names(value, what: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _infer_types(columns: Sequence[str], rows: Sequence[Sequence]) -> tuple[str, ...]:
+def _infer_types(columns: Sequence[str], rows: Sequence[Sequence], where: str) -> tuple[str, ...]:
     types = []
-    for i, _ in enumerate(columns):
+    for i, column in enumerate(columns):
         values = [r[i] for r in rows if i < len(r) and r[i] is not None]
+        numbers = [v for v in values if isinstance(v, (int, float))]
+        texts = [v for v in values if isinstance(v, str)]
+        if numbers and texts:
+            raise ModelError(f"{where}: column {column!r} is given numbers and text ({numbers[0]!r} and "
+                             f"{texts[0]!r}); give the relation 'types'")
         if values and all(isinstance(v, bool) for v in values):
             types.append("BOOLEAN")
         elif values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):

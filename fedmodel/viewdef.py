@@ -217,13 +217,14 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     except sqlglot.errors.ParseError as err:
         first = str(err).splitlines()[0]
         raise ModelError(f"view: malformed SQL: {first}") from None
+    if isinstance(tree, (exp.Union, exp.Except, exp.Intersect)):
+        operation = type(tree).__name__.upper() + ("" if tree.args.get("distinct") else " ALL")
+        raise ModelError(f"view: {operation} is not supported; a view is one SELECT ... FROM ... statement")
     if not isinstance(tree, exp.Select):
-        raise ModelError("view: expected a single SELECT ... FROM ... statement")
-    for unsupported in ("group", "having", "order", "limit", "distinct"):
-        if tree.args.get(unsupported):
-            raise ModelError(f"view: {unsupported.upper()} is not supported in a select-project-join view")
+        raise ModelError(f"view: expected a single SELECT ... FROM ... statement, got {_clip(tree.sql())}")
     if tree.args.get("with_") or tree.args.get("with"):
         raise ModelError("view: WITH (common table expressions) is not supported; name base relations in FROM")
+    _refuse_clauses(tree, _SELECT_PARTS, "")
 
     aliases: dict[str, str] = {}
     order: list[str] = []
@@ -240,13 +241,17 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     for j in tree.args.get("joins") or []:
         if j.args.get("side") or (j.args.get("kind") and j.args["kind"].upper() not in ("INNER", "CROSS")):
             raise ModelError(f"view: only inner joins are supported, got {j.sql()}")
+        _refuse_clauses(j, _JOIN_PARTS, f" in {j.sql()}")
         if j.args.get("on"):
             conjuncts.extend(_conjuncts(j.args["on"]))
         if j.args.get("using"):
             raise ModelError("view: JOIN ... USING is not supported; write JOIN ... ON a = b")
     for t in tables:
+        if isinstance(t, exp.Table) and not isinstance(t.this, exp.Identifier):   # FROM f(...)
+            raise ModelError(f"view: a function in FROM ({t.this.sql()}) is not supported; name base relations")
         if not isinstance(t, exp.Table):
-            raise ModelError(f"view: only base relations may appear in FROM, got {t.sql()}")
+            raise ModelError(f"view: {_from_item(t)} in FROM is not supported; name base relations, got {_clip(t.sql())}")
+        _refuse_clauses(t, _TABLE_PARTS, f" on {t.name}")
         rel = catalog.relation(t.name) if catalog.has_relation(t.name) else None
         if rel is None:
             raise ModelError(f"view: unknown relation {t.name!r} in FROM")
@@ -318,13 +323,17 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
             raise ModelError("view: SELECT * is not supported; list the view's columns")
         if not isinstance(target, exp.Column):
-            raise ModelError(f"view: select list items must be columns, got {item.sql()}")
+            raise ModelError(f"view: {_select_item(target)} in the select list is not supported "
+                             f"(items must be columns), got {_clip(item.sql())}")
         ref = resolve(target)
         if isinstance(ref, _Ambiguous):
             owners = " or ".join(f"{r.relation}.{r.column}" for r in ref.refs)
             raise ModelError(f"view: column {ref.name!r} is ambiguous in the select list; write {owners}")
         if any(o.name.lower() == name.lower() for o in outputs):
             raise ModelError(f"view: the select list names {name!r} twice; give one an alias")
+        if name.lower() == "count":
+            raise ModelError(f"view: the output column name {name!r} ({item.sql()}) is reserved for the "
+                             "multiplicity; give it another alias")
         outputs.append(OutputColumn(name, ref))
     if not outputs:
         raise ModelError("view: the select list is empty")
@@ -332,6 +341,31 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog)
     has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
     return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog)
+
+
+# The parts of a SELECT, a table in FROM and a join that a select-project-join view may use;
+# any other part sqlglot parsed is refused by its SQL name (a clause silently dropped would
+# leave the view holding other rows than the query says).
+_SELECT_PARTS = {"expressions", "from", "from_", "joins", "where"}
+_TABLE_PARTS = {"this", "db", "catalog", "alias"}
+_JOIN_PARTS = {"this", "on", "kind", "side", "using"}   # outer sides and USING have messages of their own
+_SPELLING = {"group": "GROUP BY", "order": "ORDER BY", "limit": "LIMIT / FETCH FIRST", "locks": "FOR UPDATE / FOR SHARE",
+             "sample": "TABLESAMPLE", "windows": "WINDOW", "laterals": "LATERAL", "pivots": "PIVOT",
+             "connect": "CONNECT BY", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY", "sort": "SORT BY",
+             "match": "MATCH_RECOGNIZE", "method": "NATURAL", "only": "ONLY", "version": "AS OF (time travel)",
+             "system_time": "FOR SYSTEM_TIME", "changes": "CHANGES", "hints": "a table hint", "hint": "a hint",
+             "ordinality": "WITH ORDINALITY", "partition": "PARTITION", "when": "WHEN", "indexed": "INDEXED BY",
+             "into": "INTO", "for_": "FOR", "options": "OPTION", "operation_modifiers": "a modifier",
+             "match_condition": "MATCH_CONDITION", "global_": "GLOBAL", "directed": "a directed join",
+             "nearest": "NEAREST", "rows_from": "ROWS FROM", "exclude": "EXCLUDE"}
+
+
+def _refuse_clauses(node: exp.Expression, allowed: set[str], where: str) -> None:
+    """Refuses, naming it, the first part of `node` outside `allowed` (see _SPELLING)."""
+    for part, value in node.args.items():
+        if part not in allowed and value not in (None, False, [], ""):
+            spelled = _SPELLING.get(part, part.upper().rstrip("_"))
+            raise ModelError(f"view: {spelled}{where} is not supported in a select-project-join view")
 
 
 @dataclass(frozen=True)
@@ -348,6 +382,34 @@ def _construct(subquery: exp.Select) -> str:
     if isinstance(holder, (exp.Exists, exp.In, exp.Any, exp.All)):
         return f"{type(holder).__name__.upper()} (SELECT ...)"
     return "scalar (SELECT ...)"
+
+
+def _from_item(node: exp.Expression) -> str:
+    """How SQL names a FROM item other than a base relation, for a message."""
+    if isinstance(node, exp.Lateral):
+        return "LATERAL"
+    if isinstance(node, exp.Values):
+        return "VALUES"
+    if isinstance(node, exp.Subquery):
+        return "a derived table (SELECT ...)" if isinstance(node.this, exp.Query) else "a parenthesised join"
+    return type(node).__name__
+
+
+def _select_item(node: exp.Expression) -> str:
+    """How SQL names a select-list item other than a column, for a message."""
+    if isinstance(node, exp.Window):
+        return "a window function"
+    if isinstance(node, exp.AggFunc):
+        return f"an aggregate ({type(node).__name__.upper()})"
+    if isinstance(node, exp.Subquery):
+        return "a scalar subquery"
+    if isinstance(node, exp.Literal):
+        return "a constant"
+    return "an expression"
+
+
+def _clip(sql: str, limit: int = 80) -> str:
+    return sql if len(sql) <= limit else sql[:limit - 3] + "..."
 
 
 def _conjuncts(e: exp.Expression) -> list[exp.Expression]:

@@ -70,7 +70,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         initial_doc = doc.get("initial") or {}
         if not isinstance(initial_doc, dict):
             raise ScenarioError(f"{where}: 'initial' must map relations to rows")
-        catalog = Catalog.from_dict(doc, initial_doc, where)
+        catalog = Catalog.from_dict(doc, _mentioned_rows(doc), where)
         view = parse_view(doc.get("view", ""), catalog)
         initial = {}
         for name, rows in initial_doc.items():
@@ -111,6 +111,34 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
             raise ScenarioError(f"{where}: expect.consistency must be one of {', '.join(LEVELS)}")
         scenario.expect_consistency = expect["consistency"]
     return scenario
+
+
+def _mentioned_rows(doc: dict) -> dict[str, list]:
+    """Every row the file gives each relation (initial, and inserted, deleted or modified by a
+    commit step), by relation name as written, for column types left to inference: a relation
+    empty at first takes its types from the rows its transactions bring. The rows are taken as
+    they are; the parse that follows checks them."""
+    def mapping(value) -> dict:
+        return value if isinstance(value, dict) else {}
+
+    def listing(value) -> list:
+        return value if isinstance(value, list) else []
+
+    rows: dict[str, list] = {}
+
+    def add(relation, items: list) -> None:
+        rows.setdefault(str(relation), []).extend(r for r in items if isinstance(r, (list, tuple)))
+
+    for relation, items in mapping(doc.get("initial")).items():
+        add(relation, listing(items))
+    for step in listing(doc.get("steps")):
+        args = mapping(mapping(step).get("commit"))
+        for part in ("insert", "delete"):
+            for relation, items in mapping(args.get(part)).items():
+                add(relation, listing(items))
+        for relation, mods in mapping(args.get("modify")).items():
+            add(relation, [m.get(side) for m in listing(mods) if isinstance(m, dict) for side in ("old", "new")])
+    return rows
 
 
 def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:

@@ -80,3 +80,17 @@ def test_checking_an_initial_state_takes_time_linear_in_its_rows():
     started = time.perf_counter()
     check_initial_state(FEDERATION, rows, "initial")
     assert time.perf_counter() - started < 3
+
+
+def test_a_relation_empty_at_first_takes_its_types_from_the_rows_its_transactions_bring():
+    from loadgen.scenario import ScenarioError, parse_scenario
+
+    doc = {"sources": {"ds1": {"r1": {"columns": ["A", "B"], "key": ["A"]}},
+                       "ds2": {"r2": {"columns": ["B", "C"], "key": ["B"]}}},
+           "view": "SELECT r1.A, r2.C FROM r1 JOIN r2 ON r1.B = r2.B",
+           "initial": {"r1": [[1, 2]], "r2": []},
+           "steps": [{"commit": {"source": "ds2", "id": "t1", "insert": {"r2": [[2, "c"]]}}}]}
+    assert parse_scenario(doc).catalog.relation("r2").types == ("BIGINT", "VARCHAR")
+    doc["steps"].append({"commit": {"source": "ds2", "id": "t2", "modify": {"r2": [{"old": [2, "c"], "new": [2, 5]}]}}})
+    with pytest.raises(ScenarioError, match="relation 'r2': column 'C' is given numbers and text"):
+        parse_scenario(doc)

@@ -110,7 +110,7 @@ def test_a_negative_count_is_a_bug_unless_the_algorithm_has_no_compensation():
     ("SELECT B FROM R1 LEFT JOIN R2 ON R1.C = R2.C", "only inner joins"),
     ("SELECT B FROM R1 JOIN R1 ON R1.A = R1.A", "appears twice"),
     ("SELECT COUNT(*) FROM R1", "must be columns"),
-    ("SELECT B FROM R1 GROUP BY B", "GROUP is not supported"),
+    ("SELECT B FROM R1 GROUP BY B", "GROUP BY is not supported"),
     ("SELECT * FROM R1", "SELECT * is not supported"),
     ("SELECT B FROM R1 JOIN R2 ON R1.C = R2.C WHERE R1.B = 'x' OR R2.D = 'y'",
      "only equalities may relate two relations"),
