@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
 from loadgen.driver import drive
 from loadgen.live import prepare_environment, set_faults, tpch_data, warehouse_spark
@@ -38,6 +39,11 @@ def main(args) -> int:
     from source_node.ray_runtime import stop_ray
 
     console = Console()
+    try:
+        view_sql = load_view(args.view)
+    except ModelError as err:   # before anything is made: no run directory for a refused view
+        print(f"fedlab demo: {err}")
+        return 2
     run_dir = Path(args.run_dir or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     # The terminal shows progress and the summary; log lines (retries under chaos, Spark's and
@@ -45,7 +51,6 @@ def main(args) -> int:
     logging.basicConfig(filename=run_dir / "fedlab.log", level=logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     catalog = tpch_catalog()
-    view_sql = load_view(args.view)
     console.print(f"[bold]fedlab demo[/]: TPC-H SF {args.scale}, view {args.view}, {args.algorithm}, "
                   f"{args.rate} txn/s for {args.duration:g} s, chaos {DEFAULT_CHAOS if not args.no_chaos else 'off'}")
     console.print(f"run directory: {run_dir}")

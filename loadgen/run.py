@@ -71,7 +71,7 @@ def seconds(text: str) -> float:
 def main(args) -> int:
     prepare_environment()
     try:
-        from loadgen.tpch import tpch_catalog
+        from loadgen.tpch import load_view, tpch_catalog
 
         faults, kills = parse_chaos(args.chaos, sorted(tpch_catalog().sources))
         duration = seconds(args.duration)
@@ -84,18 +84,19 @@ def main(args) -> int:
             raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta yet")
         if not args.recompute_period > 0:
             raise ModelError("--recompute-period must be a positive number of seconds")
+        view_sql = load_view(args.view)
     except ModelError as err:
         print(f"fedlab run: {err}")
         return 2
     from loadgen.check import check
     from loadgen.driver import drive
     from loadgen.federation import Federation
-    from loadgen.tpch import load_view, tpch_catalog
+    from loadgen.tpch import tpch_catalog
     from loadgen.workload import Workload
     from source_node.ray_runtime import stop_ray
 
     run_dir = Path(args.run_dir or f"runs/run-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
-    catalog, view_sql = tpch_catalog(), load_view(args.view)
+    catalog = tpch_catalog()
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, args.access,

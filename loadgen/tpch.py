@@ -206,8 +206,17 @@ def view_names() -> list[str]:
 
 
 def load_view(name: str) -> str:
-    """The SQL of the named view; ValueError naming the available views for an unknown name."""
+    """The SQL of the named view, parsed before anything starts: ModelError naming the available
+    views for an unknown name, or the file and the construct for a view the parser refuses."""
+    from fedmodel.viewdef import parse_view
+
     names = view_names()
     if name not in names:
-        raise ValueError(f"unknown TPC-H view {name!r}; choose one of {', '.join(names)}")
-    return (VIEWS_DIR / f"{name}.sql").read_text().strip()
+        raise ModelError(f"unknown TPC-H view {name!r}; choose one of {', '.join(names)}")
+    path = VIEWS_DIR / f"{name}.sql"
+    sql = path.read_text().strip()
+    try:
+        parse_view(sql, tpch_catalog())
+    except ModelError as err:
+        raise ModelError(f"{path.relative_to(VIEWS_DIR.parent.parent)}: {err}") from None
+    return sql

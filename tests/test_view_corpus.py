@@ -186,3 +186,21 @@ def test_a_select_project_join_view_is_maintained_under_faults(sql):
     checker = result["checker"]
     assert result["consistency"] == "complete", (sql, checker["first_violation"])
     assert checker["transactions"] == len(result["states"]) > 0, sql
+
+
+@pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
+def test_a_refused_view_file_stops_a_live_command_before_anything_starts(command, tmp_path, monkeypatch, capsys):
+    from loadgen import cli, tpch
+
+    views = tmp_path / "loadgen" / "views"
+    views.mkdir(parents=True)
+    (views / "sampled.sql").write_text("SELECT c_custkey FROM customer TABLESAMPLE (5 PERCENT)")
+    monkeypatch.setattr(tpch, "VIEWS_DIR", views)
+    out = tmp_path / "out"
+    flag = "--out" if command[0] == "bench" else "--run-dir"
+    views_flag = "--views" if command[0] == "bench" else "--view"
+    assert cli.main([*command, views_flag, "sampled", flag, str(out)]) == 2
+    captured = capsys.readouterr()
+    printed = (captured.out + captured.err).strip()
+    assert "loadgen/views/sampled.sql: view: TABLESAMPLE on customer is not supported" in printed
+    assert "\n" not in printed and not out.exists()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE
 
 DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what issue 12's targets compare
@@ -86,7 +87,7 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
          source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument."""
     from loadgen.run import parse_chaos
-    from loadgen.tpch import DEFAULT_PLACEMENT, view_names
+    from loadgen.tpch import DEFAULT_PLACEMENT, load_view, view_names
     from loadgen.workload import WORKLOADS
     from warehouse.core.algorithms import ALGORITHMS
     from warehouse.core.planner import ACCESS_PATHS
@@ -109,6 +110,10 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     for v in view_list:
         if v not in view_names():
             raise PlanError(f"--views: unknown view {v!r} (one of {', '.join(view_names())})")
+        try:
+            load_view(v)
+        except ModelError as err:
+            raise PlanError(f"--views: {err}") from None
     try:
         scale_list = [float(s) for s in _split(scales)]
     except ValueError:
