@@ -37,8 +37,6 @@ def source_log_path(db_path: str | Path) -> Path | None:
         return None
     return Path(db_path).with_suffix(".messages.jsonl")
 EVENTS = ("sent", "dropped", "duplicated", "delayed", "received")
-FLUSH_INTERVAL = 0.5   # seconds a written line may wait in the buffer
-_ENCODER = json.JSONEncoder(default=str, check_circular=False)
 
 
 class MessageLog:
@@ -47,29 +45,21 @@ class MessageLog:
         self.node = node
         self._lock = threading.Lock()
         self._out = None
-        self._flush: threading.Timer | None = None   # armed while lines wait in the buffer
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Buffered, flushed FLUSH_INTERVAL after the first line that waits: a line per write
-            # cost the sources a tenth of their CPU at 500 txn/s. A crash loses the lines of the
-            # last interval at most (the log is the run's account, not its state); readers skip
-            # a partial last line.
-            self._out = open(self.path, "a", buffering=1 << 16)
+            # Line-buffered append: a crash loses at most the line being written, which readers skip.
+            self._out = open(self.path, "a", buffering=1)
 
     def record(self, kind: str, event: str, peer: str, bytes: int = 0, rows: int = 0, **fields) -> None:
         if self._out is None:
             return
         if kind not in KINDS or event not in EVENTS:
             raise ValueError(f"message log: unknown kind/event {kind!r}/{event!r}")
-        line = _ENCODER.encode({"t": time.time(), "node": self.node, "kind": kind, "event": event, "peer": peer,
-                                "bytes": bytes, "rows": rows, **fields})
+        line = json.dumps({"t": time.time(), "node": self.node, "kind": kind, "event": event, "peer": peer,
+                           "bytes": bytes, "rows": rows, **fields}, default=str)
         with self._lock:
             if self._out is not None:
                 self._out.write(line + "\n")
-                if self._flush is None:
-                    self._flush = threading.Timer(FLUSH_INTERVAL, self.flush)
-                    self._flush.daemon = True
-                    self._flush.start()
 
     def record_faults(self, kind: str, peer: str, delays: list[float], **names) -> None:
         """The fault injector's decision on one message (source_node.faults: the delays of its
@@ -83,17 +73,8 @@ class MessageLog:
             if delay > 0:
                 self.record(kind, "delayed", peer, delay=round(delay, 4), **names)
 
-    def flush(self) -> None:
-        with self._lock:
-            self._flush = None
-            if self._out is not None:
-                self._out.flush()
-
     def close(self) -> None:
         with self._lock:
-            if self._flush is not None:
-                self._flush.cancel()
-                self._flush = None
             if self._out is not None:
                 self._out.close()
                 self._out = None
