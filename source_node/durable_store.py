@@ -259,8 +259,9 @@ class DurableStore(GroupCommit):
 
     def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
         """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order (what Resend
-        sends again). A gap the warehouse asks for is never acknowledged, so the range is
-        almost always still held in memory; the file is read only for older ones."""
+        sends again). A gap the warehouse asks for is not acknowledged yet, so it is served from
+        the unacknowledged notifications held in memory; the file is read only when the range
+        starts below them (a warehouse core asking for what its Notify edge already received)."""
         with self._state:
             if self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
                 return [n for n in self._unacknowledged if n.dsv >= dsv and (through is None or n.dsv <= through)]
