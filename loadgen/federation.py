@@ -65,13 +65,14 @@ class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]], run_dir: str | Path,
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
-                 source_files: Path | None = None):
+                 source_files: Path | None = None, compact_interval: float = 60.0):
         """`tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
         certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
         (source_node.engines), each told the column sets the view's sub-queries probe;
         `source_files`: a folder of databases holding `initial` already (prepare_source_files),
-        copied for the sources to start from instead of loading the rows again."""
+        copied for the sources to start from instead of loading the rows again; `compact_interval`:
+        seconds between compactions of the Delta view's base."""
         self.catalog = catalog
         self.tls = tls
         self.view_sql = view_sql
@@ -82,6 +83,7 @@ class Federation:
         self.access = access
         self.batch_interval = batch_interval
         self.recompute_period = recompute_period
+        self.compact_interval = compact_interval
         self.source_engine = source_engine
         self.source_files = source_files
         self.actors: dict = {}
@@ -107,9 +109,7 @@ class Federation:
                                                      engine=self.source_engine, probes=probes)
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
-        self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
-                                   self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
-                                   recompute_period=self.recompute_period)
+        self.warehouse = self._new_warehouse()
         RunFile(self.catalog, self.view_sql, self.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
                 self.warehouse.history.folder).write(self.run_dir)
@@ -124,12 +124,15 @@ class Federation:
         but not applied; sources resend what it had not acknowledged. (The process-level kill is
         tests/test_process_chaos.py, with `fedlab warehouse` in its own process.)"""
         self.warehouse.close(commit=False)
-        self.warehouse = Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
-                                   self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
-                                   recompute_period=self.recompute_period)
+        self.warehouse = self._new_warehouse()
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
+
+    def _new_warehouse(self) -> Warehouse:
+        return Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
+                         self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
+                         recompute_period=self.recompute_period, compact_interval=self.compact_interval)
 
     def _db_path(self, source: str) -> Path:
         return self.run_dir / file_name(source, self.source_engine)

@@ -1,5 +1,6 @@
-"""The Delta view store: batches applied with one MERGE each, the change log, idempotent re-commits,
-restart from Delta, crash recovery, and full materialization checked against DuckDB.
+"""The Delta view store: batches committed with one journal append each, the view read as its base
+plus the journal's deltas and compacted, the change log, idempotent re-commits, restart from
+Delta, crash recovery, and full materialization checked against DuckDB.
 
 Expected view contents are computed independently here with collections.Counter; DuckDB is the
 oracle for `materialize`. Tiny data, few batches: every Delta commit costs a few Spark jobs.
@@ -17,6 +18,7 @@ import pytest
 from fedmodel.transactions import Notification, RelationChange
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
+from warehouse.store.sparktypes import from_spark
 from warehouse.spark_session import JVM_NICE
 
 pytestmark = pytest.mark.spark
@@ -160,24 +162,17 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
     batch1 = BATCHES[0][1]
     real_write = DeltaViewStore._write
 
-    def crash_before(table):
-        def write(self, name, *args, **kwargs):
-            if name == table:
-                raise RuntimeError(f"simulated crash before writing {table}")
-            return real_write(self, name, *args, **kwargs)
-        monkeypatch.setattr(DeltaViewStore, "_write", write)
-
-    # 1. Crash after the view MERGE, before the journal (the commit point): the next recovery
-    #    must undo that MERGE, or batch 1 would be applied twice below.
-    crash_before("journal")
+    # 1. A crash before the journal append (the commit point) leaves nothing of the batch.
+    def crash(self, table, *args, **kwargs):
+        raise RuntimeError(f"simulated crash before writing {table}")
+    monkeypatch.setattr(DeltaViewStore, "_write", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         commit(store, 1, batch1)
     # 2. The journal append reached Delta but the caller never heard back: batch 1 is committed;
     #    the next call recovers and re-committing it is a no-op.
-    def write_then_crash(self, name, *args, **kwargs):
-        real_write(self, name, *args, **kwargs)
-        if name == "journal":
-            raise RuntimeError("simulated crash after writing journal")
+    def write_then_crash(self, table, *args, **kwargs):
+        real_write(self, table, *args, **kwargs)
+        raise RuntimeError(f"simulated crash after writing {table}")
     monkeypatch.setattr(DeltaViewStore, "_write", write_then_crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         commit(store, 1, batch1)
@@ -186,16 +181,54 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
     view, version_state, log_len, last_batch = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
     assert (view, version_state, log_len, last_batch) == (expected_view(1), state(2), 2, 1)
 
-    # 3. A delta that removes more than the view holds fails atomically and logs nothing.
-    with pytest.raises(StoreError, match="count <= 0"):
-        commit(store, 2, [txn(2, 3, [(R4, -5)])])
-    assert store.read_view() == expected_view(1) and len(store.read_change_log()) == 2
+    # 3. A delta that removes more than the view holds is refused and logs nothing, by a store
+    #    object that learnt the counts from Delta alone.
+    fresh = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    with pytest.raises(StoreError, match="with count < 0"):
+        commit(fresh, 2, [txn(2, 3, [(R4, -5)])])
+    assert fresh.read_view() == expected_view(1) and len(fresh.read_change_log()) == 2
 
     # 4. A batch that applied nothing (only notifications arrived) is committed by its state row.
     waiting = {**state(2), "relations": {"R1": {"processing": 3, "refreshed": 2}}}
     assert store.commit_batch(2, [], [], waiting, [notification("ds1", 3)]) is True
     assert (store.read_version_state(), store.last_batch_id) == (waiting, 2)
     assert [n.dsv for n in store.read_notifications()] == [3]
+
+    # 5. A compaction that crashed before its overwrite leaves the old base, which the journal completes.
+    monkeypatch.setattr(DeltaViewStore, "_write", crash)
+    with pytest.raises(RuntimeError, match="simulated crash before writing view"):
+        store.compact()
+    monkeypatch.setattr(DeltaViewStore, "_write", real_write)
+    assert DeltaViewStore(spark, root, COLUMNS, TYPES).read_view() == expected_view(1)
+
+
+def collected(df):
+    return {tuple(from_spark(v) for v in r[:-1]): r[-1] for r in df.collect()}
+
+
+def read_optimized(spark, root):
+    """The view table alone, as a Spark reader that skips the journal sees it."""
+    return collected(spark.read.format("delta").load(f"{root}/view"))
+
+
+def test_compaction_folds_the_deltas_into_the_base_and_reads_stay_exact(spark, tmp_path):
+    root = str(tmp_path / "compact")
+    store = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+    commit(store, 1, BATCHES[0][1])
+    assert read_optimized(spark, root) == INITIAL            # the base waits for a compaction
+    assert store.read_view() == expected_view(1)
+    before = store.view_df()   # a reader pins the base whose tag it read
+    assert store.compact() is True and store.compact() is False
+    assert read_optimized(spark, root) == expected_view(1)
+    assert collected(before) == expected_view(1)   # evaluated after the compaction: batch 1 once
+    for batch_id, applied in BATCHES[1:]:
+        commit(store, batch_id, applied)
+    assert read_optimized(spark, root) == expected_view(1)
+    assert store.read_view() == expected_view(3)
+    assert DeltaViewStore(spark, root, COLUMNS, TYPES).load()[0] == expected_view(3)
+    assert store.compact() is True
+    assert read_optimized(spark, root) == store.read_view() == expected_view(3)
 
 
 def test_materialize_matches_duckdb(spark):

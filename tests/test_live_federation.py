@@ -12,13 +12,15 @@ from loadgen.checker.oracle import Oracle
 from loadgen.federation import Federation
 from loadgen.scenario import parse_scenario
 from loadgen.synthetic import random_scenario
+from warehouse.store.sparktypes import from_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
 
 def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(random_scenario(11, relations=(4, 4), sources=(3, 3)), "live")
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark)
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark,
+                     compact_interval=1.0)
     load = MirroredLoad(scenario, fed.commit)
     fed.start()
     try:
@@ -34,6 +36,18 @@ def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtim
         assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed)
     finally:
         fed.stop()
+    assert_the_delta_view_is_the_view_and_was_compacted(spark, fed.warehouse.store, view)
+
+
+def assert_the_delta_view_is_the_view_and_was_compacted(spark, store, view):
+    """After close (its last batch committed) the Delta view is the core's; the compactor folded
+    deltas into the base while it ran, and one more compaction leaves the base table complete."""
+    assert store.read_view() == view
+    tags = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('view')}`").select("userMetadata").collect()
+    assert any(t[0] not in (None, "fedlab-batch=0") for t in tags), tags
+    store.compact()
+    base = spark.read.format("delta").load(store.path("view")).collect()
+    assert {tuple(from_spark(v) for v in r[:-1]): r[-1] for r in base} == view
 
 
 def assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed):

@@ -12,8 +12,10 @@
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
   Query RPC (beyond the paper: fewer round trips), and its resend requests.
 - A timer thread hands the core the time, so it can retry lost sub-queries and ask for gaps.
-- A committer thread writes what the core applied to Delta in batches: one MERGE into the view
-  for many source transactions, while the change log keeps each transaction's own delta.
+- A committer thread writes what the core applied to Delta in batches: one journal append per
+  batch holds the batch's net view delta and each transaction's own delta (its change log).
+- A compactor thread folds those deltas into the Delta view's base every `compact_interval`
+  seconds (warehouse.store.delta_store: the view is merge-on-read).
 - An evaluator thread runs periodic recomputation's view evaluations (EvaluateView) as Spark jobs
   over the relations the core gathered, and hands the rows back (ViewEvaluated).
 - For the Strobe family, which assumes FIFO channels, each source's notifications and answers
@@ -66,11 +68,12 @@ class Warehouse:
                  spark, algorithm: str = "sze-ling", access: str | None = None,
                  batch_interval: float = 0.5, tick: float = 0.1, query_timeout: float = 1.5,
                  resend_timeout: float = 1.0, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
-                 tls: TlsFiles | None = None, recompute_period: float = 5.0):
+                 tls: TlsFiles | None = None, recompute_period: float = 5.0, compact_interval: float = 60.0):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
         `history_dir`: where the plain-file history goes (default <data_dir>/history);
         `tls`: mutual TLS on its server and its channels to the sources;
-        `recompute_period`: seconds between rounds of the `recompute` algorithm."""
+        `recompute_period`: seconds between rounds of the `recompute` algorithm;
+        `compact_interval`: seconds between compactions of the Delta view's base."""
         self.catalog = catalog
         self.tls = tls
         self.view = parse_view(view_sql, catalog)
@@ -84,6 +87,7 @@ class Warehouse:
         self.spark = spark
         self.data_dir = str(data_dir)
         self.batch_interval = batch_interval
+        self.compact_interval = compact_interval
         self.tick = tick
         if not recompute_period > 0:
             raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
@@ -141,7 +145,7 @@ class Warehouse:
         self._server.start()
         for name, target in [*((f"dispatch-{s}", lambda s=s: self._dispatch(s)) for s in self.sources),
                              ("core", self._core), ("timer", self._timer), ("committer", self._committer),
-                             ("evaluator", self._evaluator)]:
+                             ("compactor", self._compactor), ("evaluator", self._evaluator)]:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -397,6 +401,16 @@ class Warehouse:
                 log.exception("batch commit failed; it will be retried")
                 self._after_failed_commit()
             self._stop.wait(max(0.0, self.batch_interval - (time.monotonic() - started)))
+
+    def _compactor(self) -> None:
+        """Compacts the Delta view every `compact_interval` seconds, beside the committer: reads
+        of the view (base plus the journal's deltas above it) stay short, and a reader of the view
+        table alone is at most that far behind."""
+        while not self._stop.wait(self.compact_interval):
+            try:
+                self.store.compact()
+            except Exception:  # the deltas stay in the journal; the next interval folds them
+                log.exception("compacting the Delta view failed; the next interval tries again")
 
     def _commit_batch(self) -> None:
         # Copies: the lists grow while the batch is written (the core and Notify go on meanwhile).

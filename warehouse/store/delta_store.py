@@ -1,39 +1,45 @@
-"""The materialized view and the warehouse's journal in Delta Lake: two Delta commits per batch.
+"""The materialized view and the warehouse's journal in Delta Lake: one Delta commit per batch.
 
 Two path-based Delta tables live under `root_dir` (one writer process per root):
 
-- `view`: the view's columns plus `count` (BIGINT multiplicity, CHECK count > 0; a row whose
-  count reaches 0 is deleted, and a delta that would take a count below 0 or insert a row with
-  a negative count fails the whole MERGE instead of corrupting the view). What a Spark user reads.
-- `journal`: append-only, one append per batch, every row tagged with its batch_id and `kind`:
+- `journal`: append-only, ONE append per batch -- the batch's COMMIT POINT, so a batch is in
+  Delta whole or not at all. Every row is tagged with its batch_id and `kind`:
   - `txn`: the change log, one row per applied source transaction, in apply order: seq, source,
     dsv, txn_id, commit_time, applied_time, versions (JSON {source: dsv}: the versions the view
     reflects after this transaction) and body (JSON [[row, signed count change], ...]);
+  - `delta`: the batch's net view delta, one row per view row it changes: `row` (a struct of the
+    view's columns) and `count` (the signed change);
   - `notification`: every received notification once, keyed by (source, dsv): txn_id,
     commit_time and body (JSON, fedmodel.transactions.notification_to_dict);
   - `state`: one row per batch, body the version state after it (JSON).
+- `view`: the view's base, its columns plus `count` (BIGINT multiplicity, CHECK count > 0), as
+  of the batch its newest tagged commit names (commit-info userMetadata `fedlab-batch=b`).
+  `compact()` folds the journal's deltas into it, in one overwrite tagged with the batch folded up to.
+
+The view as of the last committed batch is the base plus the `delta` rows of every batch above
+the base's, summed per row (`view_df()`, `read_view()`): a merge-on-read table, in Apache Hudi's
+terms, and this read its snapshot query; reading `view` alone is its read-optimized query
+(cheaper, as of the last compaction). The reader pins the base version whose tag it read, so a
+compaction in between cannot make it count a delta twice.
+
+Why merge-on-read: a MERGE into the view costs five Spark jobs whatever the batch holds, measured
+on 2 idle cores at 2.0 s wall and 2.5 s of JVM CPU for 2,000 transactions into a 3,000-row view,
+where an append costs 0.3 s. Under 500 txn/s the JVM, niced behind the sources and the core,
+took 5-8.5 s per MERGE batch, and a Spark reader saw transactions 14 s (p50) after they committed.
 
 Version state (the dict handed to `initialize`/`commit_batch` and returned by `load`) is
 {scope: {name: {field: int}}}, e.g. {"relations": {"R1": {"processing": 12, "refreshed": 11}},
 "sources": {"ds1": {"applied_dsv": 40}}}.
 
-Every Delta commit of batch k carries the commit-info userMetadata `fedlab-batch=k`. Committing
-a batch writes, in this order:
-  1. view: ONE MERGE of the net delta -- tentative until step 2; a delta that breaks the count
-     constraint fails here, before anything of the batch is logged;
-  2. journal: ONE append of the batch's transactions, new notifications and version state --
-     the COMMIT POINT of every batch (a batch that applied nothing still has its state row).
-Two commits, not one per kind of record: a Delta commit has a fixed cost (a Spark job and a log
-entry: 0.3-1 s on two cores) that dominated a batch when each kind had its own table.
-Recovery (`load()`, or the first `commit_batch` of a new store object, or the next call after a
-failed one) reads the highest committed batch c from the journal, then, if the view's newest
-tagged commit belongs to a batch above c (a MERGE whose batch never reached its commit point),
-rewrites the view as of its last commit tagged <= c (roll back, by Delta time travel: read
-versionAsOf, overwrite). That closes a crash between the two steps, and a write that Delta
-committed while the caller never heard back (crash, lost py4j reply, exception after the
-commit): the next call rebuilds its idea of the store from Delta instead of trusting memory, so
-nothing is applied twice and nothing logged is missing from the view. Re-committing a batch id
-at or below the last committed one is a no-op (the first committed content of a batch wins).
+Crashes: a batch is one append, so no crash leaves part of one; a compaction is one overwrite, and
+a crash before it leaves the old base, which the journal's deltas above it still complete. A
+write that Delta committed while the caller never heard back (crash, lost py4j reply, exception
+after the commit) is closed by recovery (`load()`, the first `commit_batch` of a new store object,
+or the next call after a failed one): it rebuilds the store's idea of itself from Delta instead of
+trusting memory, so nothing is applied twice and nothing logged is missing from the view.
+Re-committing a batch id at or below the last committed one is a no-op (the first committed
+content of a batch wins). The store keeps the view's counts in memory, so a delta that would take
+a count below 0 (remove rows the view does not hold) is refused before anything is written.
 Why not Delta's txnAppId/txnVersion: in delta-spark 4.4 looking the recorded version up
 (Snapshot.transactions) runs a full state reconstruction on every write -- measured here at 3
 extra Spark jobs and ~2-4 s per write -- while the batch-id column costs nothing until recovery.
@@ -44,39 +50,35 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+import pyarrow as pa
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
+
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
-from warehouse.store.sparktypes import SPARK_TYPES, check_types, create_df, from_spark, quote, to_arrow
+from warehouse.store.sparktypes import check_types, create_df, from_spark, quote, spark_schema, to_arrow
 
 INITIAL_BATCH = 0
 _TAG = "fedlab-batch="
-_DCOUNT = "__fedlab_dcount"
-_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 _JOURNAL = (("batch_id", "BIGINT"), ("kind", "VARCHAR"), ("seq", "BIGINT"), ("source", "VARCHAR"),
             ("dsv", "BIGINT"), ("txn_id", "VARCHAR"), ("commit_time", "DOUBLE"), ("applied_time", "DOUBLE"),
             ("versions", "VARCHAR"), ("body", "VARCHAR"))
-_TXN, _NOTIFICATION, _STATE = "txn", "notification", "state"
-# SQL settings of the store's child session, for many small jobs (measured on 2 cores):
-# without AQE a MERGE runs 5 Spark jobs instead of 11; without code generation (whole-stage and
-# expression codegen: Spark then evaluates interpreted, as it does when codegen fails) the test
-# file runs in ~60 s instead of ~75 s, since each new plan no longer compiles Java source. The
-# MERGE source is a local, fixed relation, so Delta need not materialize it. No file statistics
-# and no repartition before a MERGE's write: readers scan the whole view (no data skipping to
-# feed), and a batch touches rows all over it. A checkpoint every 100 commits, not 10: writing one
-# is a Spark job of its own. The last three took a batch of 500 transactions on a 100k-row view
-# from 6.3 to 3.6 s of JVM CPU (4.2 to 2.7 s wall). Override per store with
-# DeltaViewStore(..., session_conf={...}) for views large enough to favour codegen.
+_ROW, _COUNT = "row", "count"   # the journal's view-delta columns: struct of the view's columns, change
+_TXN, _DELTA, _NOTIFICATION, _STATE = "txn", "delta", "notification", "state"
+# SQL settings of the store's child session, for many small jobs (measured on 2 cores): without
+# AQE and code generation (whole-stage and expression codegen: Spark then evaluates interpreted,
+# as it does when codegen fails) each new plan no longer compiles Java source (the test file ran
+# in ~60 s instead of ~75 s). No file statistics: readers scan the whole view and journal (no
+# data skipping to feed). A checkpoint every 100 commits, not 10: writing one is a Spark job of
+# its own. Override per store with DeltaViewStore(..., session_conf={...}).
 SESSION_CONF = {"spark.sql.adaptive.enabled": "false",
                 "spark.sql.codegen.wholeStage": "false",
                 "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-                "spark.databricks.delta.merge.materializeSource": "none",
                 "spark.databricks.delta.stats.collect": "false",
-                "spark.databricks.delta.merge.repartitionBeforeWrite.enabled": "false",
                 "spark.databricks.delta.properties.defaults.checkpointInterval": "100"}
 
 
@@ -104,7 +106,7 @@ class DeltaViewStore:
 
     def __init__(self, spark, root_dir: str, view_columns: list[str], view_types: list[str],
                  session_conf: Mapping[str, str] | None = None):
-        if any(c.lower() in ("count", _DCOUNT) for c in view_columns):
+        if any(c.lower() == _COUNT for c in view_columns):
             raise StoreError("view_columns must not include 'count': the store adds the multiplicity")
         if len(view_columns) != len(view_types) or not view_columns:
             raise StoreError("view_columns and view_types must be non-empty and of equal length")
@@ -115,13 +117,12 @@ class DeltaViewStore:
         self._spark = spark.newSession()
         for key, value in {**SESSION_CONF, **(session_conf or {})}.items():
             self._spark.conf.set(key, value)
-        _quiet_merge_stats_warning(spark)
         self._lock = threading.RLock()
         self._last_batch: int | None = None   # None: unknown, recover from Delta first
         self._last_seq = -1
         self._log_len = 0
         self._notified: set[tuple[str, int]] = set()
-        self.timings: dict[str, float] = {}   # seconds per step of the last commit_batch
+        self._counts: dict[tuple, int] = {}   # the view as of _last_batch: refuses a count below 0
 
     # ------------------------------------------------------------------ tables
     def path(self, table: str) -> str:
@@ -130,21 +131,42 @@ class DeltaViewStore:
     def _sql_name(self, table: str) -> str:
         return "delta." + quote(self.path(table))
 
-    def _read(self, table: str):
-        return self._spark.read.format("delta").load(self.path(table))
+    def _read(self, table: str, version: int | None = None):
+        reader = self._spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        return reader.load(self.path(table))
 
     def _exists(self, table: str) -> bool:
         from delta.tables import DeltaTable
 
         return DeltaTable.isDeltaTable(self._spark, self.path(table))
 
-    def _write(self, table: str, schema, rows: list, mode: str = "append") -> None:
-        columns, types = zip(*schema)
-        create_df(self._spark, columns, types, rows).write.format("delta").mode(mode).save(self.path(table))
+    def _write(self, table: str, df, batch_id: int, mode: str = "append") -> None:
+        """One Delta commit, its commit info tagged 'fedlab-batch=<batch_id>'."""
+        df.write.format("delta").mode(mode).option("userMetadata", f"{_TAG}{batch_id}").save(self.path(table))
 
-    def _tagged(self, batch_id: int):
-        """Context: every Delta commit made inside carries userMetadata 'fedlab-batch=<id>'."""
-        return _SessionConf(self._spark, _USER_METADATA, f"{_TAG}{batch_id}")
+    def _view_frame(self, rows: Mapping[tuple, int]):
+        return create_df(self._spark, self.columns + [_COUNT], self.types + ["BIGINT"],
+                         [r + (c,) for r, c in rows.items()])
+
+    def _journal_frame(self, records: list[tuple], batch_id: int, delta: Mapping[tuple, int]):
+        """One batch's journal rows: `records` (txn, notification and state rows, in the journal's
+        columns, `row` and `count` null) and one `delta` row per changed view row."""
+        blank = (None,) * (len(_JOURNAL) - 2)
+        heads = records + [(batch_id, _DELTA) + blank] * len(delta)
+        view_rows = [(None,) * len(self.columns)] * len(records) + list(delta)
+        columns, types = zip(*_JOURNAL)
+        table = to_arrow(columns, types, heads)
+        rows = to_arrow(self.columns, self.types, view_rows)
+        struct = pa.StructArray.from_arrays([c.combine_chunks() for c in rows.columns], fields=list(rows.schema),
+                                            mask=pa.array([True] * len(records) + [False] * len(delta)))
+        table = table.append_column(_ROW, struct).append_column(
+            _COUNT, pa.array([None] * len(records) + list(delta.values()), pa.int64()))
+        schema = StructType([*spark_schema(columns, types).fields,
+                             StructField(_ROW, spark_schema(self.columns, self.types)),
+                             StructField(_COUNT, LongType())])
+        return self._spark.createDataFrame(table, schema=schema)
 
     # ------------------------------------------------------------------ initialize / load
     def initialize(self, rows_with_counts, version_state: Mapping) -> bool:
@@ -158,15 +180,12 @@ class DeltaViewStore:
                 return False
             rows = _counted_rows(rows_with_counts, len(self.columns))
             state_row = _state_row(INITIAL_BATCH, version_state)
-            with self._tagged(INITIAL_BATCH):
-                self._write("view", self._view_schema("count"), [r + (c,) for r, c in rows.items()], "overwrite")
-                self._add_count_constraint()
-                self._write("journal", _JOURNAL, [state_row])
+            self._write("view", self._view_frame(rows), INITIAL_BATCH, "overwrite")
+            self._add_count_constraint()
+            self._write("journal", self._journal_frame([state_row], INITIAL_BATCH, {}), INITIAL_BATCH)
             self._last_batch, self._last_seq, self._log_len, self._notified = INITIAL_BATCH, -1, 0, set()
+            self._counts = rows
             return True
-
-    def _view_schema(self, count_column: str):
-        return tuple(zip(self.columns + [count_column], self.types + ["BIGINT"]))
 
     def _add_count_constraint(self) -> None:
         try:
@@ -177,14 +196,11 @@ class DeltaViewStore:
                 raise
 
     def load(self):
-        """Restart from Delta: (view {row: count}, version state, change-log length, last batch id).
-
-        Recovers first: undoes the view MERGE of a batch a crash left without its journal append.
-        """
+        """Restart from Delta: (view {row: count}, version state, change-log length, last batch id)."""
         with self._lock:
             self._recover()
             state = self.read_version_state(self._last_batch)
-            return self.read_view(), state, self._log_len, self._last_batch
+            return dict(self._counts), state, self._log_len, self._last_batch
 
     def _recover(self) -> None:
         self._last_batch = None
@@ -192,37 +208,22 @@ class DeltaViewStore:
             raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
         committed, log_len, last_seq = self._spark.sql(
             f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(seq) FROM {self._sql_name('journal')}").first()
+        want = [c.lower() for c in self.columns]
         stored = self._read("view").columns
-        if [c.lower() for c in stored] != [c.lower() for c in self.columns + ["count"]]:
+        logged = self._read("journal").schema[_ROW].dataType.fieldNames()
+        if [c.lower() for c in stored] != want + [_COUNT] or [c.lower() for c in logged] != want:
             raise StoreError(f"the view under {self.root} has columns {stored}, "
                              f"not {self.columns} + count")
-        self._undo_uncommitted_view(int(committed))
         self._log_len, self._last_seq = int(log_len), -1 if last_seq is None else int(last_seq)
         self._notified = {(r[0], int(r[1])) for r in self._journal(_NOTIFICATION).select("source", "dsv").collect()}
+        self._counts = self.read_view()
         self._last_batch = int(committed)
-
-    def _undo_uncommitted_view(self, committed: int) -> None:
-        """Roll back: undoes any MERGE of a batch above `committed` (time travel + overwrite)."""
-        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name('view')} LIMIT 20"
-                                  ).select("version", "userMetadata").collect()
-        newer = False
-        for version, meta in history:  # newest first
-            batch = _batch_of(meta)
-            if batch is not None and batch > committed:
-                newer = True
-            elif batch is not None:
-                if newer:  # rewrite the view as it was (cheaper than RESTORE here: 2 jobs)
-                    old = self._spark.read.format("delta").option("versionAsOf", version).load(self.path("view"))
-                    with self._tagged(committed):
-                        old.write.format("delta").mode("overwrite").save(self.path("view"))
-                return
-        if newer:
-            raise StoreError(f"view under {self.root}: cannot find the commit of batch {committed} to restore")
 
     # ------------------------------------------------------------------ commit
     def commit_batch(self, batch_id: int, applied: list[AppliedTxn], view_delta, version_state: Mapping,
                      notifications: Sequence[Notification] = ()) -> bool:
-        """Durably commits one batch; False (nothing written) if that batch id is committed already.
+        """Durably commits one batch (one journal append); False (nothing written) if that batch
+        id is committed already.
 
         Re-committing a committed batch id with entries the change log does not hold (seq above
         `last_seq`) raises StoreError instead: they must go into a new batch.
@@ -241,33 +242,25 @@ class DeltaViewStore:
                 self._check_no_new_entries(batch_id, applied)
                 return False
             net = self._check_batch(batch_id, applied, view_delta, version_state)
+            fresh = self._fresh(notifications)
+            records = [*(_txn_row(batch_id, a) for a in applied),
+                       *(_notification_row(batch_id, n) for n in fresh.values()),
+                       _state_row(batch_id, version_state)]
             try:
-                with self._tagged(batch_id):
-                    self._commit(batch_id, applied, net, version_state, notifications)
+                self._write("journal", self._journal_frame(records, batch_id, net), batch_id)
             except Exception:
                 self._last_batch = None
                 raise
+            self._notified.update(fresh)
+            for row, change in net.items():
+                count = self._counts.get(row, 0) + change
+                if count:
+                    self._counts[row] = count
+                else:
+                    del self._counts[row]
             self._last_batch, self._log_len = batch_id, self._log_len + len(applied)
             self._last_seq = applied[-1].seq if applied else self._last_seq
             return True
-
-    def _commit(self, batch_id, applied, net, version_state, notifications) -> None:
-        clock = [time.perf_counter()]
-
-        def lap(name):
-            clock.append(time.perf_counter())
-            self.timings[name] = clock[-1] - clock[-2]
-
-        self.timings = {}
-        self._merge_view(batch_id, net)
-        lap("view_merge")
-        fresh = self._fresh(notifications)
-        self._write("journal", _JOURNAL, [*(_txn_row(batch_id, a) for a in applied),
-                                          *(_notification_row(batch_id, n) for n in fresh.values()),
-                                          _state_row(batch_id, version_state)])
-        self._notified.update(fresh)
-        lap("journal")
-        self.timings["total"] = clock[-1] - clock[0]
 
     def _check_no_new_entries(self, batch_id: int, applied: list[AppliedTxn]) -> None:
         """A re-commit may only repeat durable entries; newer ones would otherwise be lost silently."""
@@ -293,6 +286,10 @@ class DeltaViewStore:
             to_arrow(self.columns, self.types, net)
         except ValueError as err:
             raise StoreError(f"batch {batch_id}: a view row does not match the view's types: {err}") from None
+        below = [row for row, change in net.items() if self._counts.get(row, 0) + change < 0]
+        if below:
+            raise StoreError(f"batch {batch_id}: the view delta would leave row {below[0]} with count < 0 "
+                             "(it removes rows the view does not hold); nothing was applied")
         return net
 
     def _fresh(self, notifications: Sequence[Notification]) -> dict[tuple[str, int], Notification]:
@@ -304,47 +301,53 @@ class DeltaViewStore:
                 fresh[key] = n
         return fresh
 
-    def _merge_view(self, batch_id: int, net: Mapping[tuple, int]) -> None:
-        """Applies the net delta with ONE MERGE: update counts, delete at 0, insert new rows."""
-        if not net:
-            return
-        create_df(self._spark, *zip(*self._view_schema(_DCOUNT)), [r + (c,) for r, c in net.items()]
-                  ).createOrReplaceTempView("fedlab_view_delta")
-        cols = [quote(c) for c in self.columns]
-        on = " AND ".join(f"t.{c} <=> s.{c}" for c in cols)
-        d = quote(_DCOUNT)
-        sql = (f"MERGE INTO {self._sql_name('view')} AS t USING fedlab_view_delta AS s ON {on} "
-               f"WHEN MATCHED AND t.`count` + s.{d} = 0 THEN DELETE "
-               f"WHEN MATCHED THEN UPDATE SET t.`count` = t.`count` + s.{d} "
-               f"WHEN NOT MATCHED THEN INSERT ({', '.join(cols)}, `count`) "
-               f"VALUES ({', '.join('s.' + c for c in cols)}, s.{d})")
-        try:
-            self._spark.sql(sql)
-        except Exception as err:
-            if "count_positive" in str(err):
-                raise StoreError(f"batch {batch_id}: the view delta would leave a row with count <= 0 "
-                                 "(it removes rows the view does not hold); nothing was applied") from err
-            raise
-        finally:
-            self._spark.catalog.dropTempView("fedlab_view_delta")
+    def compact(self) -> bool:
+        """Folds the journal's deltas up to the last committed batch into the view's base: one
+        overwrite tagged with that batch; False if the base is there already.
 
-    def compact(self, tables: Sequence[str] = ("journal",)) -> None:
-        """OPTIMIZEs the journal (one small file per batch otherwise); between batches only.
-
-        Only rewrites files, never content; the commits carry the last batch's tag.
+        May run beside commit_batch: it only reads batches already in the journal, which never
+        change. Two compactions may race (a successor process's, say): each writes a whole base
+        tagged with the batch it folded up to, so whichever commits last leaves a correct one.
         """
         with self._lock:
             if self._last_batch is None:
                 self._recover()
-            with self._tagged(self._last_batch):
-                for table in tables:
-                    self._spark.sql(f"OPTIMIZE {self._sql_name(table)}")
+            upto = self._last_batch
+        version, base_batch = self._base()
+        if base_batch >= upto:
+            return False
+        self._write("view", self._snapshot(version, base_batch, upto), upto, "overwrite")
+        return True
 
     # ------------------------------------------------------------------ reads
+    def view_df(self):
+        """The view as of the last committed batch, a Spark DataFrame of its columns plus `count`
+        (the snapshot read: the base plus the journal's deltas above it)."""
+        return self._snapshot(*self._base())
+
     def read_view(self) -> dict[tuple, int]:
         """The view as {row: multiplicity} (DATE values as ISO strings)."""
-        rows = self._read("view").select(*[quote(c) for c in self.columns + ["count"]]).collect()
-        return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in rows}
+        return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self.view_df().collect()}
+
+    def _base(self) -> tuple[int, int]:
+        """(version, batch) of the view's newest commit tagged with a batch: its base."""
+        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name('view')}").select("version", "userMetadata")
+        for version, meta in history.collect():  # newest first
+            batch = _batch_of(meta)
+            if batch is not None:
+                return int(version), batch
+        raise StoreError(f"the view under {self.root} has no commit tagged with a batch")
+
+    def _snapshot(self, version: int, base_batch: int, upto: int | None = None):
+        """The base at `version` plus the deltas of the batches in (base_batch, upto], summed per row."""
+        columns = [F.col(quote(c)) for c in self.columns]
+        deltas = self._journal(_DELTA).where(f"batch_id > {int(base_batch)}")
+        if upto is not None:
+            deltas = deltas.where(f"batch_id <= {int(upto)}")
+        deltas = deltas.select(*(F.col(_ROW).getField(c).alias(c) for c in self.columns), F.col(_COUNT))
+        rows = self._read("view", version).select(*columns, F.col(quote(_COUNT))).unionByName(deltas)
+        summed = rows.groupBy(*columns).agg(F.sum(quote(_COUNT)).alias(_COUNT))
+        return summed.where(F.col(quote(_COUNT)) != 0)   # a negative count shows (and fails a compaction)
 
     def read_change_log(self, after_seq: int | None = None, batch_id: int | None = None) -> list[AppliedTxn]:
         """Change-log entries in apply order (optionally only seq > after_seq, or one batch)."""
@@ -382,26 +385,6 @@ class DeltaViewStore:
     def last_seq(self) -> int:
         """The seq of the last change-log entry known durable (-1: none)."""
         return self._last_seq
-
-
-def _quiet_merge_stats_warning(spark) -> None:
-    """Without file statistics every MERGE logs that it could not validate its row counts."""
-    jvm = spark.sparkContext._jvm
-    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-        "org.apache.spark.sql.delta.commands.MergeIntoCommand", jvm.org.apache.logging.log4j.Level.ERROR)
-
-
-class _SessionConf:
-    """Sets one SQL conf of a session for the duration of a `with` block."""
-
-    def __init__(self, spark, key: str, value: str):
-        self.spark, self.key, self.value = spark, key, value
-
-    def __enter__(self):
-        self.spark.conf.set(self.key, self.value)
-
-    def __exit__(self, *exc):
-        self.spark.conf.unset(self.key)
 
 
 # ---------------------------------------------------------------------- row helpers
