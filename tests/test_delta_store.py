@@ -229,6 +229,20 @@ def test_compaction_folds_the_deltas_into_the_base_and_reads_stay_exact(spark, t
     assert DeltaViewStore(spark, root, COLUMNS, TYPES).load()[0] == expected_view(3)
     assert store.compact() is True
     assert read_optimized(spark, root) == store.read_view() == expected_view(3)
+    commit(store, 4, [txn(6, 7, [(R5, -3)])])
+    after = {r: c for r, c in expected_view(3).items() if r != R5}
+    assert DeltaViewStore.at(spark, root).read_view() == after
+    assert collected(spark.sql(readme_sql(spark, root))) == after
+
+
+def readme_sql(spark, root):
+    """The snapshot read in SQL, as the README gives it to Spark users."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/view`").collect()
+    v, b = next((h["version"], h["userMetadata"].split("=")[1]) for h in history if h["userMetadata"])
+    return (f"SELECT {', '.join(COLUMNS)}, sum(count) AS count "
+            f"FROM (SELECT * FROM delta.`{root}/view` VERSION AS OF {v} "
+            f"UNION ALL SELECT row.*, count FROM delta.`{root}/journal` WHERE kind = 'delta' AND batch_id > {b}) "
+            "GROUP BY ALL HAVING sum(count) <> 0")
 
 
 def test_materialize_matches_duckdb(spark):

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
-from warehouse.store.sparktypes import check_types, create_df, from_spark, quote, spark_schema, to_arrow
+from warehouse.store.sparktypes import SPARK_TYPES, check_types, create_df, from_spark, quote, spark_schema, to_arrow
 
 INITIAL_BATCH = 0
 _TAG = "fedlab-batch="
@@ -123,6 +123,15 @@ class DeltaViewStore:
         self._log_len = 0
         self._notified: set[tuple[str, int]] = set()
         self._counts: dict[tuple, int] = {}   # the view as of _last_batch: refuses a count below 0
+
+    @classmethod
+    def at(cls, spark, root_dir: str) -> "DeltaViewStore":
+        """The store under `root_dir`, its view's columns and types read from the view table: what
+        a Spark user outside the warehouse opens to read the view (`view_df()`)."""
+        fields = [f for f in spark.read.format("delta").load(f"{str(root_dir).rstrip('/')}/view").schema.fields
+                  if f.name.lower() != _COUNT]
+        names = {spark_type: name for name, spark_type in SPARK_TYPES.items()}
+        return cls(spark, root_dir, [f.name for f in fields], [names[f.dataType] for f in fields])
 
     # ------------------------------------------------------------------ tables
     def path(self, table: str) -> str:
