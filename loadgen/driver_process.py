@@ -3,8 +3,8 @@
 Generating a TPC-H transaction and encoding it costs the driver about 0.1 ms; at a few thousand
 per second that is most of a core, and in the warehouse's process it would compete with the
 maintenance core for the interpreter. `DriverProcess` runs `loadgen.driver.drive` in a spawned
-process that builds the same update stream from the same data (loaded from the TPC-H cache, not
-copied through a pipe) and commits at the sources' gRPC addresses, one client per source. The
+process that builds the same update stream from the same data (read from the TPC-H cache's files
+as the stream needs it, loadgen.tpch.TblRows, not copied through a pipe) and commits at the sources' gRPC addresses, one client per source. The
 stream lives as long as the process, so successive `drive` calls (the load phase, then each ramp
 step) continue one stream, as they do in-process.
 
@@ -35,12 +35,20 @@ class DataRecipe:
     data_dir: str | None = None
     orders: int = 0
 
-    def load(self) -> dict[str, list[tuple]]:
+    def data(self) -> dict[str, list[tuple]]:
+        """The initial rows, every one in memory (for writing the sources' databases)."""
         from loadgen.live import tpch_data
         from loadgen.tpch import sample_orders
 
         data = tpch_data(self.scale, self.data_dir)
         return sample_orders(data, self.orders) if self.orders > 0 else data
+
+    def rows(self):
+        """The initial rows for an update stream, read from the cached .tbl files on demand."""
+        from loadgen.live import tpch_folder
+        from loadgen.tpch import TblRows, ensure_generated
+
+        return TblRows(ensure_generated(self.scale, tpch_folder(self.scale, self.data_dir)), self.orders)
 
 
 class DriverProcess:
@@ -110,7 +118,7 @@ def _serve(pipe, catalog_dict: dict, recipe: DataRecipe, workload: str, seed: in
 
     try:
         catalog = Catalog.from_dict(catalog_dict)
-        stream = Workload.named(workload).stream(catalog, recipe.load(), seed=seed)
+        stream = Workload.named(workload).stream(catalog, recipe.rows(), seed=seed)
         stubs = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in addresses.items()}
         commit = grpc_committer(catalog, stubs)
     except Exception as err:   # anything: the parent gets one line instead of a silent child

@@ -36,7 +36,7 @@ from warehouse.store.materialize import materialize
 def prepare_source_files(catalog: Catalog, initial: dict[str, list[tuple]], folder: Path,
                          engine: str = DEFAULT_ENGINE) -> Path:
     """Writes every source's database, holding `initial`, into `folder` (once: existing files are
-    kept) for Federation(source_files=folder): runs that start from the same data copy a file
+    kept) for Federation(initial=folder): runs that start from the same data copy a file
     instead of loading and checking hundreds of thousands of rows again."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -62,16 +62,16 @@ def write_source_file(catalog: Catalog, source: str, initial: dict[str, list[tup
 
 
 class Federation:
-    def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]], run_dir: str | Path,
+    def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]] | Path, run_dir: str | Path,
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
-                 source_files: Path | None = None, compact_interval: float = 60.0):
-        """`tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
+                 compact_interval: float = 60.0):
+        """`initial`: the initial rows per relation, or a folder of source databases holding them
+        already (prepare_source_files), copied for the sources to start from instead of loading
+        the rows again; `tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
         certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
-        (source_node.engines), each told the column sets the view's sub-queries probe;
-        `source_files`: a folder of databases holding `initial` already (prepare_source_files),
-        copied for the sources to start from instead of loading the rows again; `compact_interval`:
+        (source_node.engines), each told the column sets the view's sub-queries probe; `compact_interval`:
         seconds between compactions of the Delta view's base."""
         self.catalog = catalog
         self.tls = tls
@@ -85,7 +85,6 @@ class Federation:
         self.recompute_period = recompute_period
         self.compact_interval = compact_interval
         self.source_engine = source_engine
-        self.source_files = source_files
         self.actors: dict = {}
         self.addresses: dict[str, str] = {}
         self.stubs: dict[str, rpc.SourceStub] = {}
@@ -98,8 +97,8 @@ class Federation:
             start_ray(temp_dir=ray_temp_dir)
         probes = probed_columns(parse_view(self.view_sql, self.catalog))
         for source in self.catalog.sources:
-            if self.source_files is not None:
-                prepared = Path(self.source_files) / file_name(source, self.source_engine)
+            if isinstance(self.initial, Path):
+                prepared = self.initial / file_name(source, self.source_engine)
                 for suffix in ("", "-wal", "-shm"):
                     if Path(f"{prepared}{suffix}").exists():
                         shutil.copyfile(f"{prepared}{suffix}", f"{self._db_path(source)}{suffix}")

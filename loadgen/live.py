@@ -26,7 +26,12 @@ def tpch_data(scale: float, data_dir: str | None = None) -> dict[str, list[tuple
     """TPC-H rows at `scale`, generated once into <data_dir>/sf<scale> and reused."""
     from loadgen.tpch import generate
 
-    return generate(scale, str(Path(data_dir or DEFAULT_DATA_DIR).resolve() / f"sf{scale}"))
+    return generate(scale, tpch_folder(scale, data_dir))
+
+
+def tpch_folder(scale: float, data_dir: str | None = None) -> Path:
+    """Where the TPC-H generation at `scale` is cached (loadgen.tpch.ensure_generated fills it)."""
+    return Path(data_dir or DEFAULT_DATA_DIR).resolve() / f"sf{scale}"
 
 
 def warehouse_spark(run_dir: str | Path):

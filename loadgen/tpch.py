@@ -19,10 +19,14 @@ import operator
 import os
 import subprocess
 import sys
+from array import array
+from bisect import bisect_left
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
 from fedmodel.errors import ModelError
+from loadgen.workload import InitialRows
 
 VIEWS_DIR = Path(__file__).with_name("views")
 
@@ -136,27 +140,32 @@ def generate(scale: float, out_dir: str, seed: int | None = None) -> dict[str, l
     than Parquet does (its DECIMAL columns would need a lossy cast) and keeps values exact.
     """
     del seed  # dbgen's data depends on the scale factor only
+    out = ensure_generated(scale, out_dir)
+    return {name: list(_unique_keys(name, read_tbl(out / f"{name}.tbl", name))) for name in TABLES}
+
+
+def ensure_generated(scale: float, out_dir: str | os.PathLike) -> Path:
+    """`out_dir`, holding dbgen's .tbl files at `scale` (generated unless cached there already)."""
     if not scale > 0:
         raise ValueError(f"scale factor must be positive, got {scale}")
     out = Path(out_dir)
     if not _cached(out, scale):
         _run_tpchgen(scale, out)
-    return {name: _unique_keys(name, read_tbl(out / f"{name}.tbl", name)) for name in TABLES}
+    return out
 
 
-def _unique_keys(relation: str, rows: list[tuple]) -> list[tuple]:
+def _unique_keys(relation: str, rows: Iterable[tuple]) -> Iterator[tuple]:
     """The rows with the first of each key kept: below scale 0.01 dbgen's partsupp repeats
     (partkey, suppkey) pairs (its supplier formula wraps around so few suppliers), which the
     sources' PRIMARY KEY would reject."""
     columns, key = SCHEMA[relation]
     positions = [[c for c, _ in columns].index(k) for k in key]
-    seen, unique = set(), []
+    seen = set()
     for row in rows:
         k = tuple(row[i] for i in positions)
         if k not in seen:
             seen.add(k)
-            unique.append(row)
-    return unique
+            yield row
 
 
 def _cached(out: Path, scale: float) -> bool:
@@ -185,11 +194,71 @@ _CONVERT = {"BIGINT": int, "DOUBLE": float, "VARCHAR": str, "DATE": str}
 
 def read_tbl(path: str | os.PathLike, relation: str) -> list[tuple]:
     """The rows of one dbgen .tbl file (`a|b|c|` per line), converted to the catalog's types."""
+    with open(path, encoding="utf-8") as f:
+        return _parse(relation, f)
+
+
+def _parse(relation: str, lines: Iterable[str]) -> list[tuple]:
     converters = [_CONVERT[t] for _, t in SCHEMA[relation][0]]
     call = operator.call
-    with open(path, encoding="utf-8") as f:
-        # map() stops at the shorter input, which drops the empty field after the trailing '|'
-        return [tuple(map(call, converters, line.split("|"))) for line in f]
+    # map() stops at the shorter input, which drops the empty field after the trailing '|'
+    return [tuple(map(call, converters, line.split("|"))) for line in lines]
+
+
+class TblRows(InitialRows):
+    """A generation's rows read from its .tbl files as an update stream asks for them: a small
+    relation whole, an order and its line items by the order's key, at byte offsets indexed once
+    (dbgen writes orders.tbl and lineitem.tbl in order-key order). A load driver at SF 1 then holds
+    three arrays of 1.5M numbers instead of 7.5M rows (7 GB of Python tuples). `orders` > 0 keeps
+    the first that many orders, as sample_orders does."""
+
+    def __init__(self, folder: str | os.PathLike, orders: int = 0):
+        self.folder = Path(folder)
+        self._keys, self._order_at = self._index("orders", orders)
+        self._line_keys, self._lines_at = self._index("lineitem")
+        self._files = {name: open(self.folder / f"{name}.tbl", "rb") for name in ("orders", "lineitem")}
+
+    def _index(self, relation: str, limit: int = 0) -> tuple[array, array]:
+        """The order keys of `relation`'s file, each once, and the offset of its first line;
+        the file's end closes the last one."""
+        keys, offsets, offset = array("q"), array("q"), 0
+        with open(self.folder / f"{relation}.tbl", "rb") as f:
+            for line in f:
+                key = int(line[:line.index(b"|")])
+                if not keys or key != keys[-1]:
+                    if keys and key < keys[-1]:
+                        raise ModelError(f"{self.folder / relation}.tbl is not in order-key order at key {key}")
+                    if limit and len(keys) == limit:
+                        break
+                    keys.append(key)
+                    offsets.append(offset)
+                offset += len(line)
+        offsets.append(offset)
+        return keys, offsets
+
+    def _read(self, relation: str, keys: array, offsets: array, key: int) -> list[tuple]:
+        i = bisect_left(keys, key)
+        if i == len(keys) or keys[i] != key:
+            return []
+        f = self._files[relation]
+        f.seek(offsets[i])
+        return _parse(relation, f.read(offsets[i + 1] - offsets[i]).decode("utf-8").splitlines())
+
+    def rows(self, relation: str) -> Iterator[tuple]:
+        with open(self.folder / f"{relation}.tbl", encoding="utf-8") as f:
+            yield from _unique_keys(relation, (row for line in f for row in _parse(relation, (line,))))
+
+    def order_keys(self) -> list[int]:
+        return list(self._keys)
+
+    def order(self, key: int) -> tuple:
+        found = self._read("orders", self._keys, self._order_at, key)
+        if not found:
+            raise KeyError(key)
+        return found[0]
+
+    def lines(self, key: int) -> list[tuple]:
+        return self._read("lineitem", self._line_keys, self._lines_at, key)
 
 
 def sample_orders(data: dict[str, list[tuple]], orders: int) -> dict[str, list[tuple]]:

@@ -1,8 +1,10 @@
 """TPC-H update streams for the load generator: valid source transactions, thousands per second.
 
 `UpdateStream(catalog, data, mix, seed, zipf).next()` returns `(source, TransactionRequest)`.
-The stream keeps its own picture of the rows that exist, built once from the initial data, so
-it never asks a source, and each transaction it emits is one the source accepts: keys are
+The stream keeps its own picture of the rows that exist, built from the initial data, so it
+never asks a source: the small relations at once, an order and its line items the first time
+the stream picks that order (`InitialRows`: from lists in memory, or from the TPC-H generation's
+files, loadgen.tpch.TblRows, so that a driver at SF 1 does not hold 7.5M rows), and each transaction it emits is one the source accepts: keys are
 unique, the catalog's same-source referential integrity holds, and no column a declared FD or
 RI constraint covers is changed behind its back. It assumes every emitted transaction commits,
 in emission order per source (what the driver does); a rejected one leaves the picture ahead of
@@ -28,10 +30,11 @@ from __future__ import annotations
 import datetime
 import math
 import random
+from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Hashable, Iterable, Mapping
+from typing import Callable, Hashable, Iterable, Mapping
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
@@ -143,11 +146,74 @@ def retail_price(partkey: int) -> float:
     return (90000 + (partkey // 10) % 20001 + 100 * (partkey % 1000)) / 100
 
 
+class InitialRows(ABC):
+    """The rows an update stream starts from, as it reads them: every row of a small relation,
+    and the orders with their line items one order at a time."""
+
+    @abstractmethod
+    def rows(self, relation: str) -> Iterable[tuple]:
+        """Every row of `relation` (read once, when the stream starts)."""
+
+    @abstractmethod
+    def order_keys(self) -> list[int]:
+        """The keys of the orders."""
+
+    @abstractmethod
+    def order(self, key: int) -> tuple:
+        """The order with `key` (KeyError if there is none)."""
+
+    @abstractmethod
+    def lines(self, key: int) -> list[tuple]:
+        """The line items of the order with `key`, as a new list."""
+
+
+class RowLists(InitialRows):
+    """Initial rows held in memory, as lists per relation."""
+
+    def __init__(self, catalog: Catalog, data: Mapping[str, list[tuple]]):
+        orders, lines = catalog.relation("orders"), catalog.relation("lineitem")
+        self._data = data
+        self._orders = {orders.key_of(r)[0]: tuple(r) for r in data.get("orders", [])}
+        self._lines: dict[int, list[tuple]] = {}
+        at = lines.index("l_orderkey")
+        for r in data.get("lineitem", []):
+            self._lines.setdefault(r[at], []).append(tuple(r))
+
+    def rows(self, relation: str) -> Iterable[tuple]:
+        return (tuple(r) for r in self._data.get(relation, []))
+
+    def order_keys(self) -> list[int]:
+        return list(self._orders)
+
+    def order(self, key: int) -> tuple:
+        return self._orders[key]
+
+    def lines(self, key: int) -> list[tuple]:
+        return list(self._lines.get(key, []))
+
+
+class Fetched(dict):
+    """Rows by key, read with `fetch(key)` the first time one is asked for and kept from then on
+    (the stream changes them); the stream's key pools say which keys exist."""
+
+    def __init__(self, fetch: Callable[[Hashable], object]):
+        super().__init__()
+        self._fetch = fetch
+
+    def __missing__(self, key):
+        value = self[key] = self._fetch(key)
+        return value
+
+    def pop(self, key):
+        self[key]   # fetched first: dict.pop does not call __missing__
+        return super().pop(key)
+
+
 class UpdateStream:
     """Deterministic (per seed) stream of valid TPC-H update transactions; see the module doc."""
 
-    def __init__(self, catalog: Catalog, data: Mapping[str, list[tuple]], mix: Mapping[str, float] | None = None,
-                 seed: int = 0, zipf: float = 0.0, txn_prefix: str = "w"):
+    def __init__(self, catalog: Catalog, data: Mapping[str, list[tuple]] | InitialRows,
+                 mix: Mapping[str, float] | None = None, seed: int = 0, zipf: float = 0.0, txn_prefix: str = "w"):
         if zipf < 0:
             raise ValueError(f"zipf must be >= 0 (0 is uniform), got {zipf}")
         self.catalog = catalog
@@ -162,31 +228,28 @@ class UpdateStream:
         self._rel = {name: catalog.relation(name) for name in ("customer", "orders", "lineitem", "part",
                                                                   "partsupp", "nation")}
         self._col = {name: {c: i for i, c in enumerate(rel.columns)} for name, rel in self._rel.items()}
-        self._load(data)
+        self._load(data if isinstance(data, InitialRows) else RowLists(catalog, data))
 
     # -- the picture of what exists ----------------------------------------------------------
 
-    def _load(self, data: Mapping[str, list[tuple]]) -> None:
-        """Builds the key pools and row maps once: O(data) here so that next() is O(txn)."""
-        rows = {name: [tuple(r) for r in data.get(name, [])] for name in self._rel}
-        for name in ("customer", "partsupp", "nation"):
-            if not rows[name]:
+    def _load(self, initial: InitialRows) -> None:
+        """The key pools and the small relations' rows at once; orders and line items on demand."""
+        cust, ps, part = self._rel["customer"], self._rel["partsupp"], self._rel["part"]
+        self._customers = {cust.key_of(r)[0]: r for r in initial.rows("customer")}
+        at = [ps.index(c) for c in ("ps_partkey", "ps_suppkey")]
+        self._supply = [tuple(r[i] for i in at) for r in initial.rows("partsupp")]
+        self._nations = sorted(self._rel["nation"].key_of(r)[0] for r in initial.rows("nation"))
+        for name, rows in (("customer", self._customers), ("partsupp", self._supply), ("nation", self._nations)):
+            if not rows:
                 raise ModelError(f"workload: the initial data has no {name} rows; the streams need some")
-        cust, orders, lines = self._rel["customer"], self._rel["orders"], self._rel["lineitem"]
-        self._customers = {cust.key_of(r)[0]: r for r in rows["customer"]}
         self._customer_pool = KeyPool(sorted(self._customers))
-        self._orders = {orders.key_of(r)[0]: r for r in rows["orders"]}
-        self._order_pool = KeyPool(sorted(self._orders))
-        self._lines: dict[int, list[tuple]] = {k: [] for k in self._orders}
-        at = self._col["lineitem"]["l_orderkey"]
-        for r in rows["lineitem"]:
-            self._lines.setdefault(r[at], []).append(r)
-        ps = self._rel["partsupp"]
-        self._supply = [tuple(r[ps.index(c)] for c in ("ps_partkey", "ps_suppkey")) for r in rows["partsupp"]]
-        self._nations = sorted(self._rel["nation"].key_of(r)[0] for r in rows["nation"])
+        order_keys = sorted(initial.order_keys())
+        self._order_pool = KeyPool(order_keys)
+        self._orders = Fetched(initial.order)
+        self._lines = Fetched(initial.lines)
         self._next_custkey = max(self._customers) + 1
-        self._next_orderkey = max(self._lines, default=0) + 1
-        self._next_partkey = max((self._rel["part"].key_of(r)[0] for r in rows["part"]), default=0) + 1
+        self._next_orderkey = max(order_keys, default=0) + 1
+        self._next_partkey = max((part.key_of(r)[0] for r in initial.rows("part")), default=0) + 1
 
     # -- emitting ----------------------------------------------------------------------------
 
@@ -420,7 +483,7 @@ class Workload:
     mix: Mapping[str, float] = field(default_factory=lambda: dict(MIXED))
     zipf: float = 0.0
 
-    def stream(self, catalog: Catalog, data: Mapping[str, list[tuple]], seed: int = 0) -> UpdateStream:
+    def stream(self, catalog: Catalog, data: Mapping[str, list[tuple]] | InitialRows, seed: int = 0) -> UpdateStream:
         return UpdateStream(catalog, data, self.mix, seed, self.zipf)
 
     @staticmethod

@@ -13,7 +13,7 @@ import pytest
 from fedmodel.catalog import Catalog, FunctionalDependency, check_row
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import parse_view
-from loadgen.tpch import TABLES, generate, load_view, sample_orders, tpch_catalog, view_names
+from loadgen.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
 from loadgen.workload import STREAMS, UpdateStream, Workload, zipf_rank
 from source_node.memory_store import MemoryStore
 
@@ -167,8 +167,30 @@ def test_preset_transactions_are_all_accepted(small, preset):
     done = run(stream, stores, 2000)
     expected = set(Workload.named(preset).mix)
     assert {name for name, _, _ in done} == expected
-    # the stream's picture is the sources' state
-    assert stores["sales"].relations["orders"] == {(k,): r for k, r in stream._orders.items()}
+    # the stream's picture is the sources' state (orders it never touched are read when asked for)
+    assert stores["sales"].relations["orders"] == {(k,): stream._orders[k] for k in stream._order_pool.keys}
+
+
+@pytest.mark.parametrize("orders", [0, 300], ids=["all orders", "300 orders"])
+def test_a_stream_reading_the_tbl_files_on_demand_is_the_stream_over_the_rows_in_memory(sf001, tpch_dir, orders):
+    """What the load driver reads (TblRows: an order and its line items when first picked) gives
+    the same transactions as the rows in memory, so its figures hold for either."""
+    cat = tpch_catalog(SCATTERED)
+    data = sample_orders(sf001, orders) if orders else sf001
+    lazy = Workload.named("skewed").stream(cat, TblRows(tpch_dir, orders), seed=4)
+    eager = Workload.named("skewed").stream(cat, data, seed=4)
+    assert [lazy.next() for _ in range(3000)] == [eager.next() for _ in range(3000)]
+    assert len(lazy._orders) < len(data["orders"])   # only what the stream touched was read
+
+
+def test_tbl_rows_refuse_a_file_out_of_order_key_order(tmp_path, tpch_dir):
+    for name in ("orders", "lineitem"):
+        lines = open(os.path.join(tpch_dir, f"{name}.tbl")).readlines()[:40]
+        if name == "orders":
+            lines[10], lines[20] = lines[20], lines[10]
+        (tmp_path / f"{name}.tbl").write_text("".join(lines))
+    with pytest.raises(ModelError, match="orders.tbl is not in order-key order"):
+        TblRows(tmp_path)
 
 
 @pytest.mark.slow

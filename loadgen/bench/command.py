@@ -15,6 +15,7 @@ progress bar shows each phase. Spark and Ray start once and serve every run.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -100,15 +101,13 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
 
     from loadgen.bench.runner import failed, run_one
     from loadgen.driver_process import DataRecipe
-    from loadgen.federation import prepare_source_files
-    from loadgen.live import tpch_data, warehouse_spark
+    from loadgen.live import warehouse_spark
     from loadgen.bench.plan import PLACEMENTS
-    from loadgen.tpch import sample_orders, tpch_catalog
+    from loadgen.tpch import tpch_catalog
     from source_node.ray_runtime import stop_ray
 
     several = {"view": len({s.view for s in specs}) > 1, "scale": len({s.scale for s in specs}) > 1,
                "chaos": len({s.chaos for s in specs}) > 1, "placement": len({s.placement for s in specs}) > 1}
-    data: dict[float, dict] = {}
     runs = []
     progress = Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.fields[info]}"),
                         TimeElapsedColumn(), console=console)
@@ -118,12 +117,9 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
         progress.update(setup, total=1, completed=1, info="started")
         try:
             for i, spec in enumerate(specs, 1):
-                if spec.scale not in data:
-                    progress.update(setup, description=f"setup: TPC-H SF {spec.scale:g}", total=None, info="")
-                    data[spec.scale] = tpch_data(spec.scale, data_dir)
-                    if orders > 0:
-                        data[spec.scale] = sample_orders(data[spec.scale], orders)
-                    progress.update(setup, total=1, completed=1, info=f"{len(data[spec.scale]['lineitem'])} line items")
+                catalog = tpch_catalog(PLACEMENTS[spec.placement])
+                recipe = DataRecipe(spec.scale, data_dir, orders)
+                files = bench_dir / "sources" / f"sf{spec.scale:g}-{spec.placement}-{spec.source_engine}"
                 folder = spec.folder(i, several)
                 task = progress.add_task(f"[{i}/{len(specs)}] {spec.label}", total=None, info="")
 
@@ -131,13 +127,12 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
                     progress.update(task, completed=done, total=total, info=f"{phase}: {info}")
 
                 try:
-                    catalog = tpch_catalog(PLACEMENTS[spec.placement])
-                    files = bench_dir / "sources" / f"sf{spec.scale:g}-{spec.placement}-{spec.source_engine}"
                     if not files.exists():
-                        progress.update(task, info=f"setup: the sources' {spec.source_engine} files")
-                    prepare_source_files(catalog, data[spec.scale], files, spec.source_engine)
-                    record = run_one(spec, catalog, data[spec.scale], DataRecipe(spec.scale, data_dir, orders),
-                                     spark, bench_dir / folder, report, source_files=files)
+                        progress.update(setup, description=f"setup: TPC-H SF {spec.scale:g}", total=None,
+                                        info=f"the sources' {spec.source_engine} files")
+                        _prepare_source_files(catalog, recipe, files, spec.source_engine)
+                        progress.update(setup, total=1, completed=1, info=f"{files.name} written")
+                    record = run_one(spec, catalog, files, recipe, spark, bench_dir / folder, report)
                 except Exception as err:  # one failed run is reported; the others still compare
                     record = failed(spec, bench_dir / folder, err)
                 record["folder"] = folder
@@ -149,6 +144,25 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
             spark.stop()
             shutil.rmtree(bench_dir / "sources", ignore_errors=True)   # copies of the data: the runs hold theirs
     return runs
+
+
+def _prepare_source_files(catalog, recipe, folder: Path, engine: str) -> None:
+    """Writes the sources' databases from the TPC-H data in a process of its own: this one runs
+    the warehouse and its memory is measured; at SF 1 the rows as Python tuples take 7 GB, which
+    a process keeps as its peak after it lets them go."""
+    context = multiprocessing.get_context("spawn")   # fork would copy Spark's and gRPC's threads
+    with context.Pool(1) as pool:
+        pool.apply(_write_source_files, (catalog.to_dict(), recipe, str(folder), engine))
+
+
+def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) -> None:
+    from fedmodel.catalog import Catalog
+    from loadgen.federation import prepare_source_files
+
+    partial = Path(folder + ".partial")   # a failed child leaves no folder the next run would trust
+    shutil.rmtree(partial, ignore_errors=True)
+    prepare_source_files(Catalog.from_dict(catalog_dict), recipe.data(), partial, engine)
+    partial.rename(folder)
 
 
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:

@@ -50,11 +50,11 @@ class _Phases:
         self._phase, self._since = None, now
 
 
-def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_dir: Path,
-            progress: Progress, source_files: Path | None = None) -> dict:
+def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spark, run_dir: Path,
+            progress: Progress) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
-    `data` is the initial data, `recipe` how the load driver's process obtains the same, and
-    `source_files` the sources' databases already holding it (loadgen.federation.prepare_source_files)."""
+    `source_files` are the sources' databases holding the initial data
+    (loadgen.federation.prepare_source_files), `recipe` how the load driver's process reads the same."""
     from loadgen.check import HistoryError, check, load_history
     from loadgen.federation import Federation
     from loadgen.tpch import load_view
@@ -65,9 +65,8 @@ def run_one(spec: RunSpec, catalog, data: dict, recipe: DataRecipe, spark, run_d
               "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
               "workload": spec.workload,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
-    fed = Federation(catalog, view_sql, data, run_dir, spark, spec.algorithm, spec.access,
-                     source_engine=spec.source_engine, source_files=source_files,
-                     batch_interval=spec.batch_interval)
+    fed = Federation(catalog, view_sql, source_files, run_dir, spark, spec.algorithm, spec.access,
+                     source_engine=spec.source_engine, batch_interval=spec.batch_interval)
     watches = Stopwatches()
     sampler = driver = None
     progress = _Phases(progress)

@@ -89,15 +89,20 @@ def evaluate(runs: list[dict]) -> list[dict]:
 
 
 def _rate(ref: dict) -> dict:
-    rate = ref.get("max_sustained_rate") or 0.0
-    first = (ref.get("ramp") or [{}])[0].get("rate")
-    sustains = f"{rate:g} txn/s" if rate else (f"< {first:g} txn/s (not even the first ramp step)" if first else "unknown (no ramp)")
+    """Judged by what the sources committed per second in the highest sustained step, not by the
+    step's offered rate: a 1,024 step the sources committed 983/s of has not shown 1,000."""
+    steps = ref.get("ramp") or []
+    top = max((s for s in steps if s.get("sustained")), key=lambda s: s["rate"], default=None)
+    rate = (top.get("achieved") or 0.0) if top else 0.0
+    first = steps[0].get("rate") if steps else None
+    sustains = (f"{rate:g} txn/s committed in the {top['rate']:g} txn/s step" if top else
+                f"< {first:g} txn/s (not even the first ramp step)" if first else "unknown (no ramp)")
     complete = ref.get("consistency") == "complete"
     return {"name": "max sustained rate with complete consistency",
             "target": f">= {MAX_RATE:g} txn/s (aim {AIM_RATE:g})",
             "measured": f"{sustains}, {ref.get('consistency')}", "met": rate >= MAX_RATE and complete,
             "shortfall": None if rate >= MAX_RATE else
-            (f"{MAX_RATE / rate:.1f}x below" if rate else
+            (f"{MAX_RATE / rate:.2f}x below" if rate else
              f"more than {MAX_RATE / first:.1f}x below" if first else "not measured")}
 
 
