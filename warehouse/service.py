@@ -162,8 +162,9 @@ class Warehouse:
         for t in self._threads:
             # The committer is waited for however long its batch takes (a loaded machine: tens of
             # seconds): a batch still being written when the last one (or a successor warehouse on
-            # the same tables) starts would commit the same batch id twice.
-            t.join(timeout=None if t.name == "committer" else 10)
+            # the same tables) starts would commit the same batch id twice. The compactor too: its
+            # Spark job would outlive the warehouse on a session others go on using.
+            t.join(timeout=None if t.name in ("committer", "compactor") else 10)
         if commit and self.engine is not None:   # a warehouse that never opened holds nothing
             self._commit_batch()
         if self._server is not None:
