@@ -339,9 +339,11 @@ class DeltaViewStore:
         return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self.view_df().collect()}
 
     def _base(self) -> tuple[int, int]:
-        """(version, batch) of the view's newest commit tagged with a batch: its base."""
-        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name('view')}").select("version", "userMetadata")
-        for version, meta in history.collect():  # newest first
+        """(version, batch) of the view's newest commit tagged with a batch: its base. Every view
+        commit is tagged but the constraint's, right after the first: the newest few suffice, and
+        a long run's history (a compaction a minute) is not read whole."""
+        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name('view')} LIMIT 10")
+        for version, meta in history.select("version", "userMetadata").collect():  # newest first
             batch = _batch_of(meta)
             if batch is not None:
                 return int(version), batch
