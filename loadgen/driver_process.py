@@ -4,9 +4,10 @@ Generating a TPC-H transaction and encoding it costs the driver about 0.1 ms; at
 per second that is most of a core, and in the warehouse's process it would compete with the
 maintenance core for the interpreter. `DriverProcess` runs `loadgen.driver.drive` in a spawned
 process that builds the same update stream from the same data (read from the TPC-H cache's files
-as the stream needs it, loadgen.tpch.TblRows, not copied through a pipe) and commits at the sources' gRPC addresses, one client per source. The
-stream lives as long as the process, so successive `drive` calls (the load phase, then each ramp
-step) continue one stream, as they do in-process.
+as the stream needs it, loadgen.tpch.TblRows, not copied through a pipe) and commits at the
+sources' gRPC addresses, one client per source. The stream lives as long as the process, so
+successive `drive` calls (the load phase, then each ramp step) continue one stream, as they do
+in-process.
 
     with DriverProcess(catalog, DataRecipe(0.1), "mixed", seed=1, addresses=fed.addresses) as driver:
         result = driver.drive(rate=500, duration=15, progress=lambda elapsed, result: ...)

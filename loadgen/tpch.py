@@ -22,7 +22,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
 from fedmodel.errors import ModelError
@@ -199,10 +199,15 @@ def read_tbl(path: str | os.PathLike, relation: str) -> list[tuple]:
 
 
 def _parse(relation: str, lines: Iterable[str]) -> list[tuple]:
+    return list(map(_line_parser(relation), lines))
+
+
+def _line_parser(relation: str) -> Callable[[str], tuple]:
+    """One .tbl line of `relation` -> its row in the catalog's types."""
     converters = [_CONVERT[t] for _, t in SCHEMA[relation][0]]
     call = operator.call
     # map() stops at the shorter input, which drops the empty field after the trailing '|'
-    return [tuple(map(call, converters, line.split("|"))) for line in lines]
+    return lambda line: tuple(map(call, converters, line.split("|")))
 
 
 class TblRows(InitialRows):
@@ -246,7 +251,7 @@ class TblRows(InitialRows):
 
     def rows(self, relation: str) -> Iterator[tuple]:
         with open(self.folder / f"{relation}.tbl", encoding="utf-8") as f:
-            yield from _unique_keys(relation, (row for line in f for row in _parse(relation, (line,))))
+            yield from _unique_keys(relation, map(_line_parser(relation), f))
 
     def order_keys(self) -> list[int]:
         return list(self._keys)
