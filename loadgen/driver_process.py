@@ -64,6 +64,10 @@ class DriverProcess:
         child.close()
         self._expect("ready", timeout)
 
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
     def drive(self, rate: float, duration: float,
               progress: Callable[[float, DriveResult], None] = lambda elapsed, result: None) -> tuple[DriveResult, dict]:
         """Offers `rate` txn/s for `duration` s (loadgen.driver.drive in the child); returns the

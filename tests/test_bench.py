@@ -49,6 +49,17 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert run["peak_memory_mb"] > 0 and run["warehouse_cpu_seconds"] > 0
         assert run["ramp"] and run["ramp"][0]["rate"] == 5
         assert (Path(run["run_dir"]) / "run.json").is_file()
+        # CPU read around the load and every ramp step, every role of the run named
+        assert [c["phase"] for c in run["cpu"]] == ["load"] + ["ramp"] * len(run["ramp"])
+        roles = set(run["cpu"][0]["by_role"])
+        assert {"warehouse (python)", "spark JVM", "load driver"} <= roles, roles
+        assert any(r.startswith("source ") for r in roles) and 0 < run["cpu"][0]["busy"] <= 1.05
+        # the parts of each transaction's staleness add up to its staleness to Delta
+        parts = run["staleness_parts"]
+        assert parts["n"] > 0 and set(parts["parts_ms"]) == {"delivery", "at the warehouse", "to Delta"}
+        slow = parts["slowest"]
+        assert sum(slow["mean_ms"].values()) >= slow["staleness_ms"] - 0.5
+        assert sum(slow["mean_ms"].values()) <= run["staleness_delta_ms"]["max"] + 0.5
     assert summary["runs"][0]["consistency"] == "complete"
     assert summary["runs"][1]["consistency"] in ("none", "convergence", "weak", "strong", "complete")
     assert {t["name"] for t in summary["targets"]} >= {"max sustained rate with complete consistency",
@@ -123,9 +134,9 @@ def test_synthetic_stream_is_deterministic_per_seed():
 def test_the_bench_modules_doctests_pass():
     import doctest
 
-    from loadgen.bench import metrics, ramp
+    from loadgen.bench import metrics, ramp, resources
 
-    for module in (metrics, ramp):
+    for module in (metrics, ramp, resources):
         assert doctest.testmod(module).failed == 0
 
 
@@ -185,3 +196,50 @@ def test_a_failed_sf1_run_leaves_the_scale_and_memory_targets_unmeasured_not_met
     memory = targets["peak memory of all processes at SF 1"]
     assert scale["met"] is None and "OutOfMemoryError" in scale["measured"]
     assert memory["met"] is None and "failed" in memory["measured"]
+
+
+def test_a_missed_rate_names_the_cpu_of_the_step_that_ended_the_ramp_and_staleness_its_parts():
+    from loadgen.bench.targets import evaluate
+
+    cpu = [{"phase": "load", "rate": 500.0, "seconds": 15.0, "busy": 0.8, "by_role": {"source s": 12.0, "spark JVM": 12.0}},
+           {"phase": "ramp", "rate": 512.0, "seconds": 8.0, "busy": 0.8, "by_role": {"source s": 6.4, "spark JVM": 6.4}},
+           {"phase": "ramp", "rate": 1024.0, "seconds": 8.0, "busy": 0.97,
+            "by_role": {"source s": 9.0, "warehouse (python)": 5.0, "spark JVM": 1.5, "ray and helpers": 0.02}}]
+    parts = {"n": 200, "lost_share": 0.05,
+             "parts_ms": {name: {"p50": 100.0, "p99": 900.0} for name in ("delivery", "at the warehouse", "to Delta")},
+             "slowest": {"n": 2, "staleness_ms": 4000.0, "lost_share": 0.5,
+                         "mean_ms": {"delivery": 1500.0, "at the warehouse": 2000.0, "to Delta": 700.0}}}
+    ref = {"algorithm": "sze-ling", "access_path": "join-graph", "view": "q3", "chaos": "none", "placement": "spread",
+           "rate_target": 500.0, "scale": 0.1, "consistency": "complete", "rate_achieved": 500.0,
+           "ramp": [{"rate": 512.0, "achieved": 511.0, "committed": 4088, "sustained": True},
+                    {"rate": 1024.0, "achieved": 700.0, "committed": 5600, "sustained": False}],
+           "cpu": cpu, "staleness_parts": parts, "staleness_ms": {"p99": 3000.0}, "staleness_delta_ms": {"p99": 4100.0},
+           "per_txn": {}, "profile": {"parts": {}}}
+    targets = {t["name"]: t for t in evaluate([ref])}
+    rate = targets["max sustained rate with complete consistency"]["what_dominates"]
+    assert "1024 txn/s step (not sustained, 700 committed per second)" in rate and "97% busy" in rate
+    assert "2.77 ms of CPU per committed transaction" in rate   # 15.52 CPU s / 5,600
+    assert "source s 58%, warehouse (python) 32%, spark JVM 10%" in rate and "ray" not in rate
+    stale = targets["staleness p99 to the Delta table at 500 txn/s"]["what_dominates"]
+    assert "delivery 1500 ms, at the warehouse 2000 ms, to Delta 700 ms" in stale
+    assert "50% of them had their notification lost" in stale and "80% busy in the load phase" in stale
+
+
+def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
+    import time
+
+    from loadgen.bench.resources import ResourceSampler, cpu_use
+
+    sampler = ResourceSampler(interval=0.05).start()
+    try:
+        before = sampler.cpu_seconds()
+        child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                                  "while time.process_time() - t < 0.6: pass"])
+        sampler.name(child.pid, "busy child")
+        time.sleep(0.3)
+        child.wait(timeout=30)
+        time.sleep(0.2)   # sampled after it ended: what it used is kept
+        use = cpu_use(before, sampler.cpu_seconds(), 1.0, 1)
+    finally:
+        sampler.stop()
+    assert use["by_role"].get("busy child", 0) >= 0.2, use

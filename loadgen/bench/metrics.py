@@ -62,6 +62,26 @@ def view_states(history_folder: Path) -> list[dict]:
     return states
 
 
+def reflected_at(states: list[dict], start_versions: dict[str, int],
+                 reflected: str = "applied_time") -> dict[tuple[str, int], float]:
+    """(source, DSV) -> the `reflected` time (applied_time or durable_time) of the first view state
+    whose version vector reaches that DSV, for every DSV above `start_versions`; a DSV whose first
+    state has no such time yet (a batch not committed) is left out.
+
+    >>> reflected_at([{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1})
+    {('a', 2): 11.0, ('a', 3): 11.0}
+    """
+    covered = dict(start_versions)
+    out = {}
+    for state in states:
+        at = state.get(reflected)
+        for source, dsv in state["versions"].items():
+            if at:
+                out.update(((source, d), at) for d in range(covered.get(source, 0) + 1, int(dsv) + 1))
+            covered[source] = max(covered.get(source, 0), int(dsv))
+    return out
+
+
 def staleness(commits: dict[tuple[str, int], float], states: list[dict],
               start_versions: dict[str, int], reflected: str = "applied_time") -> list[tuple[float, float]]:
     """(commit time, seconds until reflected) for every source transaction a view state reflects;
@@ -71,17 +91,44 @@ def staleness(commits: dict[tuple[str, int], float], states: list[dict],
     >>> staleness({("a", 2): 10.0, ("a", 3): 10.5}, [{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1})
     [(10.0, 1.0), (10.5, 0.5)]
     """
-    covered = dict(start_versions)
-    out = []
-    for state in states:
-        applied = state.get(reflected)
-        for source, dsv in state["versions"].items():
-            for d in range(covered.get(source, 0) + 1, int(dsv) + 1):
-                committed = commits.get((source, d))
-                if committed and applied:
-                    out.append((committed, applied - committed))
-            covered[source] = max(covered.get(source, 0), int(dsv))
-    return out
+    return [(commits[key], at - commits[key]) for key, at in reflected_at(states, start_versions, reflected).items()
+            if commits.get(key)]
+
+
+PARTS = ("delivery", "at the warehouse", "to Delta")
+
+
+def staleness_parts(commits: dict[tuple[str, int], float], received: dict[tuple[str, int], float],
+                    applied: dict[tuple[str, int], float], durable: dict[tuple[str, int], float],
+                    lost: set[tuple[str, int]]) -> dict:
+    """Where staleness to the Delta table goes, per source transaction (source, DSV) in `commits`:
+    delivery (commit to the warehouse's first receipt of its notification: a lost one waits for
+    its resend), at the warehouse (receipt to the first view state reflecting it: sub-queries,
+    and waiting for earlier transactions, Theorem 2) and to Delta (that state to its batch's
+    commit). The three add up to the staleness to Delta. Percentiles of each part over all, and
+    for the slowest 1% (staleness at or above its p99) the mean of each part and how many of them
+    had their notification `lost` (dropped at least once by the fault injector).
+
+    >>> parts = staleness_parts({("a", 2): 0.0, ("a", 3): 0.0}, {("a", 2): 0.1, ("a", 3): 1.0},
+    ...                         {("a", 2): 1.2, ("a", 3): 1.2}, {("a", 2): 2.0, ("a", 3): 2.0}, {("a", 3)})
+    >>> parts["slowest"]
+    {'n': 1, 'staleness_ms': 2000.0, 'lost_share': 1.0, 'mean_ms': {'delivery': 1000.0, 'at the warehouse': 200.0, 'to Delta': 800.0}}
+    """
+    rows = []
+    for key, committed in commits.items():
+        if key in received and key in applied and key in durable:
+            rows.append((durable[key] - committed, key in lost,
+                         (received[key] - committed, applied[key] - received[key], durable[key] - applied[key])))
+    if not rows:
+        return {"n": 0}
+    rows.sort(key=lambda r: r[0])
+    slowest = rows[max(0, math.ceil(0.99 * len(rows)) - 1):]
+    return {"n": len(rows), "lost_share": round(sum(r[1] for r in rows) / len(rows), 4),
+            "parts_ms": {name: percentiles(r[2][i] for r in rows) for i, name in enumerate(PARTS)},
+            "slowest": {"n": len(slowest), "staleness_ms": round(1000 * slowest[0][0], 1),
+                        "lost_share": round(sum(r[1] for r in slowest) / len(slowest), 4),
+                        "mean_ms": {name: round(1000 * sum(r[2][i] for r in slowest) / len(slowest), 1)
+                                    for i, name in enumerate(PARTS)}}}
 
 
 def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None = None) -> dict:
@@ -100,26 +147,39 @@ def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None 
             "logs": sorted(present), "missing_logs": sorted(set(files) - set(present))}
 
 
-def reordered_notifications(files: dict[str, Path | None]) -> float | None:
-    """The share of notifications the warehouse first received after a later one of the same
-    source (what the delay fault did), from its message log; None without that log."""
+def first_receipts(files: dict[str, Path | None]) -> dict[tuple[str, int], float]:
+    """(source, DSV) -> when the warehouse first received that notification (a duplicate or a resend
+    counts at its first arrival), in order of arrival, from its message log; empty without it."""
     path = files.get("warehouse")
     if path is None or not path.exists():
-        return None
-    seen: set[tuple[str, int]] = set()
-    highest: dict[str, int] = {}
-    late = total = 0
+        return {}
+    first: dict[tuple[str, int], float] = {}
     for e in read([path]):
-        if e.get("kind") != "notification" or e.get("event") != "received" or "dsv" not in e:
-            continue
-        key = (e["peer"], int(e["dsv"]))
-        if key in seen:
-            continue   # a duplicate or a resend: counted once, at its first arrival
-        seen.add(key)
-        total += 1
-        late += key[1] < highest.get(key[0], 0)
-        highest[key[0]] = max(highest.get(key[0], 0), key[1])
-    return round(late / total, 4) if total else None
+        if e.get("kind") == "notification" and e.get("event") == "received" and "dsv" in e:
+            first.setdefault((e["peer"], int(e["dsv"])), e["t"])
+    return first
+
+
+def lost_notifications(files: dict[str, Path | None]) -> set[tuple[str, int]]:
+    """(source, DSV) of every notification a source's fault injector dropped at least once."""
+    sources = [path for node, path in files.items() if node != "warehouse" and path is not None and path.exists()]
+    return {(e["node"], int(e["dsv"])) for e in read(sources)
+            if e.get("kind") == "notification" and e.get("event") == "dropped" and "dsv" in e}
+
+
+def reordered_notifications(receipts: dict[tuple[str, int], float]) -> float | None:
+    """The share of notifications the warehouse first received after a later one of the same
+    source (what the delay fault did), from `first_receipts`; None without them.
+
+    >>> reordered_notifications({("a", 1): 0.0, ("a", 3): 0.1, ("a", 2): 0.2, ("b", 1): 0.3})
+    0.25
+    """
+    highest: dict[str, int] = {}
+    late = 0
+    for source, dsv in receipts:
+        late += dsv < highest.get(source, 0)
+        highest[source] = max(highest.get(source, 0), dsv)
+    return round(late / len(receipts), 4) if receipts else None
 
 
 def per_transaction(cost: dict, counters: dict, transactions: int) -> tuple[dict, list[str]]:

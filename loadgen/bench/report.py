@@ -34,6 +34,23 @@ def run_row(r: dict) -> list[str]:
             _fmt(r.get("peak_memory_mb")), _fmt(r.get("warehouse_cpu_seconds")), r.get("consistency", "-")]
 
 
+def cpu_rows(r: dict) -> list[list[str]]:
+    """The load phase and each ramp step: rates, how busy the machine was and who used it."""
+    steps = [{"sustained": None, "committed": r.get("committed_in_load")}] + (r.get("ramp") or [])
+    rows = []
+    for step, cpu in zip(steps, r.get("cpu") or []):
+        used = sum(cpu["by_role"].values())
+        committed = step.get("committed")
+        rows.append([cpu["phase"], _fmt(cpu["rate"]),
+                     _fmt(round(committed / cpu["seconds"], 1)) if committed and cpu["seconds"] else "-",
+                     {True: "yes", False: "no", None: "-"}[step["sustained"]],
+                     f"{cpu['busy']:.0%}" if cpu.get("busy") is not None else "-",
+                     f"{1000 * used / committed:.2f}" if committed else "-",
+                     ", ".join(f"{role} {seconds / used:.0%}" for role, seconds in cpu["by_role"].items()
+                               if used and seconds / used >= 0.02)])
+    return rows
+
+
 def document(summary: dict) -> list[tuple]:
     m, st = summary["machine"], summary["settings"]
     blocks = [("h1", "fedlab bench"),
@@ -76,6 +93,17 @@ def document(summary: dict) -> list[tuple]:
             blocks.append(("table", ("part", "calls", "seconds", "mean ms", "share of wall"),
                            [[n, str(p["calls"]), _fmt(p["seconds"]), _fmt(p["mean_ms"]), _fmt(p["share_of_wall"])]
                             for n, p in parts.items()]))
+        cpu = r.get("cpu") or []
+        if cpu:
+            blocks.append(("table", ("step", "offered txn/s", "committed txn/s", "sustained", "machine busy",
+                                     "CPU ms/txn", "CPU by process (share)"), cpu_rows(r)))
+        lag = r.get("staleness_parts") or {}
+        if lag.get("n"):
+            slow = lag["slowest"]
+            blocks.append(("table", ("staleness to Delta, by part", "p50 ms", "p99 ms",
+                                     f"mean of the slowest 1% ({slow['n']}) ms"),
+                           [[name, _fmt(part["p50"]), _fmt(part["p99"]), _fmt(slow["mean_ms"][name])]
+                            for name, part in lag["parts_ms"].items()]))
         memory = r.get("peak_memory_by_process_mb") or {}
         if memory:
             blocks.append(("p", "Peak memory by process (MB): " + ", ".join(f"{k} {v:g}" for k, v in memory.items())))

@@ -1,10 +1,14 @@
 """Peak memory and CPU seconds of the processes of a live run, sampled with psutil.
 
-The processes: this one (the warehouse's Python side and the load driver share it), its
-children (the Spark JVM, Ray's own services and workers: ray.init starts them from here), and
-each source actor's worker process, named by the pid the actor reports. A sampler thread reads
-every process's resident set size twice a second; the peak of the sum over all of them is the
-figure the 8 GB target is about, and each role's own peak is kept beside it.
+The processes: this one (the warehouse's Python side), its children (the Spark JVM, the load
+driver's process, Ray's own services and workers: ray.init starts them from here), and each
+source actor's worker process, named by the pid the actor reports. A sampler thread reads every
+process's resident set size and CPU seconds twice a second; the peak of the sum of the resident
+sets is the figure the 8 GB target is about, and each role's own peak is kept beside it.
+
+`cpu_seconds()` sums each role's CPU seconds so far (a process that ended keeps what it had used
+when last seen), so that the difference of two calls says where a stretch of the run spent the
+machine: the bench takes one around every load step to name what a missed rate is bound by.
 """
 
 from __future__ import annotations
@@ -14,11 +18,15 @@ import threading
 
 import psutil
 
+WAREHOUSE = "warehouse (python)"
+JVM = "spark JVM"
+DRIVER = "load driver"
+
 
 class ResourceSampler:
     def __init__(self, source_pids: dict[str, int] | None = None, interval: float = 0.5):
         self.role_of_pid = {pid: f"source {name}" for name, pid in (source_pids or {}).items()}
-        self.role_of_pid[os.getpid()] = "warehouse + driver (python)"
+        self.role_of_pid[os.getpid()] = WAREHOUSE
         self.interval = interval
         self.me = psutil.Process(os.getpid())
         self.peak_total = 0.0
@@ -27,7 +35,13 @@ class ResourceSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-resources", daemon=True)
         self._cpu_start = 0.0
+        self._cpu_of_pid: dict[int, float] = {}   # last seen user + system seconds
+        self._lock = threading.Lock()
         self.warehouse_cpu_seconds = 0.0
+
+    def name(self, pid: int, role: str) -> None:
+        """Names a process the sampler would otherwise call by its executable (e.g. the driver's)."""
+        self.role_of_pid[pid] = role
 
     def start(self) -> "ResourceSampler":
         self._cpu_start = self._warehouse_cpu()
@@ -68,29 +82,44 @@ class ResourceSampler:
                 name = proc.name()
             except psutil.Error:
                 return "other"
-            self.role_of_pid[proc.pid] = "spark JVM" if exe == "java" else f"ray and helpers: {name}"
+            self.role_of_pid[proc.pid] = JVM if exe == "java" else f"ray and helpers: {name}"
         return self.role_of_pid[proc.pid]
 
     def sample(self) -> None:
         by_role: dict[str, float] = {}
         for proc in self._processes():
             try:
-                rss = proc.memory_info().rss / 2 ** 20
+                with proc.oneshot():
+                    rss = proc.memory_info().rss / 2 ** 20
+                    cpu = proc.cpu_times()
             except psutil.Error:
                 continue
             role = self._role(proc)
             by_role[role] = by_role.get(role, 0.0) + rss
-        self.samples += 1
-        self.peak_total = max(self.peak_total, sum(by_role.values()))
-        for role, mb in by_role.items():
-            self.peak_by_role[role] = max(self.peak_by_role.get(role, 0.0), mb)
+            with self._lock:
+                self._cpu_of_pid[proc.pid] = cpu.user + cpu.system
+        with self._lock:
+            self.samples += 1
+            self.peak_total = max(self.peak_total, sum(by_role.values()))
+            for role, mb in by_role.items():
+                self.peak_by_role[role] = max(self.peak_by_role.get(role, 0.0), mb)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """role -> CPU seconds its processes used so far (sampled now)."""
+        self.sample()
+        by_role: dict[str, float] = {}
+        with self._lock:
+            for pid, seconds in self._cpu_of_pid.items():
+                role = self.role_of_pid.get(pid, "other")
+                by_role[role] = by_role.get(role, 0.0) + seconds
+        return by_role
 
     def _warehouse_cpu(self) -> float:
         """User + system CPU seconds of this process and its JVM children (the warehouse side)."""
         total = 0.0
         procs = [self.me]
         try:
-            procs += [p for p in self.me.children(recursive=True) if self._role(p) == "spark JVM"]
+            procs += [p for p in self.me.children(recursive=True) if self._role(p) == JVM]
         except psutil.Error:
             pass
         for p in procs:
@@ -106,3 +135,20 @@ class ResourceSampler:
                 # short-lived helpers Ray spawns (bash, chmod) show up with next to nothing
                 "peak_memory_by_process_mb": {r: round(mb, 1) for r, mb in sorted(self.peak_by_role.items()) if mb >= 1},
                 "warehouse_cpu_seconds": self.warehouse_cpu_seconds, "memory_samples": self.samples}
+
+
+def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int) -> dict:
+    """Where a stretch of the run spent the machine, from two `cpu_seconds()` readings: CPU seconds
+    per role (Ray's many helpers as one), and how busy the machine was (1.0: every core all along).
+
+    >>> cpu_use({"source a": 1.0, "ray and helpers: raylet": 0.5}, {"source a": 4.0, "spark JVM": 1.0,
+    ...         "ray and helpers: raylet": 0.7, "ray and helpers: gcs_server": 0.3}, 5.0, 2)
+    {'seconds': 5.0, 'busy': 0.45, 'by_role': {'source a': 3.0, 'spark JVM': 1.0, 'ray and helpers': 0.5}}
+    """
+    by_role: dict[str, float] = {}
+    for role, seconds in after.items():
+        group = "ray and helpers" if role.startswith("ray and helpers") else role
+        by_role[group] = by_role.get(group, 0.0) + seconds - before.get(role, 0.0)
+    used = {role: round(s, 2) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1]) if s >= 0.005}
+    busy = sum(used.values()) / (wall_seconds * cpus) if wall_seconds and cpus else None
+    return {"seconds": round(wall_seconds, 2), "busy": round(busy, 3) if busy is not None else None, "by_role": used}

@@ -5,6 +5,7 @@ Phases, each reported to `progress(phase, done, total, info)`:
   load    the workload at the run's rate for its duration: staleness is reported for the
           transactions committed in this window (the rate the staleness target is about);
   ramp    the rate search (loadgen.bench.ramp), on the same stream, right after;
+          the CPU every process used is read around the load and each ramp step (`cpu`);
   settle  the faults are lifted and the view is given `settle` seconds to reflect every commit;
   check   every process stopped, the checker judges the run from its files, and the figures are
           read from the same files (loadgen.bench.metrics).
@@ -14,6 +15,7 @@ Spark and Ray are the caller's (started once for all runs); everything else is s
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Callable
@@ -22,7 +24,7 @@ from loadgen.bench import metrics
 from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
-from loadgen.bench.resources import ResourceSampler
+from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
 from loadgen.driver_process import DataRecipe, DriverProcess
 from loadgen.live import NO_FAULTS, set_faults
 
@@ -83,9 +85,14 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
         start_versions = fed.warehouse.status()["refreshed_dsv"]
         progress("start", 0, None, "the load driver's process and its update stream")
         driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
+        sampler.name(driver.pid, DRIVER)
+        record["cpu"] = []
 
         def drive(rate, seconds, report):
+            before, since = sampler.cpu_seconds(), time.monotonic()
             result, timings = driver.drive(rate, seconds, report)
+            record["cpu"].append({"phase": "ramp" if record["cpu"] else "load", "rate": rate,
+                                  **cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count())})
             watches.add_commits(timings)
             return result
 
@@ -190,6 +197,11 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
                         "load_seconds": load_until - load_from}
     files = run.message_logs()
+    receipts = metrics.first_receipts(files)
+    record["staleness_parts"] = metrics.staleness_parts(
+        {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts,
+        metrics.reflected_at(states, start_versions), metrics.reflected_at(states, start_versions, "durable_time"),
+        metrics.lost_notifications(files))
     cost = metrics.wire_cost(files)
     record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
     counters = record.get("counters", {})
@@ -203,4 +215,4 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     # The engine counts compensations over the whole run only.
     record["per_txn"]["compensations"] = record["per_txn_whole_run"]["compensations"]
     record["wire_load"] = {k: load_cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind")}
-    record["notifications_reordered"] = metrics.reordered_notifications(files)
+    record["notifications_reordered"] = metrics.reordered_notifications(receipts)

@@ -4,8 +4,10 @@ The targets are about Sze-Ling on the join graph (the reference run: the first s
 Q3-like view over three sources preferred, SF 0.1 preferred) under message faults; the scale
 target compares it with its SF 1 twin, the traffic targets with the scan access path on the
 Q5-like view and with recomputation. They are reported, never asserted: a missed target names
-its shortfall and the largest parts of the run's profile (loadgen.bench.profile), so the next
-step is visible.
+its shortfall and what dominates, so the next step is visible: for the rate, where the CPU went
+in the step that ended the ramp (loadgen.bench.resources); for staleness, which part of it the
+slowest transactions spent where (loadgen.bench.metrics.staleness_parts); otherwise the largest
+parts of the run's time profile (loadgen.bench.profile).
 """
 
 from __future__ import annotations
@@ -56,6 +58,41 @@ def dominant(run: dict) -> str:
     return text or "no profile"
 
 
+def cpu_bound(run: dict) -> str | None:
+    """Where the CPU went in the ramp step that ended the ramp (the first not sustained, else the
+    last), per role and per transaction committed in it; None without CPU readings."""
+    steps, readings = run.get("ramp") or [], [c for c in run.get("cpu") or [] if c["phase"] == "ramp"]
+    if not steps or len(readings) != len(steps):
+        return None
+    i = next((i for i, s in enumerate(steps) if not s.get("sustained")), len(steps) - 1)
+    step, cpu = steps[i], readings[i]
+    used = sum(cpu["by_role"].values())
+    per_txn = 1000 * used / step["committed"] if step.get("committed") else None
+    roles = ", ".join(f"{role} {seconds / used:.0%}" for role, seconds in cpu["by_role"].items() if seconds / used >= 0.02)
+    state = "sustained" if step.get("sustained") else "not sustained"
+    return (f"CPU: in the {step['rate']:g} txn/s step ({state}, {step['achieved']:g} committed per second) the "
+            f"machine was {cpu['busy']:.0%} busy, {per_txn:.2f} ms of CPU per committed transaction: {roles}"
+            if per_txn else f"CPU: the {step['rate']:g} txn/s step committed nothing")
+
+
+def staleness_breakdown(run: dict) -> str | None:
+    """Which part of the staleness to Delta the slowest 1% of the load phase's transactions spent
+    where, and the p50/p99 of each part over all of them; None without the parts."""
+    parts = run.get("staleness_parts") or {}
+    if not parts.get("n"):
+        return None
+    slow = parts["slowest"]
+    means = ", ".join(f"{name} {ms:g} ms" for name, ms in slow["mean_ms"].items())
+    each = "; ".join(f"{name} {p['p50']:g} / {p['p99']:g}" for name, p in parts["parts_ms"].items())
+    load = next((c for c in run.get("cpu") or [] if c["phase"] == "load"), None)
+    busy = f"; the machine was {load['busy']:.0%} busy in the load phase" if load and load.get("busy") is not None else ""
+    return (f"the slowest 1% of the load phase's transactions ({slow['n']}, staleness to Delta >= "
+            f"{slow['staleness_ms']:g} ms) spent on average {means}; {slow['lost_share']:.0%} of them had their "
+            f"notification lost (all transactions: {parts['lost_share']:.0%}) and waited for its resend, or "
+            f"for an earlier one's at the warehouse (Theorem 2); p50 / p99 ms of each part over all "
+            f"{parts['n']}: {each}{busy}")
+
+
 def _bytes_breakdown(ref: dict, twin: dict) -> str:
     """Which messages the bytes are: notifications are the same for every algorithm (each carries
     its transaction's full row images), so only the maintenance traffic can differ."""
@@ -103,7 +140,8 @@ def _rate(ref: dict) -> dict:
             "measured": f"{sustains}, {ref.get('consistency')}", "met": rate >= MAX_RATE and complete,
             "shortfall": None if rate >= MAX_RATE else
             (f"{MAX_RATE / rate:.2f}x below" if rate else
-             f"more than {MAX_RATE / first:.1f}x below" if first else "not measured")}
+             f"more than {MAX_RATE / first:.1f}x below" if first else "not measured"),
+            **({"what_dominates": why} if rate < MAX_RATE and (why := cpu_bound(ref)) else {})}
 
 
 def _staleness(ref: dict) -> dict:
@@ -119,6 +157,9 @@ def _staleness(ref: dict) -> dict:
     if not met:
         entry["shortfall"] = (f"p99 {p99 / STALENESS_P99_MS:.1f}x the target" if reached and p99 else
                               f"not measured at {STALENESS_RATE:g} txn/s: the run offered {offered:g} and achieved {achieved}")
+        why = staleness_breakdown(ref)
+        if why:
+            entry["what_dominates"] = why
     floor = ref.get("floor_ms")
     if floor is not None:
         entry["floor"] = f"{floor} ms (one sub-query round trip plus one Delta batch commit, medians of this run)"
