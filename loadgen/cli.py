@@ -18,7 +18,7 @@ ROLES = {
 # The other commands: each a module whose main(args) runs it, imported when used.
 COMMANDS = {"simulate": "loadgen.simulate", "matrix": "loadgen.matrix", "run": "loadgen.run",
             "bench": "loadgen.bench.command", "demo": "loadgen.demo", "check": "loadgen.check",
-            "tls-certs": "loadgen.certs"}
+            "view": "loadgen.delta_view", "tls-certs": "loadgen.certs"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                                        description=bench.__doc__.split("\n\n")[0]))
     check.add_arguments(sub.add_parser("check", help="classify a live run's consistency from its run directory",
                                        description=check.__doc__.split("\n\n")[0]))
+    from loadgen import delta_view
+
+    delta_view.add_arguments(sub.add_parser("view", help="print the view a live run left in Delta (as a Spark reader sees it)",
+                                            description=delta_view.__doc__.split("\n\n")[0]))
     certs = sub.add_parser("tls-certs", help="write a throwaway CA and a certificate for mutual TLS "
                                              "(ca.crt, tls.crt, tls.key: a Secret for the chart's tls)",
                            description="Write a throwaway CA and one certificate signed by it, valid for "

@@ -111,7 +111,7 @@ class Federation:
         self.warehouse = self._new_warehouse()
         RunFile(self.catalog, self.view_sql, self.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
-                self.warehouse.history.folder).write(self.run_dir)
+                self.warehouse.history.folder, self.warehouse.store.root).write(self.run_dir)
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])

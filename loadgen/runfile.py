@@ -7,10 +7,13 @@ needs besides (the catalog and the view's SQL), so that `fedlab check RUN_DIR` n
 else. Written by whoever starts the run (loadgen.federation, `fedlab warehouse`).
 
     {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
-     "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history"}
+     "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history",
+     "warehouse_delta": "warehouse/delta"}
 
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
-elsewhere), others absolute. A source whose file is not reachable from here is null.
+elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
+file is not reachable from here is null; so is the Delta store in run files written before
+`fedlab view` read it.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class RunFile:
     algorithm: str
     sources: dict[str, Path | None]    # source -> its database file, None when not reachable
     warehouse_history: Path
+    warehouse_delta: str | None = None   # the warehouse's Delta tables (warehouse.store.delta_store)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         run_dir = Path(run_dir)
@@ -46,7 +50,8 @@ class RunFile:
         doc = {"format": FORMAT, "catalog": self.catalog.to_dict(), "view": self.view_sql,
                "algorithm": self.algorithm,
                "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
-               "warehouse_history": _relative(self.warehouse_history, run_dir)}
+               "warehouse_history": _relative(self.warehouse_history, run_dir),
+               "warehouse_delta": _relative(self.warehouse_delta, run_dir)}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -76,14 +81,15 @@ class RunFile:
             sources = doc["sources"]
             return RunFile(catalog, str(doc["view"]), str(doc.get("algorithm", "")),
                            {str(s): _absolute(p, run_dir) for s, p in sources.items()},
-                           _absolute(doc["warehouse_history"], run_dir))
+                           _absolute(doc["warehouse_history"], run_dir),
+                           _location(doc.get("warehouse_delta"), run_dir))
         except (KeyError, TypeError, AttributeError) as err:
             raise RunFileError(f"{path}: missing or malformed field {err}") from None
 
 
 def _relative(path: Path | str | None, run_dir: Path) -> str | None:
-    if path is None:
-        return None
+    if path is None or "://" in str(path):   # a URI stays as it is
+        return None if path is None else str(path)
     path = Path(path).resolve()
     try:
         return str(path.relative_to(run_dir.resolve()))
@@ -93,3 +99,8 @@ def _relative(path: Path | str | None, run_dir: Path) -> str | None:
 
 def _absolute(path: str | None, run_dir: Path) -> Path | None:
     return None if path is None else (run_dir / path)
+
+
+def _location(path: str | None, run_dir: Path) -> str | None:
+    """A directory or a URI, as text (pathlib would turn "s3a://bucket" into "s3a:/bucket")."""
+    return path if path is None or "://" in path else str(_absolute(path, run_dir))

@@ -94,9 +94,11 @@ def write_run_file(config: RunConfig, data: str) -> Path | None:
     """The run file in the run directory (if the config names one); returns the history folder."""
     if config.run_dir is None:
         return None
+    from warehouse.service import delta_dir
+
     history = config.run_dir / "warehouse" / "history"
     RunFile(config.catalog, config.view.sql, config.algorithm, {s.name: s.db for s in config.sources},
-            history).write(config.run_dir)
+            history, delta_dir(data)).write(config.run_dir)
     return history
 
 

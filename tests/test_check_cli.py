@@ -275,3 +275,13 @@ def test_an_unreadable_history_exits_2(tmp_path, capsys, damage):
             store.wait()
     assert (code, out) == (2, "")
     assert err.startswith("fedlab check: ") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("delta", ["warehouse/delta", "s3a://bucket/warehouse/delta", None])
+def test_the_run_file_keeps_where_the_delta_tables_are(tmp_path, delta):
+    history = tmp_path / "warehouse" / "history"
+    given = str(tmp_path / delta) if delta and "://" not in delta else delta
+    RunFile(CATALOG, VIEW, "sze-ling", {"ds1": None}, history, given).write(tmp_path)
+    stored = json.loads((tmp_path / "run.json").read_text())["warehouse_delta"]
+    assert stored == delta   # inside the run directory: relative, so the directory can move
+    assert RunFile.read(tmp_path).warehouse_delta == given

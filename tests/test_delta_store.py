@@ -276,3 +276,55 @@ def test_the_spark_jvm_yields_the_cpu_to_the_sources_and_the_core(spark):
     tasks = list(Path(f"/proc/{spark.sparkContext._gateway.proc.pid}/task").iterdir())
     nices = {os.getpriority(os.PRIO_PROCESS, int(t.name)) for t in tasks if t.exists()}
     assert min(nices) >= int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)), nices
+
+
+def run_dir_for(tmp_path, store_root):
+    """A run directory whose run file names `store_root` as the warehouse's Delta tables."""
+    from fedmodel.catalog import Catalog, Relation
+    from loadgen.runfile import RunFile
+
+    catalog = Catalog((Relation("R1", "ds1", ("k",), ("BIGINT",), ("k",)),))
+    RunFile(catalog, "SELECT k FROM R1", "sze-ling", {"ds1": None}, tmp_path / "history", store_root).write(tmp_path)
+    return tmp_path
+
+
+def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, capsys):
+    import argparse
+    import json
+
+    from loadgen import delta_view
+
+    root, _ = committed
+    run = run_dir_for(tmp_path, root)
+    assert delta_view.main(argparse.Namespace(run_dir=str(run), limit=0, json=True)) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["batch"], shown["versions"], shown["columns"]) == (3, {"ds1": 6}, COLUMNS)
+    assert {tuple(r[:-1]): r[-1] for r in shown["rows"]} == expected_view(3)
+    assert delta_view.main(argparse.Namespace(run_dir=str(run), limit=1, json=False)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f"batch 3, reflecting ds1 DSV 6; {len(expected_view(3))} rows "
+                             f"({sum(expected_view(3).values())} with multiplicity)")
+    assert lines[1] == "k\tname\tday\tprice\tcount" and len(lines) == 4
+    assert lines[3] == f"... {len(expected_view(3)) - 1} more rows (--limit 0 prints all)"
+
+
+@pytest.mark.parametrize("layout, message", [
+    ("no run file", "no run file"),
+    ("no store", "no Delta view at"),
+    ("old run file", "names no Delta store"),
+])
+def test_fedlab_view_refuses_a_run_without_a_store_in_one_line(tmp_path, layout, message):
+    import json
+    import subprocess
+    import sys
+
+    if layout != "no run file":
+        run_dir_for(tmp_path, str(tmp_path / "warehouse" / "delta"))
+    if layout == "old run file":
+        doc = json.loads((tmp_path / "run.json").read_text())
+        del doc["warehouse_delta"]
+        (tmp_path / "run.json").write_text(json.dumps(doc))
+    done = subprocess.run([sys.executable, "-m", "loadgen.cli", "view", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""

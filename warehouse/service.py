@@ -63,6 +63,12 @@ log = logging.getLogger("fedlab.warehouse")
 QUERY_DEADLINE = 300
 
 
+def delta_dir(data_dir: str) -> str:
+    """Where the warehouse whose data is under `data_dir` keeps its Delta tables (DeltaViewStore).
+    Joined as text: pathlib would turn "s3a://bucket" into "s3a:/bucket"."""
+    return str(data_dir).rstrip("/") + "/delta"
+
+
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
@@ -92,8 +98,7 @@ class Warehouse:
         if not recompute_period > 0:
             raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
         self.recompute_period = recompute_period
-        # Joined as text: pathlib would turn "s3a://bucket" into "s3a:/bucket".
-        self.store = DeltaViewStore(spark, self.data_dir.rstrip("/") + "/delta",
+        self.store = DeltaViewStore(spark, delta_dir(self.data_dir),
                                     list(self.view.column_names[:len(self.view.outputs)]), self._view_types())
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it

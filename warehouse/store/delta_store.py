@@ -329,14 +329,23 @@ class DeltaViewStore:
         return True
 
     # ------------------------------------------------------------------ reads
-    def view_df(self):
-        """The view as of the last committed batch, a Spark DataFrame of its columns plus `count`
-        (the snapshot read: the base plus the journal's deltas above it)."""
-        return self._snapshot(*self._base())
+    def view_df(self, batch: int | None = None):
+        """The view as of `batch` (default: the last committed), a Spark DataFrame of its columns
+        plus `count` (the snapshot read: the base plus the journal's deltas above it, up to
+        `batch`); StoreError if the base has been compacted past `batch` meanwhile."""
+        version, base_batch = self._base()
+        if batch is not None and base_batch > batch:
+            raise StoreError(f"the view's base was compacted past batch {batch} meanwhile; read again")
+        return self._snapshot(version, base_batch, batch)
 
-    def read_view(self) -> dict[tuple, int]:
-        """The view as {row: multiplicity} (DATE values as ISO strings)."""
-        return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self.view_df().collect()}
+    def read_view(self, batch: int | None = None) -> dict[tuple, int]:
+        """The view as {row: multiplicity} (DATE values as ISO strings), as of `batch` (see view_df)."""
+        return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self.view_df(batch).collect()}
+
+    def newest_batch(self) -> int:
+        """The last batch the journal holds, read from Delta (what an unpinned snapshot read reflects)."""
+        newest = self._read("journal").agg(F.max("batch_id")).first()[0]
+        return INITIAL_BATCH if newest is None else int(newest)
 
     def _base(self) -> tuple[int, int]:
         """(version, batch) of the view's newest commit tagged with a batch: its base. Every view

@@ -1,0 +1,83 @@
+"""`fedlab view RUN_DIR`: the view a run left in Delta, as a Spark reader sees it.
+
+It reads the warehouse's Delta store (warehouse.store.delta_store: the view's base plus the
+journal's deltas above it, the snapshot read) as of its last committed batch and prints the
+batch, the source versions it reflects (each source's applied DSV), the row count and the rows
+with their multiplicity, sorted; `--limit` bounds the rows shown, `--json` prints one object.
+The run file (loadgen.runfile) says where the store is. A run directory without a run file or
+a store is refused with one line and exit status 2, before Spark starts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from fedmodel.errors import ModelError
+from loadgen.runfile import RunFile
+
+SHOWN_ROWS = 20
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a live run's directory (it holds run.json)")
+    parser.add_argument("--limit", type=int, default=SHOWN_ROWS, metavar="N",
+                        help=f"rows to print (default {SHOWN_ROWS}; 0: all)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object: batch, versions, rows")
+
+
+def main(args) -> int:
+    try:
+        if args.limit < 0:
+            raise ModelError(f"--limit must be 0 (all) or a positive number of rows, got {args.limit}")
+        store_dir = _store_dir(Path(args.run_dir))
+        shown = read(store_dir)
+    except ModelError as err:
+        print(f"fedlab view: {err}", file=sys.stderr)
+        return 2
+    rows = shown["rows"][:args.limit or None]
+    if args.json:
+        print(json.dumps({**shown, "rows": [[*row, count] for row, count in rows]}, default=str))
+        return 0
+    total = sum(count for _, count in shown["rows"])
+    print(f"{store_dir}: batch {shown['batch']}, reflecting {_versions(shown['versions'])}; "
+          f"{len(shown['rows'])} rows ({total} with multiplicity)")
+    print("\t".join([*shown["columns"], "count"]))
+    for row, count in rows:
+        print("\t".join("NULL" if v is None else str(v) for v in (*row, count)))
+    if len(rows) < len(shown["rows"]):
+        print(f"... {len(shown['rows']) - len(rows)} more rows (--limit 0 prints all)")
+    return 0
+
+
+def read(store_dir: str) -> dict:
+    """The view as of the store's last batch: {columns, batch, versions, rows: [(row, count)] sorted}."""
+    from loadgen.live import warehouse_spark
+    from warehouse.store.delta_store import DeltaViewStore, StoreError
+
+    spark = warehouse_spark(tempfile.mkdtemp(prefix="fedlab-view-"))   # the run's directory is only read
+    try:
+        store = DeltaViewStore.at(spark, store_dir)
+        batch = store.newest_batch()   # pinned: a running warehouse may commit more meanwhile
+        view = store.read_view(batch)
+        state = store.read_version_state(batch)
+    except StoreError as err:
+        raise ModelError(f"{store_dir}: {err}") from None
+    versions = {source: fields.get("applied_dsv") for source, fields in state.get("sources", {}).items()}
+    return {"columns": list(store.columns), "batch": batch, "versions": versions,
+            "rows": sorted(view.items(), key=lambda kv: tuple((v is None, v) for v in kv[0]))}   # NULLs last
+
+
+def _store_dir(run_dir: Path) -> str:
+    run = RunFile.read(run_dir)
+    if run.warehouse_delta is None:
+        raise ModelError(f"{run_dir}: the run file names no Delta store (a run file older than `fedlab view`)")
+    if "://" not in run.warehouse_delta and not (Path(run.warehouse_delta) / "view").is_dir():
+        raise ModelError(f"{run_dir}: no Delta view at {run.warehouse_delta} (did the warehouse start?)")
+    return run.warehouse_delta
+
+
+def _versions(versions: dict) -> str:
+    return ", ".join(f"{source} DSV {dsv}" for source, dsv in sorted(versions.items())) or "no source"
