@@ -131,15 +131,6 @@ def test_synthetic_stream_is_deterministic_per_seed():
     assert first(4) != first(5)
 
 
-def test_the_bench_modules_doctests_pass():
-    import doctest
-
-    from loadgen.bench import metrics, ramp, resources
-
-    for module in (metrics, ramp, resources):
-        assert doctest.testmod(module).failed == 0
-
-
 def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up_after_the_warm_up():
     from loadgen.bench.ramp import RampStep, max_sustained
 
