@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 from concurrent import futures
 from pathlib import Path
 
@@ -63,6 +64,19 @@ log = logging.getLogger("fedlab.warehouse")
 QUERY_DEADLINE = 300
 
 
+@dataclass(frozen=True)
+class Inbound:
+    """One item of the core thread's inbox, taken in arrival order: core events from the timer,
+    the evaluator or a refused resend ("event"); notifications and answers from a source
+    ("arrived", which FIFO order may hold back); or the note that sub-queries left for a source
+    ("query_sent", which FIFO order needs)."""
+
+    kind: str
+    source: str | None
+    events: list
+    query_done: bool = False   # the answers of a sub-query round trip (also a failed one: none)
+
+
 def delta_dir(data_dir: str) -> str:
     """Where the warehouse whose data is under `data_dir` keeps its Delta tables (DeltaViewStore).
     Joined as text: pathlib would turn "s3a://bucket" into "s3a:/bucket"."""
@@ -85,9 +99,10 @@ class Warehouse:
         self.view = parse_view(view_sql, catalog)
         check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
-        # Floors: the core stretches the sub-query timeout to four smoothed round trips.
-        self.timeouts = {"query_timeout": query_timeout, "resend_timeout": resend_timeout,
-                         "reorder_allowance": reorder_allowance}
+        # The core's timings (warehouse.core.engine.EngineOptions); the sub-query timeout is a
+        # floor: the core stretches it to four smoothed round trips.
+        self.timings = {"query_timeout": query_timeout, "resend_timeout": resend_timeout,
+                        "reorder_allowance": reorder_allowance}
         self.algorithm = algorithm
         self.sources = dict(sources)
         self.spark = spark
@@ -107,7 +122,7 @@ class Warehouse:
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # receipts, received, stored, durable: taken without the core
-        self._inbox: list = []                        # what arrived, in order, for the core thread
+        self._inbox: list[Inbound] = []               # what arrived, in order, for the core thread
         self._inbox_wake = threading.Condition(threading.Lock())
         self.receipts: Receipts | None = None         # which DSVs reached this process (set by open)
         self.applied: list[AppliedTxn] = []          # applied since the last batch commit
@@ -200,7 +215,7 @@ class Warehouse:
         # view_rows() are the user's view again.
         maintained = materialize(self.spark, maintained_view(self.algorithm, self.view).sql, snapshots)
         self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access,
-                             period=self.recompute_period, **self.timeouts)
+                             period=self.recompute_period, **self.timings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         # History first: a crash before the store is initialised materialises (and writes) again,
@@ -217,7 +232,7 @@ class Warehouse:
         brv = {r: v["refreshed"] for r, v in relations.items()}
         dsv = {s: v["applied_dsv"] for s, v in sources.items()}
         self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access,
-                             period=self.recompute_period, **self.timeouts)
+                             period=self.recompute_period, **self.timings)
         self.receipts = Receipts(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
@@ -244,20 +259,19 @@ class Warehouse:
                 for item in items:
                     self._take(item)
 
-    def _take(self, item) -> None:
-        kind, source, payload, query_done = item
-        if kind == "query_sent":
-            self.fifo.query_sent(source)
+    def _take(self, item: Inbound) -> None:
+        if item.kind == "query_sent":
+            self.fifo.query_sent(item.source)
             return
-        events = payload
-        if kind == "arrived" and self.fifo is not None:
-            events = self.fifo.arrived(source, events, query_done)
+        events = item.events
+        if item.kind == "arrived" and self.fifo is not None:
+            events = self.fifo.arrived(item.source, events, item.query_done)
         for event in events:
             self._handle(event)
 
     def _queue(self, kind: str, source: str | None, events: list, query_done: bool = False) -> None:
         with self._inbox_wake:
-            self._inbox.append((kind, source, events, query_done))
+            self._inbox.append(Inbound(kind, source, events, query_done))
             self._inbox_wake.notify()
 
     def _handle(self, event) -> None:

@@ -63,20 +63,20 @@ def maintained_view(name: str, view: ViewDef) -> ViewDef:
 
 def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None = None,
            force_queries=(), global_transactions: dict | None = None, period: float | None = None,
-           **timeouts):
+           **timings):
     """The algorithm `name` over `view`, whose maintained view (`maintained_view(name, view)`)
     is `rows`, materialised at source states `dsv` / relation versions `brv`.
 
     `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
-    Strobe Example 5) come from scenarios; `period` is recompute's; `timeouts` are
-    `query_timeout`, `resend_timeout` and `reorder_allowance` (the Strobe family and recompute
-    have no resend).
+    Strobe Example 5) come from scenarios; `period` is recompute's; `timings` are
+    `query_timeout`, `resend_timeout` and `reorder_allowance` (EngineOptions; the Strobe family
+    takes only the first, recompute none).
     """
     check(name, access)
     if name in ENGINE_ALGORITHMS:
-        return MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access), **timeouts), force_queries)
+        return MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access), **timings), force_queries)
     if name == "recompute":
         return PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))
-    kwargs = {"query_timeout": timeouts["query_timeout"]} if "query_timeout" in timeouts else {}
+    kwargs = {"query_timeout": timings["query_timeout"]} if "query_timeout" in timings else {}
     return STROBE_FAMILY[name](view, rows, brv, dsv, access or "scan", global_transactions=global_transactions,
                                **kwargs)
