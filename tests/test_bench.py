@@ -106,6 +106,7 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     (["--chaos", "drop=lots"], "drop takes a number"),
     (["--chaos", "kill-source=once"], "message faults only"),
     (["--orders", "-1"], "--orders must be"),
+    (["--repeat", "0"], "--repeat must be 1 or more"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message):
     done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *argv], cwd=ROOT,
@@ -234,3 +235,36 @@ def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
     finally:
         sampler.stop()
     assert use["by_role"].get("busy child", 0) >= 0.2, use
+
+
+def test_repeated_runs_are_planned_round_robin_and_summarised_as_spreads():
+    from loadgen.bench.plan import plan
+    from loadgen.bench.report import document, markdown
+    from loadgen.bench.trials import trials
+
+    specs = plan("sze-ling,recompute", "q3", "0.1", None, 500, 15, 256, 2, 1024, 8, 30, 1, "mixed",
+                 "spread", repeat=3)
+    assert [(s.algorithm, s.trial) for s in specs] == [("sze-ling", 1), ("recompute", 1), ("sze-ling", 2),
+                                                      ("recompute", 2), ("sze-ling", 3), ("recompute", 3)]
+    several = {"view": False, "scale": False, "chaos": False, "placement": False, "trial": True}
+    assert [s.folder(i, several) for i, s in enumerate(specs[:3], 1)] == ["01-sze-ling-r1", "02-recompute-r1",
+                                                                          "03-sze-ling-r2"]
+
+    def run(trial, top, achieved, p50, consistency="complete"):
+        return {"label": "sze-ling", "view": "q3", "scale": 0.1, "chaos": "c", "placement": "spread",
+                "trial": trial, "max_sustained_rate": top, "consistency": consistency,
+                "ramp": [{"rate": 256.0, "achieved": 255.0, "sustained": True},
+                         {"rate": top, "achieved": achieved, "sustained": True}],
+                "staleness_ms": {"p50": p50, "p99": 2 * p50}, "staleness_delta_ms": {"p99": 3 * p50},
+                "per_txn": {"bytes": 650.0}}
+
+    runs = [run(1, 512.0, 497.0, 1000.0), run(2, 1024.0, 983.0, 1200.0), run(3, 512.0, 484.0, 3000.0, "strong")]
+    spread, = trials(runs + [{**run(1, 512.0, 500.0, 900.0), "view": "q5"}])   # q5 ran once: no spread
+    assert spread["trials"] == 3 and spread["consistency"] == ["complete", "complete", "strong"]
+    assert spread["max_sustained_rate"] == {"median": 512.0, "min": 512.0, "max": 1024.0, "values": [512.0, 1024.0, 512.0]}
+    assert (spread["committed_at_max"]["median"], spread["staleness_p50_ms"]["max"]) == (497.0, 3000.0)
+    page = markdown(document({"machine": {"cpus": 2, "load_average": [0], "memory_gb": 1}, "seconds": 1,
+                              "settings": {"workload": "mixed", "seed": 1, "duration": 15, "ramp_rates": [],
+                                           "ramp_step": 8}, "runs": [], "targets": [], "plots": {},
+                              "trials": [spread]}))
+    assert "| sze-ling | q3 | 0.1 | 3 | 512 (512-1024) | 497 (484-983) | 1200 (1000-3000) |" in page

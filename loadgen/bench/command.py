@@ -53,6 +53,9 @@ def add_arguments(parser) -> None:
                              "the default) or default (loadgen.tpch's, Q3 at one source)")
     parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed (default mixed)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run everything this many times over: the summary shows how far the trials differ "
+                             "(default 1)")
     parser.add_argument("--out", help="the bench directory (default runs/bench-TIMESTAMP)")
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--orders", type=int, default=0,
@@ -67,7 +70,7 @@ def main(args) -> int:
             raise PlanError("--orders must be 0 (all) or a positive number")
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
-                     args.placement, args.source_engine, args.batch_interval)
+                     args.placement, args.source_engine, args.batch_interval, args.repeat)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -107,7 +110,8 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
     from source_node.ray_runtime import stop_ray
 
     several = {"view": len({s.view for s in specs}) > 1, "scale": len({s.scale for s in specs}) > 1,
-               "chaos": len({s.chaos for s in specs}) > 1, "placement": len({s.placement for s in specs}) > 1}
+               "chaos": len({s.chaos for s in specs}) > 1, "placement": len({s.placement for s in specs}) > 1,
+               "trial": len({s.trial for s in specs}) > 1}
     runs = []
     progress = Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.fields[info]}"),
                         TimeElapsedColumn(), console=console)
@@ -168,6 +172,7 @@ def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) ->
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
     from loadgen.bench.plots import plot_all
     from loadgen.bench.targets import evaluate
+    from loadgen.bench.trials import trials
 
     plots = plot_all(runs, bench_dir / "plots")
     first = specs[0]
@@ -179,9 +184,10 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "batch_interval": first.batch_interval,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
-                         "source_engine": args.source_engine, "clients_per_source": 1},
+                         "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
-            "targets": evaluate(runs),
+            "targets": evaluate([r for r in runs if r.get("trial", 1) == 1]),
+            "trials": trials(runs),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
             "notes": ["The driver runs in a process of its own (loadgen.driver_process) and commits with one "
                       "client thread per source, in stream order (the update stream's picture of the keys "

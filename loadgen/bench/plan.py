@@ -47,6 +47,7 @@ class RunSpec:
     placement: str = "default"
     source_engine: str = DEFAULT_ENGINE
     batch_interval: float = 1.0   # the warehouse's seconds between Delta batches (at least)
+    trial: int = 1                # which repetition of the same run (--repeat)
 
     @property
     def label(self) -> str:
@@ -74,6 +75,8 @@ class RunSpec:
             parts.append("chaos" if self.chaos else "nochaos")
         if several["placement"]:
             parts.append(self.placement)
+        if several["trial"]:
+            parts.append(f"r{self.trial}")
         return "-".join(parts)
 
 
@@ -84,8 +87,10 @@ def _split(text: str) -> list[str]:
 def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
-         source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0) -> list[RunSpec]:
-    """The runs, in order; PlanError naming the first bad argument."""
+         source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0, repeat: int = 1) -> list[RunSpec]:
+    """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
+    list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
+    the machine over the bench spreads over every run alike."""
     from loadgen.run import parse_chaos
     from loadgen.tpch import DEFAULT_PLACEMENT, load_view, view_names
     from loadgen.workload import WORKLOADS
@@ -143,8 +148,11 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
             and batch_interval > 0):
         raise PlanError("--rate, --duration, --ramp-step, --ramp-start and --batch-interval must be positive, "
                         "--ramp-factor above 1")
+    if repeat < 1:
+        raise PlanError(f"--repeat must be 1 or more, got {repeat}")
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
-                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval)
+                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial)
+            for trial in range(1, repeat + 1)
             for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
             for name, access in pairs]

@@ -26,7 +26,8 @@ def _fmt(x) -> str:
 def run_row(r: dict) -> list[str]:
     s, c, d = r.get("staleness_ms") or {}, r.get("per_txn") or {}, r.get("staleness_delta_ms") or {}
     where = r["view"] + ("" if r.get("placement", "default") == "default" else f" ({r['placement']} placement)")
-    return [r["label"], where, _fmt(r["scale"]), r["chaos"],
+    label = r["label"] + (f" #{r['trial']}" if r.get("trial", 1) > 1 else "")
+    return [label, where, _fmt(r["scale"]), r["chaos"],
             f"{_fmt(r['rate_target'])} / {_fmt(r.get('rate_achieved'))}", _fmt(r.get("max_sustained_rate")),
             " / ".join(_fmt(s.get(k)) for k in ("p50", "p95", "p99", "max")),
             " / ".join(_fmt(d.get(k)) for k in ("p50", "p99")), _fmt(r.get("floor_ms")),
@@ -51,6 +52,25 @@ def cpu_rows(r: dict) -> list[list[str]]:
     return rows
 
 
+def _spread(x: dict | None) -> str:
+    return "-" if x is None else f"{_fmt(x['median'])} ({_fmt(x['min'])}-{_fmt(x['max'])})"
+
+
+def _trial_blocks(trials: list[dict]) -> list[tuple]:
+    """The spread of repeated runs (loadgen.bench.trials), when the bench repeated any."""
+    if not trials:
+        return []
+    columns = ("run", "view", "SF", "trials", "max sustained", "committed in it", "staleness p50 ms",
+               "staleness p99 ms", "to Delta p99 ms", "bytes/txn", "consistency")
+    rows = [[t["label"], t["view"], _fmt(t["scale"]), str(t["trials"])]
+            + [_spread(t[k]) for k in ("max_sustained_rate", "committed_at_max", "staleness_p50_ms",
+                                        "staleness_p99_ms", "to_delta_p99_ms", "bytes_per_txn")]
+            + [", ".join(t["consistency"])] for t in trials]
+    return [("h2", "Trials"), ("table", columns, rows),
+            ("p", "Median (least-greatest) over the trials of each run (--repeat); the targets below "
+                  "are judged on each run's first trial.")]
+
+
 def document(summary: dict) -> list[tuple]:
     m, st = summary["machine"], summary["settings"]
     blocks = [("h1", "fedlab bench"),
@@ -68,6 +88,7 @@ def document(summary: dict) -> list[tuple]:
                     "load phase per source transaction committed in it (every algorithm at the same offered "
                     "rate; per_txn_whole_run in summary.json covers the ramp too); peak MB is the highest sum over every process (Python with the warehouse "
                     "and the driver, the Spark JVM, Ray, the source actors)."),
+              *_trial_blocks(summary.get("trials") or []),
               ("h2", "Targets (issue #12)"),
               ("table", ("target", "wanted", "measured", "met", "shortfall"),
                [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),

@@ -65,7 +65,7 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
     record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
               "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
               "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
-              "workload": spec.workload,
+              "workload": spec.workload, "trial": spec.trial,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
     fed = Federation(catalog, view_sql, source_files, run_dir, spark, spec.algorithm, spec.access,
                      source_engine=spec.source_engine, batch_interval=spec.batch_interval)
@@ -157,7 +157,7 @@ def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:
     empty = metrics.percentiles([])
     return {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label, "view": spec.view,
             "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults, "placement": spec.placement,
-            "workload": spec.workload,
+            "workload": spec.workload, "trial": spec.trial,
             "seed": spec.seed, "rate_target": spec.rate, "rate_achieved": None, "max_sustained_rate": None,
             "staleness_ms": empty, "staleness_delta_ms": empty, "floor_ms": None, "per_txn": {k: None for k in ("subqueries", "messages", "rows", "bytes")},
             "peak_memory_mb": None, "warehouse_cpu_seconds": None, "consistency": "failed", "ramp": [],
