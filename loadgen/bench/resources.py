@@ -34,7 +34,7 @@ class ResourceSampler:
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-resources", daemon=True)
-        self._cpu_start = 0.0
+        self._cpu_start: dict[str, float] = {}
         self._cpu_of_pid: dict[int, float] = {}   # last seen user + system seconds
         self._lock = threading.Lock()
         self.warehouse_cpu_seconds = 0.0
@@ -44,16 +44,16 @@ class ResourceSampler:
         self.role_of_pid[pid] = role
 
     def start(self) -> "ResourceSampler":
-        self._cpu_start = self._warehouse_cpu()
-        self.sample()
+        self._cpu_start = self.cpu_seconds()
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        self.sample()
-        self.warehouse_cpu_seconds = round(self._warehouse_cpu() - self._cpu_start, 2)
+        end = self.cpu_seconds()
+        # The warehouse side: its Python process and the Spark JVM.
+        self.warehouse_cpu_seconds = round(sum(end.get(r, 0.0) - self._cpu_start.get(r, 0.0) for r in (WAREHOUSE, JVM)), 2)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -113,22 +113,6 @@ class ResourceSampler:
                 role = self.role_of_pid.get(pid, "other")
                 by_role[role] = by_role.get(role, 0.0) + seconds
         return by_role
-
-    def _warehouse_cpu(self) -> float:
-        """User + system CPU seconds of this process and its JVM children (the warehouse side)."""
-        total = 0.0
-        procs = [self.me]
-        try:
-            procs += [p for p in self.me.children(recursive=True) if self._role(p) == JVM]
-        except psutil.Error:
-            pass
-        for p in procs:
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                continue
-        return total
 
     def figures(self) -> dict:
         return {"peak_memory_mb": round(self.peak_total, 1),

@@ -67,12 +67,13 @@ def cpu_bound(run: dict) -> str | None:
     i = next((i for i, s in enumerate(steps) if not s.get("sustained")), len(steps) - 1)
     step, cpu = steps[i], readings[i]
     used = sum(cpu["by_role"].values())
-    per_txn = 1000 * used / step["committed"] if step.get("committed") else None
+    if not (used and step.get("committed")):
+        return f"CPU: the {step['rate']:g} txn/s step committed nothing"
     roles = ", ".join(f"{role} {seconds / used:.0%}" for role, seconds in cpu["by_role"].items() if seconds / used >= 0.02)
     state = "sustained" if step.get("sustained") else "not sustained"
     return (f"CPU: in the {step['rate']:g} txn/s step ({state}, {step['achieved']:g} committed per second) the "
-            f"machine was {cpu['busy']:.0%} busy, {per_txn:.2f} ms of CPU per committed transaction: {roles}"
-            if per_txn else f"CPU: the {step['rate']:g} txn/s step committed nothing")
+            f"machine was {cpu['busy']:.0%} busy, {1000 * used / step['committed']:.2f} ms of CPU per committed "
+            f"transaction: {roles}")
 
 
 def staleness_breakdown(run: dict) -> str | None:
