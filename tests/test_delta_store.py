@@ -278,6 +278,17 @@ def test_the_spark_jvm_yields_the_cpu_to_the_sources_and_the_core(spark):
     assert min(nices) >= int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)), nices
 
 
+def test_a_relative_directory_opens_the_same_view(committed, monkeypatch):
+    # The README opens runs/demo-.../warehouse/delta: Spark SQL took a relative path for a table name.
+    root, _ = committed
+    monkeypatch.chdir(Path(root).parent)
+    assert DeltaViewStore.at(spark_of(committed), Path(root).name).read_view() == expected_view(3)
+
+
+def spark_of(committed):
+    return committed[1]._spark
+
+
 def run_dir_for(tmp_path, store_root):
     """A run directory whose run file names `store_root` as the warehouse's Delta tables."""
     from fedmodel.catalog import Catalog, Relation

@@ -48,6 +48,7 @@ extra Spark jobs and ~2-4 s per write -- while the batch-id column costs nothing
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from collections import Counter
@@ -110,7 +111,7 @@ class DeltaViewStore:
             raise StoreError("view_columns must not include 'count': the store adds the multiplicity")
         if len(view_columns) != len(view_types) or not view_columns:
             raise StoreError("view_columns and view_types must be non-empty and of equal length")
-        self.root = str(root_dir).rstrip("/")
+        self.root = _absolute(root_dir)
         self.columns = list(view_columns)
         self.types = check_types(view_types)
         # A child session: same SparkContext, but its SQL conf and temp views stay private.
@@ -128,7 +129,7 @@ class DeltaViewStore:
     def at(cls, spark, root_dir: str) -> "DeltaViewStore":
         """The store under `root_dir`, its view's columns and types read from the view table: what
         a Spark user outside the warehouse opens to read the view (`view_df()`)."""
-        fields = [f for f in spark.read.format("delta").load(f"{str(root_dir).rstrip('/')}/view").schema.fields
+        fields = [f for f in spark.read.format("delta").load(f"{_absolute(root_dir)}/view").schema.fields
                   if f.name.lower() != _COUNT]
         names = {spark_type: name for name, spark_type in SPARK_TYPES.items()}
         return cls(spark, root_dir, [f.name for f in fields], [names[f.dataType] for f in fields])
@@ -408,6 +409,14 @@ class DeltaViewStore:
 
 
 # ---------------------------------------------------------------------- row helpers
+def _absolute(root_dir) -> str:
+    """A local directory as an absolute path, from this process's working directory: the JVM has
+    its own, and Spark SQL (DESCRIBE HISTORY delta.`dir`, which finds the view's base) takes a
+    relative one for a table name. A URI (s3a://...) stays as it is."""
+    root = str(root_dir).rstrip("/")
+    return root if "://" in root else os.path.abspath(root)
+
+
 def _batch_of(user_metadata: str | None) -> int | None:
     match = re.fullmatch(re.escape(_TAG) + r"(-?\d+)", user_metadata or "")
     return int(match.group(1)) if match else None
