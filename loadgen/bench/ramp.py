@@ -119,3 +119,8 @@ def max_sustained(steps: list[RampStep]) -> float | None:
     """The highest rate of a sustained step (None if even the first was not sustained)."""
     held = [s.rate for s in steps if s.sustained]
     return max(held) if held else None
+
+
+def top_sustained(steps: list[dict]) -> dict | None:
+    """The highest sustained step of a recorded ramp (RampStep.to_dict()s; None if none was)."""
+    return max((s for s in steps if s.get("sustained")), key=lambda s: s["rate"], default=None)

@@ -12,6 +12,8 @@ parts of the run's time profile (loadgen.bench.profile).
 
 from __future__ import annotations
 
+from loadgen.bench.ramp import top_sustained
+
 MAX_RATE = 1000.0          # txn/s sustained, with complete consistency ...
 AIM_RATE = 2000.0          # ... and what to aim for
 STALENESS_RATE = 500.0     # txn/s at which ...
@@ -130,7 +132,7 @@ def _rate(ref: dict) -> dict:
     """Judged by what the sources committed per second in the highest sustained step, not by the
     step's offered rate: a 1,024 step the sources committed 983/s of has not shown 1,000."""
     steps = ref.get("ramp") or []
-    top = max((s for s in steps if s.get("sustained")), key=lambda s: s["rate"], default=None)
+    top = top_sustained(steps)
     rate = (top.get("achieved") or 0.0) if top else 0.0
     first = steps[0].get("rate") if steps else None
     sustains = (f"{rate:g} txn/s committed in the {top['rate']:g} txn/s step" if top else

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 
+from loadgen.bench.ramp import top_sustained
+
 GROUPED_BY = ("label", "view", "scale", "chaos", "placement")
 
 
@@ -30,8 +32,8 @@ def spread(values) -> dict | None:
 
 def committed_at_max(run: dict) -> float | None:
     """What the sources committed per second in the run's highest sustained ramp step."""
-    held = [s for s in run.get("ramp") or [] if s.get("sustained")]
-    return max(held, key=lambda s: s["rate"])["achieved"] if held else None
+    top = top_sustained(run.get("ramp") or [])
+    return top["achieved"] if top else None
 
 
 def trials(runs: list[dict]) -> list[dict]:
