@@ -82,17 +82,15 @@ def reflected_at(states: list[dict], start_versions: dict[str, int],
     return out
 
 
-def staleness(commits: dict[tuple[str, int], float], states: list[dict],
-              start_versions: dict[str, int], reflected: str = "applied_time") -> list[tuple[float, float]]:
-    """(commit time, seconds until reflected) for every source transaction a view state reflects;
-    `reflected` names the state's time that counts: applied_time (the core's view) or
-    durable_time (the Delta table).
+def staleness(commits: dict[tuple[str, int], float],
+              reflected: dict[tuple[str, int], float]) -> list[tuple[float, float]]:
+    """(commit time, seconds until reflected) for every source transaction a view state reflects,
+    from `reflected_at` (by applied_time: the core's view; by durable_time: the Delta table).
 
-    >>> staleness({("a", 2): 10.0, ("a", 3): 10.5}, [{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1})
+    >>> staleness({("a", 2): 10.0, ("a", 3): 10.5}, {("a", 2): 11.0, ("a", 3): 11.0})
     [(10.0, 1.0), (10.5, 0.5)]
     """
-    return [(commits[key], at - commits[key]) for key, at in reflected_at(states, start_versions, reflected).items()
-            if commits.get(key)]
+    return [(commits[key], at - commits[key]) for key, at in reflected.items() if commits.get(key)]
 
 
 PARTS = ("delivery", "at the warehouse", "to Delta")

@@ -187,11 +187,13 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     commits = metrics.commit_times(log)
     record["transactions"] = len(commits)
     states = metrics.view_states(run.warehouse_history)
-    lags = metrics.staleness(commits, states, start_versions)
+    applied = metrics.reflected_at(states, start_versions)
+    durable = metrics.reflected_at(states, start_versions, "durable_time")
+    lags = metrics.staleness(commits, applied)
     in_load = [lag for committed, lag in lags if load_from <= committed <= load_until]
     record["staleness_ms"] = metrics.percentiles(in_load)
     record["staleness_ms_whole_run"] = metrics.percentiles(lag for _, lag in lags)
-    to_delta = metrics.staleness(commits, states, start_versions, reflected="durable_time")
+    to_delta = metrics.staleness(commits, durable)
     record["staleness_delta_ms"] = metrics.percentiles(lag for committed, lag in to_delta
                                                        if load_from <= committed <= load_until)
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
@@ -199,8 +201,7 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     files = run.message_logs()
     receipts = metrics.first_receipts(files)
     record["staleness_parts"] = metrics.staleness_parts(
-        {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts,
-        metrics.reflected_at(states, start_versions), metrics.reflected_at(states, start_versions, "durable_time"),
+        {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts, applied, durable,
         metrics.lost_notifications(files))
     cost = metrics.wire_cost(files)
     record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
