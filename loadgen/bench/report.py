@@ -11,6 +11,8 @@ import html
 import json
 from pathlib import Path
 
+from loadgen.bench.resources import shares
+
 RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
                "to Delta p50/p99 ms", "floor ms", "sub-queries/txn", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
 
@@ -46,9 +48,7 @@ def cpu_rows(r: dict) -> list[list[str]]:
                      _fmt(round(committed / cpu["seconds"], 1)) if committed and cpu["seconds"] else "-",
                      {True: "yes", False: "no", None: "-"}[step["sustained"]],
                      f"{cpu['busy']:.0%}" if cpu.get("busy") is not None else "-",
-                     f"{1000 * used / committed:.2f}" if committed else "-",
-                     ", ".join(f"{role} {seconds / used:.0%}" for role, seconds in cpu["by_role"].items()
-                               if used and seconds / used >= 0.02)])
+                     f"{1000 * used / committed:.2f}" if committed else "-", shares(cpu["by_role"])])
     return rows
 
 

@@ -136,3 +136,14 @@ def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: flo
     used = {role: round(s, 2) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1]) if s >= 0.005}
     busy = sum(used.values()) / (wall_seconds * cpus) if wall_seconds and cpus else None
     return {"seconds": round(wall_seconds, 2), "busy": round(busy, 3) if busy is not None else None, "by_role": used}
+
+
+def shares(by_role: dict[str, float]) -> str:
+    """Each role's share of the CPU in `by_role` (a cpu_use reading), the biggest first, from 2%.
+
+    >>> shares({"source a": 3.0, "spark JVM": 1.0, "ray and helpers": 0.05})
+    'source a 74%, spark JVM 25%'
+    """
+    used = sum(by_role.values())
+    return ", ".join(f"{role} {seconds / used:.0%}" for role, seconds in by_role.items()
+                     if used and seconds / used >= 0.02)

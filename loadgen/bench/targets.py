@@ -13,6 +13,7 @@ parts of the run's time profile (loadgen.bench.profile).
 from __future__ import annotations
 
 from loadgen.bench.ramp import top_sustained
+from loadgen.bench.resources import shares
 
 MAX_RATE = 1000.0          # txn/s sustained, with complete consistency ...
 AIM_RATE = 2000.0          # ... and what to aim for
@@ -71,11 +72,10 @@ def cpu_bound(run: dict) -> str | None:
     used = sum(cpu["by_role"].values())
     if not (used and step.get("committed")):
         return f"CPU: the {step['rate']:g} txn/s step committed nothing"
-    roles = ", ".join(f"{role} {seconds / used:.0%}" for role, seconds in cpu["by_role"].items() if seconds / used >= 0.02)
     state = "sustained" if step.get("sustained") else "not sustained"
     return (f"CPU: in the {step['rate']:g} txn/s step ({state}, {step['achieved']:g} committed per second) the "
             f"machine was {cpu['busy']:.0%} busy, {1000 * used / step['committed']:.2f} ms of CPU per committed "
-            f"transaction: {roles}")
+            f"transaction: {shares(cpu['by_role'])}")
 
 
 def staleness_breakdown(run: dict) -> str | None:
