@@ -41,6 +41,7 @@ from fedmodel import message_log
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
+from loadgen.bench.metrics import commit_times, percentiles, reflected_at, staleness, view_states
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
 from loadgen.remote_source import RemoteSource, read_history, remote_sources
@@ -234,6 +235,7 @@ def main(args) -> int:
         history = load_history(args.run_dir, remote_sources(args.source or [], tls_files(args)))
         messages = message_totals(history.run)
         verdict = judge(history, args.oracle, pg_dsn)
+        lag = staleness_summary(history)
     except (HistoryError, ModelError, RoleError) as err:
         print(f"fedlab check: {err}", file=sys.stderr)
         return 2
@@ -242,10 +244,20 @@ def main(args) -> int:
         print(json.dumps({**{k: verdict.to_dict()[k] for k in
                              ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions", "states",
                               "first_violation", "order_violation")},
-                          "oracle": args.oracle, "messages": messages}, default=str))
+                          "oracle": args.oracle, "messages": messages, "staleness": lag}, default=str))
     else:
-        _print_text(verdict, expect, ok, args.oracle, messages)
+        _print_text(verdict, expect, ok, args.oracle, messages, lag)
     return 0 if ok else 1
+
+
+def _lag_line(lag: dict) -> str:
+    """One line of staleness figures, e.g. `applied p50 0.4 s, p99 2.1 s, max 3.0 s (n=900); ...`."""
+    parts = []
+    for kind, label in (("applied", "applied"), ("durable", "durable in the store")):
+        p = lag[kind]
+        parts.append(f"{label}: none measured" if not p["n"] else
+                     f"{label} p50 {p['p50']:.1f} s, p99 {p['p99']:.1f} s, max {p['max']:.1f} s (n={p['n']})")
+    return "; ".join(parts)
 
 
 def _pg_dsn(args) -> str | None:
@@ -259,10 +271,21 @@ def _pg_dsn(args) -> str | None:
     return args.pg_dsn or os.environ.get("FEDLAB_PG_DSN") or None
 
 
-def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict) -> None:
+def staleness_summary(history: LiveHistory) -> dict:
+    """Seconds from each source commit to the first view state that reflects it, in the core
+    (`applied`) and durable in the warehouse's store (`durable`): p50/p95/p99/max/mean and n."""
+    commits = commit_times(history.log)
+    states = view_states(history.run.warehouse_history)
+    return {kind: percentiles((lag for _, lag in staleness(commits, reflected_at(states, history.start_versions,
+                                                                                 f"{kind}_time"))), scale=1.0)
+            for kind in ("applied", "durable")}
+
+
+def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict, lag: dict) -> None:
     print(f"level: {v.explained_level()}")
     print(f"expected at least {expect}: {'ok' if ok else 'NOT MET'} (oracle: {oracle})")
     print(f"transactions: {v.transactions}  states: {v.states}")
+    print(f"staleness: {_lag_line(lag)}")
     print(f"messages: {_message_line(messages)}")
     print(f"lost: {_few(v.lost) if v.lost else 'none'}")
     print(f"doubled: {_few(v.doubled) if v.doubled else 'none'}")

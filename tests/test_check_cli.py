@@ -28,27 +28,28 @@ CATALOG = Catalog.from_dict({"sources": {
 VIEW = "SELECT R1.K1, R1.V1, R2.K2 FROM R1 JOIN R2 ON R2.F2 = R1.K1"
 INITIAL_VIEW = [[1, "a", 10, 1]]
 
+COMMIT_TIME = 1000.0   # when t1 and t2 commit; t3 a second later
 T1 = ("t1", "ds1", 2, {"ds1": 2, "ds2": 1}, [])
 T2 = ("t2", "ds2", 2, {"ds1": 2, "ds2": 2}, [[[2, "b", 20], 1]])
 T3 = ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [[[1, "a", 10], -1], [[1, "c", 10], 1]])
 
 
-def make_run(tmp_path, states, initial_view=INITIAL_VIEW, start_versions=None):
+def make_run(tmp_path, states, initial_view=INITIAL_VIEW, start_versions=None, applied_time=0):
     """A run directory: the sources' files after t1, t2, t3, and the given warehouse history."""
     run = tmp_path / "run"
     history = run / "warehouse" / "history"
     history.mkdir(parents=True)
     ds1 = open_store(CATALOG, "ds1", run / "ds1.sqlite", "sqlite", {"R1": [(1, "a")]})
     ds2 = open_store(CATALOG, "ds2", run / "ds2.duckdb", "duckdb", {"R2": [(10, 1)]})
-    ds1.commit(TransactionRequest("t1", inserts={"R1": [(2, "b")]}))
-    ds2.commit(TransactionRequest("t2", inserts={"R2": [(20, 2)]}))
-    ds1.commit(TransactionRequest("t3", modifies={"R1": [Modification((1, "a"), (1, "c"))]}))
+    ds1.commit(TransactionRequest("t1", inserts={"R1": [(2, "b")]}), COMMIT_TIME)
+    ds2.commit(TransactionRequest("t2", inserts={"R2": [(20, 2)]}), COMMIT_TIME)
+    ds1.commit(TransactionRequest("t3", modifies={"R1": [Modification((1, "a"), (1, "c"))]}), COMMIT_TIME + 1)
     ds1.close()
     ds2.close()
     (history / "initial_view.json").write_text(json.dumps(
         {"columns": ["K1", "V1", "K2"], "versions": start_versions or {"ds1": 1, "ds2": 1}, "rows": initial_view}))
     (history / "changes.jsonl").write_text("".join(
-        json.dumps({"seq": i, "source": s, "dsv": d, "txn_id": t, "commit_time": 0, "applied_time": 0,
+        json.dumps({"seq": i, "source": s, "dsv": d, "txn_id": t, "commit_time": 0, "applied_time": applied_time,
                     "versions": v, "delta": delta}) + "\n"
         for i, (t, s, d, v, delta) in enumerate(states, 1)))
     RunFile(CATALOG, VIEW, "sze-ling", {"ds1": run / "ds1.sqlite", "ds2": run / "ds2.duckdb"}, history).write(run)
@@ -77,6 +78,17 @@ def test_complete(tmp_path, capsys):
     code, out, _ = check(run, capsys=capsys)
     assert code == 0 and "level: complete" in out and "lost: none" in out
     assert "messages: no message logs" in out
+
+
+def test_staleness_from_each_commit_to_the_state_that_reflects_it(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T3], applied_time=COMMIT_TIME + 4)   # every state applied then
+    code, v = verdict(run, capsys)
+    applied = v["staleness"]["applied"]
+    assert code == 0 and (applied["n"], applied["p50"], applied["max"]) == (3, 4.0, 4.0)   # t3: 3 s
+    assert v["staleness"]["durable"]["n"] == 0       # the history has no durable times
+    code, out, _ = check(run, capsys=capsys)
+    line = next(x for x in out.splitlines() if x.startswith("staleness: "))
+    assert line.startswith("staleness: applied p50 ") and line.endswith("durable in the store: none measured")
 
 
 def test_strong_when_two_transactions_share_a_state(tmp_path, capsys):
