@@ -156,6 +156,7 @@ def test_sze_ling_stays_complete_under_all_faults_and_restarts(spark, ray_runtim
             time.sleep(0.2)
         load.commit(TRANSACTIONS // 2, pause=0.05)
         assert fed.addresses[victim] != before
+        restarted_at = time.time()
         fed.restart_warehouse()                           # as a crash: nothing more committed
         load.commit(TRANSACTIONS // 2, pause=0.05)
     except BaseException:
@@ -168,6 +169,12 @@ def test_sze_ling_stays_complete_under_all_faults_and_restarts(spark, ray_runtim
     # its faults came back with it (its settings file).
     after = [e for e in history if e["node"] == victim and e["kind"] == "answer" and e["t"] > killed_at]
     assert {"sent", "dropped"} <= {e["event"] for e in after}
+    # The restarted warehouse asked every source at once for all it committed after what Delta
+    # held (an open-ended resend: the core's own requests name the gap's end), so that no source
+    # waits out a resend timer that backed off while no warehouse answered.
+    asked = {e["peer"] for e in history if e["node"] == "warehouse" and e["kind"] == "resend_request"
+             and e["t"] >= restarted_at and e.get("through_dsv") is None}
+    assert asked == set(fed.addresses)
     assert_every_received_message_was_sent(history)
 
 

@@ -155,6 +155,12 @@ class Warehouse:
             self._materialise()
         else:
             self._restore(*restored)
+        # A source whose notifications failed while no warehouse answered retries on a timer that
+        # backed off meanwhile (up to a minute): asking each for everything after what this one
+        # holds brings what was committed in the outage now, not when those timers run out.
+        with self.lock:
+            for source in self.sources:
+                self._perform(RequestResend(source, self.engine.received_through(source) + 1))
         if self.algorithm in ASSUMES_FIFO:
             self.fifo = FifoOrder({s: self.engine.received_through(s) for s in self.sources})
 
