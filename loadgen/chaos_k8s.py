@@ -24,6 +24,10 @@ The plan comes from --plan (JSON or YAML, as the chart renders it) and/or from f
         --schedule every:20s --duration 2m --faults drop=0.05,delay_mean=0.2 \\
         --faults-configmap fedlab-faults
 
+`--wait-ready SELECTOR` holds the schedule until the pods matching it are all Ready (the chart
+waits for the warehouse, which is Ready once it has materialised or restored the view), so that
+offsets count from a federation that is up however long it took to start.
+
 Every action is printed as one JSON line (also to --log FILE if given).
 """
 
@@ -255,6 +259,20 @@ class ChaosClient:
                  and (p.status is None or p.status.phase not in ("Succeeded", "Failed"))]
         return sorted(alive, key=lambda p: p.metadata.name)
 
+    def wait_ready(self, selector: str, timeout: float, clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> list[str]:
+        """Waits until at least one pod matches the selector and every such pod is Ready; returns
+        their names. ChaosError when `timeout` seconds pass first."""
+        deadline = clock() + timeout
+        while True:
+            pods = self.candidates(selector)
+            if pods and all(_ready(p) for p in pods):
+                return [p.metadata.name for p in pods]
+            if clock() >= deadline:
+                waiting = ", ".join(p.metadata.name for p in pods if not _ready(p)) or "no pod matches"
+                raise ChaosError(f"pods [{selector}] not Ready within {timeout:g} s ({waiting})")
+            sleep(_READY_POLL)
+
     def choose(self, pods: list, count: int) -> list:
         if len(pods) <= count:
             return list(pods)
@@ -318,6 +336,14 @@ class ChaosClient:
         return new
 
 
+def _ready(pod) -> bool:
+    conditions = (pod.status.conditions if pod.status else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+_READY_POLL = 2.0   # seconds between looks at pods not yet Ready
+
+
 # ---- running a plan ----
 
 def run(plan: Plan, chaos: ChaosClient, duration: Optional[float], start_delay: float = 0.0,
@@ -375,6 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-reset-faults", action="store_true",
                    help="leave the fault rates as they are at the end (default: set them to 0)")
     p.add_argument("--duration", default=None, help="how long the chaos lasts, e.g. 2m")
+    p.add_argument("--wait-ready", action="append", default=[], metavar="SELECTOR",
+                   help="before the start delay, wait until the pods matching this label selector are all "
+                        "Ready (repeatable): the schedule then counts from a federation that is up")
+    p.add_argument("--wait-ready-timeout", default="30m", help="how long --wait-ready waits (default 30m)")
     p.add_argument("--start-delay", default="0s", help="wait this long before the first action")
     p.add_argument("--seed", type=int, default=None, help="seed of the victim choice")
     p.add_argument("--log", help="also append the JSON-lines events to this file")
@@ -448,6 +478,8 @@ def main(argv=None, core_api=None, clock=time.monotonic, sleep=time.sleep) -> in
         plan.timeline(duration)  # a repeating rule without a duration fails here, before any action
         api = core_api if core_api is not None else core_api_from_environment()
         chaos = ChaosClient(api, namespace, args.faults_configmap, args.seed)
+        ready_timeout = parse_duration(args.wait_ready_timeout)
+        ready = {selector: chaos.wait_ready(selector, ready_timeout, clock, sleep) for selector in args.wait_ready}
         log = open(args.log, "a") if args.log else None
         try:
             def emit(event):
@@ -456,6 +488,8 @@ def main(argv=None, core_api=None, clock=time.monotonic, sleep=time.sleep) -> in
                 if log:
                     log.write(line + "\n")
                     log.flush()
+            for selector, names in ready.items():
+                emit({"action": "ready", "selector": selector, "pods": names})
             run(plan, chaos, duration, start_delay, emit, clock, sleep)
         finally:
             if log:

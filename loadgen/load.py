@@ -1,7 +1,8 @@
 """`fedlab load`: commit the configured workload at the sources (the chart's load role).
 
-Reads the run configuration (run.yaml), waits for the sources to answer, reads what they hold,
-loads the initial data, then drives update transactions open-loop at --rate for --duration
+Reads the run configuration (run.yaml), waits for the sources and the warehouse to answer (the
+view is then materialised, and sees the whole load), reads what the sources hold, loads the
+initial data, then drives update transactions open-loop at --rate for --duration
 (loadgen.driver.drive, one client per source, over gRPC CommitBatch) and prints the achieved rate.
 Finally it waits (--settle) until the warehouse's Status shows every committed transaction
 applied, and writes a summary to <run dir>/load.json.
@@ -45,7 +46,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--rate", type=float, help="transactions per second (default: the config's load.rate)")
     parser.add_argument("--seed", type=int, help="seed of the update stream (default: the config's run.seed)")
     parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
-                        help="how long to wait for the sources to answer (default 600)")
+                        help="how long to wait for the sources and the warehouse to answer (default 600)")
     parser.add_argument("--settle", type=float, default=600.0, metavar="SECONDS",
                         help="how long to wait for the view to catch up after the load (default 600; 0: do not wait)")
     add_tls_arguments(parser)
@@ -65,6 +66,7 @@ def main(args) -> int:
     sources = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in config.addresses.items()}
     try:
         _wait_for_sources(sources, args.wait)
+        _wait_for_warehouse(config, tls, args.wait)
         initial, stream = _workload(config, _current_rows(config, sources), seed)
     except (ModelError, RoleError, ValueError) as err:
         return fail("load", err)
@@ -139,6 +141,24 @@ def _wait_for_sources(sources: dict, wait: float) -> None:
                 if time.monotonic() > deadline:
                     raise RoleError(f"source {name} did not answer within {wait:g} s ({err.code().name})") from None
                 time.sleep(2)
+
+
+def _wait_for_warehouse(config: RunConfig, tls, wait: float) -> None:
+    """Waits until the warehouse answers (it does once it has materialised or restored the view),
+    so that the view starts before the load and sees all of it; nothing to wait for without a
+    warehouse address."""
+    if not config.warehouse_address:
+        return
+    warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            warehouse.Status(pb.StatusRequest(), timeout=10)
+            return
+        except grpc.RpcError as err:
+            if time.monotonic() > deadline:
+                raise RoleError(f"the warehouse did not answer within {wait:g} s ({err.code().name})") from None
+            time.sleep(2)
 
 
 def _current_rows(config: RunConfig, sources: dict) -> dict[str, list[tuple]]:

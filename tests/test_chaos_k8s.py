@@ -7,11 +7,12 @@ from tests/k8s_recorded/ (see k8s_support.FakeKubeAPI).
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
 
-from k8s_support import FakeKubeAPI, fake_core_api, load_fedlab_helm, recorded, split_manifests
+from k8s_support import FakeKubeAPI, Recorded, fake_core_api, load_fedlab_helm, recorded, split_manifests
 from loadgen import chaos_k8s
 from loadgen.chaos_k8s import ChaosClient, ChaosError, FaultRule, KillRule, Plan, Schedule, parse_duration
 
@@ -242,6 +243,48 @@ def test_main_runs_a_plan_file_and_prints_json_lines(api, tmp_path, capsys):
     assert [e["action"] for e in lines] == ["start", "faults", "kill", "end"]
     assert len(lines[2]["victims"]) == 2
     assert [json.loads(line) for line in log.read_text().splitlines()] == lines
+
+
+def not_ready(name: str) -> Recorded:
+    """A recorded pod list with every pod's Ready condition False."""
+    doc = recorded(name)
+    body = copy.deepcopy(doc.body)
+    for pod in body["items"]:
+        for condition in pod["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition["status"] = "False"
+    return Recorded(doc.status, body)
+
+
+def test_wait_ready_polls_until_every_matching_pod_is_ready():
+    fake = FakeKubeAPI()
+    fake.add("GET", PODS, recorded("list-pods-empty"), not_ready("list-pods-warehouse"), recorded("list-pods-warehouse"))
+    clock = FakeClock()
+    names = ChaosClient(fake_core_api(fake), NS, None, 1).wait_ready(WAREHOUSE, 60, clock, clock.sleep)
+    assert names == ["fedlab-warehouse-0"] and clock.sleeps == [2.0, 2.0]
+
+
+def test_wait_ready_gives_up_naming_the_pods_it_waited_for():
+    fake = FakeKubeAPI()
+    fake.add("GET", PODS, not_ready("list-pods-warehouse"))
+    clock = FakeClock()
+    with pytest.raises(ChaosError, match=r"not Ready within 5 s \(fedlab-warehouse-0\)"):
+        ChaosClient(fake_core_api(fake), NS, None, 1).wait_ready(WAREHOUSE, 5, clock, clock.sleep)
+
+
+def test_main_counts_the_schedule_from_when_the_federation_is_ready(capsys):
+    fake = FakeKubeAPI()
+    fake.add("GET", PODS, not_ready("list-pods-warehouse"), recorded("list-pods-warehouse"))
+    fake.add("DELETE", f"{PODS}/fedlab-warehouse-0", recorded("delete-pod-fedlab-warehouse-0"))
+    clock = FakeClock()
+    rc = chaos_k8s.main(["--namespace", NS, "--wait-ready", WAREHOUSE, "--selector", WAREHOUSE,
+                         "--schedule", "once@10s", "--duration", "20s"],
+                        core_api=fake_core_api(fake), clock=clock, sleep=clock.sleep)
+    assert rc == 0
+    events = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [e["action"] for e in events] == ["ready", "start", "kill", "end"]
+    assert events[0]["pods"] == ["fedlab-warehouse-0"]
+    assert clock.sleeps[0] == 2.0 and sum(clock.sleeps[1:]) == pytest.approx(20)   # the schedule after the wait
 
 
 def test_main_single_rule_from_flags(api, capsys):
