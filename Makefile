@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv stubs demo test bench e2e-k8s clean
+.PHONY: venv stubs demo test bench image e2e-k8s clean
 
 venv: $(STAMP)
 
@@ -28,6 +28,11 @@ test: venv
 
 bench: venv
 	$(BIN)/fedlab bench
+
+# The image for the local cluster (../shared/tools/local-k8s), built without a registry and
+# imported into its containerd; users with a registry build the Dockerfile instead.
+image: venv
+	$(BIN)/python helm/image/build_local.py
 
 # Installs the chart on the cluster of the current kube context, runs a short load with chaos and
 # asserts the Helm test's verdict; says "skipped: no cluster reachable" and exits 0 without one.

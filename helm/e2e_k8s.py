@@ -1,22 +1,32 @@
 #!/usr/bin/env python3
 """End-to-end run on the cluster of the current kube context (`make e2e-k8s`).
 
-Installs helm/federation with helm/federation/ci/e2e-values.yaml (two sources, a 90 s load, chaos
-deleting sources and the warehouse and injecting message faults), waits for the load to finish,
-runs the Helm test (the checker) and asserts that it passed, then uninstalls and deletes the
-release's volumes (unless --keep).
+1. Installs helm/federation with ci/e2e-values.yaml (two sources, a 90 s load, chaos deleting
+   source pods and the warehouse pod and injecting message faults) and mutual TLS on, with
+   `--wait`, then waits for the load Job and the chaos Job to succeed.
+2. Checks what the chart promises on the running release (helm/e2e_cluster.py): non-root and
+   read-only root filesystems in every pod, the chaos ServiceAccount's rights, the NetworkPolicies
+   (a probe pod without the right labels cannot reach a source), and that the warehouse pod chaos
+   deleted came back from its Delta tables.
+3. `helm test`: the checker over the sources' History RPC; its verdict must be complete with
+   nothing lost or doubled. Prints the run's figures.
+4. `helm upgrade` with another load rate: a second load Job at that rate against the same
+   federation; `helm test` again must find the view complete over both loads.
+5. `helm uninstall`, and the release's claims and (local) volumes deleted, also on failure.
 
-The image must be where the cluster can pull it: build it (`docker build -t fedlab:0.1.0 .`) and
-load it (`kind load docker-image fedlab:0.1.0`, `minikube image load fedlab:0.1.0`) or push it and
-pass --image REPO:TAG.
-
-With no reachable cluster it prints "skipped: no cluster reachable" and exits 0.
+The image must be where the cluster finds it: `make image` on the local cluster tool, or build
+the Dockerfile and push it, then --image REPO:TAG. On a cluster without a default StorageClass
+whose only node is this machine (the local cluster tool), the run makes its own `local`
+PersistentVolumes. With no kube context at all it prints "skipped: no cluster" and exits 0; a
+context whose API server does not answer is a failure.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,86 +34,251 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import e2e_cluster as cluster  # noqa: E402
+import fedlab_helm  # noqa: E402
+import yaml  # noqa: E402
+from e2e_cluster import E2EFailure, Kube, log  # noqa: E402
+
 CHART = HERE / "federation"
 VALUES = CHART / "ci" / "e2e-values.yaml"
-
-
-def cluster_reachable() -> tuple[bool, str]:
-    try:
-        from kubernetes import client, config
-    except ImportError as e:  # the project's dependencies are not installed
-        return False, f"the kubernetes client is not installed ({e})"
-    try:
-        config.load_kube_config()
-    except Exception as e:  # noqa: BLE001 - no kubeconfig, no current context, bad file
-        return False, f"no usable kube context ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-    try:
-        version = client.VersionApi().get_code(_request_timeout=5)
-    except Exception as e:  # noqa: BLE001 - connection refused, DNS, TLS, 401...
-        return False, f"the API server does not answer ({type(e).__name__})"
-    return True, f"Kubernetes {version.git_version}"
-
-
-def sh(cmd: list[str], env: dict, timeout: float, check: bool = True) -> subprocess.CompletedProcess:
-    print("+", " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=timeout)
-    sys.stdout.write(proc.stdout)
-    sys.stderr.write(proc.stderr)
-    if check and proc.returncode != 0:
-        raise SystemExit(f"e2e: {' '.join(cmd[:3])} failed with exit code {proc.returncode}")
-    return proc
+NO_WATCH_LIST = CHART / "ci" / "no-watch-list-values.yaml"
+TLS_SECRET = "fedlab-e2e-tls"
+API_CA = "fedlab-e2e-kube-api-ca"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="fedlab end-to-end run on Kubernetes")
-    p.add_argument("--image", default=os.environ.get("FEDLAB_IMAGE", "fedlab:0.1.0"), help="REPO:TAG of the image")
+    p.add_argument("--image", default=os.environ.get("FEDLAB_IMAGE", "localhost/fedlab:0.1.0"),
+                   help="REPO:TAG of the image (default: the one `make image` builds)")
+    p.add_argument("--pull-policy", default="IfNotPresent", help="the pods' imagePullPolicy")
     p.add_argument("--namespace", default="fedlab-e2e")
     p.add_argument("--release", default="e2e")
     p.add_argument("--values", action="append", default=[], help="extra values files")
+    p.add_argument("--upgrade-rate", type=float, default=20.0, help="load rate of the helm upgrade's second load")
     p.add_argument("--timeout", type=int, default=1800, help="seconds for the install and the run")
     p.add_argument("--keep", action="store_true", help="leave the release installed")
+    p.add_argument("--no-network-policy-check", action="store_true",
+                   help="do not probe the NetworkPolicies (for a cluster whose network plugin enforces none)")
     args = p.parse_args(argv)
 
-    ok, why = cluster_reachable()
-    if not ok:
-        print(f"skipped: no cluster reachable: {why}")
+    kubectl, helm = fedlab_helm.ensure_kubectl(), fedlab_helm.ensure_helm()
+    env = dict(os.environ)
+    context = cluster.current_context(kubectl, env)
+    if context is None:
+        print("skipped: no cluster (no current kube context)")
         return 0
-    print(f"e2e: cluster reachable ({why})", flush=True)
+    kube = Kube(kubectl, args.namespace, env)
+    version = kube.run("version", "-o", "yaml", namespaced=False, check=False, timeout=20, quiet=True)
+    if version.returncode != 0:
+        print(f"e2e: FAILED: the kube context {context!r} does not answer: {version.stderr.strip()[:200]}")
+        return 1
+    server = yaml.safe_load(version.stdout).get("serverVersion", {}).get("gitVersion", "?")
+    log(f"cluster {context!r} (Kubernetes {server})")
+    try:
+        return Run(args, kube, helm).run()
+    except E2EFailure as failure:
+        print(f"e2e: FAILED: {failure}", flush=True)
+        return 1
 
-    sys.path.insert(0, str(HERE))
-    import fedlab_helm
 
-    repo, _, tag = args.image.rpartition(":")
-    if not repo or "/" in tag:
-        repo, tag = args.image, "latest"
-    with tempfile.TemporaryDirectory(prefix="fedlab-e2e-") as home:
-        env = fedlab_helm.helm_env(home)
-        helm = fedlab_helm.ensure_helm()
-        ns, rel = ["--namespace", args.namespace], args.release
+class Run:
+    def __init__(self, args, kube: Kube, helm: str):
+        self.args, self.kube, self.helm = args, kube, helm
+        self.values = yaml.safe_load(VALUES.read_text())
+        fullname = args.release if "fedlab" in args.release else f"{args.release}-fedlab"
+        self.fullname = fullname[:26].rstrip("-")
+        self.local_volumes = False
+        self.started = time.monotonic()
+        self.figures: dict[str, str] = {}
+
+    def run(self) -> int:
+        with tempfile.TemporaryDirectory(prefix="fedlab-e2e-") as home:
+            self.home = Path(home)
+            self.helm_env = fedlab_helm.helm_env(self.home / "helm")
+            try:
+                self.install()
+                self.check_promises()
+                first = self.helm_test("after the install")
+                self.upgrade()
+                second = self.helm_test("after the upgrade")
+                if second["transactions"] <= first["transactions"]:
+                    raise E2EFailure(f"the upgrade's load committed nothing: {second['transactions']} transactions "
+                                     f"after it, {first['transactions']} before")
+                self.report()
+                return 0
+            finally:
+                if not self.args.keep:
+                    self.uninstall()
+
+    # ---- steps ----
+
+    def install(self) -> None:
+        self.kube.run("create", "namespace", self.kube.namespace, namespaced=False, check=False)
+        extra = self.storage_values() + self.tls_values() + self.api_ca_values() + self.watch_values()
         started = time.monotonic()
-        try:
-            install = [helm, "upgrade", "--install", rel, str(CHART), *ns, "--create-namespace",
-                       "-f", str(VALUES)]
-            for f in args.values:
-                install += ["-f", f]
-            install += ["--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
-                        "--wait", "--wait-for-jobs", "--timeout", f"{args.timeout}s"]
-            sh(install, env, args.timeout + 60)
-            print(f"e2e: the load finished after {time.monotonic() - started:.0f} s; running the checker", flush=True)
-            test = sh([helm, "test", rel, *ns, "--logs", "--timeout", "900s"], env, 960, check=False)
-            if test.returncode != 0:
-                print("e2e: FAILED: the Helm test (the checker) reported a violation or did not finish")
-                return 1
-            if "Phase:          Succeeded" not in test.stdout and "Succeeded" not in test.stdout:
-                print("e2e: FAILED: the Helm test did not report success")
-                return 1
-            print("e2e: passed: the checker accepted the run")
-            return 0
-        finally:
-            if not args.keep:
-                sh([helm, "uninstall", rel, *ns, "--wait", "--timeout", "300s"], env, 360, check=False)
-                sh([fedlab_helm.ensure_kubectl(), "delete", "pvc", *ns, "-l", f"app.kubernetes.io/instance={rel}",
-                    "--ignore-not-found"], env, 120, check=False)
+        self.helm_cmd("upgrade", "--install", *self.chart_args(extra),
+                      timeout=self.args.timeout)
+        log(f"installed and ready after {time.monotonic() - started:.0f} s")
+        self.figures["install until ready"] = f"{time.monotonic() - started:.0f} s"
+        print(cluster.wait_job(self.kube, f"{self.fullname}-load-1", self.args.timeout), flush=True)
+        print(cluster.wait_job(self.kube, f"{self.fullname}-chaos", self.args.timeout), flush=True)
+        self.figures["install until the load's end"] = f"{time.monotonic() - started:.0f} s"
+        log(f"the load and chaos Jobs finished {time.monotonic() - started:.0f} s after the install began")
+
+    def chart_args(self, extra: list[str]) -> list[str]:
+        repo, _, tag = self.args.image.rpartition(":")
+        if not repo or "/" in tag:
+            repo, tag = self.args.image, "latest"
+        values = ["-f", str(VALUES)] + [a for f in self.args.values for a in ("-f", f)]
+        return [self.args.release, str(CHART), "--namespace", self.kube.namespace, *values,
+                "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
+                "--set", f"image.pullPolicy={self.args.pull_policy}", *extra,
+                "--wait", "--timeout", f"{self.args.timeout}s"]
+
+    def storage_values(self) -> list[str]:
+        if cluster.has_default_storage_class(self.kube):
+            return []
+        node = cluster.local_node(self.kube)
+        if node is None:
+            raise E2EFailure("the cluster has no default StorageClass and is not this machine: give one "
+                             "(--values with sourceDefaults.storage.storageClassName and warehouse.storage.storageClassName)")
+        claims = [f"data-{self.fullname}-src-{s['name']}-0" for s in self.values["sources"]]
+        claims.append(f"data-{self.fullname}-warehouse-0")
+        cluster.provide_local_volumes(self.kube, node, claims, self.kube.namespace)
+        self.local_volumes = True
+        log(f"no default StorageClass: {len(claims)} local volumes on node {node} under "
+            f"{cluster.LOCAL_ROOT / self.kube.namespace}")
+        return ["--set", f"sourceDefaults.storage.storageClassName={cluster.LOCAL_CLASS}",
+                "--set", f"warehouse.storage.storageClassName={cluster.LOCAL_CLASS}"]
+
+    def tls_values(self) -> list[str]:
+        self.kube.run("delete", "secret", TLS_SECRET, "--ignore-not-found", check=False, quiet=True)
+        services = [f"{self.fullname}-src-{s['name']}" for s in self.values["sources"]]
+        services += [f"{self.fullname}-warehouse", f"{self.fullname}-warehouse-headless"]
+        hosts = [h for s in services for h in (s, f"{s}.{self.kube.namespace}", f"{s}.{self.kube.namespace}.svc")]
+        cluster.create_tls_secret(self.kube, TLS_SECRET, hosts + ["localhost", "127.0.0.1"], self.home / "tls")
+        return ["--set", "tls.enabled=true", "--set", f"tls.secretName={TLS_SECRET}"]
+
+    def api_ca_values(self) -> list[str]:
+        if not cluster.publish_api_ca(self.kube, API_CA, self.home / "api-ca"):
+            return []
+        log(f"the namespace's kube-root-ca.crt is empty: the API server's CA is in ConfigMap {API_CA}")
+        return ["--set", f"kubeApiCaConfigMap={API_CA}"]
+
+    def watch_values(self) -> list[str]:
+        if not cluster.refuses_watch_list(self.kube):
+            return []
+        log("the API server refuses watch-list requests: Spark follows its executors by polling "
+            f"({NO_WATCH_LIST.name})")
+        return ["-f", str(NO_WATCH_LIST)]
+
+    def check_promises(self) -> None:
+        probed = cluster.check_pod_security(self.kube, self.args.release)
+        log(f"non-root (uid {cluster.IMAGE_UID}) and read-only root filesystem in {len(probed)} containers: "
+            + ", ".join(probed))
+        rights = cluster.check_chaos_rbac(self.kube, f"{self.fullname}-chaos")
+        log("chaos ServiceAccount: " + "; ".join(rights))
+        source = self.values["sources"][0]["name"]
+        port = self.values.get("sourceDefaults", {}).get("port", 50051)
+        load_labels = {"app.kubernetes.io/name": "fedlab", "app.kubernetes.io/instance": self.args.release,
+                       "app.kubernetes.io/component": "load"}
+        if self.args.no_network_policy_check:
+            log("NetworkPolicy: not probed (--no-network-policy-check)")
+        else:
+            log("NetworkPolicy: " + cluster.check_network_policy(self.kube, self.args.image,
+                                                                 f"{self.fullname}-src-{source}:{port}", load_labels))
+        self.check_warehouse_resumed()
+
+    def check_warehouse_resumed(self) -> None:
+        """Chaos deleted the warehouse pod (its Job's JSON events say so): the pod now running
+        restored the view from its Delta tables."""
+        pod = f"{self.fullname}-warehouse-0"
+        events = [json.loads(line) for line in self.kube.logs(f"job/{self.fullname}-chaos").splitlines()
+                  if line.startswith("{")]
+        kills = {victim: event["results"][victim] for event in events if event.get("action") == "kill"
+                 for victim in event["victims"]}
+        self.figures["chaos"] = ", ".join(f"{victim} {outcome}" for victim, outcome in sorted(kills.items()))
+        if kills.get(pod) != "deleted":
+            raise E2EFailure(f"the chaos Job did not delete {pod} (its kills: {self.figures['chaos'] or 'none'})")
+        restored = re.search(r"restored from Delta: (\d+) view rows, (\d+) notifications to re-apply",
+                             self.kube.logs(pod))
+        if restored is None:
+            raise E2EFailure(f"{pod} did not log 'restored from Delta' after chaos deleted it")
+        self.figures["warehouse restart"] = f"restored {restored.group(1)} view rows from Delta"
+        log(f"warehouse pod deleted by chaos came back: {restored.group(0)}")
+
+    def helm_test(self, when: str) -> dict:
+        proc = self.helm_cmd("test", self.args.release, "--namespace", self.kube.namespace, "--logs",
+                             "--timeout", "900s", check=False, timeout=960)
+        if proc.returncode != 0:
+            raise E2EFailure(f"the Helm test (the checker) {when} failed: see its log above")
+        figures = checker_figures(proc.stdout)
+        if figures["verdict"] != "complete" or figures["lost"] or figures["doubled"]:
+            raise E2EFailure(f"the checker {when}: verdict {figures['verdict']}, {figures['lost']} lost, "
+                             f"{figures['doubled']} doubled")
+        self.figures[f"checker {when}"] = (f"{figures['verdict']}, {figures['transactions']} transactions, "
+                                           f"{figures['states']} view states, staleness {figures['staleness']}")
+        log(f"checker {when}: {self.figures[f'checker {when}']}")
+        return figures
+
+    def upgrade(self) -> None:
+        rate = f"{self.args.upgrade_rate:g}"
+        started = time.monotonic()
+        # --force-conflicts: the chaos Job changed the faults ConfigMap; the upgrade sets it back to the values.
+        self.helm_cmd("upgrade", *self.chart_args(["--reuse-values", "--force-conflicts", "--set", f"load.rate={rate}"]),
+                      timeout=self.args.timeout)
+        print(cluster.wait_job(self.kube, f"{self.fullname}-load-2", self.args.timeout), flush=True)
+        log(f"upgraded to load.rate={rate}: the second load Job finished after {time.monotonic() - started:.0f} s")
+
+    def uninstall(self) -> None:
+        self.helm_cmd("uninstall", self.args.release, "--namespace", self.kube.namespace, "--wait",
+                      "--timeout", "300s", check=False, timeout=360)
+        # helm uninstall leaves the Helm test's pod (a hook), which holds the warehouse's claim.
+        release = f"app.kubernetes.io/instance={self.args.release}"
+        self.kube.run("delete", "pod", "-l", release, "--ignore-not-found", check=False, timeout=180)
+        self.kube.run("delete", "pvc", "-l", release, "--ignore-not-found", check=False, timeout=180)
+        self.kube.run("delete", "secret", TLS_SECRET, "--ignore-not-found", check=False)
+        self.kube.run("delete", "configmap", API_CA, "--ignore-not-found", check=False)
+        if self.local_volumes:
+            cluster.remove_local_volumes(self.kube, self.kube.namespace)
+
+    def report(self) -> None:
+        print(f"e2e: passed in {time.monotonic() - self.started:.0f} s", flush=True)
+        for name, value in self.figures.items():
+            print(f"  {name}: {value}")
+
+    def helm_cmd(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+        print("+ helm", " ".join(args), flush=True)
+        proc = subprocess.run([self.helm, *args], env=self.helm_env, text=True, capture_output=True,
+                              timeout=timeout + 60)
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        if check and proc.returncode != 0:
+            raise E2EFailure(f"helm {' '.join(args[:2])} failed with exit code {proc.returncode}")
+        return proc
+
+
+def checker_figures(log_text: str) -> dict:
+    """The figures in `fedlab check`'s text report (loadgen.check._print_text).
+
+    >>> checker_figures("level: complete\\ntransactions: 12  states: 9\\nstaleness: applied p50 0.4 s\\n"
+    ...                 "lost: none\\ndoubled: 2 ('s1', 4)")
+    {'verdict': 'complete', 'transactions': 12, 'states': 9, 'staleness': 'applied p50 0.4 s', 'lost': False, 'doubled': True}
+    """
+    def field(name: str) -> str:
+        found = re.search(rf"^{name}: (.*)$", log_text, re.MULTILINE)
+        if found is None:
+            raise E2EFailure(f"the checker's report has no '{name}:' line")
+        return found.group(1).strip()
+
+    counts = re.match(r"(\d+)\s+states: (\d+)", field("transactions"))
+    if counts is None:
+        raise E2EFailure(f"the checker's report has a malformed transactions line: {field('transactions')}")
+    return {"verdict": field("level").split()[0], "transactions": int(counts.group(1)), "states": int(counts.group(2)),
+            "staleness": field("staleness"), "lost": field("lost") != "none", "doubled": field("doubled") != "none"}
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ kubectl create namespace fedlab
 kubectl -n fedlab create secret generic fedlab-ray-auth \\
   --from-literal=token="$(head -c 32 /dev/urandom | base64 | tr -d '/+=')"
 kubectl apply -k k8s/overlays/small            # or k8s/base, k8s/overlays/large
-kubectl -n fedlab wait --for=condition=complete --timeout=30m job/fedlab-load
+kubectl -n fedlab wait --for=condition=complete --timeout=30m job/fedlab-load-1
 kubectl -n fedlab apply -f k8s/overlays/small/check-pod.yaml
 kubectl -n fedlab wait --for=jsonpath='{.status.phase}'=Succeeded --timeout=10m pod/fedlab-check
 kubectl -n fedlab logs fedlab-check             # the verdict

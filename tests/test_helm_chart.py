@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import socket
 import subprocess
 import sys
 
@@ -126,7 +127,7 @@ def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
     proc = helm.run_helm(["install", "demo", str(CHART), "--dry-run=client", "-n", "lab",
                           "--set", "chaos.enabled=true"], helm_home)
     notes = proc.stdout.split("NOTES:", 1)[1]
-    assert "kubectl -n lab logs -f job/demo-fedlab-load" in notes
+    assert "kubectl -n lab logs -f job/demo-fedlab-load-1" in notes
     assert "kubectl -n lab logs -f job/demo-fedlab-chaos" in notes
     assert "kubectl -n lab wait --for=condition=complete" in notes
     assert "helm test demo -n lab --logs" in notes
@@ -504,14 +505,14 @@ def test_the_helm_test_runs_the_checker_on_the_run_directory(rendered):
     mounts = {m["name"]: m["mountPath"] for m in test_pod["spec"]["containers"][0]["volumeMounts"]}
     assert run["run"]["dir"].startswith(mounts["data"] + "/")
     claim = {v["name"]: v for v in test_pod["spec"]["volumes"]}["data"]["persistentVolumeClaim"]["claimName"]
-    load = one(docs, "Job", "fedlab-load")
+    load = one(docs, "Job", "fedlab-load-1")
     assert {v["name"]: v for v in pod_spec(load)["volumes"]}["data"]["persistentVolumeClaim"]["claimName"] == claim
     assert claim == "data-fedlab-warehouse-0"
 
 
 def test_load_job_and_optional_chaos_job(rendered):
     default, chaos = rendered["default"], rendered["tls"]
-    load = one(default, "Job", "fedlab-load")
+    load = one(default, "Job", "fedlab-load-1")
     assert load["spec"]["backoffLimit"] == 0
     assert command_line(pod_spec(load)["containers"][0])[:6] == [
         "fedlab", "load", "--config", "/etc/fedlab/config/run.yaml", "--duration", "120s"]
@@ -531,7 +532,7 @@ CLI_CONTRACT = {
     "warehouse": {"--config", "--port", "--data", "--spark-master", "--faults-file",
                   "--tls-cert", "--tls-key", "--tls-ca"},
     "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
-    "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--start-delay", "--duration", "--seed"},
+    "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--wait-ready", "--start-delay", "--duration", "--seed"},
     "check": {"--expect", "--source", "--tls-cert", "--tls-key", "--tls-ca"},
 }
 
@@ -594,13 +595,32 @@ def test_kustomize_builds_exactly_what_helm_renders(helm, tmp_path, variant):
     assert not [d for d in built.values() if d["kind"] == "Secret"]  # no generated secret in plain manifests
 
 
-def test_e2e_script_skips_cleanly_without_a_cluster(tmp_path):
-    kubeconfig = tmp_path / "nowhere"
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": str(kubeconfig)}
-    proc = subprocess.run([sys.executable, str(REPO / "helm" / "e2e_k8s.py")], capture_output=True, text=True,
-                          env=env, timeout=60)
+def e2e_script(tmp_path, helm, kubeconfig: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": kubeconfig,
+           "FEDLAB_KUBECTL": helm.ensure_kubectl(), "FEDLAB_HELM": helm.ensure_helm()}
+    return subprocess.run([sys.executable, str(REPO / "helm" / "e2e_k8s.py")], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def test_e2e_script_skips_only_without_a_kube_context(tmp_path, helm):
+    proc = e2e_script(tmp_path, helm, str(tmp_path / "nowhere"))
     assert proc.returncode == 0, proc.stderr
-    assert "skipped: no cluster reachable" in proc.stdout
+    assert proc.stdout.strip() == "skipped: no cluster (no current kube context)"
+
+
+def test_e2e_script_fails_when_the_context_does_not_answer(tmp_path, helm):
+    with socket.socket() as closed:   # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "x"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}]}))
+    proc = e2e_script(tmp_path, helm, str(kubeconfig))
+    assert proc.returncode == 1
+    assert proc.stdout.strip().startswith("e2e: FAILED: the kube context 'gone' does not answer")
 
 
 # ---- the image ----

@@ -18,6 +18,8 @@ fi
 
 if [ "${1:-}" = "executor" ]; then
   shift
+  # An executor copies the jars and files the driver serves into its working directory.
+  cd /tmp/spark-local
   java_opts=()
   i=0
   while var="SPARK_JAVA_OPT_${i}"; [ -n "${!var+x}" ]; do

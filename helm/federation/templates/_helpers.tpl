@@ -217,3 +217,38 @@ podAffinity:
   port: {{ $p.minWorker }}
   endPort: {{ $p.maxWorker }}
 {{- end -}}
+
+{{/* The ServiceAccount token of a pod that calls the Kubernetes API: Kubernetes' own mount, or,
+with kubeApiCaConfigMap, the same three files mounted by the chart with that CA. */}}
+{{- define "fedlab.apiTokenAutomount" -}}
+{{ if .Values.kubeApiCaConfigMap }}false{{ else }}true{{ end }}
+{{- end -}}
+
+{{- define "fedlab.apiTokenVolumeMount" -}}
+{{- if .Values.kubeApiCaConfigMap }}
+- name: kube-api-access
+  mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "fedlab.apiTokenVolume" -}}
+{{- if .Values.kubeApiCaConfigMap }}
+- name: kube-api-access
+  projected:
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: 3607
+      - configMap:
+          name: {{ .Values.kubeApiCaConfigMap }}
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                fieldPath: metadata.namespace
+{{- end }}
+{{- end -}}
