@@ -65,8 +65,7 @@ def main(args) -> int:
     seed = args.seed if args.seed is not None else config.seed
     sources = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in config.addresses.items()}
     try:
-        _wait_for_sources(sources, args.wait)
-        _wait_for_warehouse(config, tls, args.wait)
+        _wait_for_federation(config, sources, tls, args.wait)
         initial, stream = _workload(config, _current_rows(config, sources), seed)
     except (ModelError, RoleError, ValueError) as err:
         return fail("load", err)
@@ -130,35 +129,24 @@ def _workload(config: RunConfig, current: dict[str, list[tuple]], seed: int):
     raise RoleError(f"workload kind {kind!r} is not supported by fedlab load (synthetic or tpch)")
 
 
-def _wait_for_sources(sources: dict, wait: float) -> None:
+def _wait_for_federation(config: RunConfig, sources: dict, tls, wait: float) -> None:
+    """Waits until every source answers, then the warehouse if there is one (it answers once it
+    has materialised or restored the view, so the view starts before the load and sees all of it)."""
+    calls = [(f"source {name}", lambda stub=stub: stub.Health(pb.HealthRequest(), timeout=10))
+             for name, stub in sources.items()]
+    if config.warehouse_address:
+        warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
+        calls.append(("the warehouse", lambda: warehouse.Status(pb.StatusRequest(), timeout=10)))
     deadline = time.monotonic() + wait
-    for name, stub in sources.items():
+    for who, call in calls:
         while True:
             try:
-                stub.Health(pb.HealthRequest(), timeout=10)
+                call()
                 break
             except grpc.RpcError as err:
                 if time.monotonic() > deadline:
-                    raise RoleError(f"source {name} did not answer within {wait:g} s ({err.code().name})") from None
+                    raise RoleError(f"{who} did not answer within {wait:g} s ({err.code().name})") from None
                 time.sleep(2)
-
-
-def _wait_for_warehouse(config: RunConfig, tls, wait: float) -> None:
-    """Waits until the warehouse answers (it does once it has materialised or restored the view),
-    so that the view starts before the load and sees all of it; nothing to wait for without a
-    warehouse address."""
-    if not config.warehouse_address:
-        return
-    warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            warehouse.Status(pb.StatusRequest(), timeout=10)
-            return
-        except grpc.RpcError as err:
-            if time.monotonic() > deadline:
-                raise RoleError(f"the warehouse did not answer within {wait:g} s ({err.code().name})") from None
-            time.sleep(2)
 
 
 def _current_rows(config: RunConfig, sources: dict) -> dict[str, list[tuple]]:
