@@ -248,10 +248,11 @@ def check_chaos_rbac(kube: Kube, service_account: str) -> list[str]:
     return report
 
 
-def check_network_policy(kube: Kube, image: str, target: str, allowed_labels: dict) -> str:
+def check_network_policy(kube: Kube, image: str, pull_policy: str, target: str, allowed_labels: dict) -> str:
     """A pod with `allowed_labels` reaches `target` (host:port); the same pod without them does not."""
-    reached_with = _probe_connect(kube, "fedlab-e2e-probe-labelled", image, target, allowed_labels)
-    reached_without = _probe_connect(kube, "fedlab-e2e-probe-plain", image, target, {"fedlab.io/e2e-probe": "plain"})
+    reached_with = _probe_connect(kube, "fedlab-e2e-probe-labelled", image, pull_policy, target, allowed_labels)
+    reached_without = _probe_connect(kube, "fedlab-e2e-probe-plain", image, pull_policy, target,
+                                     {"fedlab.io/e2e-probe": "plain"})
     if not reached_with:
         raise E2EFailure(f"NetworkPolicy: a pod labelled as the load generator cannot reach {target}")
     if reached_without:
@@ -274,7 +275,7 @@ print(f"refused: {last}")
 """
 
 
-def _probe_connect(kube: Kube, name: str, image: str, target: str, labels: dict) -> bool:
+def _probe_connect(kube: Kube, name: str, image: str, pull_policy: str, target: str, labels: dict) -> bool:
     kube.run("delete", "pod", name, "--ignore-not-found", "--wait=true", check=False, quiet=True)
     security = {"runAsNonRoot": True, "runAsUser": IMAGE_UID, "allowPrivilegeEscalation": False,
                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
@@ -282,7 +283,7 @@ def _probe_connect(kube: Kube, name: str, image: str, target: str, labels: dict)
     kube.apply({"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "namespace": kube.namespace, "labels": labels},
                 "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
-                         "containers": [{"name": "probe", "image": image, "imagePullPolicy": "IfNotPresent",
+                         "containers": [{"name": "probe", "image": image, "imagePullPolicy": pull_policy,
                                          "command": ["python3", "-c", _CONNECT, target],
                                          "securityContext": security,
                                          "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}}}]}})

@@ -53,7 +53,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="fedlab end-to-end run on Kubernetes")
     p.add_argument("--image", default=os.environ.get("FEDLAB_IMAGE", "localhost/fedlab:0.1.0"),
                    help="REPO:TAG of the image (default: the one `make image` builds)")
-    p.add_argument("--pull-policy", default="IfNotPresent", help="the pods' imagePullPolicy")
+    p.add_argument("--pull-policy", help="the pods' imagePullPolicy (default: Never for a localhost/ image, "
+                                        "which no registry serves; IfNotPresent otherwise)")
     p.add_argument("--namespace", default="fedlab-e2e")
     p.add_argument("--release", default="e2e")
     p.add_argument("--values", action="append", default=[], help="extra values files")
@@ -91,6 +92,7 @@ class Run:
         fullname = args.release if "fedlab" in args.release else f"{args.release}-fedlab"
         self.fullname = fullname[:26].rstrip("-")
         self.local_volumes = False
+        self.pull_policy = args.pull_policy or ("Never" if args.image.startswith("localhost/") else "IfNotPresent")
         self.started = time.monotonic()
         self.figures: dict[str, str] = {}
 
@@ -135,7 +137,7 @@ class Run:
         values = ["-f", str(VALUES)] + [a for f in self.args.values for a in ("-f", f)]
         return [self.args.release, str(CHART), "--namespace", self.kube.namespace, *values,
                 "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
-                "--set", f"image.pullPolicy={self.args.pull_policy}", *extra,
+                "--set", f"image.pullPolicy={self.pull_policy}", *extra,
                 "--wait", "--timeout", f"{self.args.timeout}s"]
 
     def storage_values(self) -> list[str]:
@@ -188,7 +190,7 @@ class Run:
         if self.args.no_network_policy_check:
             log("NetworkPolicy: not probed (--no-network-policy-check)")
         else:
-            log("NetworkPolicy: " + cluster.check_network_policy(self.kube, self.args.image,
+            log("NetworkPolicy: " + cluster.check_network_policy(self.kube, self.args.image, self.pull_policy,
                                                                  f"{self.fullname}-src-{source}:{port}", load_labels))
         self.check_warehouse_resumed()
 
