@@ -18,7 +18,6 @@ import base64
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -101,13 +100,8 @@ def local_node(kube: Kube) -> str | None:
     if len(nodes) != 1:
         return None
     addresses = {a["address"] for a in nodes[0]["status"].get("addresses", []) if a["type"] == "InternalIP"}
-    ours = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)} | _interface_addresses()
+    ours = set(subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split())
     return nodes[0]["metadata"]["name"] if addresses & ours else None
-
-
-def _interface_addresses() -> set[str]:
-    proc = subprocess.run(["hostname", "-I"], capture_output=True, text=True)
-    return set(proc.stdout.split())
 
 
 def provide_local_volumes(kube: Kube, node: str, claims: list[str], run_id: str) -> None:

@@ -40,8 +40,8 @@ import random
 import re
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
 
 FAULT_RATES = ("drop", "duplicate", "delay_mean")
 _RATE_NAME = re.compile(r"^(?:([a-z]+)_)?(drop|duplicate|delay_mean)$")
