@@ -225,6 +225,9 @@ def add_arguments(parser) -> None:
                              "without either, a private throwaway server is started and removed)")
     parser.add_argument("--source", action="append", metavar="NAME=HOST:PORT",
                         help="read this source's history from the running source, not its file (repeatable)")
+    parser.add_argument("--connect-wait", type=float, default=0.0, metavar="SECONDS",
+                        help="wait up to this long for each --source to accept a connection (default 0: fail at "
+                             "once; on a cluster a source pod may be restarting)")
     add_tls_arguments(parser)
 
 
@@ -232,7 +235,7 @@ def main(args) -> int:
     expect = ALIASES.get(args.expect, args.expect)
     try:
         pg_dsn = _pg_dsn(args)
-        history = load_history(args.run_dir, remote_sources(args.source or [], tls_files(args)))
+        history = load_history(args.run_dir, remote_sources(args.source or [], tls_files(args), args.connect_wait))
         messages = message_totals(history.run)
         verdict = judge(history, args.oracle, pg_dsn)
         lag = staleness_summary(history)

@@ -27,16 +27,19 @@ from fedmodel.wire import pb, rpc
 
 @dataclass(frozen=True)
 class RemoteSource:
-    """Where a running source answers: its gRPC address, and the TLS files to reach it with."""
+    """Where a running source answers: its gRPC address, the TLS files to reach it with, and how
+    long to wait for it to accept a connection (0: not at all). On a cluster a source pod may be
+    restarting, or a new checker pod not yet allowed in by the network policy agent."""
 
     address: str
     tls: TlsFiles | None = None
+    connect_wait: float = 0.0
 
     def __str__(self) -> str:
         return self.address
 
 
-def remote_sources(specs: list[str], tls: TlsFiles | None) -> dict[str, RemoteSource]:
+def remote_sources(specs: list[str], tls: TlsFiles | None, connect_wait: float = 0.0) -> dict[str, RemoteSource]:
     """{name: RemoteSource} from NAME=HOST:PORT specifications (`fedlab check --source`)."""
     out = {}
     for spec in specs:
@@ -46,7 +49,7 @@ def remote_sources(specs: list[str], tls: TlsFiles | None) -> dict[str, RemoteSo
             raise ModelError(f"--source {spec}: expected NAME=HOST:PORT")
         if name in out:
             raise ModelError(f"--source {name}: given twice")
-        out[name] = RemoteSource(address, tls)
+        out[name] = RemoteSource(address, tls, connect_wait)
     return out
 
 
@@ -60,6 +63,8 @@ def read_history(catalog: Catalog, source: str, where: RemoteSource,
     channel = client_channel(where.address, where.tls, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
     dsv, relations, log = None, {}, []
     try:
+        if where.connect_wait > 0:
+            grpc.channel_ready_future(channel).result(timeout=where.connect_wait)
         for chunk in rpc.SourceStub(channel).History(pb.HistoryRequest(), timeout=timeout):
             if chunk.HasField("state"):
                 state = chunk.state
@@ -78,6 +83,9 @@ def read_history(catalog: Catalog, source: str, where: RemoteSource,
                 entry[1].extend(tuple(row) for row in rows)
             else:
                 log.append(from_pb(chunk.notification, catalog))
+    except grpc.FutureTimeoutError:
+        raise ModelError(f"source {source} at {where}: cannot read its history: no connection within "
+                         f"{where.connect_wait:g} s") from None
     except grpc.RpcError as err:
         raise ModelError(f"source {source} at {where}: cannot read its history: {err.code().name} "
                          f"({(err.details() or '').strip()})") from None

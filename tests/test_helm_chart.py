@@ -500,7 +500,7 @@ def test_the_helm_test_runs_the_checker_on_the_run_directory(rendered):
     # each source's history from the running source (its file is on its own volume), at the
     # address the run config gives it
     remote = [f"{s['name']}={s['address']}" for s in run["sources"]]
-    assert args == ["fedlab", "check", run["run"]["dir"], "--expect", "complete",
+    assert args == ["fedlab", "check", run["run"]["dir"], "--expect", "complete", "--connect-wait", "120",
                     *[a for r in remote for a in ("--source", r)]]
     mounts = {m["name"]: m["mountPath"] for m in test_pod["spec"]["containers"][0]["volumeMounts"]}
     assert run["run"]["dir"].startswith(mounts["data"] + "/")
@@ -533,7 +533,7 @@ CLI_CONTRACT = {
                   "--tls-cert", "--tls-key", "--tls-ca"},
     "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
     "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--wait-ready", "--start-delay", "--duration", "--seed"},
-    "check": {"--expect", "--source", "--tls-cert", "--tls-key", "--tls-ca"},
+    "check": {"--expect", "--connect-wait", "--source", "--tls-cert", "--tls-key", "--tls-ca"},
 }
 
 

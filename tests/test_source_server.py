@@ -4,6 +4,7 @@ resent until acknowledged."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -14,10 +15,12 @@ from fake_warehouse import FakeWarehouse
 from fedmodel.catalog import Catalog
 from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows, encode_rows
+from fedmodel.errors import ModelError
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.wire import pb, rpc
+from loadgen.remote_source import RemoteSource, read_history
 from source_node.faults import FaultInjector
 from source_node.node import SourceNode
 
@@ -290,3 +293,30 @@ def test_resend_with_an_upper_bound_sends_only_the_missing_range(node, stub, war
     time.sleep(0.2)
     arrivals = [dsv for batch in warehouse.batches for dsv in batch]
     assert (arrivals.count(2), arrivals.count(3), arrivals.count(4), arrivals.count(5)) == (2, 2, 1, 1)
+
+
+# ---- the checker reading a running source's history ----
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_checker_waits_for_a_source_that_is_not_listening_yet_only_when_asked(tmp_path):
+    port = _free_port()
+    where = f"127.0.0.1:{port}"
+    with pytest.raises(ModelError, match="cannot read its history: UNAVAILABLE"):
+        read_history(CATALOG, "ds1", RemoteSource(where))                 # no wait: at once
+    with pytest.raises(ModelError, match="no connection within 0.5 s"):
+        read_history(CATALOG, "ds1", RemoteSource(where, connect_wait=0.5))
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, port=port)
+    later = threading.Timer(1.0, node.start)   # a source pod coming back while the checker waits
+    later.start()
+    try:
+        dsv, relations, log = read_history(CATALOG, "ds1", RemoteSource(where, connect_wait=30))
+        assert (dsv, log) == (1, [])
+        assert sorted(relations["R"][1]) == sorted(INITIAL["R"]) and sorted(relations["S"][1]) == sorted(INITIAL["S"])
+    finally:
+        later.join()
+        node.stop()
