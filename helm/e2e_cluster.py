@@ -244,9 +244,11 @@ def check_chaos_rbac(kube: Kube, service_account: str) -> list[str]:
 
 def check_network_policy(kube: Kube, image: str, pull_policy: str, target: str, allowed_labels: dict) -> str:
     """A pod with `allowed_labels` reaches `target` (host:port); the same pod without them does not."""
-    reached_with = _probe_connect(kube, "fedlab-e2e-probe-labelled", image, pull_policy, target, allowed_labels)
+    # The allowed pod tries for up to half a minute: the policy agent lets a new pod in only once
+    # it has seen it. The other is refused either way, before or after the agent has seen it.
+    reached_with = _probe_connect(kube, "fedlab-e2e-probe-labelled", image, pull_policy, target, allowed_labels, 30)
     reached_without = _probe_connect(kube, "fedlab-e2e-probe-plain", image, pull_policy, target,
-                                     {"fedlab.io/e2e-probe": "plain"})
+                                     {"fedlab.io/e2e-probe": "plain"}, 3)
     if not reached_with:
         raise E2EFailure(f"NetworkPolicy: a pod labelled as the load generator cannot reach {target}")
     if reached_without:
@@ -258,7 +260,7 @@ def check_network_policy(kube: Kube, image: str, pull_policy: str, target: str, 
 _CONNECT = """
 import socket, sys, time
 host, port = sys.argv[1].rsplit(":", 1)
-for attempt in range(3):
+for attempt in range(int(sys.argv[2])):
     try:
         socket.create_connection((host, int(port)), timeout=4).close()
         print("connected"); sys.exit(0)
@@ -269,7 +271,8 @@ print(f"refused: {last}")
 """
 
 
-def _probe_connect(kube: Kube, name: str, image: str, pull_policy: str, target: str, labels: dict) -> bool:
+def _probe_connect(kube: Kube, name: str, image: str, pull_policy: str, target: str, labels: dict,
+                   attempts: int) -> bool:
     kube.run("delete", "pod", name, "--ignore-not-found", "--wait=true", check=False, quiet=True)
     security = {"runAsNonRoot": True, "runAsUser": IMAGE_UID, "allowPrivilegeEscalation": False,
                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
@@ -278,7 +281,7 @@ def _probe_connect(kube: Kube, name: str, image: str, pull_policy: str, target: 
                 "metadata": {"name": name, "namespace": kube.namespace, "labels": labels},
                 "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False,
                          "containers": [{"name": "probe", "image": image, "imagePullPolicy": pull_policy,
-                                         "command": ["python3", "-c", _CONNECT, target],
+                                         "command": ["python3", "-c", _CONNECT, target, str(attempts)],
                                          "securityContext": security,
                                          "resources": {"requests": {"cpu": "10m", "memory": "64Mi"}}}]}})
     deadline = time.monotonic() + 120
