@@ -18,10 +18,11 @@ from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef, parse_view
 from source_node.commit import check_initial_state
+from warehouse.core.deferral import Deferral
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart")
+              "restart", "read")
 _RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "transactions"}
 TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
 
@@ -53,6 +54,18 @@ class Scenario:
     path: str = "<scenario>"
     global_transactions: dict[str, tuple[str, int]] = field(default_factory=dict)  # txn -> (global id, parts)
     period: float | None = None    # recompute's period
+    deferral: Deferral | None = None   # lazy's bounds
+
+
+def _deferral(doc, where: str) -> Deferral:
+    """`lazy: {combine_max: N, max_delay: S, idle_after: S}` (warehouse.core.deferral)."""
+    fields = {"combine_max", "max_delay", "idle_after"}
+    if not isinstance(doc, dict) or set(doc) - fields:
+        raise ScenarioError(f"{where}: takes {', '.join(sorted(fields))}")
+    try:
+        return Deferral(**doc)
+    except ValueError as err:
+        raise ScenarioError(f"{where}: {err}") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -63,7 +76,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError(f"{where}: a scenario is a YAML mapping")
     unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps",
-                          "expect", "log_retention", "period"}
+                          "expect", "log_retention", "period", "lazy"}
     if unknown:
         raise ScenarioError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}")
     try:
@@ -98,6 +111,8 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         if not _is_number(period) or period <= 0:
             raise ScenarioError(f"{where}: period must be a positive number (recompute's period in simulated time)")
         scenario.period = float(period)
+    if "lazy" in doc:
+        scenario.deferral = _deferral(doc["lazy"], f"{where}: lazy")
     committed: set[str] = set()
     for i, step in enumerate(doc.get("steps") or []):
         scenario.steps.append(_step(scenario, step, committed, f"{where}: steps[{i}]"))
@@ -166,6 +181,10 @@ def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
     if kind == "run":
         if args != "all":
             raise ScenarioError(f"{where}: run takes 'all'")
+        return Step(kind, {}, where)
+    if kind == "read":
+        if args != "view":
+            raise ScenarioError(f"{where}: read takes 'view'")
         return Step(kind, {}, where)
     if kind == "restart":
         source = args.get("source") if isinstance(args, dict) else None

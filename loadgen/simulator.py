@@ -24,7 +24,7 @@ from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
 from warehouse.core.algorithms import create, maintained_view
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend,
-                                   ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired,
+                                   ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
                                    ViewEvaluated)
 from warehouse.core.recompute import recompute
 
@@ -61,7 +61,7 @@ class Simulator:
         self.engine = create(name, self.view, rows if maintained is self.view else recompute(maintained, scenario.initial),
                              {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
                              access or scenario.access, scenario.force_queries, scenario.global_transactions,
-                             scenario.period)
+                             scenario.period, scenario.deferral)
         self.now = 0.0
         # Each source's sender resends as the live one does (source_node.resend_policy), a timer
         # round being its short interval.
@@ -115,6 +115,8 @@ class Simulator:
             self.random_steps(**a)
         elif step.kind == "restart":
             self.restart(a["source"])
+        elif step.kind == "read":
+            self._handle(ViewQueried(self.now))
 
     def commit(self, source: str, request: TransactionRequest, where: str = "commit") -> Notification:
         try:

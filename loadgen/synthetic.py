@@ -99,9 +99,11 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
         sql += f" JOIN {names[i]} ON {conditions[i - 1]}"
     if where:
         sql += " WHERE " + " AND ".join(where)
+    extras = {"lazy": LAZY_BOUNDS[seed % len(LAZY_BOUNDS)]} if algorithm == "lazy" else {}
     return {
         "name": f"random federation {seed} ({shape}, {n} relations, {k} sources)",
         "algorithm": algorithm,
+        **extras,
         "sources": doc_sources,
         "constraints": {"ri": ri, "fds": fds},
         "view": sql,
@@ -109,8 +111,16 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
         "steps": [{"random": {"seed": seed, "steps": steps, "drop": drop, "reorder": reorder,
                               "duplicate": duplicate, "commit_rate": commit_rate}},
                   {"run": "all"}],
-        "expect": {"consistency": "complete"},
+        "expect": {"consistency": "strong" if algorithm == "lazy" else "complete"},
     }
+
+
+# Lazy's bounds in simulated time (a step is 1, a timer round 2), by seed: from one transaction
+# per job to every pending one, so that schedules combine few, many, or across sources.
+LAZY_BOUNDS = ({"combine_max": 1, "max_delay": 0, "idle_after": 0},
+               {"combine_max": 4, "max_delay": 6, "idle_after": 3},
+               {"combine_max": 100, "max_delay": 20, "idle_after": 5},
+               {"combine_max": 100, "max_delay": 1, "idle_after": 0.2})
 
 
 class _Adversary:

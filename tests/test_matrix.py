@@ -37,6 +37,11 @@ def test_sze_ling_is_complete_under_every_condition(matrix):
     assert {c["condition"]: c["level"] for c in cells if c["algorithm"] == "sze-ling"} == dict.fromkeys(CONDITIONS, "complete")
 
 
+def test_lazy_is_strongly_consistent_under_every_condition(matrix):
+    cells, _ = matrix
+    assert {c["condition"]: c["level"] for c in cells if c["algorithm"] == "lazy"} == dict.fromkeys(CONDITIONS, "strong")
+
+
 def test_counterexamples_replay_with_fedlab_simulate_to_the_same_verdict(matrix):
     cells, out = matrix
     written = [c for c in cells if c["level"] != "complete"]

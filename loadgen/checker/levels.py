@@ -16,8 +16,10 @@ it claims to reflect, and an oracle for the true view at any vector:
 - complete: strong, and every source transaction has a state of its own, judged by the claims
   (each an image of m): consecutive claims differ by exactly one transaction of one source, the
   last reaches every commit, and no transaction is lost or doubled. The claims are what lost and
-  doubled transactions are counted from, and the algorithms built for completeness (Sze-Ling,
-  C-Strobe) claim exactly what each state reflects: a run whose claims fail is at most strong.
+  doubled transactions are counted from (a state that reflects several transactions at once
+  reflects those its claim moves past, when the claims held and are in order), and the
+  algorithms built for completeness (Sze-Ling, C-Strobe) claim exactly what each state
+  reflects: a run whose claims fail is at most strong.
 The verdict says apart whether the claims held (`claims_held`) and were in order
 (`claims_ordered`): a run can be strong by the paper's definition although its claims failed.
 The first state that does not equal the view at the vector it claims is reported with the row
@@ -86,13 +88,10 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     final = oracle.final_versions()
     start = {s: (start_versions or {}).get(s, 1) for s in final}
     committed = sum(final[s] - start[s] for s in final)
-    seen = Counter((s["source"], s["dsv"]) for s in states)
-    doubled = sorted(f"{s}:{d}" for (s, d), n in seen.items() if n > 1)
-    lost = sorted(f"{s}:{d}" for s, top in final.items() for d in range(start[s] + 1, top + 1) if (s, d) not in seen)
-    verdict = Verdict("none", len(states), committed, lost, doubled)
     sources = sorted(final)
     claims = [tuple(state["versions"].get(s, 1) for s in sources) for state in states]
     low, high = tuple(start[s] for s in sources), tuple(final[s] for s in sources)
+    verdict = Verdict("none", len(states), committed)
     truth = oracle.changes_along([dict(zip(sources, v)) for v in [low, *claims, high]])
     walked = replay(truth, states, start_view)
     serial = _serial_states(oracle, global_transactions or {}, sources)
@@ -105,6 +104,10 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     backwards = [i for i, (before, claim) in enumerate(zip([low, *claims], claims)) if not _at_or_above(claim, before)]
     split = [i for i, claim in enumerate(claims) if not serial(claim)]
     verdict.claims_ordered = not backwards and not split
+    seen = _reflected(states, claims if verdict.claims_held and verdict.claims_ordered else None, low, sources)
+    verdict.doubled = sorted(f"{s}:{d}" for (s, d), n in seen.items() if n > 1)
+    verdict.lost = sorted(f"{s}:{d}" for s, top in final.items() for d in range(start[s] + 1, top + 1)
+                          if (s, d) not in seen)
     if walked.true_final != final_view:
         if verdict.first_violation is None:
             verdict.first_violation = _violation(len(states), "(final)", final, final_view, walked.true_final)
@@ -113,7 +116,7 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     if verdict.first_violation is not None and verdict.first_violation["state"] is None:
         return verdict   # section 4.2 assumes the view starts synchronised, V(ws_0) = V(ss_0)
     if verdict.claims_held and verdict.claims_ordered:
-        one_by_one = _one_transaction_per_state(claims, low, high) and not lost and not doubled
+        one_by_one = _one_transaction_per_state(claims, low, high) and not verdict.lost and not verdict.doubled
         verdict.level = "complete" if one_by_one else "strong"
         return verdict
     # The claims failed or are out of order: search for other source states, which compares
@@ -127,6 +130,19 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
                                 [claims[i] for i in sorted(doubtful)], known, low, high, sources)
     _judge_by_mapping(verdict, states, matches, serial, low, sources)
     return verdict
+
+
+def _reflected(states: list[dict], claims: list[Vector] | None, start: Vector, sources: list[str]) -> Counter:
+    """How many states newly reflect each (source, DSV): the transaction a state names, and, when
+    the `claims` held and are in order (else None), for a state that reflects several at once
+    (the Strobe family, lazy) the others its claim moves past since the claim before it."""
+    seen = Counter((s["source"], s["dsv"]) for s in states)
+    claims = claims or []
+    for state, before, claim in zip(states, [start, *claims], claims):
+        if sum(claim) - sum(before) > 1 and _at_or_above(claim, before):
+            seen.update((s, d) for s, b, c in zip(sources, before, claim) for d in range(b + 1, c + 1)
+                        if (s, d) != (state["source"], state["dsv"]))
+    return seen
 
 
 def _one_transaction_per_state(claims: list[Vector], start: Vector, final: Vector) -> bool:

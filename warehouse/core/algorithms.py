@@ -6,7 +6,11 @@
   Example 1): updates processed and applied in arrival order; where the view holds the key, a
   deletion deletes view rows by key without a query (Example 1, step 3: "since the current view
   is empty, no action is taken for this deletion"). The reference for what goes wrong.
-  Both are configurations of the one engine (warehouse.core.engine).
+- `lazy`: Zhou & Larson 2007 over Sze-Ling's machinery: transactions wait, and several (across
+  sources) are combined and condensed into one task when the warehouse is idle, when enough
+  wait or the oldest has waited long enough, or when a query reads the view
+  (warehouse.core.deferral). Strongly consistent: the skipped states are never shown.
+  All three are configurations of the one engine (warehouse.core.engine).
 - `strobe`, `t-strobe`, `g-strobe` (warehouse.core.strobe) and `c-strobe`
   (warehouse.core.c_strobe): Zhuge, Garcia-Molina & Wiener 1996, on the view widened with every
   relation's key (warehouse.core.keyed_view), scan access by default.
@@ -22,6 +26,7 @@ from dataclasses import replace
 
 from fedmodel.viewdef import ViewDef
 from warehouse.core.c_strobe import CStrobe
+from warehouse.core.deferral import Deferral
 from warehouse.core.engine import MaintenanceEngine, Options
 from warehouse.core.keyed_view import widen
 from warehouse.core.periodic_recompute import PeriodicRecompute
@@ -31,6 +36,7 @@ from warehouse.core.strobe import GStrobe, Strobe, TStrobe
 ENGINE_ALGORITHMS = {
     "sze-ling": Options(),
     "conventional": Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True),
+    "lazy": Options(deferral=Deferral()),
 }
 STROBE_FAMILY = {"strobe": Strobe, "t-strobe": TStrobe, "g-strobe": GStrobe, "c-strobe": CStrobe}
 ALGORITHMS = (*ENGINE_ALGORITHMS, *STROBE_FAMILY, "recompute")
@@ -47,12 +53,17 @@ def check(name: str, access: str | None = None) -> None:
         raise ValueError(f"unknown access path {access!r} (one of {', '.join(ACCESS_PATHS)})")
 
 
-def options_for(name: str, access: str | None = None) -> Options:
-    """The engine's options for `sze-ling` or `conventional`."""
+def options_for(name: str, access: str | None = None, deferral: Deferral | None = None) -> Options:
+    """The engine's options for `sze-ling`, `conventional` or `lazy` (with `deferral`'s bounds)."""
     check(name, access)
     if name not in ENGINE_ALGORITHMS:
         raise ValueError(f"{name!r} is not a configuration of the engine (one of {', '.join(ENGINE_ALGORITHMS)})")
-    return replace(ENGINE_ALGORITHMS[name], access=access) if access else ENGINE_ALGORITHMS[name]
+    options = ENGINE_ALGORITHMS[name]
+    if access:
+        options = replace(options, access=access)
+    if deferral is not None and options.deferral is not None:
+        options = replace(options, deferral=deferral)
+    return options
 
 
 def maintained_view(name: str, view: ViewDef) -> ViewDef:
@@ -63,18 +74,19 @@ def maintained_view(name: str, view: ViewDef) -> ViewDef:
 
 def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None = None,
            force_queries=(), global_transactions: dict | None = None, period: float | None = None,
-           **timings):
+           deferral: Deferral | None = None, **timings):
     """The algorithm `name` over `view`, whose maintained view (`maintained_view(name, view)`)
     is `rows`, materialised at source states `dsv` / relation versions `brv`.
 
     `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
-    Strobe Example 5) come from scenarios; `period` is recompute's; `timings` are
+    Strobe Example 5) come from scenarios; `period` is recompute's, `deferral` lazy's; `timings` are
     `query_timeout`, `resend_timeout` and `reorder_allowance` (EngineOptions; the Strobe family
     takes only the first, recompute none).
     """
     check(name, access)
     if name in ENGINE_ALGORITHMS:
-        return MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access), **timings), force_queries)
+        return MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access, deferral), **timings),
+                                 force_queries)
     if name == "recompute":
         return PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))
     kwargs = {"query_timeout": timings["query_timeout"]} if "query_timeout" in timings else {}

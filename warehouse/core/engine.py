@@ -6,11 +6,13 @@ the view states it applied. It reads no clock (time comes with the events), draw
 numbers and opens no sockets, so the simulator can replay any interleaving through it.
 
 With `Options()` it is Sze-Ling's algorithm; other settings give the baselines that share its
-machinery (see warehouse.core.algorithms).
+machinery, and with a `Deferral` it is lazy maintenance (warehouse.core.deferral: transactions
+wait, then several are combined into one task; see warehouse.core.algorithms).
 
 Theorem 2 (complete consistency): a source's transactions start in DSV order, whatever order their
 notifications arrive in; every started task is applied in start order, so each transaction gets
-its own view state, which reflects exactly the transactions started before it.
+its own view state, which reflects exactly the transactions started before it. (A lazy job's
+state reflects several transactions at once: strong consistency, not complete.)
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.computation import Computation, Context
-from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend,
-                                   ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired)
+from warehouse.core.deferral import Deferral, PendingTasks, combine
+from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
+                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried)
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.transaction_task import TransactionTask
 from warehouse.core.version_state import VersionState
@@ -44,6 +47,11 @@ class Options:
     query_timeout: float = 2.0       # re-send a sub-query unanswered for this long (at least)
     resend_timeout: float = 1.0      # ask again for a gap already asked for after this long
     reorder_allowance: float = 0.0   # ask for a gap once it has lasted this long
+    deferral: Deferral | None = None  # lazy maintenance: defer and combine (needs `ordered`)
+
+    def __post_init__(self):
+        if self.deferral is not None and not self.ordered:
+            raise ValueError("deferred maintenance combines transactions in DSV order: it needs ordered=True")
 
 
 @dataclass
@@ -54,6 +62,8 @@ class Counters:
     compensations: int = 0
     duplicates: int = 0
     rejected_answers: int = 0
+    jobs: int = 0          # tasks started: one per transaction, or per combined group (lazy)
+    condensed: int = 0     # base delta rows that condensing combined transactions removed
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -69,6 +79,7 @@ class MaintenanceEngine:
         self.versions = VersionState.initial(brv, dsv)
         self.log = NotificationLog(dsv)
         self.tasks: list[TransactionTask] = []
+        self.pending = PendingTasks()   # received in DSV order, not started (lazy only)
         self.trace: list[dict] = []
         self.counters = Counters()
         self.force_queries = set(force_queries)
@@ -98,29 +109,44 @@ class MaintenanceEngine:
             actions = self._on_timer(event.now)
         elif isinstance(event, ResendRefused):
             actions = [Resynchronise(event.source, event.from_dsv, event.oldest_available)]
+        elif isinstance(event, ViewQueried):
+            actions = self._on_read()
         else:
             raise TypeError(f"unknown event {event!r}")
-        return actions + self._apply_ready()
+        return actions + self._apply_ready(event.now)
 
     def _on_notification(self, n: Notification, now: float) -> list:
         fresh = self.log.add(n)
         if not fresh:
             self.counters.duplicates += 1
         actions: list = [self.log.acknowledgement(n.source)]
-        if self.options.ordered:
+        if self.options.deferral is not None:
+            while (nxt := self.log.get(n.source, self._taken_dsv(n.source) + 1)) is not None:
+                self.pending.add(nxt, now)
+        elif self.options.ordered:
             while (nxt := self.log.get(n.source, self.versions.started_dsv.get(n.source, 0) + 1)) is not None:
-                self.versions.started_dsv[n.source] = nxt.dsv
-                actions += self._start(nxt, now)
+                actions += self._start([nxt], now)
         else:
             # Conventional maintenance: whatever arrives is processed, in arrival order.
-            self.versions.started_dsv[n.source] = max(self.versions.started_dsv.get(n.source, 0), n.dsv)
-            actions += self._start(n, now)
+            actions += self._start([n], now)
         parked = self._parked.get(n.source, [])
         while parked and parked[0][0] <= self.log.contiguous(n.source):
             comp = heapq.heappop(parked)[2]
             if comp.retry_waiting():
                 actions += self._advance(comp, now)
         return actions
+
+    def _taken_dsv(self, source: str) -> int:
+        """The DSV of `source` up to which notifications were started or queued (lazy)."""
+        pending = self.pending.last_dsv(source)
+        return pending if pending is not None else self.versions.started_dsv.get(source, 0)
+
+    def _on_read(self) -> list:
+        """A query reads the view (Zhou-Larson 3.5, on demand): it waits until the view reflects
+        every transaction received so far; meanwhile jobs start at once and combine all pending."""
+        if self.options.deferral is not None and len(self.pending):
+            self.pending.read_waits_for = {s: self.log.contiguous(s) for s in self.versions.started_dsv}
+        return []
 
     def _on_answer(self, answer, now: float) -> list:
         comp = self._routes.get(answer.id)
@@ -215,6 +241,7 @@ class MaintenanceEngine:
         """
         before = self.mview.snapshot()
         self.tasks.clear()
+        self.pending.clear()
         self._routes.clear()
         self._sent_at.clear()
         self._parked.clear()
@@ -234,16 +261,27 @@ class MaintenanceEngine:
         actions += [self.log.acknowledgement(s) for s in dsv]   # the snapshots cover what a gap hid
         for n in pending:
             actions += self._on_notification(n, 0.0)
-        return actions + self._apply_ready()
+        return actions + self._apply_ready(0.0)
 
     # ---- tasks ----
 
-    def _start(self, n: Notification, now: float) -> list:
+    def _start(self, parts: list[Notification], now: float) -> list:
+        """Starts the task of one transaction, or of several combined into one (lazy)."""
         self._seq += 1
+        self.counters.jobs += 1
+        if len(parts) == 1:
+            n = parts[0]
+        else:
+            n, saved = combine(self.view, parts)
+            self.counters.condensed += saved
+        started = self.versions.started_dsv
+        for part in parts:
+            started[part.source] = max(started.get(part.source, 0), part.dsv)
         order = self._relation_order(n)
         task = TransactionTask(self._seq, n, self._ctx, self.versions, self.options.access,
                                self.options.key_shortcuts and n.txn_id not in self.force_queries, order)
         task.alpha_dsv = dict(self.versions.started_dsv)
+        task.parts = parts
         self.tasks.append(task)
         actions = []
         for comp in task.computations:
@@ -274,29 +312,38 @@ class MaintenanceEngine:
             actions.append(SendSubquery(sq))
         return actions
 
-    def _apply_ready(self) -> list:
-        """Applies finished tasks: in start order (Theorem 2), or as they finish (conventional)."""
+    def _apply_ready(self, now: float) -> list:
+        """Applies finished tasks: in start order (Theorem 2), or as they finish (conventional);
+        with deferral, starts the next job once none is in progress."""
         actions = []
-        while self.tasks:
-            task = self.tasks[0] if self.options.ordered else next((t for t in self.tasks if t.done), None)
-            if task is None or not task.done:
+        while True:
+            task = self.tasks[0] if self.options.ordered and self.tasks else next((t for t in self.tasks if t.done), None)
+            if task is not None and task.done:
+                self.tasks.remove(task)
+                actions.append(self._apply(task))
+            elif not self.tasks and self.options.deferral is not None and (due := self.pending.due(self.options.deferral, now)):
+                actions += self._start(self.pending.take(due), now)
+            else:
                 return actions
-            self.tasks.remove(task)
-            actions.append(self._apply(task))
-        return actions
 
     def _apply(self, task: TransactionTask) -> StateApplied:
-        n = task.notification
         delta = task.apply(self.view, self.mview, self.versions.refreshed)
         applied = self.versions.applied_dsv
-        applied[n.source] = max(applied.get(n.source, 0), n.dsv)
-        if self.options.ordered:
-            # No task needs its updates any more: later ones start at or above its versions
-            # (interfering updates lie above alpha), and the view now reflects them (missing
-            # updates lie above the refreshed version numbers).
-            self.log.forget_through(n.source, n.dsv)
+        for n in task.parts:
+            applied[n.source] = max(applied.get(n.source, 0), n.dsv)
+            if self.options.ordered:
+                # No task needs its updates any more: later ones start at or above its versions
+                # (interfering updates lie above alpha), and the view now reflects them (missing
+                # updates lie above the refreshed version numbers).
+                self.log.forget_through(n.source, n.dsv)
+        waits = self.pending.read_waits_for
+        if waits and all(applied.get(s, 0) >= d for s, d in waits.items()):
+            waits.clear()
         versions = dict(task.alpha_dsv) if self.options.ordered else dict(applied)
-        return StateApplied(n.source, n.dsv, n.txn_id, delta, versions, n.commit_time)
+        first, last = task.parts[0], task.parts[-1]
+        # A combined state is as stale as its oldest transaction; it names every one it reflects.
+        return StateApplied(last.source, last.dsv, last.txn_id, delta, versions, first.commit_time,
+                            tuple(n.txn_id for n in task.parts) if len(task.parts) > 1 else ())
 
     # ---- helpers ----
 

@@ -37,6 +37,16 @@ class ResendRefused:
     now: float = 0.0
 
 
+@dataclass(frozen=True)
+class ViewQueried:
+    """A query is about to read the view. An algorithm that defers maintenance (lazy) brings the
+    view up to date with every notification received so far (Zhou-Larson section 3.5, on-demand
+    scheduling); the reader waits until `applied_dsv()` reaches `received_through` as they were.
+    The others hold nothing back and do nothing."""
+
+    now: float = 0.0
+
+
 # ---- actions ----
 
 @dataclass(frozen=True)
@@ -70,7 +80,9 @@ class StateApplied:
     """One source transaction's effect was applied to the view: a new view state.
 
     `delta` maps view rows (with the count column left out) to signed count changes;
-    `versions` is the per-source data source version vector the new state reflects.
+    `versions` is the per-source data source version vector the new state reflects. A state
+    that reflects several transactions at once (the Strobe family, lazy) is named by the last
+    and lists them all in `notes`.
     """
 
     source: str
