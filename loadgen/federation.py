@@ -29,6 +29,7 @@ from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
+from warehouse.core.deferral import Deferral
 from warehouse.service import Warehouse, from_pb_rows
 from warehouse.store.materialize import materialize
 
@@ -65,14 +66,14 @@ class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]] | Path, run_dir: str | Path,
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
-                 compact_interval: float = 60.0):
+                 compact_interval: float = 60.0, deferral: Deferral | None = None):
         """`initial`: the initial rows per relation, or a folder of source databases holding them
         already (prepare_source_files), copied for the sources to start from instead of loading
         the rows again; `tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
         certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
         (source_node.engines), each told the column sets the view's sub-queries probe; `compact_interval`:
-        seconds between compactions of the Delta view's base."""
+        seconds between compactions of the Delta view's base; `deferral`: the `lazy` algorithm's bounds."""
         self.catalog = catalog
         self.tls = tls
         self.view_sql = view_sql
@@ -84,6 +85,7 @@ class Federation:
         self.batch_interval = batch_interval
         self.recompute_period = recompute_period
         self.compact_interval = compact_interval
+        self.deferral = deferral
         self.source_engine = source_engine
         self.actors: dict = {}
         self.addresses: dict[str, str] = {}
@@ -131,7 +133,8 @@ class Federation:
     def _new_warehouse(self) -> Warehouse:
         return Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
                          self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
-                         recompute_period=self.recompute_period, compact_interval=self.compact_interval)
+                         recompute_period=self.recompute_period, compact_interval=self.compact_interval,
+                         deferral=self.deferral)
 
     def _db_path(self, source: str) -> Path:
         return self.run_dir / file_name(source, self.source_engine)

@@ -1,6 +1,7 @@
 """What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags
 (`fedlab check` takes them too), the source engine flag (the live commands that start sources take
-it too), the default listening address, and running in the foreground until SIGTERM or SIGINT.
+it too), lazy maintenance's bounds (the commands that start a warehouse take them), the default
+listening address, and running in the foreground until SIGTERM or SIGINT.
 
 The chart runs each role as a container's main process, so SIGTERM (pod deletion, `helm
 uninstall`) is the normal way to stop, and each role then finishes cleanly (the warehouse commits
@@ -20,6 +21,7 @@ import time
 from fedmodel.channels import TlsFiles
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE, ENGINES
+from warehouse.core.deferral import Deferral
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
 
@@ -38,6 +40,27 @@ def add_tls_arguments(parser) -> None:
 def add_source_engine_argument(parser) -> None:
     parser.add_argument("--source-engine", choices=ENGINES, default=DEFAULT_ENGINE,
                         help=f"the sources' database engine (default {DEFAULT_ENGINE}; source_node/engines.py)")
+
+
+def add_deferral_arguments(parser) -> None:
+    d = Deferral()
+    group = parser.add_argument_group("the lazy algorithm's bounds (warehouse/core/deferral.py)")
+    group.add_argument("--combine-max", type=int, default=d.combine_max, metavar="N",
+                       help=f"the most transactions one maintenance job combines; this many waiting start one "
+                            f"(default {d.combine_max})")
+    group.add_argument("--max-delay", type=float, default=d.max_delay, metavar="SECONDS",
+                       help=f"the longest a transaction waits before a job starts (default {d.max_delay:g})")
+    group.add_argument("--idle-after", type=float, default=d.idle_after, metavar="SECONDS",
+                       help=f"seconds without a notification that count as free cycles (default {d.idle_after:g})")
+
+
+def deferral(args) -> Deferral:
+    """The bounds the flags give; RoleError naming the flag when one is out of range."""
+    try:
+        return Deferral(args.combine_max, args.max_delay, args.idle_after)
+    except ValueError as err:
+        flag = str(err).split(" ", 1)[0].replace("_", "-")
+        raise RoleError(f"--{flag}{str(err)[len(flag):]}") from None
 
 
 def tls_files(args) -> TlsFiles | None:

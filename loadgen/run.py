@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.live import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.role import add_source_engine_argument
+from loadgen.role import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.scenario import LEVELS
 
 _FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
@@ -84,8 +84,9 @@ def main(args) -> int:
             raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta yet")
         if not args.recompute_period > 0:
             raise ModelError("--recompute-period must be a positive number of seconds")
+        bounds = deferral(args)
         view_sql = load_view(args.view)
-    except ModelError as err:
+    except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
     from loadgen.check import check
@@ -100,7 +101,8 @@ def main(args) -> int:
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, args.access,
-                     recompute_period=args.recompute_period, tls=_throwaway_tls(run_dir) if args.tls else None,
+                     recompute_period=args.recompute_period, deferral=bounds,
+                     tls=_throwaway_tls(run_dir) if args.tls else None,
                      source_engine=args.source_engine)
     events: list[str] = []
     try:
@@ -171,6 +173,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--access", choices=["join-graph", "scan"])
     parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
                         help="seconds between the recompute algorithm's rounds (default 5)")
+    add_deferral_arguments(parser)
     parser.add_argument("--duration", default="60s", help="load duration, e.g. 60s or 2m")
     parser.add_argument("--rate", type=float, default=10.0, help="offered source transactions per second")
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor")

@@ -122,6 +122,8 @@ def _describe(e: dict) -> str:
         return f"{t} compensating query for {e['for']}, substituting {e['substituted']}"
     if kind == "restart":
         return f"{t} restart {e['source']}"
+    if kind == "read":
+        return f"{t} the view may be read: {[list(r) for r in e['view']]}"
     if kind == "evaluate-view":
         return f"{t} recompute round {e['round']}: evaluate the view over answers read at versions {e['versions']}"
     if kind == "resend-request":

@@ -25,7 +25,7 @@ from source_node.resend_policy import ResendPolicy
 from warehouse.core.algorithms import create, maintained_view
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend,
                                    ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
-                                   ViewEvaluated)
+                                   ViewEvaluated, ViewReady)
 from warehouse.core.recompute import recompute
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
@@ -316,6 +316,9 @@ class Simulator:
                                     "versions": action.versions, "view": view})
             self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
                                    "versions": action.versions, "view": _rows(self.view, view)})
+        elif isinstance(action, ViewReady):
+            self.run.trace.append({"t": self.now, "event": "read",
+                                   "view": _rows(self.view, {r: c for r, c in self.current.items() if c})})
         elif isinstance(action, Resynchronise):
             self.run.trace.append({"t": self.now, "event": "resynchronise", "source": action.source,
                                    "missing_from": action.missing_from, "oldest_available": action.oldest_available})

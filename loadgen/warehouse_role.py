@@ -26,7 +26,8 @@ from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.faults_file import FaultsFile
-from loadgen.role import Foreground, RoleError, add_tls_arguments, default_host, fail, tls_files
+from loadgen.role import (Foreground, RoleError, add_deferral_arguments, add_tls_arguments, default_host, deferral, fail,
+                          tls_files)
 from loadgen.runconfig import RunConfig, load_config
 from loadgen.runfile import RunFile
 
@@ -46,6 +47,7 @@ def add_arguments(parser) -> None:
                         help="seconds between Delta batch commits (default 0.5)")
     parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
                         help="seconds between the recompute algorithm's rounds, each a Spark job (default 5)")
+    add_deferral_arguments(parser)
     add_tls_arguments(parser)
 
 
@@ -60,6 +62,7 @@ def main(args) -> int:
             FaultsFile(args.faults_file).read()
         if not args.recompute_period > 0:
             raise RoleError(f"--recompute-period must be a positive number of seconds, got {args.recompute_period:g}")
+        bounds = deferral(args)
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"
@@ -75,7 +78,7 @@ def main(args) -> int:
     try:
         warehouse = Warehouse(config.catalog, config.view.sql, data, config.addresses, spark, config.algorithm,
                               batch_interval=args.batch_interval, history_dir=history, tls=tls,
-                              recompute_period=args.recompute_period)
+                              recompute_period=args.recompute_period, deferral=bounds)
         if not _open(warehouse, args.wait_sources, foreground):
             return 1 if not foreground.stopping.is_set() else 0
         port = warehouse.serve(args.port, args.host or default_host())

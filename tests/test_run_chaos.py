@@ -41,6 +41,8 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --chaos: nowhere:drop=0.1: no source named 'nowhere' (sources: procurement, reference, sales)"),
     (["--algorithm", "recompute", "--recompute-period", "0"],
      "fedlab run: --recompute-period must be a positive number of seconds"),
+    (["--algorithm", "lazy", "--max-delay", "-1"],
+     "fedlab run: --max-delay must be a number of seconds >= 0, got -1.0"),
 ])
 def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
     from loadgen.cli import main

@@ -51,9 +51,11 @@ from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view
+from warehouse.core.deferral import Deferral
 from warehouse.core.receipts import Receipts
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
-                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated)
+                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated,
+                                   ViewQueried, ViewReady)
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.fifo_order import FifoOrder
 from warehouse.store.materialize import materialize
@@ -88,12 +90,14 @@ class Warehouse:
                  spark, algorithm: str = "sze-ling", access: str | None = None,
                  batch_interval: float = 0.5, tick: float = 0.1, query_timeout: float = 1.5,
                  resend_timeout: float = 1.0, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
-                 tls: TlsFiles | None = None, recompute_period: float = 5.0, compact_interval: float = 60.0):
+                 tls: TlsFiles | None = None, recompute_period: float = 5.0, compact_interval: float = 60.0,
+                 deferral: Deferral | None = None):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
         `history_dir`: where the plain-file history goes (default <data_dir>/history);
         `tls`: mutual TLS on its server and its channels to the sources;
         `recompute_period`: seconds between rounds of the `recompute` algorithm;
-        `compact_interval`: seconds between compactions of the Delta view's base."""
+        `compact_interval`: seconds between compactions of the Delta view's base;
+        `deferral`: the `lazy` algorithm's bounds (warehouse.core.deferral; its defaults without)."""
         self.catalog = catalog
         self.tls = tls
         self.view = parse_view(view_sql, catalog)
@@ -113,6 +117,7 @@ class Warehouse:
         if not recompute_period > 0:
             raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
         self.recompute_period = recompute_period
+        self.deferral = deferral
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir),
                                     list(self.view.column_names[:len(self.view.outputs)]), self._view_types())
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
@@ -142,6 +147,9 @@ class Warehouse:
         self._stop = threading.Event()
         self._evaluations: list[EvaluateView] = []   # recomputations for the evaluator thread (Spark)
         self._evaluate_wake = threading.Condition(self.lock)
+        self._readers: list[threading.Event] = []    # reads waiting for the core's ViewReady
+        self._durable_wake = threading.Condition(self.lock)   # a batch commit made applied states durable
+        self.durable_seq = 0                          # every applied state up to this seq is in Delta
         self._threads: list[threading.Thread] = []
         self._server = None
 
@@ -155,6 +163,7 @@ class Warehouse:
             self._materialise()
         else:
             self._restore(*restored)
+        self.durable_seq = self.seq   # what was restored or materialised is in Delta
         # A source whose notifications failed while no warehouse answered retries on a timer that
         # backed off meanwhile (up to a minute): asking each for everything after what this one
         # holds brings what was committed in the outage now, not when those timers run out.
@@ -221,7 +230,7 @@ class Warehouse:
         # view_rows() are the user's view again.
         maintained = materialize(self.spark, maintained_view(self.algorithm, self.view).sql, snapshots)
         self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access,
-                             period=self.recompute_period, **self.timings)
+                             period=self.recompute_period, deferral=self.deferral, **self.timings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         # History first: a crash before the store is initialised materialises (and writes) again,
@@ -238,7 +247,7 @@ class Warehouse:
         brv = {r: v["refreshed"] for r, v in relations.items()}
         dsv = {s: v["applied_dsv"] for s, v in sources.items()}
         self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access,
-                             period=self.recompute_period, **self.timings)
+                             period=self.recompute_period, deferral=self.deferral, **self.timings)
         self.receipts = Receipts(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
@@ -303,6 +312,10 @@ class Warehouse:
                                            now, dict(action.versions), list(action.delta.items())))
             if action.commit_time:
                 self.staleness.append((now, now - action.commit_time))
+        elif isinstance(action, ViewReady):
+            for reader in self._readers:
+                reader.set()
+            self._readers.clear()
         elif isinstance(action, Resynchronise):
             self.resyncs.append(f"{action.source}: DSV {action.missing_from} is gone (oldest {action.oldest_available})")
             log.error("lost notification can no longer be resent: %s", self.resyncs[-1])
@@ -457,6 +470,9 @@ class Warehouse:
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
+            if applied:
+                self.durable_seq = applied[-1].seq
+            self._durable_wake.notify_all()
         with self._edge:
             self.received = self.received[len(received):]
             for s, c in contiguous.items():
@@ -477,6 +493,8 @@ class Warehouse:
             done = [a for a in self.applied if a.seq <= self.store.last_seq]
             self.applied = self.applied[len(done):]
             self.batch_id = last_batch
+            self.durable_seq = max(self.durable_seq, self.store.last_seq)
+            self._durable_wake.notify_all()
         self.history.append([a for a in done if a.seq > self.history.last_seq()])
 
     # ---- reading ----
@@ -490,6 +508,25 @@ class Warehouse:
     def view_rows(self) -> dict[tuple, int]:
         with self.lock:
             return self.engine.view_rows()
+
+    def refresh(self, durable: bool = False, timeout: float = 60.0) -> dict:
+        """Brings the view up to date with every notification received (ViewQueried: lazy
+        maintenance on demand, Zhou-Larson 3.5) and waits for it; with `durable`, also for the
+        Delta batch that holds that state. Returns {"applied_dsv", "seq", "batch"}; TimeoutError
+        when it takes longer than `timeout` seconds."""
+        ready = threading.Event()
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            self._readers.append(ready)
+            self._handle(ViewQueried(time.monotonic()))
+        if not ready.wait(timeout):
+            raise TimeoutError(f"the view did not catch up with what was received within {timeout:g} s")
+        with self.lock:
+            seq, applied = self.seq, self.engine.applied_dsv()
+            while durable and self.durable_seq < seq:
+                if not self._durable_wake.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
+                    raise TimeoutError(f"the refreshed view was not durable in Delta within {timeout:g} s")
+            return {"applied_dsv": applied, "seq": seq, "batch": self.batch_id}
 
     def status(self) -> dict:
         with self.lock:
@@ -565,11 +602,23 @@ class _Servicer(rpc.WarehouseServicer):
 
     def ReadView(self, request, context):
         view = self.w.view
+        self._refresh(context, durable=False)
         rows = [(*row, count) for row, count in sorted(self.w.view_rows().items(), key=repr)]
         columns = [o.name for o in view.outputs] + ["count"]
         types = self.w._view_types() + ["BIGINT"]
         for i in range(0, max(len(rows), 1), 16384):
             yield pb.ViewChunk(columns=columns, rows=encode_rows(columns, types, rows[i:i + 16384]))
+
+    def Refresh(self, request, context) -> pb.RefreshReply:
+        done = self._refresh(context, durable=True)
+        return pb.RefreshReply(applied_dsv=done["applied_dsv"], batch=done["batch"])
+
+    def _refresh(self, context, durable: bool) -> dict:
+        remaining = context.time_remaining()
+        try:
+            return self.w.refresh(durable, timeout=remaining if remaining is not None else 600.0)
+        except TimeoutError as err:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
 
     def Status(self, request, context) -> pb.StatusReply:
         s = self.w.status()

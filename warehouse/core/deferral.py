@@ -86,7 +86,6 @@ class PendingTasks:
         self._queue: list[tuple[Notification, float]] = []
         self._last: dict[str, int] = {}          # per source with pending tasks, the newest DSV
         self.last_arrival = float("-inf")
-        self.read_waits_for: dict[str, int] = {}  # empty: no read waits
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -100,12 +99,12 @@ class PendingTasks:
         """The DSV of `source`'s newest pending transaction, None if it has none."""
         return self._last.get(source)
 
-    def due(self, deferral: Deferral, now: float) -> int:
+    def due(self, deferral: Deferral, now: float, read_waiting: bool) -> int:
         """How many of the oldest pending transactions a job should combine now (0: wait). The
         caller asks only when no job is in progress."""
         if not self._queue:
             return 0
-        if self.read_waits_for:
+        if read_waiting:
             return len(self._queue)
         if (len(self._queue) >= deferral.combine_max or now - self._queue[0][1] >= deferral.max_delay
                 or now - self.last_arrival >= deferral.idle_after):
@@ -121,4 +120,3 @@ class PendingTasks:
     def clear(self) -> None:
         self._queue.clear()
         self._last.clear()
-        self.read_waits_for.clear()

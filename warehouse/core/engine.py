@@ -30,7 +30,8 @@ from fedmodel.viewdef import ViewDef
 from warehouse.core.computation import Computation, Context
 from warehouse.core.deferral import Deferral, PendingTasks, combine
 from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
-                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried)
+                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
+                                   ViewReady)
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.transaction_task import TransactionTask
 from warehouse.core.version_state import VersionState
@@ -80,6 +81,7 @@ class MaintenanceEngine:
         self.log = NotificationLog(dsv)
         self.tasks: list[TransactionTask] = []
         self.pending = PendingTasks()   # received in DSV order, not started (lazy only)
+        self._read_waits_for: dict[str, int] | None = None   # a read waits until the view reflects these DSVs
         self.trace: list[dict] = []
         self.counters = Counters()
         self.force_queries = set(force_queries)
@@ -142,10 +144,10 @@ class MaintenanceEngine:
         return pending if pending is not None else self.versions.started_dsv.get(source, 0)
 
     def _on_read(self) -> list:
-        """A query reads the view (Zhou-Larson 3.5, on demand): it waits until the view reflects
-        every transaction received so far; meanwhile jobs start at once and combine all pending."""
-        if self.options.deferral is not None and len(self.pending):
-            self.pending.read_waits_for = {s: self.log.contiguous(s) for s in self.versions.started_dsv}
+        """A query reads the view: it waits until the view reflects every transaction received so
+        far (ViewReady, from `_apply_ready`); meanwhile lazy jobs start at once and combine every
+        pending transaction (Zhou-Larson 3.5, on-demand scheduling)."""
+        self._read_waits_for = {s: self.log.contiguous(s) for s in self.versions.started_dsv}
         return []
 
     def _on_answer(self, answer, now: float) -> list:
@@ -314,17 +316,24 @@ class MaintenanceEngine:
 
     def _apply_ready(self, now: float) -> list:
         """Applies finished tasks: in start order (Theorem 2), or as they finish (conventional);
-        with deferral, starts the next job once none is in progress."""
+        with deferral, starts the next job once none is in progress. Tells a waiting read when
+        the view reflects what it waits for."""
         actions = []
+        deferral = self.options.deferral
         while True:
             task = self.tasks[0] if self.options.ordered and self.tasks else next((t for t in self.tasks if t.done), None)
             if task is not None and task.done:
                 self.tasks.remove(task)
                 actions.append(self._apply(task))
-            elif not self.tasks and self.options.deferral is not None and (due := self.pending.due(self.options.deferral, now)):
+            elif not self.tasks and deferral and (due := self.pending.due(deferral, now, self._read_waits_for is not None)):
                 actions += self._start(self.pending.take(due), now)
             else:
-                return actions
+                break
+        applied = self.versions.applied_dsv
+        if self._read_waits_for is not None and all(applied.get(s, 0) >= d for s, d in self._read_waits_for.items()):
+            self._read_waits_for = None
+            actions.append(ViewReady())
+        return actions
 
     def _apply(self, task: TransactionTask) -> StateApplied:
         delta = task.apply(self.view, self.mview, self.versions.refreshed)
@@ -336,9 +345,6 @@ class MaintenanceEngine:
                 # (interfering updates lie above alpha), and the view now reflects them (missing
                 # updates lie above the refreshed version numbers).
                 self.log.forget_through(n.source, n.dsv)
-        waits = self.pending.read_waits_for
-        if waits and all(applied.get(s, 0) >= d for s, d in waits.items()):
-            waits.clear()
         versions = dict(task.alpha_dsv) if self.options.ordered else dict(applied)
         first, last = task.parts[0], task.parts[-1]
         # A combined state is as stale as its oldest transaction; it names every one it reflects.

@@ -39,10 +39,11 @@ class ResendRefused:
 
 @dataclass(frozen=True)
 class ViewQueried:
-    """A query is about to read the view. An algorithm that defers maintenance (lazy) brings the
-    view up to date with every notification received so far (Zhou-Larson section 3.5, on-demand
-    scheduling); the reader waits until `applied_dsv()` reaches `received_through` as they were.
-    The others hold nothing back and do nothing."""
+    """A query is about to read the view: the core answers ViewReady once the view reflects
+    every transaction received so far. The engine waits for its tasks in flight, and lazy
+    maintenance starts maintaining what it deferred at once (Zhou-Larson section 3.5, on-demand
+    scheduling); the algorithms whose view moves only at their own moments (the Strobe family,
+    recompute) answer at once."""
 
     now: float = 0.0
 
@@ -92,6 +93,11 @@ class StateApplied:
     versions: dict
     commit_time: float = 0.0
     notes: tuple = field(default=())
+
+
+@dataclass(frozen=True)
+class ViewReady:
+    """The view may be read: it reflects what was received when the last ViewQueried came."""
 
 
 @dataclass(frozen=True)

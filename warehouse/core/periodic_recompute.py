@@ -28,7 +28,7 @@ from fedmodel.subquery import Answer, Subquery, SubqueryRelation
 from fedmodel.viewdef import ViewDef
 from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, ResendRefused,
                                    SendSubquery, StateApplied, TimerFired, ViewEvaluated,
-                                   ViewQueried)
+                                   ViewQueried, ViewReady)
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.view_state import MaterializedView
 
@@ -77,8 +77,10 @@ class PeriodicRecompute:
             return self._on_timer(event.now)
         if isinstance(event, ViewEvaluated):
             return self._on_evaluated(event)
-        if isinstance(event, (ResendRefused, ViewQueried)):
-            return []   # recomputation repairs any loss; a read sees the last round
+        if isinstance(event, ResendRefused):
+            return []   # the next round repairs any loss
+        if isinstance(event, ViewQueried):
+            return [ViewReady()]   # a read sees the last round
         raise TypeError(f"unknown event {event!r}")
 
     def _on_timer(self, now: float) -> list:

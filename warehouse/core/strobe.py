@@ -49,7 +49,8 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.events import (AnswerArrived, NotificationArrived, ResendRefused,
-                                   SendSubquery, StateApplied, TimerFired, ViewQueried)
+                                   SendSubquery, StateApplied, TimerFired, ViewQueried,
+                                   ViewReady)
 from warehouse.core.keyed_view import project, widen
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.source_evaluate import Derivation, Evaluation
@@ -158,8 +159,10 @@ class StrobeFamily:
             actions = self._on_answer(event.answer, event.now)
         elif isinstance(event, TimerFired):
             actions = self._retry(event.now)
-        elif isinstance(event, (ResendRefused, ViewQueried)):
-            actions = []   # never asks for a resend; defers nothing
+        elif isinstance(event, ResendRefused):
+            actions = []   # never asks for a resend
+        elif isinstance(event, ViewQueried):
+            actions = [ViewReady()]   # the view moves at quiescence only; a read sees the last one
         else:
             raise TypeError(f"unknown event {event!r}")
         return actions + self._at_quiescence()

@@ -12,7 +12,7 @@ picture: together they are the version vectors of the view states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
