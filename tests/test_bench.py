@@ -1,4 +1,5 @@
-"""`fedlab bench` (issue #6): a short live bench writes a complete summary whose plots open, its
+"""`fedlab bench` (issues #6, #16): a short live bench (Sze-Ling, and lazy at two combine bounds)
+writes a complete summary whose plots open, its
 cost figures come from the nodes' message logs where they exist, bad arguments are one line and
 exit 2, and the synthetic workload is deterministic per seed (the TPC-H streams' determinism is
 tests/test_tpch_workload.py's)."""
@@ -22,7 +23,8 @@ REQUIRED = ("algorithm", "access_path", "view", "scale", "chaos", "rate_target",
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "b"
     done = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling,conventional", "--views", "q3", "--scale", "0.01", "--orders", "300",
+        [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling,lazy", "--combine-max", "1,100",
+         "--views", "q3", "--scale", "0.01", "--orders", "300",
          "--rate", "5", "--duration", "2", "--ramp-start", "5", "--ramp-max", "5", "--ramp-step", "2",
          "--settle", "30", "--out", str(out), "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -34,7 +36,7 @@ def bench(tmp_path_factory):
 def test_short_bench_has_every_figure_for_every_run(bench):
     out, summary = bench
     assert json.loads((out / "summary.json").read_text()) == summary
-    assert [r["algorithm"] for r in summary["runs"]] == ["sze-ling", "conventional"]
+    assert [r["label"] for r in summary["runs"]] == ["sze-ling", "lazy@1", "lazy@100"]
     for run in summary["runs"]:
         assert all(k in run for k in REQUIRED), [k for k in REQUIRED if k not in run]
         assert run["access_path"] == "join-graph" and run["view"] == "q3" and run["scale"] == 0.01
@@ -49,6 +51,8 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert run["peak_memory_mb"] > 0 and run["warehouse_cpu_seconds"] > 0
         assert run["ramp"] and run["ramp"][0]["rate"] == 5
         assert (Path(run["run_dir"]) / "run.json").is_file()
+        # the view was read during the load, each read answered once it caught up
+        assert run["read_latency_ms"]["n"] >= 1 and run["read_latency_ms"]["p50"] > 0
         # CPU read around the load and every ramp step, every role of the run named
         assert [c["phase"] for c in run["cpu"]] == ["load"] + ["ramp"] * len(run["ramp"])
         roles = set(run["cpu"][0]["by_role"])
@@ -61,7 +65,12 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert sum(slow["mean_ms"].values()) >= slow["staleness_ms"] - 0.5
         assert sum(slow["mean_ms"].values()) <= run["staleness_delta_ms"]["max"] + 0.5
     assert summary["runs"][0]["consistency"] == "complete"
-    assert summary["runs"][1]["consistency"] in ("none", "convergence", "weak", "strong", "complete")
+    # lazy@1 maintains each transaction on its own; lazy@100 may combine (then strong)
+    assert summary["runs"][1]["consistency"] == "complete"
+    assert summary["runs"][2]["consistency"] in ("strong", "complete")
+    for run in summary["runs"][1:]:   # a job per view state; lazy@1 one per transaction
+        assert run["counters"]["jobs"] == run["verdict"]["states"] <= run["verdict"]["transactions"]
+    assert summary["runs"][1]["verdict"]["states"] == summary["runs"][1]["verdict"]["transactions"]
     assert {t["name"] for t in summary["targets"]} >= {"max sustained rate with complete consistency",
                                                      "staleness p99 to the Delta table at 500 txn/s",
                                                      "peak memory of all processes at SF 1"}
@@ -90,12 +99,14 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     import matplotlib.image
 
     out, summary = bench
-    assert set(summary["plots"]) == {"staleness", "throughput_ramp", "cost_per_txn", "consistency"}
+    assert set(summary["plots"]) == {"staleness", "throughput_ramp", "cost_per_txn", "consistency",
+                                     "staleness_vs_throughput"}
     md, page = (out / "summary.md").read_text(), (out / "summary.html").read_text()
     for path in summary["plots"].values():
         image = matplotlib.image.imread(out / path)
         assert image.shape[0] > 100 and image.shape[1] > 100
         assert f"]({path})" in md and f'<img src="{path}"' in page
+    assert "Lazy maintenance: the combine bound" in md and "lazy@1 -> lazy@100 on q3" in md
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -107,6 +118,7 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     (["--chaos", "kill-source=once"], "message faults only"),
     (["--orders", "-1"], "--orders must be"),
     (["--repeat", "0"], "--repeat must be 1 or more"),
+    (["--combine-max", "0,10"], "--combine-max: expected whole numbers of at least 1"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message):
     done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *argv], cwd=ROOT,

@@ -23,13 +23,16 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.bench.plan import DEFAULT_ALGORITHMS, DEFAULT_CHAOS, PlanError, plan
+from loadgen.bench.plan import DEFAULT_ALGORITHMS, DEFAULT_CHAOS, DEFAULT_COMBINE, PlanError, plan
 from loadgen.role import add_source_engine_argument
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--algorithms", default=DEFAULT_ALGORITHMS,
                         help=f"comma-separated, name or name:access (default {DEFAULT_ALGORITHMS})")
+    parser.add_argument("--combine-max", default=DEFAULT_COMBINE, metavar="N,N,...",
+                        help=f"lazy runs once per bound: the most transactions a maintenance job combines "
+                             f"(default {DEFAULT_COMBINE})")
     parser.add_argument("--views", default="q3,q5", help="comma-separated views from loadgen/views (default q3,q5)")
     parser.add_argument("--scale", default="0.1", help="TPC-H scale factor(s), comma-separated (default 0.1)")
     parser.add_argument("--rate", type=float, default=500.0,
@@ -70,7 +73,7 @@ def main(args) -> int:
             raise PlanError("--orders must be 0 (all) or a positive number")
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
-                     args.placement, args.source_engine, args.batch_interval, args.repeat)
+                     args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -182,7 +185,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "chaos": [s or "none" for s in dict.fromkeys(s.chaos for s in specs)],
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
-                         "batch_interval": first.batch_interval,
+                         "batch_interval": first.batch_interval, "combine_max": args.combine_max,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
                          "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],

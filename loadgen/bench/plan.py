@@ -3,7 +3,8 @@
 Every combination of algorithm, view, scale factor and chaos setting is one run; all runs share
 the workload, the seed, the offered rate and the ramp, so they differ only in what is compared.
 An algorithm is written `name` or `name:access` (`sze-ling:scan` is Sze-Ling's compensation with
-the Strobe family's left/right scans instead of join-graph sub-queries). A placement says which
+the Strobe family's left/right scans instead of join-graph sub-queries). `lazy` runs once per
+value of the combine bound (`--combine-max 1,10,100,1000`), labelled `lazy@N`. A placement says which
 source holds which TPC-H relation: `default` (loadgen.tpch: customer, orders and lineitem all at
 "sales", so Q3 is a one-source view) or `spread` (customer, orders and lineitem at three
 different sources, so Q3 joins across all three).
@@ -18,6 +19,7 @@ from source_node.engines import DEFAULT_ENGINE
 
 DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what issue 12's targets compare
 DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
+DEFAULT_COMBINE = "1,10,100,1000"   # lazy's sweep (issue 16)
 PLACEMENTS = {
     "default": None,   # loadgen.tpch.DEFAULT_PLACEMENT
     "spread": {"crm": ["customer", "nation", "region"], "ordering": ["orders"],
@@ -48,10 +50,12 @@ class RunSpec:
     source_engine: str = DEFAULT_ENGINE
     batch_interval: float = 1.0   # the warehouse's seconds between Delta batches (at least)
     trial: int = 1                # which repetition of the same run (--repeat)
+    combine_max: int | None = None   # lazy's bound (warehouse.core.deferral); None for the others
 
     @property
     def label(self) -> str:
-        return self.algorithm + (f":{self.access}" if self.access else "")
+        return (self.algorithm + (f":{self.access}" if self.access else "")
+                + (f"@{self.combine_max}" if self.combine_max is not None else ""))
 
     @property
     def access_path(self) -> str:
@@ -66,7 +70,7 @@ class RunSpec:
 
     def folder(self, index: int, several: dict[str, bool]) -> str:
         """The run directory's name: its index and whatever differs between the bench's runs."""
-        parts = [f"{index:02d}", self.label.replace(":", "-")]
+        parts = [f"{index:02d}", self.label.replace(":", "-").replace("@", "-")]
         if several["view"]:
             parts.append(self.view)
         if several["scale"]:
@@ -87,7 +91,8 @@ def _split(text: str) -> list[str]:
 def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
-         source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0, repeat: int = 1) -> list[RunSpec]:
+         source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0, repeat: int = 1,
+         combine: str = DEFAULT_COMBINE) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
     the machine over the bench spreads over every run alike."""
@@ -111,6 +116,13 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
         pairs.append((name, access or None))
     if not pairs:
         raise PlanError("--algorithms: name at least one algorithm")
+    try:
+        bounds = [int(n) for n in _split(combine)]
+    except ValueError:
+        raise PlanError(f"--combine-max: expected whole numbers such as 1,10,100, got {combine!r}") from None
+    if not bounds or any(n < 1 for n in bounds):
+        raise PlanError(f"--combine-max: expected whole numbers of at least 1, got {combine!r}")
+    pairs = [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
     view_list = _split(views)
     for v in view_list:
         if v not in view_names():
@@ -152,7 +164,8 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
         raise PlanError(f"--repeat must be 1 or more, got {repeat}")
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
-                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial)
+                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
+                    combine_max)
             for trial in range(1, repeat + 1)
             for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
-            for name, access in pairs]
+            for name, access, combine_max in pairs]

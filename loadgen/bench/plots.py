@@ -3,7 +3,9 @@
 - staleness.png: staleness of each source transaction over the run, per algorithm;
 - throughput_ramp.png: offered rate against the rates committed and reflected, per ramp step;
 - cost_per_txn.png: sub-queries, messages, rows and bytes per source transaction, per algorithm;
-- consistency.png: the checker's verdict for every run.
+- consistency.png: the checker's verdict for every run;
+- staleness_vs_throughput.png: each run's staleness against its highest sustained rate, so lazy
+  maintenance at each combine bound shows its trade-off beside Sze-Ling (issue 16).
 `plot_all(runs, folder)` writes them and returns {name: path}.
 """
 
@@ -31,7 +33,7 @@ def plot_all(runs: list[dict], folder: Path) -> dict[str, Path]:
     several = len({r["label"] for r in runs}) < len(runs)   # the same algorithm twice: tell them apart
     out = {}
     for name, draw in (("staleness", _staleness), ("throughput_ramp", _ramp), ("cost_per_txn", _cost),
-                       ("consistency", _consistency)):
+                       ("consistency", _consistency), ("staleness_vs_throughput", _tradeoff)):
         fig = draw(runs, several)
         out[name] = folder / f"{name}.png"
         fig.savefig(out[name], dpi=100, bbox_inches="tight")
@@ -88,6 +90,30 @@ def _cost(runs, several):
             ax.set_yscale("log")
     fig.suptitle("Cost per source transaction (from the nodes' message logs)")
     fig.tight_layout()
+    return fig
+
+
+def _tradeoff(runs, several):
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for algorithm in dict.fromkeys(r["algorithm"] for r in runs):
+        points = sorted((r["max_sustained_rate"], (r.get("staleness_ms") or {}).get("p50"),
+                         (r.get("staleness_ms") or {}).get("p99"), _name(r, several))
+                        for r in runs if r["algorithm"] == algorithm and r.get("max_sustained_rate")
+                        and (r.get("staleness_ms") or {}).get("p50") is not None)
+        if not points:
+            continue
+        xs, p50, p99, names = zip(*points)
+        line, = ax.plot(xs, [v / 1000 for v in p50], "o-", label=f"{algorithm} p50")
+        ax.plot(xs, [v / 1000 for v in p99], "v:", color=line.get_color(), label=f"{algorithm} p99")
+        for x, y, name in zip(xs, p50, names):
+            if name != algorithm:
+                ax.annotate(name, (x, y / 1000), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("highest sustained rate, txn/s (ramp)")
+    ax.set_ylabel("staleness in the load phase, s")
+    ax.set_title("Staleness against throughput (lazy at each combine bound, and the others)")
+    ax.legend(fontsize=8)
     return fig
 
 

@@ -11,10 +11,11 @@ import html
 import json
 from pathlib import Path
 
-from loadgen.bench.resources import shares
+from loadgen.bench.combining import tradeoff
+from loadgen.bench.resources import cpu_ms_per_txn, shares
 
 RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
-               "to Delta p50/p99 ms", "floor ms", "sub-queries/txn", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
+               "to Delta p50/p99 ms", "read p50/p99 ms", "floor ms", "sub-queries/txn", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
 
 
 def _fmt(x) -> str:
@@ -27,12 +28,14 @@ def _fmt(x) -> str:
 
 def run_row(r: dict) -> list[str]:
     s, c, d = r.get("staleness_ms") or {}, r.get("per_txn") or {}, r.get("staleness_delta_ms") or {}
+    read = r.get("read_latency_ms") or {}
     where = r["view"] + ("" if r.get("placement", "default") == "default" else f" ({r['placement']} placement)")
     label = r["label"] + (f" #{r['trial']}" if r.get("trial", 1) > 1 else "")
     return [label, where, _fmt(r["scale"]), r["chaos"],
             f"{_fmt(r['rate_target'])} / {_fmt(r.get('rate_achieved'))}", _fmt(r.get("max_sustained_rate")),
             " / ".join(_fmt(s.get(k)) for k in ("p50", "p95", "p99", "max")),
-            " / ".join(_fmt(d.get(k)) for k in ("p50", "p99")), _fmt(r.get("floor_ms")),
+            " / ".join(_fmt(d.get(k)) for k in ("p50", "p99")), " / ".join(_fmt(read.get(k)) for k in ("p50", "p99")),
+            _fmt(r.get("floor_ms")),
             _fmt(c.get("subqueries")), _fmt(c.get("messages")), _fmt(c.get("rows")), _fmt(c.get("bytes")),
             _fmt(r.get("peak_memory_mb")), _fmt(r.get("warehouse_cpu_seconds")), r.get("consistency", "-")]
 
@@ -42,13 +45,12 @@ def cpu_rows(r: dict) -> list[list[str]]:
     steps = [{"sustained": None, "committed": r.get("committed_in_load")}] + (r.get("ramp") or [])
     rows = []
     for step, cpu in zip(steps, r.get("cpu") or []):
-        used = sum(cpu["by_role"].values())
         committed = step.get("committed")
         rows.append([cpu["phase"], _fmt(cpu["rate"]),
                      _fmt(round(committed / cpu["seconds"], 1)) if committed and cpu["seconds"] else "-",
                      {True: "yes", False: "no", None: "-"}[step["sustained"]],
                      f"{cpu['busy']:.0%}" if cpu.get("busy") is not None else "-",
-                     f"{1000 * used / committed:.2f}" if committed else "-", shares(cpu["by_role"])])
+                     _fmt(cpu_ms_per_txn(cpu, committed)), shares(cpu["by_role"])])
     return rows
 
 
@@ -71,6 +73,21 @@ def _trial_blocks(trials: list[dict]) -> list[tuple]:
                   "are judged on each run's first trial.")]
 
 
+def _combining_blocks(runs: list[dict]) -> list[tuple]:
+    """Lazy maintenance against its combine bound (loadgen.bench.combining), when lazy ran."""
+    t = tradeoff(runs)
+    if not t["rows"]:
+        return []
+    columns = ("run", "max sustained", "jobs/txn", "base rows condensed/txn", "sub-queries/txn", "bytes/txn",
+               "CPU ms/txn (load)", "staleness p50/p99 ms", "read p50/p99 ms", "consistency")
+    rows = [[r["label"], _fmt(r["max_sustained_rate"]), _fmt(r["jobs_per_txn"]), _fmt(r["condensed_per_txn"]),
+             _fmt(r["subqueries_per_txn"]), _fmt(r["bytes_per_txn"]), _fmt(r["cpu_ms_per_txn"]),
+             f"{_fmt(r['staleness_p50_ms'])} / {_fmt(r['staleness_p99_ms'])}",
+             f"{_fmt(r['read_p50_ms'])} / {_fmt(r['read_p99_ms'])}", r["consistency"]] for r in t["rows"]]
+    return [("h2", "Lazy maintenance: the combine bound (issue #16)"), ("table", columns, rows),
+            ("p", t["finding"])]
+
+
 def document(summary: dict) -> list[tuple]:
     m, st = summary["machine"], summary["settings"]
     blocks = [("h1", "fedlab bench"),
@@ -89,6 +106,7 @@ def document(summary: dict) -> list[tuple]:
                     "rate; per_txn_whole_run in summary.json covers the ramp too); peak MB is the highest sum over every process (Python with the warehouse "
                     "and the driver, the Spark JVM, Ray, the source actors)."),
               *_trial_blocks(summary.get("trials") or []),
+              *_combining_blocks(summary["runs"]),
               ("h2", "Targets (issue #12)"),
               ("table", ("target", "wanted", "measured", "met", "shortfall"),
                [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),

@@ -138,6 +138,12 @@ def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: flo
     return {"seconds": round(wall_seconds, 2), "busy": round(busy, 3) if busy is not None else None, "by_role": used}
 
 
+def cpu_ms_per_txn(cpu: dict, committed: int | None) -> float | None:
+    """CPU milliseconds every process used per source transaction committed in a phase
+    (`cpu` as `cpu_use` returns it); None without commits."""
+    return round(1000 * sum(cpu["by_role"].values()) / committed, 2) if committed else None
+
+
 def shares(by_role: dict[str, float]) -> str:
     """Each role's share of the CPU in `by_role` (a cpu_use reading), the biggest first, from 2%.
 

@@ -3,7 +3,8 @@
 Phases, each reported to `progress(phase, done, total, info)`:
   start   the source actors and the warehouse (initial materialisation), the message faults;
   load    the workload at the run's rate for its duration: staleness is reported for the
-          transactions committed in this window (the rate the staleness target is about);
+          transactions committed in this window (the rate the staleness target is about), and
+          the view is read every second meanwhile (loadgen.bench.reads: read latency);
   ramp    the rate search (loadgen.bench.ramp), on the same stream, right after;
           the CPU every process used is read around the load and each ramp step (`cpu`);
   settle  the faults are lifted and the view is given `settle` seconds to reflect every commit;
@@ -24,9 +25,11 @@ from loadgen.bench import metrics
 from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
+from loadgen.bench.reads import ReadProbe
 from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
 from loadgen.driver_process import DataRecipe, DriverProcess
 from loadgen.live import NO_FAULTS, set_faults
+from warehouse.core.deferral import Deferral
 
 Progress = Callable[[str, float, float | None, str], None]
 
@@ -65,10 +68,11 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
     record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
               "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
               "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
-              "workload": spec.workload, "trial": spec.trial,
+              "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
     fed = Federation(catalog, view_sql, source_files, run_dir, spark, spec.algorithm, spec.access,
-                     source_engine=spec.source_engine, batch_interval=spec.batch_interval)
+                     source_engine=spec.source_engine, batch_interval=spec.batch_interval,
+                     deferral=Deferral(combine_max=spec.combine_max) if spec.combine_max else None)
     watches = Stopwatches()
     sampler = driver = None
     progress = _Phases(progress)
@@ -98,9 +102,13 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
 
         load_from = time.time()
         wall0 = time.monotonic()
+        reads = ReadProbe(fed.read_view).start()
         load = drive(spec.rate, spec.duration,
                      lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                  f"committed {r.committed}/{r.offered}"))
+        record["read_latency_ms"] = reads.stop()
+        if reads.errors:
+            record["notes"].append(f"{len(reads.errors)} reads of the view failed, first: {reads.errors[0]}")
         load_until = time.time()
         record.update(offered=load.offered, committed_in_load=load.committed, rejected=load.rejected,
                       rate_achieved=round(load.achieved_rate, 2))
@@ -159,6 +167,7 @@ def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:
             "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults, "placement": spec.placement,
             "workload": spec.workload, "trial": spec.trial,
             "seed": spec.seed, "rate_target": spec.rate, "rate_achieved": None, "max_sustained_rate": None,
+            "combine_max": spec.combine_max, "read_latency_ms": empty,
             "staleness_ms": empty, "staleness_delta_ms": empty, "floor_ms": None, "per_txn": {k: None for k in ("subqueries", "messages", "rows", "bytes")},
             "peak_memory_mb": None, "warehouse_cpu_seconds": None, "consistency": "failed", "ramp": [],
             "run_dir": str(run_dir), "notes": [f"the run failed: {type(error).__name__}: {error}"]}
