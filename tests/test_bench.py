@@ -106,7 +106,7 @@ def test_plots_open_and_the_summaries_embed_them(bench):
         image = matplotlib.image.imread(out / path)
         assert image.shape[0] > 100 and image.shape[1] > 100
         assert f"]({path})" in md and f'<img src="{path}"' in page
-    assert "Lazy maintenance: the combine bound" in md and "lazy@1 -> lazy@100 on q3" in md
+    assert "Lazy maintenance: the combine bound" in md and "sze-ling -> lazy@100: sub-queries/txn" in md
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -5,7 +5,9 @@ warehouse had received when the read came (warehouse.core.events.ViewQueried): f
 is maintenance on demand (Zhou & Larson 2007, section 3.5: a query pays for what was deferred),
 for Sze-Ling the tasks in flight, for the Strobe family and recompute nothing. A reader thread
 reads the whole view every `interval` seconds during the load phase; the latency includes
-sending the rows, which is the same for every algorithm at the same view.
+sending the rows, which is the same for every algorithm at the same view. Reads are few (every
+5 s by default) because each one makes lazy combine everything pending, whatever its bound:
+frequent reads would measure the reads' schedule, not the bound's.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from loadgen.bench import metrics
 
 
 class ReadProbe:
-    def __init__(self, read, interval: float = 1.0):
+    def __init__(self, read, interval: float = 5.0):
         """`read()` reads the view once (loadgen.federation.Federation.read_view)."""
         self._read = read
         self.interval = interval

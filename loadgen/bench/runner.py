@@ -4,7 +4,7 @@ Phases, each reported to `progress(phase, done, total, info)`:
   start   the source actors and the warehouse (initial materialisation), the message faults;
   load    the workload at the run's rate for its duration: staleness is reported for the
           transactions committed in this window (the rate the staleness target is about), and
-          the view is read every second meanwhile (loadgen.bench.reads: read latency);
+          the view is read every 5 s meanwhile (loadgen.bench.reads: read latency);
   ramp    the rate search (loadgen.bench.ramp), on the same stream, right after;
           the CPU every process used is read around the load and each ramp step (`cpu`);
   settle  the faults are lifted and the view is given `settle` seconds to reflect every commit;
