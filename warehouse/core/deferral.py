@@ -4,7 +4,7 @@ Zhou & Larson 2007. An update does not start maintenance; its transaction waits 
 *maintenance task*, and the warehouse later combines the pending ones into one *maintenance job*:
 - combining (section 3.4): transactions T_1..T_l, in commit order, are treated as one large
   transaction T_0 that updates the union of their relations. Per relation, the delta of T_0 is
-  their deltas concatenated in version order, condensed (warehouse.core.condense); the job is
+  their deltas concatenated in version order, condensed (fedmodel.condense); the job is
   then maintained like one transaction: the m-term delta of section 3.3, term k joining the
   relations before k at their after-versions, the delta of relation k, and the relations after
   k at their before-versions. That is exactly the Sze-Ling task of a transaction touching m
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from fedmodel.transactions import Notification, RelationChange
 from fedmodel.viewdef import ViewDef
-from warehouse.core.condense import condense, delta_rows
+from fedmodel.condense import condense, delta_rows
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,10 @@ join: after a modification the last delete carries intermediate values, and a jo
 changed on the way would probe the wrong partners (papers/NOTES.md's caution).
 
 Relations have keys, so a key names at most one row at every version: an insert means the key
-was absent just before, a delete that it was present.
+was absent just before, a delete that it was present. Two users: the lazy warehouse condenses a
+relation's updates over the transactions a job combines (warehouse.core.deferral), and a
+PostgreSQL source the row changes its triggers captured over one transaction's statements
+(source_node.postgres_store; Vinh 2020's per-key condensing of change tables).
 
 >>> from fedmodel.transactions import Modification, RelationChange
 >>> key = lambda row: row[:1]
