@@ -23,7 +23,7 @@ from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
 from loadgen.driver import drive
 from loadgen.live import prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.role import add_source_engine_argument
+from loadgen.role import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
@@ -41,7 +41,8 @@ def main(args) -> int:
     console = Console()
     try:
         view_sql = load_view(args.view)
-    except ModelError as err:   # before anything is made: no run directory for a refused view
+        bounds = deferral(args)
+    except (ModelError, RoleError) as err:   # before anything is made: no run directory for refused input
         print(f"fedlab demo: {err}")
         return 2
     run_dir = Path(args.run_dir or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -63,7 +64,8 @@ def main(args) -> int:
         from loadgen.certs import write_certificates
 
         tls = write_certificates(run_dir / "tls")
-    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls, source_engine=args.source_engine)
+    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls, source_engine=args.source_engine,
+                     deferral=bounds)
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):
             fed.start(ray_temp_dir=str(run_dir / "ray"))
@@ -159,6 +161,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--tls", action="store_true",
                         help="mutual TLS on every gRPC channel, with a throwaway CA written to RUN_DIR/tls")
+    add_deferral_arguments(parser)
     add_source_engine_argument(parser)
 
 
