@@ -288,6 +288,10 @@ class DurableStore(GroupCommit):
                 while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
                     self._unacknowledged.popleft()
 
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Would call `callback` when others commit: an embedded store is written only through
+        this object, and the node hands the sender its commits itself (a PostgreSQL store calls it)."""
+
     def unacknowledged(self) -> list[Notification]:
         """Logged notifications not yet acknowledged, in DSV order (what the sender drains)."""
         with self._state:

@@ -1,10 +1,12 @@
 """Which database engine holds a source, and opening a source's file with the engine that made it.
 
-Two engines (`--source-engine`): "sqlite", the default (source_node.sqlite_store: an OLTP engine,
-as a source is; DESIGN.md 5), and "duckdb" (source_node.duckdb_store), kept as a tested choice. A
-source's file is named after its engine (`<source>.sqlite`, `<source>.duckdb`), and an existing
-file is recognised by its header, not its name: `fedlab check` opens whichever engine made a file,
-and a source told to use one engine refuses a file the other made, with one line.
+Three engines (`--source-engine`): "sqlite", the default (source_node.sqlite_store: an OLTP
+engine, as a source is; DESIGN.md 5), "duckdb" (source_node.duckdb_store), kept as a tested
+choice, and "postgres" (source_node.postgres_store): a PostgreSQL database that applications
+write with plain SQL, named by a connection string instead of a file. A source's file is named
+after its engine (`<source>.sqlite`, `<source>.duckdb`), and an existing file is recognised by
+its header, not its name: `fedlab check` opens whichever engine made a file, and a source told to
+use one engine refuses a file the other made, with one line.
 """
 
 from __future__ import annotations
@@ -15,20 +17,26 @@ from typing import Iterable, Sequence
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 
-ENGINES = ("sqlite", "duckdb")
+ENGINES = ("sqlite", "duckdb", "postgres")
 DEFAULT_ENGINE = "sqlite"
-_NAMES = {"sqlite": "SQLite", "duckdb": "DuckDB"}
+_NAMES = {"sqlite": "SQLite", "duckdb": "DuckDB", "postgres": "PostgreSQL"}
+FILE_ENGINES = ("sqlite", "duckdb")   # the engines whose source is a file
 
 
 def file_name(source: str, engine: str = DEFAULT_ENGINE) -> str:
     """The name of `source`'s database file under `engine`: `<source>.sqlite` or `<source>.duckdb`."""
     _check_engine(engine)
+    if engine not in FILE_ENGINES:
+        raise ModelError(f"a {_NAMES[engine]} source is a database named by a connection string, not a file")
     return f"{source}.{engine}"
 
 
 def engine_of(path: str | os.PathLike) -> str | None:
     """The engine that made the database file at `path`, from its header; None when there is no
-    file yet (or an empty one). ModelError for a file that is neither engine's."""
+    file yet (or an empty one). ModelError for a file that is neither engine's. A PostgreSQL
+    connection string is "postgres"."""
+    if is_dsn(path):
+        return "postgres"
     try:
         with open(path, "rb") as f:
             head = f.read(16)
@@ -43,13 +51,20 @@ def engine_of(path: str | os.PathLike) -> str | None:
     raise ModelError(f"{path} is neither a SQLite nor a DuckDB database")
 
 
+def is_dsn(path) -> bool:
+    """Whether a source's location is a PostgreSQL connection string rather than a file."""
+    text = str(path)
+    return text.startswith(("postgresql://", "postgres://")) or "dbname=" in text
+
+
 def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: str | None = None,
                initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
                probes: Iterable[tuple[str, Sequence[str]]] = ()):
     """The store of `source` in the file at `path`, created (with `initial`) if there is none.
 
     `engine` None: the engine that made the file, which must exist. `probes` (SQLite only): the
-    (relation, columns) pairs to index at once (source_node.probes).
+    (relation, columns) pairs to index at once (source_node.probes). A PostgreSQL `path` is a
+    connection string (its database is set up the first time: source_node.postgres_store).
     """
     found = None if str(path) == ":memory:" else engine_of(path)
     if engine is None:
@@ -65,6 +80,10 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
         from source_node.sqlite_store import SQLiteStore
 
         return SQLiteStore(catalog, source, path, initial, log_retention, probes)
+    if engine == "postgres":
+        from source_node.postgres_store import PostgresStore
+
+        return PostgresStore(catalog, source, str(path), initial, log_retention)
     from source_node.duckdb_store import DuckDBStore
 
     return DuckDBStore(catalog, source, path, initial, log_retention)

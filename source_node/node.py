@@ -9,9 +9,10 @@ one directly:
     ...
     node.stop()
 
-The store is SQLite unless `engine` says "duckdb" (source_node.engines). Its message log
-(fedmodel.message_log) is `<db stem>.messages.jsonl` beside the database file unless
-`message_log` names another file (runs/x/ds1.sqlite -> runs/x/ds1.messages.jsonl).
+The store is SQLite unless `engine` says "duckdb" or "postgres" (source_node.engines; for
+PostgreSQL `db_path` is a connection string). Its message log (fedmodel.message_log) is
+`<db stem>.messages.jsonl` beside the database file unless `message_log` names another file
+(runs/x/ds1.sqlite -> runs/x/ds1.messages.jsonl); a PostgreSQL source keeps one only there.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Iterable, Sequence
 from fedmodel.catalog import Catalog
 from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles
 from fedmodel.message_log import MessageLog, source_log_path
-from source_node.engines import DEFAULT_ENGINE, open_store
+from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 from source_node.server import SourceServicer, serve
@@ -46,10 +47,13 @@ class SourceNode:
         self.faults = faults or FaultInjector()
         self.tls = tls
         self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes)
-        self.messages = MessageLog(message_log if message_log is not None else source_log_path(db_path), source)
+        if message_log is None and not is_dsn(db_path):
+            message_log = source_log_path(db_path)
+        self.messages = MessageLog(message_log, source)
         self.sender = NotificationSender(self.store, catalog, self.faults, warehouse_address,
                                          resend_interval=resend_interval, max_message_bytes=max_message_bytes,
                                          messages=self.messages, tls=tls)
+        self.store.watch(self.sender.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
 
     def start(self) -> int:

@@ -21,3 +21,14 @@ def postgres_dsn():
         pytest.fail(f"these tests need PostgreSQL (the checker's second oracle): {err}", pytrace=False)
     yield server.dsn
     server.stop()
+
+
+def fresh_database(dsn: str, name: str) -> str:
+    """Creates database `name` on the server at `dsn` (dropping one left from an earlier run) and
+    returns its DSN."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        con.execute(f'CREATE DATABASE "{name}"')
+    return dsn.replace("dbname=postgres", f"dbname={name}")

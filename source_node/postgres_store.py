@@ -1,0 +1,499 @@
+"""A source that is a PostgreSQL database other applications write with plain SQL (Vinh 2020).
+
+The embedded stores (source_node.durable_store) are written only through the source node. Here
+the relations are ordinary tables that any client may change with INSERT, UPDATE, DELETE or
+TRUNCATE over its own connection, concurrently; the node sees every committed change because the
+database records it (Vinh 2020, section 3: statement-level triggers with transition tables fill
+change tables), and the store reads its outbox from there.
+
+What `install` puts into the database (schema `fedlab`, one source per database):
+- `changes(xid, seq, relation, action, row)`: every row a statement deleted ('D') or inserted
+  ('I'), an UPDATE as both, a TRUNCATE as the deletion of every row; written by AFTER ... FOR
+  EACH STATEMENT triggers (`fedlab_ins`, `fedlab_upd`, `fedlab_del`, BEFORE TRUNCATE
+  `fedlab_truncate`) on each relation, tagged with the writing transaction's id. A transaction
+  that rolls back takes its change rows with it: they never appear.
+- `pending(xid)`: one row per transaction that changed something; inserting it queues a
+  DEFERRABLE INITIALLY DEFERRED constraint trigger, `stamp`, which runs as the transaction
+  commits.
+- `stamp` gives the transaction its versions (Sze-Ling section 3, items 1 and 2): it updates the
+  one row of `source` (DSV + 1), then `versions` (BRV + 1 for each relation it changed), and writes
+  `log(dsv, xid, txn_id, commit_time, brv)`. The row lock the UPDATE of `source` takes is held
+  until the transaction ends, so a second committing transaction waits at that UPDATE until the
+  first has committed (or rolled back), and reads the DSV it left: DSVs follow commit order, with
+  no gaps. (This needs the writers' READ COMMITTED, PostgreSQL's default: a REPEATABLE READ or
+  SERIALIZABLE writer that commits while another does gets a serialization failure and retries,
+  as such writers must.) It ends with NOTIFY fedlab, which wakes the node's listener.
+- `acknowledged(dsv)`: what the warehouse holds durably (kept apart from `source`, so that an
+  acknowledgement never waits behind a commit's lock).
+
+A transaction's notification is built from its change rows in statement order, condensed per key
+(fedmodel.condense: the first row's image before, the last one's after), with the BRVs `stamp`
+gave. An answer or a snapshot reads in one REPEATABLE READ transaction: its rows, DSV and BRVs
+are of one committed state. The node's own Commit RPC writes through the same tables in one
+database transaction per source transaction (its id travels in the transaction-local setting
+`fedlab.txn_id`); the triggers capture it like any other writer's.
+
+Types: BIGINT, DOUBLE (double precision), VARCHAR (text), DATE, BOOLEAN; a DATE comes back as its
+ISO string, as the other stores hold it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from contextlib import contextmanager
+from typing import Callable, Sequence
+
+import psycopg
+from psycopg.types.string import TextLoader
+
+from fedmodel.catalog import Catalog, Relation, check_row
+from fedmodel.condense import condense
+from fedmodel.errors import ModelError
+from fedmodel.predicates import compile_sql
+from fedmodel.subquery import Answer, RelationAnswer, Subquery
+from fedmodel.transactions import Notification, RelationChange, TransactionRequest
+from source_node.commit import GroupCommit, plan_commit
+from source_node.durable_store import check_subquery, first_line, owned_relation, quote
+
+log = logging.getLogger(__name__)
+_TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
+_PROBE_CHUNK = 500            # wanted values per statement
+LISTEN_TIMEOUT = 1.0          # seconds between looks at the log even without a NOTIFY
+
+INSTALL = """
+CREATE SCHEMA fedlab;
+CREATE TABLE fedlab.source (source text NOT NULL, dsv bigint NOT NULL);
+CREATE TABLE fedlab.versions (relation text PRIMARY KEY, brv bigint NOT NULL);
+CREATE TABLE fedlab.acknowledged (dsv bigint NOT NULL);
+CREATE TABLE fedlab.changes (xid xid8 NOT NULL, seq bigserial, relation text NOT NULL, action "char" NOT NULL,
+                             row jsonb NOT NULL, PRIMARY KEY (xid, seq));
+CREATE TABLE fedlab.pending (xid xid8 PRIMARY KEY);
+CREATE TABLE fedlab.log (dsv bigint PRIMARY KEY, xid xid8 NOT NULL, txn_id text NOT NULL,
+                         commit_time double precision NOT NULL, brv jsonb NOT NULL);
+
+CREATE FUNCTION fedlab.capture() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  captured bigint := 0;
+  n bigint;
+BEGIN
+  IF TG_OP IN ('DELETE', 'UPDATE') THEN
+    INSERT INTO fedlab.changes (xid, relation, action, row)
+      SELECT pg_current_xact_id(), TG_TABLE_NAME, 'D', to_jsonb(o) FROM old_rows o;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    captured := captured + n;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    INSERT INTO fedlab.changes (xid, relation, action, row)
+      SELECT pg_current_xact_id(), TG_TABLE_NAME, 'I', to_jsonb(r) FROM new_rows r;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    captured := captured + n;
+  END IF;
+  IF captured > 0 THEN
+    INSERT INTO fedlab.pending VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING;
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION fedlab.capture_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  n bigint;
+BEGIN
+  EXECUTE format('INSERT INTO fedlab.changes (xid, relation, action, row) '
+                 'SELECT pg_current_xact_id(), %L, ''D'', to_jsonb(t) FROM %I.%I t',
+                 TG_TABLE_NAME, TG_TABLE_SCHEMA, TG_TABLE_NAME);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  IF n > 0 THEN
+    INSERT INTO fedlab.pending VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING;
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION fedlab.stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  d bigint;
+  b bigint;
+  versions jsonb := '{}';
+  r record;
+BEGIN
+  UPDATE fedlab.source SET dsv = dsv + 1 RETURNING dsv INTO d;   -- its row lock orders the commits
+  FOR r IN SELECT DISTINCT relation FROM fedlab.changes WHERE xid = NEW.xid ORDER BY relation LOOP
+    UPDATE fedlab.versions SET brv = brv + 1 WHERE relation = r.relation RETURNING brv INTO b;
+    versions := versions || jsonb_build_object(r.relation, b);
+  END LOOP;
+  INSERT INTO fedlab.log VALUES (d, NEW.xid,
+    coalesce(nullif(current_setting('fedlab.txn_id', true), ''), 'pg-' || NEW.xid::text),
+    extract(epoch FROM clock_timestamp()), versions);
+  DELETE FROM fedlab.pending WHERE xid = NEW.xid;
+  PERFORM pg_notify('fedlab', d::text);
+  RETURN NULL;
+END $$;
+
+CREATE CONSTRAINT TRIGGER stamp AFTER INSERT ON fedlab.pending
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION fedlab.stamp();
+"""
+
+CAPTURE = """
+CREATE TRIGGER fedlab_ins AFTER INSERT ON {t} REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION fedlab.capture();
+CREATE TRIGGER fedlab_upd AFTER UPDATE ON {t} REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION fedlab.capture();
+CREATE TRIGGER fedlab_del AFTER DELETE ON {t} REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION fedlab.capture();
+CREATE TRIGGER fedlab_truncate BEFORE TRUNCATE ON {t} FOR EACH STATEMENT EXECUTE FUNCTION fedlab.capture_truncate();
+"""
+
+
+class PostgresStore(GroupCommit):
+    """The store contract of source_node.durable_store over a PostgreSQL database at `dsn`."""
+
+    def __init__(self, catalog: Catalog, source: str, dsn: str, initial: dict[str, list[tuple]] | None = None,
+                 log_retention: int | None = None):
+        """Connects, and installs the tables, triggers and versions (see the module docstring) the
+        first time, creating the relations that do not exist (with the `initial` rows) and taking
+        the rows already there as the state at DSV 1."""
+        self.catalog = catalog
+        self.source = source
+        self.path = dsn
+        self.log_retention = log_retention
+        self._relations = catalog.relations_at(source)
+        if not self._relations:
+            raise ModelError(f"source {source!r} owns no relation in the catalog")
+        self._writer = threading.Lock()          # the writer's connection, one user at a time
+        self._state = threading.Lock()           # versions and the outbox held in memory
+        self._catching = threading.Lock()        # one reader of new log entries at a time
+        self._local = threading.local()
+        self._connections: list[psycopg.Connection] = []
+        self._watchers: list[Callable[[], None]] = []
+        self._stop = threading.Event()
+        self._listener: threading.Thread | None = None
+        try:
+            self._con = self._connect()
+            self._install(initial or {})
+            with self._reading() as cur:
+                self._dsv, self._brv = self._versions(cur)
+                (acknowledged,), = cur.execute("SELECT max(dsv) FROM fedlab.acknowledged").fetchall()
+            self._unacknowledged = deque(self._read_log(acknowledged + 1, None))
+            self._listener = threading.Thread(target=self._listen, name=f"listen-{source}", daemon=True)
+            self._listener.start()
+        except psycopg.Error as err:
+            self.close()
+            raise ModelError(f"source {source}: PostgreSQL at {dsn}: {first_line(err)}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- versions ----
+
+    @property
+    def dsv(self) -> int:
+        with self._state:
+            return self._dsv
+
+    @property
+    def brv(self) -> dict[str, int]:
+        with self._state:
+            return dict(self._brv)
+
+    # ---- transactions through the node ----
+
+    def commit_many(self, requests: Sequence[TransactionRequest], commit_time: float = 0.0) -> list:
+        """Commits each request as one database transaction, in order; one outcome per request:
+        its notification, or the ModelError that rejected it (the database rolled it back).
+        `commit_time` is not used: the database's clock at commit is."""
+        outcomes = []
+        for request in requests:
+            with self._writer:
+                try:
+                    xid = self._write(request)
+                except ModelError as err:
+                    outcomes.append(err)
+                    continue
+                except psycopg.Error as err:
+                    outcomes.append(ModelError(f"transaction {request.txn_id}: {first_line(err)}"))
+                    continue
+                (dsv,), = self._con.execute("SELECT dsv FROM fedlab.log WHERE xid = %s::xid8", [xid]).fetchall()
+            self._catch_up()
+            outcomes.append(self.notifications_from(dsv, dsv)[0])
+        return outcomes
+
+    def _write(self, request: TransactionRequest) -> str:
+        """Plans and writes one request in one database transaction; returns its transaction id."""
+        with self._con.transaction():
+            self._con.execute("SELECT set_config('fedlab.txn_id', %s, true)", [request.txn_id])
+            planned = plan_commit(self.catalog, self.source, request, self._lookup, self._find)
+            for p in planned:
+                rel = self.catalog.relation(p.relation)
+                gone = [rel.key_of(r) for r in p.deleted] + [rel.key_of(m.old) for m in p.modified]
+                where = " AND ".join(f"{quote(c)} = %s" for c in rel.key)
+                for key in gone:
+                    self._con.execute(f"DELETE FROM {quote(rel.name)} WHERE {where}", list(key))
+                marks = ", ".join(["%s"] * len(rel.columns))
+                with self._con.cursor() as cur:
+                    cur.executemany(f"INSERT INTO {quote(rel.name)} VALUES ({marks})",
+                                    [list(r) for r in [m.new for m in p.modified] + list(p.inserted)])
+            (xid,), = self._con.execute("SELECT pg_current_xact_id()::text").fetchall()
+        return xid
+
+    def _lookup(self, relation: str, key: tuple) -> tuple | None:
+        rel = self.catalog.relation(relation)
+        rows = self._select(rel, " AND ".join(f"{quote(c)} = %s" for c in rel.key), key)
+        return rows[0] if rows else None
+
+    def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
+        rel = self.catalog.relation(relation)
+        return self._select(rel, " AND ".join(f"{quote(rel.columns[rel.index(c)])} IS NOT DISTINCT FROM %s"
+                                              for c in columns), values)
+
+    def _select(self, rel: Relation, where: str, params: Sequence) -> list[tuple]:
+        return self._con.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)} WHERE {where}", list(params)).fetchall()
+
+    # ---- the log: change tables, read as notifications ----
+
+    def watch(self, callback: Callable[[], None]) -> None:
+        """Calls `callback` whenever transactions committed by anyone have been added to the outbox."""
+        self._watchers.append(callback)
+
+    def _listen(self) -> None:
+        """LISTEN fedlab: each NOTIFY (and every LISTEN_TIMEOUT seconds anyway) reads the new log."""
+        try:
+            con = self._connect()
+            con.execute("LISTEN fedlab")
+        except psycopg.Error:
+            log.exception("source %s: cannot listen for commits; polling instead", self.source)
+            con = None
+        while not self._stop.is_set():
+            try:
+                if con is not None:
+                    for _ in con.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
+                        pass
+                else:
+                    self._stop.wait(LISTEN_TIMEOUT)
+                if self._catch_up():
+                    for callback in self._watchers:
+                        callback()
+            except psycopg.Error:
+                if self._stop.is_set():
+                    return
+                log.exception("source %s: reading the change log failed; trying again", self.source)
+                self._stop.wait(LISTEN_TIMEOUT)
+
+    def _catch_up(self) -> bool:
+        """Reads the log entries past those held; True if there were any."""
+        with self._catching:
+            with self._state:
+                after = self._dsv
+            notes = self._read_log(after + 1, None)
+            if not notes:
+                return False
+            with self._state:
+                for n in notes:
+                    if n.dsv == self._dsv + 1:
+                        self._dsv = n.dsv
+                        self._brv.update({c.relation: c.brv for c in n.changes})
+                        self._unacknowledged.append(n)
+            if self.log_retention is not None:
+                self._prune(notes[-1].dsv - self.log_retention)
+            return True
+
+    def _read_log(self, start: int, through: int | None) -> list[Notification]:
+        """The notifications of DSVs start..through (all from start with None), from the tables."""
+        bound, params = ("AND l.dsv <= %s", [start, through]) if through is not None else ("", [start])
+        with self._reading() as cur:
+            entries = cur.execute(f"SELECT l.dsv, l.txn_id, l.commit_time, l.brv, "
+                                  f"coalesce(array_agg(c.relation ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}'), "
+                                  f"coalesce(array_agg(c.action ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}'), "
+                                  f"coalesce(array_agg(c.row ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}') "
+                                  f"FROM fedlab.log l LEFT JOIN fedlab.changes c ON c.xid = l.xid "
+                                  f"WHERE l.dsv >= %s {bound} GROUP BY l.dsv ORDER BY l.dsv", params).fetchall()
+        return [self._notification(*entry) for entry in entries]
+
+    def _notification(self, dsv: int, txn_id: str, commit_time: float, brv: dict, relations: list,
+                      actions: list, rows: list) -> Notification:
+        """One transaction's notification: its captured rows per relation, condensed per key."""
+        steps: dict[str, list[RelationChange]] = {}
+        for name, action, doc in zip(relations, actions, rows):
+            rel = self._relation(name)
+            row = self._row(rel, doc)
+            step = RelationChange(rel.name, 0, deleted=(row,)) if action == "D" else RelationChange(rel.name, 0, inserted=(row,))
+            steps.setdefault(rel.name, []).append(step)
+        changes = []
+        for name, version in sorted(brv.items()):
+            rel = self._relation(name)
+            history = steps.get(rel.name) or [RelationChange(rel.name, version)]
+            net = condense(history, rel.key_of)
+            changes.append(RelationChange(rel.name, version, net.inserted, net.deleted, net.modified))
+        return Notification(self.source, dsv, txn_id, tuple(changes), commit_time)
+
+    def _relation(self, table: str) -> Relation:
+        return owned_relation(self.catalog, self.source, table, "change log")
+
+    def _row(self, rel: Relation, doc: dict) -> tuple:
+        """A captured row (to_jsonb: column -> value) as the stores hold it."""
+        by_name = {k.lower(): v for k, v in doc.items()}
+        values = [by_name.get(c.lower()) for c in rel.columns]
+        return tuple(float(v) if t == "DOUBLE" and isinstance(v, int) and not isinstance(v, bool) else v
+                     for v, t in zip(values, rel.types))
+
+    def _prune(self, through: int) -> None:
+        """Keeps the newest `log_retention` notifications in the log, and their change rows."""
+        with self._writer, self._con.transaction():
+            self._con.execute("DELETE FROM fedlab.changes c USING fedlab.log l WHERE c.xid = l.xid AND l.dsv <= %s",
+                              [through])
+            self._con.execute("DELETE FROM fedlab.log WHERE dsv <= %s", [through])
+
+    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
+        """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order."""
+        with self._state:
+            if self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
+                return [n for n in self._unacknowledged if n.dsv >= dsv and (through is None or n.dsv <= through)]
+        return self._read_log(dsv, through)
+
+    def oldest_available(self) -> int:
+        with self._reading() as cur:
+            (oldest,), = cur.execute("SELECT min(dsv) FROM fedlab.log").fetchall()
+            return oldest if oldest is not None else self._versions(cur)[0] + 1
+
+    def acknowledge(self, dsv: int) -> None:
+        """The warehouse durably holds every notification up to `dsv`."""
+        with self._state:
+            if not self._unacknowledged or self._unacknowledged[0].dsv > dsv:
+                return
+        with self._writer, self._con.transaction():
+            self._con.execute("UPDATE fedlab.acknowledged SET dsv = greatest(dsv, %s)", [dsv])
+        with self._state:
+            while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
+                self._unacknowledged.popleft()
+
+    def unacknowledged(self) -> list[Notification]:
+        with self._state:
+            return list(self._unacknowledged)
+
+    # ---- reading at one state ----
+
+    def answer(self, sq: Subquery) -> Answer:
+        """The sub-query's semijoin chain (fedmodel.subquery.evaluate_semijoins), read in one
+        REPEATABLE READ transaction: rows, DSV and BRVs of one committed state."""
+        relations = check_subquery(self.catalog, self.source, sq)
+        try:
+            with self._reading() as cur:
+                dsv, brv = self._versions(cur)
+                rows = self._semijoins(cur, sq, relations)
+        except psycopg.Error as err:
+            raise ModelError(f"sub-query {sq.id}: {first_line(err)}") from None
+        return Answer(sq.id, self.source, dsv,
+                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
+
+    def _semijoins(self, cur, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
+        kept: dict[str, list[tuple]] = {}
+        for i, (sr, rel) in enumerate(zip(sq.relations, relations)):
+            if i == 0:
+                wanted = set(sq.probe) if sr.parent_columns else None
+            else:
+                parent = self.catalog.relation(sr.parent)
+                positions = [parent.index(c) for c in sr.parent_columns]
+                wanted = {tuple(r[j] for j in positions) for r in kept[parent.name]}
+            if wanted is None:
+                rows = cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall()
+            else:
+                rows = self._matching(cur, rel, [rel.columns[rel.index(c)] for c in sr.columns], wanted)
+            test = compile_sql(sr.selection_sql, rel)
+            kept[rel.name] = [r for r in rows if test(r)]
+        return [kept[rel.name] for rel in relations]
+
+    def _matching(self, cur, rel: Relation, columns: list[str], wanted: set[tuple]) -> list[tuple]:
+        """`rel`'s rows whose `columns` hold one of `wanted` (a NULL matches nothing)."""
+        wanted = sorted({v for v in wanted if None not in v}, key=repr)
+        if not wanted or not columns:
+            return cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall() if wanted else []
+        casts = [_TYPES[rel.types[rel.index(c)]] for c in columns]
+        row = "(" + ", ".join(f"%s::{t}" for t in casts) + ")"
+        names = ", ".join(f"v{j}" for j in range(len(columns)))
+        match = " AND ".join(f"r.{quote(c)} = v.v{j}" for j, c in enumerate(columns))
+        found = []
+        for start in range(0, len(wanted), _PROBE_CHUNK):
+            chunk = wanted[start:start + _PROBE_CHUNK]
+            found += cur.execute(f"SELECT {_columns(rel, 'r.')} FROM {quote(rel.name)} r "
+                                 f"JOIN (VALUES {', '.join([row] * len(chunk))}) AS v({names}) ON {match}",
+                                 [x for v in chunk for x in v]).fetchall()
+        return found
+
+    def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        """(DSV, {relation: (BRV, rows)}) for all of the source's relations, read at one state."""
+        with self._reading() as cur:
+            dsv, brv = self._versions(cur)
+            return dsv, {r.name: (brv[r.name], cur.execute(f"SELECT {_columns(r)} FROM {quote(r.name)}").fetchall())
+                         for r in self._relations}
+
+    def _versions(self, cur) -> tuple[int, dict[str, int]]:
+        (dsv,), = cur.execute("SELECT dsv FROM fedlab.source").fetchall()
+        stored = {name.lower(): v for name, v in cur.execute("SELECT relation, brv FROM fedlab.versions").fetchall()}
+        return dsv, {r.name: stored[r.name.lower()] for r in self._relations}
+
+    # ---- connections ----
+
+    def _connect(self) -> psycopg.Connection:
+        con = psycopg.connect(self.path, autocommit=True)
+        con.adapters.register_loader("date", TextLoader)   # a DATE as its ISO string
+        self._connections.append(con)
+        return con
+
+    @contextmanager
+    def _reading(self):
+        """A cursor inside one REPEATABLE READ, READ ONLY transaction on this thread's connection."""
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = self._local.con = self._connect()
+        with con.transaction():
+            cur = con.cursor()
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield cur
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.join(timeout=LISTEN_TIMEOUT + 5)
+        for con in self._connections:
+            con.close()
+        self._connections.clear()
+
+    # ---- installing ----
+
+    def _install(self, initial: dict[str, list[tuple]]) -> None:
+        """One transaction: creates what is missing, or checks that the database is this source's."""
+        with self._con.transaction():
+            self._con.execute("SELECT pg_advisory_xact_lock(hashtext('fedlab install'))")
+            (installed,), = self._con.execute(
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fedlab'").fetchall()
+            if installed:
+                (owner,), = self._con.execute("SELECT source FROM fedlab.source").fetchall()
+                if owner != self.source:
+                    raise ModelError(f"{self.path} holds source {owner!r}, not {self.source!r}")
+                return
+            for rel in self._relations:
+                self._con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({_definition(rel)})")
+            for name, rows in initial.items():
+                rel = owned_relation(self.catalog, self.source, name, "initial rows")
+                checked = [check_row(rel, r, f"initial rows of {rel.name}") for r in rows]
+                marks = ", ".join(["%s"] * len(rel.columns))
+                with self._con.cursor() as cur:
+                    cur.executemany(f"INSERT INTO {quote(rel.name)} ({_columns(rel)}) VALUES ({marks})",
+                                    [list(r) for r in checked])
+            self._con.execute(INSTALL)
+            self._con.execute("INSERT INTO fedlab.source VALUES (%s, 1)", [self.source])
+            self._con.execute("INSERT INTO fedlab.acknowledged VALUES (1)")
+            for rel in self._relations:
+                self._con.execute("INSERT INTO fedlab.versions VALUES (%s, 1)", [rel.name])
+                self._con.execute(CAPTURE.format(t=quote(rel.name)))
+
+
+def _definition(rel: Relation) -> str:
+    columns = ", ".join(f"{quote(c)} {_TYPES[t]}{' NOT NULL' if c in rel.key else ''}"
+                        for c, t in zip(rel.columns, rel.types))
+    return f"{columns}, PRIMARY KEY ({', '.join(map(quote, rel.key))})"
+
+
+def _columns(rel: Relation, prefix: str = "") -> str:
+    return ", ".join(prefix + quote(c) for c in rel.columns)
+

@@ -1,0 +1,200 @@
+"""A source that is a PostgreSQL database written with plain SQL (issue 17; source_node.postgres_store).
+
+Every test runs against the real server the suite shares (tests/postgres_support.py), each in a
+database of its own. What is checked: every committed transaction, whoever wrote it and however,
+becomes one notification with the next DSV in commit order; what rolls back never appears; the
+notifications replayed in DSV order from the first state give every later state of the tables.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+import threading
+
+import psycopg
+import pytest
+from postgres_support import fresh_database
+
+from fedmodel.catalog import Catalog
+from fedmodel.errors import ModelError
+from fedmodel.subquery import Subquery, SubqueryRelation
+from fedmodel.transactions import TransactionRequest
+from source_node.engines import open_store
+
+CATALOG = Catalog.from_dict({"sources": {
+    "ds1": {"acct": {"columns": ["id", "owner", "balance"], "types": ["BIGINT", "VARCHAR", "DOUBLE"], "key": ["id"]},
+            "owner": {"columns": ["name", "city", "since"], "types": ["VARCHAR", "VARCHAR", "DATE"], "key": ["name"]}}}})
+INITIAL = {"acct": [(1, "ann", 10.0), (2, "bob", 20.0)], "owner": [("ann", "oslo", "2020-01-02")]}
+
+
+@pytest.fixture
+def dsn(postgres_dsn, request):
+    return fresh_database(postgres_dsn, "src_" + request.node.name.lower()[:40].replace("[", "_").replace("]", ""))
+
+
+@pytest.fixture
+def store(dsn):
+    s = open_store(CATALOG, "ds1", dsn, "postgres", INITIAL)
+    yield s
+    s.close()
+
+
+def rows(dsn, table):
+    with psycopg.connect(dsn) as con:
+        return sorted(con.execute(f'SELECT * FROM "{table}"').fetchall())
+
+
+def replay(initial: dict, notes) -> dict:
+    """The tables after `notes`, applied in DSV order to `initial`, checking every removed image."""
+    state = {r: {row[0]: tuple(row) for row in rows_} for r, rows_ in initial.items()}
+    for n in notes:
+        for c in n.changes:
+            table = state.setdefault(c.relation, {})
+            for row in c.removed:
+                assert table.pop(row[0]) == tuple(row), f"DSV {n.dsv}: {c.relation} did not hold {row}"
+            for row in c.added:
+                assert row[0] not in table, f"DSV {n.dsv}: {c.relation} already held key {row[0]}"
+                table[row[0]] = tuple(row)
+    return {r: sorted(t.values()) for r, t in state.items()}
+
+
+def wait_for(store, dsv, timeout=10.0):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while store.dsv < dsv and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert store.dsv >= dsv
+
+
+def test_plain_sql_transactions_become_notifications_in_commit_order(store, dsn):
+    assert store.dsv == 1 and store.brv == {"acct": 1, "owner": 1}
+    with psycopg.connect(dsn) as con:   # one transaction, three statements, one row touched twice
+        con.execute("INSERT INTO acct VALUES (3, 'cid', 5)")
+        con.execute("UPDATE acct SET balance = balance + 1 WHERE id IN (1, 3)")
+        con.execute("DELETE FROM acct WHERE id = 2")
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute("UPDATE owner SET city = 'rome'")
+    wait_for(store, 3)
+    first, second = store.notifications_from(2)
+    assert (first.dsv, second.dsv) == (2, 3)
+    acct = first.change("acct")
+    assert acct.brv == 2 and acct.inserted == ((3, "cid", 6.0),) and acct.deleted == ((2, "bob", 20.0),)
+    assert [(m.old, m.new) for m in acct.modified] == [((1, "ann", 10.0), (1, "ann", 11.0))]
+    assert first.change("owner") is None and first.txn_id.startswith("pg-")
+    assert second.change("owner").modified[0].new == ("ann", "rome", "2020-01-02")   # a DATE as its ISO string
+    assert store.brv == {"acct": 2, "owner": 2}
+    assert [n.dsv for n in store.unacknowledged()] == [2, 3]
+
+
+def test_a_rolled_back_or_killed_transaction_never_appears(store, dsn):
+    with psycopg.connect(dsn) as con:
+        con.execute("INSERT INTO acct VALUES (7, 'x', 1)")
+        con.rollback()
+    victim = psycopg.connect(dsn)
+    victim.execute("INSERT INTO acct VALUES (8, 'y', 1)")   # open, uncommitted
+    (pid,), = victim.execute("SELECT pg_backend_pid()").fetchall()
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute("SELECT pg_terminate_backend(%s)", [pid])
+        con.execute("INSERT INTO acct VALUES (9, 'z', 1)")
+    victim.close()
+    wait_for(store, 2)
+    notes = store.notifications_from(2)
+    assert [(n.dsv, n.change("acct").inserted) for n in notes] == [(2, ((9, "z", 1.0),))]   # no gap, no 7 or 8
+    assert rows(dsn, "acct") == [(1, "ann", 10.0), (2, "bob", 20.0), (9, "z", 1.0)]
+
+
+def test_concurrent_writers_get_dsvs_in_commit_order(store, dsn):
+    """Four clients move money between accounts as fast as they can, each transaction reading and
+    writing rows others write too; replaying the notifications in DSV order must meet every old
+    image where it was and end at the tables' state: only a DSV order that is the commit order can."""
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute("INSERT INTO acct SELECT g, 'o' || g, 100 FROM generate_series(3, 12) g")
+    wait_for(store, 2)
+    start_dsv, start = store.dsv, {"acct": rows(dsn, "acct"), "owner": rows(dsn, "owner")}
+
+    def client(seed):
+        rng = random.Random(seed)
+        with psycopg.connect(dsn) as con:
+            for _ in range(40):
+                a, b = rng.sample(range(1, 13), 2)
+                try:
+                    con.execute("UPDATE acct SET balance = balance - 1 WHERE id = %s", [a])
+                    con.execute("UPDATE acct SET balance = balance + 1 WHERE id = %s", [b])
+                    if rng.random() < 0.2:
+                        con.execute("DELETE FROM acct WHERE id = %s", [a])
+                        con.execute("INSERT INTO acct VALUES (%s, 'again', 0) ON CONFLICT DO NOTHING", [a])
+                    con.commit()
+                except psycopg.errors.DeadlockDetected:
+                    con.rollback()
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with psycopg.connect(dsn) as con:
+        (final_dsv,), = con.execute("SELECT dsv FROM fedlab.source").fetchall()
+    wait_for(store, final_dsv)
+    notes = store.notifications_from(start_dsv + 1)
+    assert [n.dsv for n in notes] == list(range(start_dsv + 1, final_dsv + 1))   # every DSV, once, no gap
+    assert len(notes) > 100
+    assert replay(start, notes) == {"acct": rows(dsn, "acct"), "owner": rows(dsn, "owner")}
+
+
+def test_psql_writes_reach_the_outbox(store, dsn):
+    psql = shutil.which("psql")
+    assert psql, "psql is part of the PostgreSQL client the tests need"
+    done = subprocess.run([psql, dsn, "-v", "ON_ERROR_STOP=1", "-c", "INSERT INTO acct VALUES (42, 'psql', 1.5)"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    wait_for(store, 2)
+    assert store.notifications_from(2)[0].change("acct").inserted == ((42, "psql", 1.5),)
+
+
+def test_the_node_commits_through_the_same_triggers_and_rejects_invalid_transactions(store, dsn):
+    ok, bad = store.commit_many([TransactionRequest("t1", inserts={"acct": [(5, "eve", 1.0)]},
+                                                    deletes={"acct": [(2,)]}),
+                                 TransactionRequest("t2", deletes={"acct": [(99,)]})])
+    assert (ok.dsv, ok.txn_id) == (2, "t1") and ok.change("acct").deleted == ((2, "bob", 20.0),)
+    assert isinstance(bad, ModelError) and "99" in str(bad)
+    assert rows(dsn, "acct") == [(1, "ann", 10.0), (5, "eve", 1.0)]
+    assert store.dsv == 2
+
+
+def test_answers_and_snapshots_read_one_committed_state(store):
+    store.commit(TransactionRequest("t1", inserts={"owner": [("bob", "pisa", "2021-05-06")]}))
+    sq = Subquery("q1", "ds1", (SubqueryRelation("acct", None, ("owner",), ("name",), ""),
+                                SubqueryRelation("owner", "acct", ("name",), ("owner",), "")),
+                  (("ann",), ("bob",)))
+    answer = store.answer(sq)
+    assert answer.dsv == 2
+    assert sorted(answer.rows_of("acct").rows) == [(1, "ann", 10.0), (2, "bob", 20.0)]
+    assert sorted(answer.rows_of("owner").rows) == [("ann", "oslo", "2020-01-02"), ("bob", "pisa", "2021-05-06")]
+    assert answer.rows_of("owner").brv == 2 and answer.rows_of("acct").brv == 1
+    dsv, relations = store.snapshot()
+    assert dsv == 2 and relations["owner"][0] == 2 and len(relations["owner"][1]) == 2
+
+
+def test_a_restarted_store_finds_its_versions_and_unacknowledged_outbox(store, dsn):
+    for i in range(3):
+        store.commit(TransactionRequest(f"t{i}", inserts={"acct": [(10 + i, "n", 0.0)]}))
+    store.acknowledge(3)
+    store.close()
+    again = open_store(CATALOG, "ds1", dsn)   # the engine is known from the DSN
+    try:
+        assert again.dsv == 4 and again.brv["acct"] == 4
+        assert [n.dsv for n in again.unacknowledged()] == [4]
+        assert [n.txn_id for n in again.notifications_from(2)] == ["t0", "t1", "t2"]
+        assert again.oldest_available() == 2
+    finally:
+        again.close()
+
+
+def test_a_database_that_holds_another_source_is_refused(dsn):
+    open_store(CATALOG, "ds1", dsn, "postgres", INITIAL).close()
+    other = Catalog.from_dict({"sources": {"ds2": CATALOG.to_dict()["sources"]["ds1"]}})
+    with pytest.raises(ModelError, match="holds source 'ds1', not 'ds2'"):
+        open_store(other, "ds2", dsn, "postgres")
