@@ -2,9 +2,10 @@
 
 The run file (loadgen.runfile) says where the two sides of the history are:
 - each source's committed transactions, from its database file (SQLite or DuckDB, whichever
-  made it: source_node.engines.open_store): the log (outbox) holds every
-  notification from DSV 2 on, with full row images; the source's initial state is its final
-  state with the log undone, newest first;
+  made it: source_node.engines.open_store) or its PostgreSQL database (the run's private server
+  is started again from its data directory in the run directory when it no longer runs): the
+  log (outbox) holds every notification from DSV 2 on, with full row images; the source's
+  initial state is its final state with the log undone, newest first;
 - the warehouse's view states, from its ChangeHistory files: the view it materialised first
   (initial_view.json, at some source versions) and each applied transaction's delta and version
   vector (changes.jsonl); the states are the cumulative sums, kept as their deltas (a whole view
@@ -32,10 +33,13 @@ import os
 import sqlite3
 import sys
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from fedmodel import message_log
 from fedmodel.catalog import Catalog
@@ -44,6 +48,7 @@ from fedmodel.transactions import Notification
 from loadgen.bench.metrics import commit_times, percentiles, reflected_at, staleness, view_states
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
+from loadgen.checker.pg_server import PostgresServer, PostgresServerError
 from loadgen.remote_source import RemoteSource, read_history, remote_sources
 from loadgen.role import RoleError, add_tls_arguments, tls_files
 from loadgen.runfile import RunFile
@@ -89,9 +94,37 @@ def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = N
     for source in run.catalog.sources:
         if source not in run.sources and source not in remote:
             raise HistoryError(f"run file: no entry for source {source}")
-        rows, log[source] = source_history(run.catalog, source, remote.get(source) or run.sources[source])
-        initial.update(rows)
+    with _reachable(run, set(remote)) as where:
+        for source in run.catalog.sources:
+            rows, log[source] = source_history(run.catalog, source, remote.get(source) or where[source])
+            initial.update(rows)
     return LiveHistory(run, initial, log, *warehouse_states(run.warehouse_history))
+
+
+@contextmanager
+def _reachable(run: RunFile, remote: set[str]):
+    """The sources' locations, reachable: a run's private PostgreSQL server (its data directory in
+    the run directory) is started again for the read when it no longer runs, and stopped after."""
+    dsns = {s: w for s, w in run.sources.items() if isinstance(w, str) and s not in remote}
+    if run.postgres is None or not dsns or _answers(next(iter(dsns.values()))):
+        yield dict(run.sources)
+        return
+    try:
+        server = PostgresServer.start(data=run.postgres)
+    except PostgresServerError as err:
+        raise HistoryError(f"the sources' PostgreSQL server ({run.postgres}): {err}") from None
+    try:
+        yield {**run.sources, **{s: server.dsn_for(conninfo_to_dict(d)["dbname"]) for s, d in dsns.items()}}
+    finally:
+        server.stop()
+
+
+def _answers(dsn: str) -> bool:
+    try:
+        psycopg.connect(dsn, connect_timeout=5).close()
+    except psycopg.Error:
+        return False
+    return True
 
 
 def source_history(catalog: Catalog, source: str,
@@ -118,9 +151,10 @@ def source_history(catalog: Catalog, source: str,
 
 
 def committed_history(catalog: Catalog, source: str,
-                      where: Path | RemoteSource | None) -> tuple[int, dict[str, tuple[int, list[tuple]]], list[Notification]]:
+                      where: Path | str | RemoteSource | None) -> tuple[int, dict[str, tuple[int, list[tuple]]], list[Notification]]:
     """How a source's history is obtained: (DSV, {relation: (BRV, rows)} at that DSV, its logged
-    notifications from DSV 2), from its database file, or over gRPC from a RemoteSource."""
+    notifications from DSV 2), from its database file or PostgreSQL database (a DSN), or over
+    gRPC from a RemoteSource."""
     if isinstance(where, RemoteSource):
         try:
             return read_history(catalog, source, where)
@@ -130,7 +164,7 @@ def committed_history(catalog: Catalog, source: str,
     if path is None:
         raise HistoryError(f"source {source}: the run file names no database file for it "
                            "(its file is not reachable from the run directory; give --source NAME=HOST:PORT)")
-    if not path.is_file():
+    if not isinstance(path, str) and not path.is_file():
         raise HistoryError(f"source {source}: no database file at {path}")
     try:
         store = open_store(catalog, source, path)

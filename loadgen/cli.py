@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run a scenario file through the same core the warehouse uses, with "
                                      "in-process sources; print the trace and the verdict.")
     sim.add_argument("file", help="scenario file (YAML, see docs/scenarios.md)")
-    sim.add_argument("--algorithm", help="override the file's algorithm (sze-ling, conventional)")
+    sim.add_argument("--algorithm", help="override the file's algorithm (sze-ling, lazy, conventional, strobe, "
+                                         "t-strobe, g-strobe, c-strobe, recompute)")
     sim.add_argument("--access", choices=["join-graph", "scan"], help="override the access path")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
     from loadgen import matrix

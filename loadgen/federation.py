@@ -18,10 +18,12 @@ import ray
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.codec import decode_rows
+from fedmodel.errors import ModelError
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
+from loadgen.checker.pg_server import PostgresServer
 from loadgen.driver import batch_outcomes
 from loadgen.live import stderr_to
 from loadgen.runfile import RunFile
@@ -88,6 +90,7 @@ class Federation:
         self.deferral = deferral
         self.source_engine = source_engine
         self.actors: dict = {}
+        self.postgres = None   # the sources' private PostgreSQL server (source_engine "postgres")
         self.addresses: dict[str, str] = {}
         self.stubs: dict[str, rpc.SourceStub] = {}
         self.warehouse: Warehouse | None = None
@@ -98,22 +101,20 @@ class Federation:
         with stderr_to(self.run_dir / "ray.log"):
             start_ray(temp_dir=ray_temp_dir)
         probes = probed_columns(parse_view(self.view_sql, self.catalog))
+        if self.source_engine == "postgres":
+            self._start_postgres()
         for source in self.catalog.sources:
-            if isinstance(self.initial, Path):
-                prepared = self.initial / file_name(source, self.source_engine)
-                for suffix in ("", "-wal", "-shm"):
-                    if Path(f"{prepared}{suffix}").exists():
-                        shutil.copyfile(f"{prepared}{suffix}", f"{self._db_path(source)}{suffix}")
-            else:
-                write_source_file(self.catalog, source, self.initial, self._db_path(source), self.source_engine)
+            if self.postgres is None:
+                self._write_source_file(source)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), tls=self.tls,
-                                                     engine=self.source_engine, probes=probes)
+                                                     engine=self.source_engine, probes=probes, home=self.run_dir)
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self.warehouse = self._new_warehouse()
         RunFile(self.catalog, self.view_sql, self.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
-                self.warehouse.history.folder, self.warehouse.store.root).write(self.run_dir)
+                self.warehouse.history.folder, self.warehouse.store.root,
+                self.postgres.data if self.postgres else None).write(self.run_dir)
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
@@ -136,8 +137,31 @@ class Federation:
                          recompute_period=self.recompute_period, compact_interval=self.compact_interval,
                          deferral=self.deferral)
 
-    def _db_path(self, source: str) -> Path:
+    def _db_path(self, source: str) -> Path | str:
+        """The source's database file, or for PostgreSQL its database's connection string."""
+        if self.postgres is not None:
+            return self.postgres.dsn_for(source)
         return self.run_dir / file_name(source, self.source_engine)
+
+    def _write_source_file(self, source: str) -> None:
+        """The source's database file, copied from the prepared ones or written with the rows."""
+        if isinstance(self.initial, Path):
+            prepared = self.initial / file_name(source, self.source_engine)
+            for suffix in ("", "-wal", "-shm"):
+                if Path(f"{prepared}{suffix}").exists():
+                    shutil.copyfile(f"{prepared}{suffix}", f"{self._db_path(source)}{suffix}")
+        else:
+            write_source_file(self.catalog, source, self.initial, self._db_path(source), self.source_engine)
+
+    def _start_postgres(self) -> None:
+        """A private PostgreSQL server with its data in RUN_DIR/postgres (so `fedlab check` can start
+        it again), a database per source named after it, created with the initial rows."""
+        if isinstance(self.initial, Path):
+            raise ModelError("PostgreSQL sources start from rows, not from prepared source files")
+        self.postgres = PostgresServer.start(data=self.run_dir / "postgres")
+        for source in self.catalog.sources:
+            open_store(self.catalog, source, self.postgres.database(source), "postgres",
+                       {r.name: self.initial.get(r.name, []) for r in self.catalog.relations_at(source)}).close()
 
     def commit(self, source: str, request: TransactionRequest) -> pb.CommitReply:
         return self._call(source, lambda stub: stub.Commit(to_pb(request, self.catalog), timeout=30))
@@ -220,3 +244,6 @@ class Federation:
             except Exception:  # already gone: nothing left to stop
                 pass
         self.actors.clear()
+        if self.postgres is not None:
+            self.postgres.stop()   # its data stays in the run directory, for the checker
+            self.postgres = None

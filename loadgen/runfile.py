@@ -13,7 +13,10 @@ else. Written by whoever starts the run (loadgen.federation, `fedlab warehouse`)
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
 file is not reachable from here is null; so is the Delta store in run files written before
-`fedlab view` read it.
+`fedlab view` read it. A PostgreSQL source is its connection string; when the run started a
+private server for its sources, `postgres` names that server's data directory, which the checker
+starts again to read them (each source's database is named after it), and their message logs are
+`<source>.messages.jsonl` in the run directory.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.message_log import WAREHOUSE_LOG, source_log_path
+from source_node.engines import is_dsn
 
 RUN_FILE = "run.json"
 FORMAT = 1
@@ -40,9 +44,11 @@ class RunFile:
     catalog: Catalog
     view_sql: str
     algorithm: str
-    sources: dict[str, Path | None]    # source -> its database file, None when not reachable
+    sources: dict[str, Path | str | None]   # source -> its database file (or PostgreSQL DSN), None when not reachable
     warehouse_history: Path
     warehouse_delta: str | None = None   # the warehouse's Delta tables (warehouse.store.delta_store)
+    postgres: Path | None = None         # the data directory of the sources' private PostgreSQL server
+    folder: Path | None = None           # the run directory (set when read)
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         run_dir = Path(run_dir)
@@ -51,7 +57,8 @@ class RunFile:
                "algorithm": self.algorithm,
                "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
                "warehouse_history": _relative(self.warehouse_history, run_dir),
-               "warehouse_delta": _relative(self.warehouse_delta, run_dir)}
+               "warehouse_delta": _relative(self.warehouse_delta, run_dir),
+               "postgres": _relative(self.postgres, run_dir)}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -61,7 +68,8 @@ class RunFile:
     def message_logs(self) -> dict[str, Path | None]:
         """node -> where it keeps its message log (fedmodel.message_log), present or not; None for
         a source whose file is not reachable from here. The warehouse's node is "warehouse"."""
-        logs = {source: source_log_path(db) if db is not None else None for source, db in self.sources.items()}
+        logs = {source: None if db is None else source_log_path(self.folder / source if is_dsn(db) else db)
+                for source, db in self.sources.items()}
         return {**logs, "warehouse": self.warehouse_history / WAREHOUSE_LOG}
 
     @staticmethod
@@ -80,15 +88,17 @@ class RunFile:
             catalog = Catalog.from_dict(doc["catalog"], where=f"{path}: catalog")
             sources = doc["sources"]
             return RunFile(catalog, str(doc["view"]), str(doc.get("algorithm", "")),
-                           {str(s): _absolute(p, run_dir) for s, p in sources.items()},
+                           {str(s): p if p is not None and is_dsn(p) else _absolute(p, run_dir)
+                            for s, p in sources.items()},
                            _absolute(doc["warehouse_history"], run_dir),
-                           _location(doc.get("warehouse_delta"), run_dir))
+                           _location(doc.get("warehouse_delta"), run_dir), _absolute(doc.get("postgres"), run_dir),
+                           run_dir)
         except (KeyError, TypeError, AttributeError) as err:
             raise RunFileError(f"{path}: missing or malformed field {err}") from None
 
 
 def _relative(path: Path | str | None, run_dir: Path) -> str | None:
-    if path is None or "://" in str(path):   # a URI stays as it is
+    if path is None or "://" in str(path) or is_dsn(path):   # a URI or a DSN stays as it is
         return None if path is None else str(path)
     path = Path(path).resolve()
     try:

@@ -25,7 +25,8 @@ import ray
 
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles
-from source_node.engines import DEFAULT_ENGINE
+from fedmodel.message_log import source_log_path
+from source_node.engines import DEFAULT_ENGINE, is_dsn
 from source_node.faults import FaultInjector
 from source_node.node import SourceNode
 from source_node.ray_runtime import NAMESPACE
@@ -35,12 +36,15 @@ from source_node.ray_runtime import NAMESPACE
 class SourceActor:
     def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None = None,
                  warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE, probes: list | None = None):
+                 tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE, probes: list | None = None,
+                 home: str | None = None):
         """`host` and `port` are where the gRPC server listens: the loopback address on a free port
         on a laptop; on a cluster, all interfaces on the port its Service forwards to. `tls` (the
         PEM contents travel with it) makes its server and its channel to the warehouse mutual TLS.
-        `engine` and `probes`: as for source_node.node.SourceNode."""
-        self._settings_path = Path(db_path + ".settings.json")
+        `engine` and `probes`: as for source_node.node.SourceNode. `home`: where the actor keeps
+        its settings and message log when its database is not a file (PostgreSQL)."""
+        beside = Path(db_path) if not is_dsn(db_path) else Path(home or ".") / source
+        self._settings_path = Path(f"{beside}.settings.json")
         settings = {"warehouse_address": warehouse_address, "faults": {}}
         if _was_restarted() and self._settings_path.exists():
             settings = json.loads(self._settings_path.read_text())
@@ -49,7 +53,7 @@ class SourceActor:
         self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
                                warehouse_address=settings["warehouse_address"],
                                faults=FaultInjector(**settings["faults"]), host=host, port=port, tls=tls,
-                               engine=engine, probes=probes or ())
+                               engine=engine, probes=probes or (), message_log=source_log_path(beside))
         self.node.start()
 
     def address(self) -> str:
@@ -95,15 +99,17 @@ def _was_restarted() -> bool:
 def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike,
                        initial: dict | None = None, warehouse_address: str | None = None, *,
                        host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
-                       engine: str = DEFAULT_ENGINE, probes: list | None = None, **actor_options):
+                       engine: str = DEFAULT_ENGINE, probes: list | None = None, home: str | os.PathLike | None = None,
+                       **actor_options):
     """Creates the named actor for `source` (name = source, namespace "fedlab"); returns its handle.
 
     `actor_options` go to Ray's `.options` (a cluster deployment passes e.g. lifetime="detached",
     get_if_exists=True and a custom resource that pins the actor to the node with its volume).
     """
+    location = str(db_path) if is_dsn(db_path) else str(Path(db_path).resolve())
     return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
-        catalog.to_dict(), source, str(Path(db_path).resolve()), initial, warehouse_address, host, port, tls,
-        engine, probes)
+        catalog.to_dict(), source, location, initial, warehouse_address, host, port, tls,
+        engine, probes, str(Path(home).resolve()) if home is not None else None)
 
 
 def source_actor(source: str):

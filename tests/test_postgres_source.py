@@ -198,3 +198,53 @@ def test_a_database_that_holds_another_source_is_refused(dsn):
     other = Catalog.from_dict({"sources": {"ds2": CATALOG.to_dict()["sources"]["ds1"]}})
     with pytest.raises(ModelError, match="holds source 'ds1', not 'ds2'"):
         open_store(other, "ds2", dsn, "postgres")
+
+
+LIVE = {"name": "postgres sources", "steps": [],
+        "sources": {"x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
+                    "y": {"r2": {"columns": ["B", "C"], "types": ["BIGINT", "BIGINT"], "key": ["B"]}}},
+        "view": "SELECT r1.A, r2.C FROM r1 JOIN r2 ON r1.B = r2.B",
+        "initial": {"r1": [[1, 2], [2, 9]], "r2": [[2, 3]]}}
+
+
+@pytest.mark.spark
+@pytest.mark.ray
+@pytest.mark.slow
+def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(spark, ray_runtime):
+    """A federation whose sources are databases of a private PostgreSQL server (its data in the run
+    directory): the load's commits through the source nodes and an application's plain SQL over
+    psql, a source actor killed and restarted by Ray in between, all reach the view; after the run
+    `fedlab check` starts the server again from the run directory and finds the run complete."""
+    import os
+    import tempfile
+    import time
+    from pathlib import Path
+
+    import ray
+
+    from loadgen.check import check
+    from loadgen.federation import Federation
+    from loadgen.scenario import parse_scenario
+
+    scenario = parse_scenario(dict(LIVE), "postgres sources")
+    base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
+    os.chmod(base, 0o755)   # the server's user must reach its data directory in the run directory
+    run_dir = base / "run"
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, source_engine="postgres")
+    fed.start()
+    try:
+        fed.commit("x", TransactionRequest("t1", inserts={"r1": [(5, 2)]}))
+        ray.kill(fed.actors["y"], no_restart=False)   # Ray restarts it on the same database
+        time.sleep(1)
+        done = subprocess.run([shutil.which("psql"), fed.postgres.dsn_for("y"), "-v", "ON_ERROR_STOP=1", "-c",
+                               'INSERT INTO r2 VALUES (9, 7); UPDATE r2 SET "C" = 4 WHERE "B" = 2'],
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert fed.wait_until_applied(timeout=60), fed.warehouse.status()
+        assert fed.read_view() == {(1, 4): 1, (5, 4): 1, (2, 7): 1}
+    finally:
+        fed.stop()
+    assert not (base / "run" / "postgres" / "postmaster.pid").exists()   # the server is down
+    verdict = check(run_dir)
+    assert (verdict.level, verdict.transactions, verdict.lost, verdict.doubled) == ("complete", 2, [], [])
+    shutil.rmtree(base, ignore_errors=True)

@@ -162,6 +162,9 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
                         "--ramp-factor above 1")
     if repeat < 1:
         raise PlanError(f"--repeat must be 1 or more, got {repeat}")
+    if source_engine == "postgres":
+        raise PlanError("--source-engine postgres: the bench starts its sources from prepared database files; "
+                        "PostgreSQL sources run with fedlab run or fedlab demo")
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
                     step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
