@@ -52,12 +52,14 @@ def add_deferral_arguments(parser) -> None:
                        help=f"the longest a transaction waits before a job starts (default {d.max_delay:g})")
     group.add_argument("--idle-after", type=float, default=d.idle_after, metavar="SECONDS",
                        help=f"seconds without a notification that count as free cycles (default {d.idle_after:g})")
+    group.add_argument("--max-jobs", type=int, default=d.max_jobs, metavar="N",
+                       help=f"maintenance jobs in progress at once (default {d.max_jobs}, the paper's)")
 
 
 def deferral(args) -> Deferral:
     """The bounds the flags give; RoleError naming the flag when one is out of range."""
     try:
-        return Deferral(args.combine_max, args.max_delay, args.idle_after)
+        return Deferral(args.combine_max, args.max_delay, args.idle_after, args.max_jobs)
     except ValueError as err:
         flag = str(err).split(" ", 1)[0].replace("_", "-")
         raise RoleError(f"--{flag}{str(err)[len(flag):]}") from None

@@ -58,8 +58,8 @@ class Scenario:
 
 
 def _deferral(doc, where: str) -> Deferral:
-    """`lazy: {combine_max: N, max_delay: S, idle_after: S}` (warehouse.core.deferral)."""
-    fields = {"combine_max", "max_delay", "idle_after"}
+    """`lazy: {combine_max: N, max_delay: S, idle_after: S, max_jobs: N}` (warehouse.core.deferral)."""
+    fields = {"combine_max", "max_delay", "idle_after", "max_jobs"}
     if not isinstance(doc, dict) or set(doc) - fields:
         raise ScenarioError(f"{where}: takes {', '.join(sorted(fields))}")
     try:

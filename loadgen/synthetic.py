@@ -120,7 +120,8 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
 LAZY_BOUNDS = ({"combine_max": 1, "max_delay": 0, "idle_after": 0},
                {"combine_max": 4, "max_delay": 6, "idle_after": 3},
                {"combine_max": 100, "max_delay": 20, "idle_after": 5},
-               {"combine_max": 100, "max_delay": 1, "idle_after": 0.2})
+               {"combine_max": 100, "max_delay": 1, "idle_after": 0.2},
+               {"combine_max": 3, "max_delay": 2, "idle_after": 1, "max_jobs": 3})
 
 
 class _Adversary:

@@ -141,7 +141,8 @@ def test_random_schedules_with_every_fault_stay_strongly_consistent():
 @pytest.mark.parametrize("bounds, message", [
     ({"combine_max": 0}, "combine_max must be a whole number >= 1, got 0"),
     ({"max_delay": "soon"}, "max_delay must be a number of seconds >= 0, got 'soon'"),
-    ({"every": 3}, "takes combine_max, idle_after, max_delay"),
+    ({"every": 3}, "takes combine_max, idle_after, max_delay, max_jobs"),
+    ({"max_jobs": 0}, "max_jobs must be a whole number >= 1, got 0"),
 ])
 def test_bad_bounds_in_a_scenario_are_one_clear_error(bounds, message):
     with pytest.raises(ScenarioError, match="lazy: " + message.replace("(", r"\(").replace(")", r"\)")):

@@ -33,6 +33,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--combine-max", default=DEFAULT_COMBINE, metavar="N,N,...",
                         help=f"lazy runs once per bound: the most transactions a maintenance job combines "
                              f"(default {DEFAULT_COMBINE})")
+    parser.add_argument("--max-jobs", type=int, default=1, metavar="J",
+                        help="lazy's maintenance jobs in progress at once (default 1, the paper's)")
     parser.add_argument("--views", default="q3,q5", help="comma-separated views from loadgen/views (default q3,q5)")
     parser.add_argument("--scale", default="0.1", help="TPC-H scale factor(s), comma-separated (default 0.1)")
     parser.add_argument("--rate", type=float, default=500.0,
@@ -73,7 +75,8 @@ def main(args) -> int:
             raise PlanError("--orders must be 0 (all) or a positive number")
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
-                     args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max)
+                     args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
+                     args.max_jobs)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -185,7 +188,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "chaos": [s or "none" for s in dict.fromkeys(s.chaos for s in specs)],
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
-                         "batch_interval": first.batch_interval, "combine_max": args.combine_max,
+                         "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
                          "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],

@@ -4,7 +4,8 @@ Every combination of algorithm, view, scale factor and chaos setting is one run;
 the workload, the seed, the offered rate and the ramp, so they differ only in what is compared.
 An algorithm is written `name` or `name:access` (`sze-ling:scan` is Sze-Ling's compensation with
 the Strobe family's left/right scans instead of join-graph sub-queries). `lazy` runs once per
-value of the combine bound (`--combine-max 1,10,100,1000`), labelled `lazy@N`. A placement says which
+value of the combine bound (`--combine-max 1,10,100,1000`), labelled `lazy@N` (`lazy@NxJ` with
+`--max-jobs J` above 1: J jobs may overlap). A placement says which
 source holds which TPC-H relation: `default` (loadgen.tpch: customer, orders and lineitem all at
 "sales", so Q3 is a one-source view) or `spread` (customer, orders and lineitem at three
 different sources, so Q3 joins across all three).
@@ -51,11 +52,13 @@ class RunSpec:
     batch_interval: float = 1.0   # the warehouse's seconds between Delta batches (at least)
     trial: int = 1                # which repetition of the same run (--repeat)
     combine_max: int | None = None   # lazy's bound (warehouse.core.deferral); None for the others
+    max_jobs: int = 1                # lazy's jobs in progress at once
 
     @property
     def label(self) -> str:
         return (self.algorithm + (f":{self.access}" if self.access else "")
-                + (f"@{self.combine_max}" if self.combine_max is not None else ""))
+                + (f"@{self.combine_max}" if self.combine_max is not None else "")
+                + (f"x{self.max_jobs}" if self.combine_max is not None and self.max_jobs > 1 else ""))
 
     @property
     def access_path(self) -> str:
@@ -92,7 +95,7 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
          source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0, repeat: int = 1,
-         combine: str = DEFAULT_COMBINE) -> list[RunSpec]:
+         combine: str = DEFAULT_COMBINE, max_jobs: int = 1) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
     the machine over the bench spreads over every run alike."""
@@ -122,6 +125,8 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
         raise PlanError(f"--combine-max: expected whole numbers such as 1,10,100, got {combine!r}") from None
     if not bounds or any(n < 1 for n in bounds):
         raise PlanError(f"--combine-max: expected whole numbers of at least 1, got {combine!r}")
+    if max_jobs < 1:
+        raise PlanError(f"--max-jobs must be 1 or more, got {max_jobs}")
     pairs = [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
     view_list = _split(views)
     for v in view_list:
@@ -168,7 +173,7 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
                     step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
-                    combine_max)
+                    combine_max, max_jobs)
             for trial in range(1, repeat + 1)
             for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
             for name, access, combine_max in pairs]

@@ -72,7 +72,7 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
     fed = Federation(catalog, view_sql, source_files, run_dir, spark, spec.algorithm, spec.access,
                      source_engine=spec.source_engine, batch_interval=spec.batch_interval,
-                     deferral=Deferral(combine_max=spec.combine_max) if spec.combine_max else None)
+                     deferral=Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None)
     watches = Stopwatches()
     sampler = driver = None
     progress = _Phases(progress)

@@ -20,7 +20,10 @@ Zhou & Larson 2007. An update does not start maintenance; its transaction waits 
   of pending transactions reaches `combine_max` or the oldest has waited `max_delay`, and on
   demand, when a query reads the view (warehouse.core.events.ViewQueried): then every pending
   transaction received before the read is combined, whatever the bound, and jobs follow one
-  another until the view reflects them all.
+  another until the view reflects them all. `max_jobs` above 1 lets that many jobs overlap, as
+  Sze-Ling's tasks do: a job here waits mostly for the notifications its answers were read past
+  (to compensate them), not for the warehouse, and overlapping jobs are applied in start order
+  and compensate each other's updates like any interfering ones (Theorem 2).
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ class Deferral:
     combine_max: int = 100      # the most transactions one job combines; this many pending start one
     max_delay: float = 1.0      # seconds the oldest pending transaction waits at most
     idle_after: float = 0.2     # seconds without a notification that count as free cycles
+    max_jobs: int = 1           # jobs in progress at once (the paper's manager: one)
 
     def __post_init__(self):
-        if isinstance(self.combine_max, bool) or not isinstance(self.combine_max, int) or self.combine_max < 1:
-            raise ValueError(f"combine_max must be a whole number >= 1, got {self.combine_max!r}")
+        for name in ("combine_max", "max_jobs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         for name in ("max_delay", "idle_after"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
@@ -101,7 +107,7 @@ class PendingTasks:
 
     def due(self, deferral: Deferral, now: float, read_waiting: bool) -> int:
         """How many of the oldest pending transactions a job should combine now (0: wait). The
-        caller asks only when no job is in progress."""
+        caller asks only when fewer than `max_jobs` jobs are in progress."""
         if not self._queue:
             return 0
         if read_waiting:

@@ -316,8 +316,8 @@ class MaintenanceEngine:
 
     def _apply_ready(self, now: float) -> list:
         """Applies finished tasks: in start order (Theorem 2), or as they finish (conventional);
-        with deferral, starts the next job once none is in progress. Tells a waiting read when
-        the view reflects what it waits for."""
+        with deferral, starts the next job when fewer than `max_jobs` are in progress and one is
+        due. Tells a waiting read when the view reflects what it waits for."""
         actions = []
         deferral = self.options.deferral
         while True:
@@ -325,7 +325,8 @@ class MaintenanceEngine:
             if task is not None and task.done:
                 self.tasks.remove(task)
                 actions.append(self._apply(task))
-            elif not self.tasks and deferral and (due := self.pending.due(deferral, now, self._read_waits_for is not None)):
+            elif (deferral and len(self.tasks) < deferral.max_jobs
+                  and (due := self.pending.due(deferral, now, self._read_waits_for is not None))):
                 actions += self._start(self.pending.take(due), now)
             else:
                 break
