@@ -454,6 +454,28 @@ def check_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation
     return relations
 
 
+def semijoin_chain(catalog: Catalog, sq: Subquery, relations: list[Relation], scan: Callable[[Relation], list],
+                   matching: Callable[[Relation, list[int], set[tuple]], list]) -> list[list[tuple]]:
+    """fedmodel.subquery.evaluate_semijoins over a database, relation by relation: the rows whose
+    join columns hold a value the parent kept (the root: a probe value; with no probe columns, all
+    its rows), then its selection, applied with the compiled predicate the reference uses (so
+    every predicate the view parser accepts means the same here, NULLs included). `scan(rel)`
+    reads all of a relation's rows, `matching(rel, positions, wanted)` those whose columns at
+    `positions` hold one of `wanted`."""
+    kept: dict[str, list[tuple]] = {}
+    for i, (sr, rel) in enumerate(zip(sq.relations, relations)):
+        if i == 0:
+            wanted = set(sq.probe) if sr.parent_columns else None
+        else:
+            parent = catalog.relation(sr.parent)
+            positions = [parent.index(c) for c in sr.parent_columns]
+            wanted = {tuple(r[j] for j in positions) for r in kept[parent.name]}
+        rows = scan(rel) if wanted is None else matching(rel, [rel.index(c) for c in sr.columns], wanted)
+        test = compile_sql(sr.selection_sql, rel)
+        kept[rel.name] = [r for r in rows if test(r)]
+    return [kept[rel.name] for rel in relations]
+
+
 def owned_relation(catalog: Catalog, source: str, name: str, where: str) -> Relation:
     """The relation `name` if `source` owns it; otherwise ModelError (a source reads only its own)."""
     if not catalog.has_relation(name) or catalog.relation(name).source != source:

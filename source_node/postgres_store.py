@@ -51,11 +51,10 @@ from psycopg.types.string import TextLoader
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.condense import condense
 from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
 from source_node.commit import GroupCommit, plan_commit
-from source_node.durable_store import check_subquery, first_line, owned_relation, quote
+from source_node.durable_store import check_subquery, first_line, owned_relation, quote, semijoin_chain
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
@@ -386,24 +385,13 @@ class PostgresStore(GroupCommit):
                       tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
 
     def _semijoins(self, cur, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
-        kept: dict[str, list[tuple]] = {}
-        for i, (sr, rel) in enumerate(zip(sq.relations, relations)):
-            if i == 0:
-                wanted = set(sq.probe) if sr.parent_columns else None
-            else:
-                parent = self.catalog.relation(sr.parent)
-                positions = [parent.index(c) for c in sr.parent_columns]
-                wanted = {tuple(r[j] for j in positions) for r in kept[parent.name]}
-            if wanted is None:
-                rows = cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall()
-            else:
-                rows = self._matching(cur, rel, [rel.columns[rel.index(c)] for c in sr.columns], wanted)
-            test = compile_sql(sr.selection_sql, rel)
-            kept[rel.name] = [r for r in rows if test(r)]
-        return [kept[rel.name] for rel in relations]
+        return semijoin_chain(self.catalog, sq, relations,
+                              lambda rel: cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall(),
+                              lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted))
 
-    def _matching(self, cur, rel: Relation, columns: list[str], wanted: set[tuple]) -> list[tuple]:
-        """`rel`'s rows whose `columns` hold one of `wanted` (a NULL matches nothing)."""
+    def _matching(self, cur, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
+        """`rel`'s rows whose columns at `positions` hold one of `wanted` (a NULL matches nothing)."""
+        columns = [rel.columns[p] for p in positions]
         wanted = sorted({v for v in wanted if None not in v}, key=repr)
         if not wanted or not columns:
             return cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall() if wanted else []

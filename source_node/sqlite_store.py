@@ -50,9 +50,8 @@ from typing import Iterable, Sequence
 
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Subquery
-from source_node.durable_store import DurableStore, Query, quote
+from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "INTEGER", "DOUBLE": "REAL", "VARCHAR": "TEXT", "DATE": "TEXT", "BOOLEAN": "INTEGER"}
@@ -241,21 +240,9 @@ class SQLiteStore(DurableStore):
                 self._ensure_index(rel, sr.columns)
 
     def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
-        kept: dict[str, list[tuple]] = {}
-        for i, (sr, rel) in enumerate(zip(sq.relations, relations)):
-            if i == 0:
-                wanted = set(sq.probe) if sr.parent_columns else None
-            else:
-                parent = self.catalog.relation(sr.parent)
-                positions = [parent.index(c) for c in sr.parent_columns]
-                wanted = {tuple(r[j] for j in positions) for r in kept[parent.name]}
-            if wanted is None:
-                rows = self._decode(rel, query(f"SELECT * FROM {quote(rel.name)}", []))
-            else:
-                rows = self._matching(query, rel, [rel.index(c) for c in sr.columns], wanted)
-            test = compile_sql(sr.selection_sql, rel)
-            kept[rel.name] = [r for r in rows if test(r)]
-        return [kept[rel.name] for rel in relations]
+        return semijoin_chain(self.catalog, sq, relations,
+                              lambda rel: self._decode(rel, query(f"SELECT * FROM {quote(rel.name)}", [])),
+                              lambda rel, positions, wanted: self._matching(query, rel, positions, wanted))
 
     def _matching(self, query: Query, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
         """`rel`'s rows whose values in `positions` are one of `wanted` (a NULL matches nothing)."""

@@ -20,7 +20,7 @@ from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, TransactionRequest
 from source_node.duckdb_store import DuckDBStore
-from source_node.engines import ENGINES, file_name, open_store
+from source_node.engines import FILE_ENGINES, file_name, open_store
 from source_node.memory_store import MemoryStore
 from source_node import sqlite_store
 from source_node.sqlite_store import SQLiteStore
@@ -46,7 +46,7 @@ def open_engine(engine: str, folder, name: str = "ds1", catalog: Catalog = CATAL
     return open_store(catalog, source, folder / file_name(name, engine), engine, initial, **kw)
 
 
-@pytest.fixture(params=ENGINES)
+@pytest.fixture(params=FILE_ENGINES)   # PostgreSQL: tests/test_postgres_source.py
 def engine(request) -> str:
     return request.param
 
@@ -374,7 +374,7 @@ def test_memory_store_group_rejects_an_invalid_member_alone():
     assert isinstance(bad, ModelError) and "duplicates key" in str(bad)
 
 
-@pytest.fixture(scope="module", params=[(e, seed) for e in ENGINES for seed in (11, 12)], ids=str)
+@pytest.fixture(scope="module", params=[(e, seed) for e in FILE_ENGINES for seed in (11, 12)], ids=str)
 def twins(request, tmp_path_factory):
     engine, seed = request.param
     durable, memory = twin_stores(engine, tmp_path_factory.mktemp(engine), seed)
