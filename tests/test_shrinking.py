@@ -149,7 +149,7 @@ def test_a_core_without_compensation_yields_a_shrunk_counterexample_that_replays
 
     monkeypatch.setattr(computation, "compensate", lambda rows, *args, **kwargs: list(rows))   # broken on purpose
     with pytest.raises(AssertionError, match="not complete"):
-        _explore(tmp_path, [EXAMPLE_1], examples=200, steps=10)
+        _explore(tmp_path, [EXAMPLE_1], examples=60, steps=6)
     written = yaml.safe_load((tmp_path / "counterexample.yaml").read_text())
     steps = written["steps"]
     assert steps[-1] == {"run": "all"} and len(steps) <= 8, steps   # shrunk to the few steps that matter

@@ -17,9 +17,11 @@ import time
 
 from loadgen.bench import metrics
 
+READ_INTERVAL = 5.0   # seconds between reads
+
 
 class ReadProbe:
-    def __init__(self, read, interval: float = 5.0):
+    def __init__(self, read, interval: float = READ_INTERVAL):
         """`read()` reads the view once (loadgen.federation.Federation.read_view)."""
         self._read = read
         self.interval = interval

@@ -4,7 +4,7 @@ Phases, each reported to `progress(phase, done, total, info)`:
   start   the source actors and the warehouse (initial materialisation), the message faults;
   load    the workload at the run's rate for its duration: staleness is reported for the
           transactions committed in this window (the rate the staleness target is about), and
-          the view is read every 5 s meanwhile (loadgen.bench.reads: read latency);
+          the view is read every 5 s meanwhile (twice in a shorter load; loadgen.bench.reads);
   ramp    the rate search (loadgen.bench.ramp), on the same stream, right after;
           the CPU every process used is read around the load and each ramp step (`cpu`);
   settle  the faults are lifted and the view is given `settle` seconds to reflect every commit;
@@ -25,7 +25,7 @@ from loadgen.bench import metrics
 from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
-from loadgen.bench.reads import ReadProbe
+from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
 from loadgen.driver_process import DataRecipe, DriverProcess
 from loadgen.live import NO_FAULTS, set_faults
@@ -102,7 +102,7 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
 
         load_from = time.time()
         wall0 = time.monotonic()
-        reads = ReadProbe(fed.read_view).start()
+        reads = ReadProbe(fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
         load = drive(spec.rate, spec.duration,
                      lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                  f"committed {r.committed}/{r.offered}"))
