@@ -134,7 +134,8 @@ def _subquery_to_pb(sq: Subquery, catalog: Catalog) -> pb.Subquery:
         probe_rel = _probe_relation(catalog, sq.relations[0], sq.probe_columns, f"sub-query {sq.id}")
         probe = encode_rows(probe_rel.columns, probe_rel.types,
                             [check_row(probe_rel, p, f"sub-query {sq.id}") for p in sq.probe])
-    return pb.Subquery(id=sq.id, relations=relations, probe_columns=sq.probe_columns, probe=probe)
+    return pb.Subquery(id=sq.id, relations=relations, probe_columns=sq.probe_columns, probe=probe,
+                       as_of=dict(sq.as_of))
 
 
 def _subquery_from_pb(msg: pb.Subquery, catalog: Catalog) -> Subquery:
@@ -154,7 +155,12 @@ def _subquery_from_pb(msg: pb.Subquery, catalog: Catalog) -> Subquery:
         probe = tuple(dict.fromkeys(_decode(probe_rel, msg.probe, f"{where}: probe")))
     elif msg.probe:
         raise ModelError(f"{where}: a probe payload needs probe_columns")
-    return Subquery(msg.id, root.source, relations, probe)
+    named = {r.relation for r in relations}
+    for relation, brv in msg.as_of.items():
+        if relation not in named or brv < 1:
+            raise ModelError(f"{where}: as_of names {relation!r} at version {brv}; "
+                             "it must name a relation of the sub-query at a version of at least 1")
+    return Subquery(msg.id, root.source, relations, probe, tuple(sorted(msg.as_of.items())))
 
 
 @to_pb.register

@@ -31,6 +31,9 @@ class Subquery:
     source: str
     relations: tuple[SubqueryRelation, ...]
     probe: tuple[tuple, ...]      # distinct probe values; with no probe columns, "all rows"
+    # (relation, BRV) pairs: read those relations as of those versions (fedmodel.as_of), the
+    # others at the current state; the answer's BRVs say which it got.
+    as_of: tuple[tuple[str, int], ...] = ()
 
     @property
     def probe_columns(self) -> tuple[str, ...]:

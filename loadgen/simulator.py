@@ -215,6 +215,7 @@ class Simulator:
             self.flight.remove(msg)
             self._log("drop", msg)
         self.held.pop(source, None)
+        self.sources[source].reopen()
         self.policies[source] = ResendPolicy(self.engine.timeout)   # a new process: a new sender
         for n in self.policies[source].due(self.sources[source].unacknowledged(), self.now):
             self._send(Message("notification", source, n), resend=True)
@@ -310,6 +311,9 @@ class Simulator:
             self.sources[action.source].acknowledge(action.dsv)
             self.policies[action.source].heard(WAREHOUSE, action.dsv, action.beyond, now=self.now)
         elif isinstance(action, StateApplied):
+            # The simulated warehouse's view is as good as durable: the sources hear of it at once.
+            for source, dsv in action.versions.items():
+                self.sources[source].applied_through(dsv)
             self.current.update(action.delta)
             view = {r: c for r, c in self.current.items() if c}
             self.run.states.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,

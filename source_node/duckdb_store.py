@@ -22,8 +22,8 @@ import duckdb
 from fedmodel.catalog import Relation
 from fedmodel.codec import rows_to_arrow
 from fedmodel.subquery import Subquery
-from fedmodel.transactions import TransactionRequest
-from source_node.durable_store import DurableStore, Query, quote
+from fedmodel.transactions import RelationChange, TransactionRequest
+from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 _META = "_fedlab"
 _VALUES_MAX_ROWS = 32
@@ -145,7 +145,17 @@ class DuckDBStore(DurableStore):
 
     # ---- sub-queries ----
 
-    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
+    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation],
+                   nets: dict[str, RelationChange]) -> list[list[tuple]]:
+        if nets:
+            # As of earlier versions (rare: a task's answers mostly need none): the chain over
+            # whole relations, each rebuilt in Python (fedmodel.as_of).
+            def scan(rel: Relation) -> list[tuple]:
+                return self._decode(rel, query(f"SELECT * FROM {quote(rel.name)}", []))
+            def matching(rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
+                values = [(r, tuple(r[p] for p in positions)) for r in scan(rel)]
+                return [r for r, v in values if None not in v and v in wanted]
+            return semijoin_chain(self.catalog, sq, relations, scan, matching, nets)
         with self._probe(sq, relations[0]) as (probe, params):
             ctes = self._semijoin_ctes(sq, relations, probe)
             return [self._select(rel, f"WITH {', '.join(ctes[:i + 1])} SELECT * FROM __sq{i}", params)

@@ -38,6 +38,7 @@ from collections import deque
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
+from fedmodel.as_of import RecentChanges, answered_versions, reading_as_of
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
@@ -87,6 +88,8 @@ class DurableStore(GroupCommit):
                 self._unacknowledged = deque(self._parse(query(
                     f"SELECT notification FROM {self._meta('outbox')} WHERE {self._unacknowledged_sql()} "
                     "ORDER BY dsv", [])))
+            # For answers as of earlier versions: what the warehouse may not have applied yet.
+            self.recent = RecentChanges(self._relations, self._dsv, self._brv, self._unacknowledged)
         except BaseException:
             self.close()
             raise
@@ -128,6 +131,9 @@ class DurableStore(GroupCommit):
             with self._state:
                 self._dsv, self._brv = dsv, brv
                 self._unacknowledged.extend(o for o in outcomes if isinstance(o, Notification))
+            for o in outcomes:
+                if isinstance(o, Notification):
+                    self.recent.record(o)
                 if self.log_retention is not None:
                     while self._unacknowledged and self._unacknowledged[0].dsv <= dsv - self.log_retention:
                         self._unacknowledged.popleft()
@@ -237,8 +243,10 @@ class DurableStore(GroupCommit):
 
         Relation i keeps its rows that pass its selection and whose join columns equal, in every
         position, those of some row kept for its parent (for the root: some probe value); with no
-        probe columns the root keeps all its rows that pass its selection. The answer's DSV and
-        BRVs are those of the state the rows were read at.
+        probe columns the root keeps all its rows that pass its selection. The answer's DSV is
+        that of the state the rows were read at; its BRVs are that state's, or, for the relations
+        `sq.as_of` names, the earlier versions they were rebuilt at (fedmodel.as_of) while the
+        recent changes reach back to them.
         """
         where = f"sub-query {sq.id}"
         relations = check_subquery(self.catalog, self.source, sq)
@@ -246,9 +254,11 @@ class DurableStore(GroupCommit):
         try:
             with self._reading() as query:
                 dsv, brv = self._versions(query)
-                rows = self._semijoins(query, sq, relations)
+                nets = self.recent.nets(sq, dsv, brv)
+                rows = self._semijoins(query, sq, relations, nets or {})
         except self._refusals as err:
             raise ModelError(f"{where}: {first_line(err)}") from None
+        brv = answered_versions(sq, brv, nets)
         return Answer(sq.id, self.source, dsv,
                       tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
 
@@ -287,6 +297,11 @@ class DurableStore(GroupCommit):
             with self._state:
                 while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
                     self._unacknowledged.popleft()
+
+    def applied_through(self, dsv: int) -> None:
+        """The warehouse's durable view reflects every transaction up to `dsv`: the changes kept
+        for answers as of earlier versions go (the outbox keeps its notifications)."""
+        self.recent.forget_through(dsv)
 
     def watch(self, callback: Callable[[], None]) -> None:
         """Would call `callback` when others commit: an embedded store is written only through
@@ -403,8 +418,11 @@ class DurableStore(GroupCommit):
         """The condition on an outbox row that it is not acknowledged."""
         raise NotImplementedError
 
-    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
-        """The rows each relation keeps, in the sub-query's order (read with `query`)."""
+    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation],
+                   nets: dict[str, RelationChange]) -> list[list[tuple]]:
+        """The rows each relation keeps, in the sub-query's order (read with `query`), each
+        relation in `nets` as of the version its condensed change starts from
+        (fedmodel.as_of.reading_as_of over semijoin_chain)."""
         raise NotImplementedError
 
     def _decode(self, rel: Relation, rows: list) -> list[tuple]:
@@ -455,13 +473,17 @@ def check_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation
 
 
 def semijoin_chain(catalog: Catalog, sq: Subquery, relations: list[Relation], scan: Callable[[Relation], list],
-                   matching: Callable[[Relation, list[int], set[tuple]], list]) -> list[list[tuple]]:
+                   matching: Callable[[Relation, list[int], set[tuple]], list],
+                   nets: dict[str, RelationChange] | None = None) -> list[list[tuple]]:
     """fedmodel.subquery.evaluate_semijoins over a database, relation by relation: the rows whose
     join columns hold a value the parent kept (the root: a probe value; with no probe columns, all
     its rows), then its selection, applied with the compiled predicate the reference uses (so
     every predicate the view parser accepts means the same here, NULLs included). `scan(rel)`
     reads all of a relation's rows, `matching(rel, positions, wanted)` those whose columns at
-    `positions` hold one of `wanted`."""
+    `positions` hold one of `wanted`. The relations in `nets` are read as of the version their
+    condensed change starts from (fedmodel.as_of)."""
+    if nets:
+        scan, matching = reading_as_of(scan, matching, nets)
     kept: dict[str, list[tuple]] = {}
     for i, (sr, rel) in enumerate(zip(sq.relations, relations)):
         if i == 0:

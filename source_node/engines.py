@@ -59,12 +59,13 @@ def is_dsn(path) -> bool:
 
 def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: str | None = None,
                initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
-               probes: Iterable[tuple[str, Sequence[str]]] = ()):
+               probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False):
     """The store of `source` in the file at `path`, created (with `initial`) if there is none.
 
     `engine` None: the engine that made the file, which must exist. `probes` (SQLite only): the
     (relation, columns) pairs to index at once (source_node.probes). A PostgreSQL `path` is a
-    connection string (its database is set up the first time: source_node.postgres_store).
+    connection string (its database is set up the first time: source_node.postgres_store);
+    `prune_applied` (PostgreSQL only) empties its change tables as the warehouse applies them.
     """
     found = None if str(path) == ":memory:" else engine_of(path)
     if engine is None:
@@ -75,6 +76,8 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
     if found is not None and found != engine:
         raise ModelError(f"{path} is a {_NAMES[found]} database, not {_NAMES[engine]} "
                          f"(it was made with --source-engine {found})")
+    if prune_applied and engine != "postgres":
+        raise ModelError(f"pruning applied changes is for PostgreSQL sources; {path} is a {_NAMES[engine]} file")
     # Imported here: a process that never opens a DuckDB store never loads DuckDB (0.2 s).
     if engine == "sqlite":
         from source_node.sqlite_store import SQLiteStore
@@ -83,7 +86,7 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
     if engine == "postgres":
         from source_node.postgres_store import PostgresStore
 
-        return PostgresStore(catalog, source, str(path), initial, log_retention)
+        return PostgresStore(catalog, source, str(path), initial, log_retention, prune_applied)
     from source_node.duckdb_store import DuckDBStore
 
     return DuckDBStore(catalog, source, path, initial, log_retention)

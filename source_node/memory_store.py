@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from fedmodel.as_of import RecentChanges, answered_versions, rebuild
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
@@ -32,6 +33,7 @@ class MemoryStore(GroupCommit):
         self.log: list[Notification] = []
         self.acked = 0
         self.log_retention = log_retention
+        self.recent = RecentChanges(catalog.relations_at(source), self.dsv, self.brv)
 
     def commit_many(self, requests: Sequence[TransactionRequest],
                     commit_time: float = 0.0) -> list[Notification | ModelError]:
@@ -63,6 +65,7 @@ class MemoryStore(GroupCommit):
             changes.append(RelationChange(rel.name, self.brv[rel.name], p.inserted, p.deleted, p.modified))
         note = Notification(self.source, self.dsv, request.txn_id, tuple(changes), commit_time)
         self.log.append(note)
+        self.recent.record(note)
         if self.log_retention is not None and len(self.log) > self.log_retention:
             self.log = self.log[len(self.log) - self.log_retention:]
         return note
@@ -73,11 +76,20 @@ class MemoryStore(GroupCommit):
         return [r for r in self.relations[rel.name].values() if tuple(r[i] for i in pos) == tuple(values)]
 
     def answer(self, sq: Subquery) -> Answer:
-        rows = evaluate_semijoins(
-            sq, self.catalog, lambda rel: list(self.relations[rel].values()),
-            lambda rel, sql: compile_sql(sql, self.catalog.relation(rel)))
+        """The semijoin chain at the current state, or as of the versions `sq.as_of` names
+        (fedmodel.as_of) while the recent changes reach back to them."""
+        nets = self.recent.nets(sq, self.dsv, self.brv)
+
+        def rows_of(name: str) -> list[tuple]:
+            rows = list(self.relations[name].values())
+            if nets and name in nets:
+                return rebuild(rows, nets[name], self.catalog.relation(name).key_of, lambda r: True)
+            return rows
+
+        rows = evaluate_semijoins(sq, self.catalog, rows_of, lambda rel, sql: compile_sql(sql, self.catalog.relation(rel)))
+        brv = answered_versions(sq, self.brv, nets)
         return Answer(sq.id, self.source, self.dsv,
-                      tuple(RelationAnswer(r, self.brv[r], tuple(rows[r])) for r in sq.relation_names))
+                      tuple(RelationAnswer(r, brv[r], tuple(rows[r])) for r in sq.relation_names))
 
     def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
         return [n for n in self.log if n.dsv >= dsv and (through is None or n.dsv <= through)]
@@ -90,6 +102,15 @@ class MemoryStore(GroupCommit):
 
     def unacknowledged(self) -> list[Notification]:
         return [n for n in self.log if n.dsv > self.acked]
+
+    def reopen(self) -> None:
+        """Forgets what only a process held, as a durable store's process restarting does: the
+        recent changes start again from the unacknowledged notifications."""
+        self.recent = RecentChanges(self.catalog.relations_at(self.source), self.dsv, self.brv, self.unacknowledged())
+
+    def applied_through(self, dsv: int) -> None:
+        """The warehouse's durable view reflects every transaction up to `dsv`."""
+        self.recent.forget_through(dsv)
 
     def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
         return self.dsv, {name: (self.brv[name], list(rows.values())) for name, rows in self.relations.items()}

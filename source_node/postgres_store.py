@@ -48,6 +48,7 @@ from typing import Callable, Sequence
 import psycopg
 from psycopg.types.string import TextLoader
 
+from fedmodel.as_of import RecentChanges, answered_versions
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.condense import condense
 from fedmodel.errors import ModelError
@@ -148,14 +149,21 @@ class PostgresStore(GroupCommit):
     """The store contract of source_node.durable_store over a PostgreSQL database at `dsn`."""
 
     def __init__(self, catalog: Catalog, source: str, dsn: str, initial: dict[str, list[tuple]] | None = None,
-                 log_retention: int | None = None):
+                 log_retention: int | None = None, prune_applied: bool = False):
         """Connects, and installs the tables, triggers and versions (see the module docstring) the
         first time, creating the relations that do not exist (with the `initial` rows) and taking
-        the rows already there as the state at DSV 1."""
+        the rows already there as the state at DSV 1.
+
+        `prune_applied`: delete the change rows and log entries of the transactions the warehouse
+        has acknowledged and applied (bounded growth; `fedlab check` then cannot judge the run,
+        whose history is gone); `log_retention` keeps only the newest that many."""
         self.catalog = catalog
         self.source = source
         self.path = dsn
         self.log_retention = log_retention
+        self.prune_applied = prune_applied
+        self._acknowledged = 0         # what the warehouse acknowledged, and what was pruned through
+        self._pruned = 0
         self._relations = catalog.relations_at(source)
         if not self._relations:
             raise ModelError(f"source {source!r} owns no relation in the catalog")
@@ -173,7 +181,13 @@ class PostgresStore(GroupCommit):
             with self._reading() as cur:
                 self._dsv, self._brv = self._versions(cur)
                 (acknowledged,), = cur.execute("SELECT max(dsv) FROM fedlab.acknowledged").fetchall()
+            self._acknowledged = acknowledged
             self._unacknowledged = deque(self._read_log(acknowledged + 1, None))
+            # For answers as of earlier versions: what the warehouse may not have applied yet,
+            # from the unacknowledged on (and the log the pruning left: the rest of it).
+            held = self._read_log(self.oldest_available(), acknowledged) if prune_applied else []
+            held += self._unacknowledged
+            self.recent = RecentChanges(self._relations, self._dsv, self._brv, held)
             self._listener = threading.Thread(target=self._listen, name=f"listen-{source}", daemon=True)
             self._listener.start()
         except psycopg.Error as err:
@@ -292,6 +306,7 @@ class PostgresStore(GroupCommit):
                         self._dsv = n.dsv
                         self._brv.update({c.relation: c.brv for c in n.changes})
                         self._unacknowledged.append(n)
+                        self.recent.record(n)
             if self.log_retention is not None:
                 self._prune(notes[-1].dsv - self.log_retention)
             return True
@@ -362,8 +377,22 @@ class PostgresStore(GroupCommit):
         with self._writer, self._con.transaction():
             self._con.execute("UPDATE fedlab.acknowledged SET dsv = greatest(dsv, %s)", [dsv])
         with self._state:
+            self._acknowledged = max(self._acknowledged, dsv)
             while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
                 self._unacknowledged.popleft()
+
+    def applied_through(self, dsv: int) -> None:
+        """The warehouse's durable view reflects every transaction up to `dsv`: the changes kept
+        for answers as of earlier versions go, and with `prune_applied` the change rows and log
+        entries it has also acknowledged (it will ask for neither again)."""
+        self.recent.forget_through(dsv)
+        if self.prune_applied:
+            with self._state:
+                through = min(dsv, self._acknowledged)
+                if through <= self._pruned:
+                    return
+                self._pruned = through
+            self._prune(through)
 
     def unacknowledged(self) -> list[Notification]:
         with self._state:
@@ -373,21 +402,23 @@ class PostgresStore(GroupCommit):
 
     def answer(self, sq: Subquery) -> Answer:
         """The sub-query's semijoin chain (fedmodel.subquery.evaluate_semijoins), read in one
-        REPEATABLE READ transaction: rows, DSV and BRVs of one committed state."""
+        REPEATABLE READ transaction: rows, DSV and BRVs of one committed state; the relations
+        `sq.as_of` names rebuilt at those versions from that state and the changes since
+        (formula 12, fedmodel.as_of) while the recent changes reach back to them."""
         relations = check_subquery(self.catalog, self.source, sq)
         try:
             with self._reading() as cur:
                 dsv, brv = self._versions(cur)
-                rows = self._semijoins(cur, sq, relations)
+                # (Waits for the listener to read another writer's commit this state holds.)
+                nets = self.recent.nets(sq, dsv, brv)
+                rows = semijoin_chain(self.catalog, sq, relations,
+                                      lambda rel: cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall(),
+                                      lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted), nets)
         except psycopg.Error as err:
             raise ModelError(f"sub-query {sq.id}: {first_line(err)}") from None
+        brv = answered_versions(sq, brv, nets)
         return Answer(sq.id, self.source, dsv,
                       tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
-
-    def _semijoins(self, cur, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
-        return semijoin_chain(self.catalog, sq, relations,
-                              lambda rel: cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall(),
-                              lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted))
 
     def _matching(self, cur, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
         """`rel`'s rows whose columns at `positions` hold one of `wanted` (a NULL matches nothing)."""

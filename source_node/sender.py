@@ -18,6 +18,10 @@ elsewhere. Received-but-unacknowledged notifications stay in the outbox like any
 `acked_dsv` removes them. A notification the warehouse has not reported (lost) still goes on the
 short timer, and the warehouse asks for a DSV gap itself (the Resend RPC).
 
+The reply's `applied_dsv` says how far the view in Delta reflects this source: the store forgets
+the changes it kept for answers as of earlier versions up to there (`store.applied_through`,
+fedmodel.as_of).
+
 A failed RPC (warehouse down or unset) is retried with exponential backoff. `resend(notes)` puts
 logged notifications through again at the warehouse's request (the Resend RPC), acknowledged
 or not.
@@ -176,6 +180,9 @@ class NotificationSender:
             acked = reply.acked_dsv.get(source, 0)
             if acked:
                 self.store.acknowledge(acked)
+            applied = reply.applied_dsv.get(source, 0)
+            if applied:
+                self.store.applied_through(applied)
             with self._cond:
                 self._backoff = 0.0
                 self.policy.round_trip.sample(time.monotonic() - started)   # a reply answers its own call only

@@ -51,6 +51,7 @@ from typing import Iterable, Sequence
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery
+from fedmodel.transactions import RelationChange
 from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 log = logging.getLogger(__name__)
@@ -239,10 +240,11 @@ class SQLiteStore(DurableStore):
             if sr.columns and (i > 0 or sr.parent_columns):
                 self._ensure_index(rel, sr.columns)
 
-    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation]) -> list[list[tuple]]:
+    def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation],
+                   nets: dict[str, RelationChange]) -> list[list[tuple]]:
         return semijoin_chain(self.catalog, sq, relations,
                               lambda rel: self._decode(rel, query(f"SELECT * FROM {quote(rel.name)}", [])),
-                              lambda rel, positions, wanted: self._matching(query, rel, positions, wanted))
+                              lambda rel, positions, wanted: self._matching(query, rel, positions, wanted), nets)
 
     def _matching(self, query: Query, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
         """`rel`'s rows whose values in `positions` are one of `wanted` (a NULL matches nothing)."""

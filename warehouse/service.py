@@ -134,6 +134,7 @@ class Warehouse:
         self.received: list = []                      # notifications received since the last batch commit
         self.stored: set[tuple[str, int]] = set()     # (source, dsv) already durable or pending
         self.durable: dict[str, int] = {}             # per source: every DSV up to it is in Delta
+        self.durable_applied: dict[str, int] = {}     # per source: the DSV the view in Delta reflects
         # Names this process's memory: a source trusts received_dsv marks only of the incarnation
         # that gave them, since a restarted warehouse has lost what it held and not committed.
         self.incarnation = uuid.uuid4().hex
@@ -238,6 +239,7 @@ class Warehouse:
         self.history.write_initial(rows, dsv)
         self.store.initialize(rows, self._version_state())
         self.durable = dict(dsv)
+        self.durable_applied = dict(dsv)
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
         if maintained_view(self.algorithm, self.view) is not self.view:
@@ -249,6 +251,7 @@ class Warehouse:
         self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access,
                              period=self.recompute_period, deferral=self.deferral, **self.timings)
         self.receipts = Receipts(dsv)
+        self.durable_applied = dict(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
         # A crash between a batch's Delta commit and its line here: the change log has it.
@@ -324,10 +327,11 @@ class Warehouse:
             self._evaluations.append(action)
             self._evaluate_wake.notify()
 
-    def notify(self, notes) -> tuple[dict[str, int], dict[str, Acknowledge]]:
+    def notify(self, notes) -> tuple[dict[str, int], dict[str, Acknowledge], dict[str, int]]:
         """Queues `notes` for the core; returns, per source among them, the highest DSV up to which
-        every notification is durable in Delta (acked), and what has reached this process (its
-        receipts; kept in memory until a batch commit makes it durable)."""
+        every notification is durable in Delta (acked), what has reached this process (its
+        receipts; kept in memory until a batch commit makes it durable), and the DSV the view in
+        Delta reflects (below it no sub-query asks as of an earlier version: fedmodel.as_of)."""
         now = time.monotonic()
         by_source: dict[str, list] = {}
         with self._edge:
@@ -339,9 +343,10 @@ class Warehouse:
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             acked = {s: self.durable.get(s, 0) for s in by_source}
             reached = {s: self.receipts.acknowledgement(s) for s in by_source}
+            applied = {s: self.durable_applied.get(s, 0) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
             self._arrived(source, events)
-        return acked, reached
+        return acked, reached, applied
 
     # ---- threads ----
 
@@ -477,6 +482,8 @@ class Warehouse:
             self.received = self.received[len(received):]
             for s, c in contiguous.items():
                 self.durable[s] = max(self.durable.get(s, 0), c)
+            for s, v in state.get("sources", {}).items():
+                self.durable_applied[s] = max(self.durable_applied.get(s, 0), v["applied_dsv"])
 
     def _after_failed_commit(self) -> None:
         """A failed call may still have made its batch durable (Delta committed, the reply was
@@ -595,10 +602,10 @@ class _Servicer(rpc.WarehouseServicer):
         for msg, note in zip(request.notifications, notes):
             self.w.messages.record("notification", "received", note.source, bytes=msg.ByteSize(),
                                    **notification_fields(note))
-        acked, reached = self.w.notify(notes)
+        acked, reached, applied = self.w.notify(notes)
         return pb.NotifyReply(acked_dsv=acked, received_dsv={s: a.dsv for s, a in reached.items()},
                               received_beyond={s: pb.Dsvs(dsv=a.beyond) for s, a in reached.items() if a.beyond},
-                              incarnation=self.w.incarnation)
+                              incarnation=self.w.incarnation, applied_dsv=applied)
 
     def ReadView(self, request, context):
         view = self.w.view

@@ -10,7 +10,11 @@
   sources) are combined and condensed into one task when the warehouse is idle, when enough
   wait or the oldest has waited long enough, or when a query reads the view
   (warehouse.core.deferral). Strongly consistent: the skipped states are never shown.
-  All three are configurations of the one engine (warehouse.core.engine).
+- `versioned`: Sze-Ling's algorithm with sources that answer as of a version (Vinh 2020,
+  formula 12; fedmodel.as_of): every sub-query asks for its relations at exactly its task's
+  initial versions, so no answer needs compensating; a source whose recent changes no longer
+  reach back that far (it restarted) answers at its current state and is compensated as usual.
+  All four are configurations of the one engine (warehouse.core.engine).
 - `strobe`, `t-strobe`, `g-strobe` (warehouse.core.strobe) and `c-strobe`
   (warehouse.core.c_strobe): Zhuge, Garcia-Molina & Wiener 1996, on the view widened with every
   relation's key (warehouse.core.keyed_view), scan access by default.
@@ -37,6 +41,7 @@ ENGINE_ALGORITHMS = {
     "sze-ling": Options(),
     "conventional": Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True),
     "lazy": Options(deferral=Deferral()),
+    "versioned": Options(as_of=True),
 }
 STROBE_FAMILY = {"strobe": Strobe, "t-strobe": TStrobe, "g-strobe": GStrobe, "c-strobe": CStrobe}
 ALGORITHMS = (*ENGINE_ALGORITHMS, *STROBE_FAMILY, "recompute")
@@ -54,7 +59,7 @@ def check(name: str, access: str | None = None) -> None:
 
 
 def options_for(name: str, access: str | None = None, deferral: Deferral | None = None) -> Options:
-    """The engine's options for `sze-ling`, `conventional` or `lazy` (with `deferral`'s bounds)."""
+    """The engine's options for `sze-ling`, `conventional`, `lazy` (with `deferral`'s bounds) or `versioned`."""
     check(name, access)
     if name not in ENGINE_ALGORITHMS:
         raise ValueError(f"{name!r} is not a configuration of the engine (one of {', '.join(ENGINE_ALGORITHMS)})")

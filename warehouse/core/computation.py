@@ -49,6 +49,7 @@ class Context:
     self_maintenance: bool
     new_id: Callable[[], str]
     trace: Callable[[dict], None]
+    as_of: bool = False   # ask the sources for the rows at the initial versions (fedmodel.as_of)
 
 
 class Computation:
@@ -93,7 +94,7 @@ class Computation:
         notifications up to the answer's source state (compensation needs them)."""
         if answer.id not in self.outstanding:
             return True  # a duplicate, or the answer to a retried sub-query that came in first
-        if self.ctx.compensate and self.ctx.log.contiguous(answer.source) < answer.dsv:
+        if self._needs_compensation(answer) and self.ctx.log.contiguous(answer.source) < answer.dsv:
             if all(a.id != answer.id for a in self.waiting):
                 self.waiting.append(answer)
             return False
@@ -109,6 +110,11 @@ class Computation:
                 if child.parent == pr.relation:
                     probes[child.relation] = frozenset(self._values(pr.relation, got.rows, child.parent_columns))
         return True
+
+    def _needs_compensation(self, answer: Answer) -> bool:
+        """Whether some relation of `answer` was read at another version than its initial one
+        (Lemma 1): only then does its compensation need the notifications up to its state."""
+        return self.ctx.compensate and any(ra.brv != self.alpha[ra.relation] for ra in answer.relations)
 
     def retry_waiting(self) -> bool:
         """Compensates answers that were waiting for notifications; True if any went through."""
@@ -160,7 +166,8 @@ class Computation:
                              c.parent_columns, view.selection_sql(c.relation))
             for c in covered)
         probe_rows = () if values == {ALL} else tuple(sorted(values, key=repr))
-        return Subquery(sid, pr.source, relations, probe_rows)
+        as_of = tuple((c.relation, self.alpha[c.relation]) for c in covered) if self.ctx.as_of else ()
+        return Subquery(sid, pr.source, relations, probe_rows, as_of)
 
     def _compensated(self, pr: PlannedRelation, rows, beta: int, values: frozenset, source: str) -> list[tuple]:
         if not self.ctx.compensate:
@@ -199,8 +206,9 @@ class Computation:
             return False
         below = self.plan.descendants(pr.relation)
         # Missing updates below R_j could only be compensated through R_j's key; keep it simple
-        # and read the view only when the relations R_j determines are up to date there.
-        if any(self.ctx.refreshed[r] != self.alpha[r] for r in below):
+        # and read the view only when the relations R_j determines are up to date there. Reading
+        # as of the initial versions, nothing is compensated: R_j must be up to date too.
+        if any(self.ctx.refreshed[r] != self.alpha[r] for r in (*below, *([pr.relation] if self.ctx.as_of else []))):
             return False
         return lookup_subtree_ok(self.ctx.view, self.plan, pr.relation)
 

@@ -49,6 +49,7 @@ class Options:
     resend_timeout: float = 1.0      # ask again for a gap already asked for after this long
     reorder_allowance: float = 0.0   # ask for a gap once it has lasted this long
     deferral: Deferral | None = None  # lazy maintenance: defer and combine (needs `ordered`)
+    as_of: bool = False              # versioned: sub-queries read at the initial versions (fedmodel.as_of)
 
     def __post_init__(self):
         if self.deferral is not None and not self.ordered:
@@ -95,10 +96,13 @@ class MaintenanceEngine:
         # answer was read at, arrival, its computation): a notification from s releases those of s
         # it makes contiguous, without looking at the others.
         self._parked: dict[str, list[tuple[int, int, Computation]]] = {}
+        # The latest DSV each source answered at: past the notifications received, one is
+        # probably lost (end of section 5.2), whether or not the answer waits for it.
+        self._answered_at: dict[str, int] = {}
         self._arrivals = itertools.count()
         self._seq = 0
         self._ctx = Context(view, self.log, self.mview, self.versions.refreshed, options.compensate,
-                            options.self_maintenance, self._new_id, self._record)
+                            options.self_maintenance, self._new_id, self._record, options.as_of)
 
     # ---- events ----
 
@@ -165,6 +169,7 @@ class MaintenanceEngine:
                                "reason": "read at a version older than one the source already reported"})
             return []
         self._measure_round_trip(answer.id, now)
+        self._answered_at[answer.source] = max(self._answered_at.get(answer.source, 0), answer.dsv)
         if comp.on_answer(answer):
             self._routes.pop(answer.id, None)
             return self._advance(comp, now)
@@ -224,11 +229,12 @@ class MaintenanceEngine:
 
     def _last_missing(self, source: str) -> int | None:
         """The last DSV of `source` the core knows it lacks, or None: below a later notification
-        (a gap in the received DSVs), or up to the state an answer was read at. The resend asks
+        (a gap in the received DSVs), or up to the latest state an answer was read at. The resend asks
         for no more, so notifications received after a gap do not travel again."""
         highest = self.log.highest(source)
         lacking = [d for d in [self.log.last_missing(source)] if d is not None]
-        lacking += [dsv for dsv, _, _ in self._parked.get(source, []) if dsv > highest]
+        if self._answered_at.get(source, 0) > highest:
+            lacking.append(self._answered_at[source])
         return max(lacking, default=None)
 
     # ---- resynchronisation ----
@@ -247,6 +253,7 @@ class MaintenanceEngine:
         self._routes.clear()
         self._sent_at.clear()
         self._parked.clear()
+        self._answered_at.clear()
         self.mview = MaterializedView(rows, strict=self.options.compensate)
         self._ctx.mview = self.mview
         self.versions.highest_processing.update(brv)
