@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 from fedmodel.catalog import check_row
 from fedmodel.errors import ModelError
+from fedmodel.message_log import source_log_path
 from loadgen.faults_file import FaultsFile
 from loadgen.role import Foreground, RoleError, add_source_engine_argument, add_tls_arguments, default_host, fail, \
     tls_files
@@ -31,7 +33,16 @@ from loadgen.runconfig import load_catalog, read_yaml
 def add_arguments(parser) -> None:
     parser.add_argument("--name", required=True, help="the source's name (as in the catalog)")
     parser.add_argument("--catalog", required=True, metavar="FILE", help="catalog file (catalog.yaml)")
-    parser.add_argument("--db", required=True, metavar="PATH", help="the source's database file (created if new)")
+    parser.add_argument("--db", required=True, metavar="PATH",
+                        help="the source's database file (created if new), or with --source-engine postgres "
+                             "a PostgreSQL connection string")
+    parser.add_argument("--home", metavar="DIR",
+                        help="where a source whose database is not a file (PostgreSQL) keeps its settings "
+                             "and message log (default: the working directory)")
+    parser.add_argument("--prune-applied", action="store_true",
+                        help="PostgreSQL: delete captured changes once the warehouse has acknowledged and "
+                             "applied them (bounded change tables; `fedlab check` can then no longer judge "
+                             "the run from this source's log)")
     parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0 in a pod, else 127.0.0.1)")
     parser.add_argument("--warehouse", metavar="HOST:PORT", help="the warehouse's gRPC address (notifications go there)")
@@ -57,6 +68,8 @@ def main(args) -> int:
         seed, _ = faults.read() if faults else (0, {})
         if args.ray_resource and not args.ray_address:
             raise RoleError("--ray-resource needs --ray-address")
+        if args.prune_applied and args.source_engine != "postgres":
+            raise RoleError("--prune-applied is for --source-engine postgres")
     except (ModelError, RoleError) as err:
         return fail("source", err)
     host = args.host or default_host()
@@ -71,7 +84,9 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
 
     try:
         node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
-                          faults=FaultInjector(seed), host=host, port=args.port, tls=tls, engine=args.source_engine)
+                          faults=FaultInjector(seed), host=host, port=args.port, tls=tls, engine=args.source_engine,
+                          prune_applied=args.prune_applied,
+                          message_log=source_log_path(Path(args.home) / args.name) if args.home else None)
     except (ModelError, OSError) as err:
         return fail("source", err)
     except Exception as err:  # the engine's own: a file another process holds, or not a database
@@ -101,7 +116,8 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
     if args.ray_resource:
         options["resources"] = {args.ray_resource: 1}
     actor = start_source_actor(catalog, args.name, args.db, initial, args.warehouse, host=host, port=args.port,
-                               tls=tls, engine=args.source_engine, **options)
+                               tls=tls, engine=args.source_engine, prune_applied=args.prune_applied, home=args.home,
+                               **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
     ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
     if faults:

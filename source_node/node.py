@@ -36,17 +36,18 @@ class SourceNode:
                  resend_interval: float = 2.0, max_message_bytes: int = MAX_MESSAGE_BYTES,
                  host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
                  tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE,
-                 probes: Iterable[tuple[str, Sequence[str]]] = ()):
+                 probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False):
         """Opens (or creates) the store at once, so that it can be inspected before `start`.
-        With `tls`, its server and its channel to the warehouse use mutual TLS. `engine`: "sqlite"
-        or "duckdb"; `probes`: the column sets to index at once (source_node.probes)."""
+        With `tls`, its server and its channel to the warehouse use mutual TLS. `engine`: "sqlite",
+        "duckdb" or "postgres"; `probes`: the column sets to index at once (source_node.probes);
+        `prune_applied`: a PostgreSQL source empties its change tables as the warehouse applies them."""
         self.catalog = catalog
         self.source = source
         self.host, self.port = host, port
         self.max_message_bytes = max_message_bytes
         self.faults = faults or FaultInjector()
         self.tls = tls
-        self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes)
+        self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes, prune_applied)
         if message_log is None and not is_dsn(db_path):
             message_log = source_log_path(db_path)
         self.messages = MessageLog(message_log, source)

