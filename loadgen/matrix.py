@@ -44,7 +44,7 @@ CONDITIONS = {
     "restart": {"restart": 0.03},
     "all": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03},
 }
-ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "lazy", "sze-ling")
+ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "lazy", "versioned", "sze-ling")
 JUDGED = LEVELS[1:]   # the levels a schedule can fall short of: convergence .. complete
 
 

@@ -32,9 +32,10 @@ def test_every_algorithm_meets_every_condition_in_one_cell(matrix):
         assert all(cell["short_of"][lv] >= 1 for lv in above)
 
 
-def test_sze_ling_is_complete_under_every_condition(matrix):
+@pytest.mark.parametrize("algorithm", ["sze-ling", "versioned"])
+def test_sze_ling_and_versioned_are_complete_under_every_condition(matrix, algorithm):
     cells, _ = matrix
-    assert {c["condition"]: c["level"] for c in cells if c["algorithm"] == "sze-ling"} == dict.fromkeys(CONDITIONS, "complete")
+    assert {c["condition"]: c["level"] for c in cells if c["algorithm"] == algorithm} == dict.fromkeys(CONDITIONS, "complete")
 
 
 def test_lazy_is_strongly_consistent_under_every_condition(matrix):
