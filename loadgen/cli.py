@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from warehouse.core.algorithms import ALGORITHMS
+
 # Role commands the Helm chart runs (helm/federation/README.md), each a module with
 # add_arguments(parser) and main(args); imported when used, so that `fedlab check` starts fast.
 ROLES = {
@@ -17,8 +19,8 @@ ROLES = {
 
 # The other commands: each a module whose main(args) runs it, imported when used.
 COMMANDS = {"simulate": "loadgen.simulate", "matrix": "loadgen.matrix", "run": "loadgen.run",
-            "bench": "loadgen.bench.command", "demo": "loadgen.demo", "check": "loadgen.check",
-            "view": "loadgen.delta_view", "tls-certs": "loadgen.certs"}
+            "bench": "loadgen.bench.command", "bench-postgres": "loadgen.bench.postgres_maintenance",
+            "demo": "loadgen.demo", "check": "loadgen.check", "view": "loadgen.delta_view", "tls-certs": "loadgen.certs"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,8 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Run a scenario file through the same core the warehouse uses, with "
                                      "in-process sources; print the trace and the verdict.")
     sim.add_argument("file", help="scenario file (YAML, see docs/scenarios.md)")
-    sim.add_argument("--algorithm", help="override the file's algorithm (sze-ling, lazy, conventional, strobe, "
-                                         "t-strobe, g-strobe, c-strobe, recompute)")
+    sim.add_argument("--algorithm", help=f"override the file's algorithm ({', '.join(ALGORITHMS)})")
     sim.add_argument("--access", choices=["join-graph", "scan"], help="override the access path")
     sim.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
     from loadgen import matrix
@@ -50,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_arguments(sub.add_parser("bench", help="the algorithms side by side on one workload: figures, "
                                                      "plots and a summary (make bench)",
                                        description=bench.__doc__.split("\n\n")[0]))
+    from loadgen.bench import postgres_maintenance
+
+    postgres_maintenance.add_arguments(sub.add_parser(
+        "bench-postgres", help="Vinh 2020's Table 1 in PostgreSQL: synchronous against asynchronous view "
+                               "maintenance, and what change capture costs a writer",
+        description=postgres_maintenance.__doc__.split("\n\n")[0]))
     check.add_arguments(sub.add_parser("check", help="classify a live run's consistency from its run directory",
                                        description=check.__doc__.split("\n\n")[0]))
     from loadgen import delta_view
