@@ -286,3 +286,26 @@ def test_repeated_runs_are_planned_round_robin_and_summarised_as_spreads():
                                            "ramp_step": 8}, "runs": [], "targets": [], "plots": {},
                               "trials": [spread]}))
     assert "| sze-ling | q3 | 0.1 | 3 | 512 (512-1024) | 497 (484-983) | 1200 (1000-3000) |" in page
+
+
+def test_versioned_is_compared_with_sze_ling_on_the_same_view_scale_and_chaos():
+    """loadgen.bench.answers_as_of: per transaction of the load phase, from each run's figures."""
+    from loadgen.bench.answers_as_of import comparison
+
+    def run(label, algorithm, compensations, source_seconds, view="q3"):
+        return {"label": label, "algorithm": algorithm, "view": view, "scale": 0.1, "chaos": "none",
+                "committed_in_load": 1000, "per_txn": {"compensations": compensations, "subqueries": 0.5,
+                                                       "maintenance_bytes": 70.0},
+                "cpu": [{"phase": "load", "by_role": {"source a": source_seconds, "source b": 1.0,
+                                                      "warehouse (python)": 1.5, "spark JVM": 0.5, "load driver": 9.0}}],
+                "staleness_ms": {"p50": 400.0, "p99": 900.0}, "consistency": "complete"}
+
+    c = comparison([run("sze-ling", "sze-ling", 0.5, 1.0), run("versioned", "versioned", 0.0, 2.0),
+                    run("versioned q5", "versioned", 0.0, 2.0, view="q5"), run("lazy@1", "lazy", 0.1, 1.0)])
+    assert [r["label"] for r in c["rows"]] == ["sze-ling", "versioned", "versioned q5"]
+    base, versioned = c["rows"][0], c["rows"][1]
+    assert (base["source_cpu_ms_per_txn"], versioned["source_cpu_ms_per_txn"]) == (2.0, 3.0)
+    assert versioned["warehouse_cpu_ms_per_txn"] == 2.0 and versioned["compensations_per_txn"] == 0.0
+    assert c["finding"].startswith("sze-ling -> versioned on q3: compensations/txn 0.5 -> 0, source CPU ms/txn 2 -> 3")
+    assert "q5" not in c["finding"]   # no Sze-Ling run on q5 to compare with
+    assert comparison([run("sze-ling", "sze-ling", 0.5, 1.0)]) == {"rows": [], "finding": ""}

@@ -32,16 +32,16 @@ def _row(r: dict) -> dict:
     warehouse_cpu = r.get("warehouse_cpu_seconds")
     return {"label": r["label"], "algorithm": r["algorithm"], "combine_max": r.get("combine_max"),
             "where": (r["view"], r["scale"], r["chaos"]), "max_sustained_rate": r.get("max_sustained_rate"),
-            "jobs_per_txn": _per(counters.get("jobs"), transactions),
-            "condensed_per_txn": _per(counters.get("condensed"), transactions),
+            "jobs_per_txn": per(counters.get("jobs"), transactions),
+            "condensed_per_txn": per(counters.get("condensed"), transactions),
             "subqueries_per_txn": per_txn.get("subqueries"), "bytes_per_txn": per_txn.get("bytes"),
-            "warehouse_cpu_ms_per_txn": _per(1000 * warehouse_cpu, transactions) if warehouse_cpu else None,
+            "warehouse_cpu_ms_per_txn": per(1000 * warehouse_cpu, transactions) if warehouse_cpu else None,
             "staleness_p50_ms": staleness.get("p50"), "staleness_p99_ms": staleness.get("p99"),
             "read_p50_ms": read.get("p50"), "read_p99_ms": read.get("p99"),
             "consistency": r.get("consistency", "-")}
 
 
-def _per(count, transactions: int):
+def per(count, transactions: int):
     return round(count / transactions, 3) if count is not None and transactions else None
 
 
@@ -53,7 +53,7 @@ def _finding(rows: list[dict]) -> str:
         return "The paper's 13x claim is about combining 100 tasks: run lazy with --combine-max 100 among the bounds."
     said = []
     for base in (r for r in rows if r["where"] == hundred["where"] and (r["algorithm"] == "sze-ling" or r["combine_max"] == 1)):
-        parts = [f"{name} {base[key]:g} -> {hundred[key]:g}" + _times(base[key], hundred[key])
+        parts = [f"{name} {base[key]:g} -> {hundred[key]:g}" + times(base[key], hundred[key])
                  for name, key in (("sub-queries/txn", "subqueries_per_txn"),
                                    ("warehouse CPU ms/txn", "warehouse_cpu_ms_per_txn"))
                  if base[key] is not None and hundred[key] is not None]
@@ -66,6 +66,6 @@ def _finding(rows: list[dict]) -> str:
             "notification, its share of the Delta batches).")
 
 
-def _times(a: float, b: float) -> str:
+def times(a: float, b: float) -> str:
     """" (Nx)": how many times a is b, when both are above zero."""
     return f" ({a / b:.1f}x)" if a and b else ""

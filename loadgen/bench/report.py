@@ -11,6 +11,7 @@ import html
 import json
 from pathlib import Path
 
+from loadgen.bench.answers_as_of import comparison
 from loadgen.bench.combining import tradeoff
 from loadgen.bench.resources import cpu_ms_per_txn, shares
 
@@ -89,6 +90,23 @@ def _combining_blocks(runs: list[dict]) -> list[tuple]:
             ("p", t["finding"])]
 
 
+def _versioned_blocks(runs: list[dict]) -> list[tuple]:
+    """Versioned beside Sze-Ling (loadgen.bench.answers_as_of), when versioned ran."""
+    c = comparison(runs)
+    if not c["rows"]:
+        return []
+    columns = ("run", "compensations/txn", "sub-queries/txn", "maintenance bytes/txn", "source CPU ms/txn",
+               "warehouse CPU ms/txn", "staleness p50/p99 ms", "max sustained", "consistency")
+    rows = [[r["label"], _fmt(r["compensations_per_txn"]), _fmt(r["subqueries_per_txn"]),
+             _fmt(r["maintenance_bytes_per_txn"]), _fmt(r["source_cpu_ms_per_txn"]), _fmt(r["warehouse_cpu_ms_per_txn"]),
+             f"{_fmt(r['staleness_p50_ms'])} / {_fmt(r['staleness_p99_ms'])}", _fmt(r["max_sustained_rate"]),
+             r["consistency"]] for r in c["rows"]]
+    return [("h2", "Answers as of a version: versioned beside Sze-Ling (issue #17)"), ("table", columns, rows),
+            ("p", "Per transaction over the load phase (loadgen.bench.answers_as_of): the sources rebuild the "
+                  "states the sub-queries name instead of the warehouse compensating the answers."),
+            ("p", c["finding"])]
+
+
 def document(summary: dict) -> list[tuple]:
     m, st = summary["machine"], summary["settings"]
     blocks = [("h1", "fedlab bench"),
@@ -108,6 +126,7 @@ def document(summary: dict) -> list[tuple]:
                     "and the driver, the Spark JVM, Ray, the source actors)."),
               *_trial_blocks(summary.get("trials") or []),
               *_combining_blocks(summary["runs"]),
+              *_versioned_blocks(summary["runs"]),
               ("h2", "Targets (issue #12)"),
               ("table", ("target", "wanted", "measured", "met", "shortfall"),
                [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),
