@@ -153,5 +153,16 @@ class RecentChanges:
                 return None
             if any(b < self._floor[r] for r, b in asked.items()):
                 return None
-            since = {r: [c for d, c in self._changes[r] if b < c.brv <= brv[r] and d <= dsv] for r, b in asked.items()}
+            since = {r: self._after(r, b, brv[r], dsv) for r, b in asked.items()}
         return {r: condense(changes, self._key_of[r]) for r, changes in since.items()}
+
+    def _after(self, relation: str, brv: int, through_brv: int, through_dsv: int) -> list[RelationChange]:
+        """`relation`'s changes at versions brv+1..through_brv, oldest first, read from the newest
+        back: a task asks for a recent version, so this costs what it returns, not the history."""
+        found = []
+        for dsv, change in reversed(self._changes[relation]):
+            if change.brv <= brv:
+                break
+            if change.brv <= through_brv and dsv <= through_dsv:
+                found.append(change)
+        return found[::-1]
