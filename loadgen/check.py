@@ -46,6 +46,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
 from loadgen.bench.metrics import commit_times, percentiles, reflected_at, staleness, view_states
+from loadgen.checker.explain import few, logged_happenings, render
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
 from loadgen.checker.pg_server import PostgresServer, PostgresServerError
@@ -56,7 +57,6 @@ from loadgen.scenario import LEVELS
 from source_node.engines import open_store
 
 ALIASES = {"convergent": "convergence"}   # the Helm chart's spelling (run.expect)
-SHOWN_ROWS = 20                            # rows per list in the text report
 
 
 class HistoryError(ModelError):
@@ -280,10 +280,13 @@ def main(args) -> int:
     if args.json:
         print(json.dumps({**{k: verdict.to_dict()[k] for k in
                              ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions", "states",
-                              "first_violation", "order_violation")},
+                              "first_violation", "order_violation", "anomalies")},
                           "oracle": args.oracle, "messages": messages, "staleness": lag}, default=str))
     else:
-        _print_text(verdict, expect, ok, args.oracle, messages, lag)
+        # The logs are read again only to explain a run that fell short.
+        happenings = logged_happenings(message_log.read(p for p in history.run.message_logs().values() if p is not None)) \
+            if verdict.anomalies else None
+        _print_text(verdict, expect, ok, args.oracle, messages, lag, happenings)
     return 0 if ok else 1
 
 
@@ -318,36 +321,16 @@ def staleness_summary(history: LiveHistory) -> dict:
             for kind in ("applied", "durable")}
 
 
-def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict, lag: dict) -> None:
+def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict, lag: dict, happenings) -> None:
     print(f"level: {v.explained_level()}")
     print(f"expected at least {expect}: {'ok' if ok else 'NOT MET'} (oracle: {oracle})")
     print(f"transactions: {v.transactions}  states: {v.states}")
     print(f"staleness: {_lag_line(lag)}")
     print(f"messages: {_message_line(messages)}")
-    print(f"lost: {_few(v.lost) if v.lost else 'none'}")
-    print(f"doubled: {_few(v.doubled) if v.doubled else 'none'}")
-    f = v.first_violation
-    if f:
-        where = "the final view" if f["transaction"] == "(final)" else (
-            "the initial view" if f["state"] is None else f"state {f['state']} (after transaction {f['transaction']})")
-        print(f"first violation: {where} does not equal the view at source state {_versions(f['versions'])}")
-        print(f"  view held ({len(f['view'])} rows): {_few(f['view'])}")
-        print(f"  should be ({len(f['expected'])} rows): {_few(f['expected'])}")
-        print(f"  missing: {_few(f['missing'])}")
-        print(f"  extra:   {_few(f['extra'])}")
-        if "matches" in f:   # searched for: the source state it does equal the view at
-            print(f"  it is the view at source state {_versions(f['matches'])}" if f["matches"]
-                  else "  it is the view at no source state the search tried")
-    o = v.order_violation
-    if o:
-        print(f"no order-preserving mapping reaches state {o['state']} (after transaction {o['transaction']}): "
-              f"it is the view at {_few([_versions(m) for m in o['matches']])}, none at or above the lowest "
-              f"source states the states before it can map to, {_few([_versions(m) for m in o['not_below']])}")
-
-
-def _versions(vector: dict) -> str:
-    """`ds1 DSV 3, ds2 DSV 2`."""
-    return ", ".join(f"{s} DSV {d}" for s, d in vector.items())
+    print(f"lost: {few(v.lost) if v.lost else 'none'}")
+    print(f"doubled: {few(v.doubled) if v.doubled else 'none'}")
+    for line in render(v, happenings):
+        print(line)
 
 
 def _message_line(totals: dict) -> str:
@@ -363,6 +346,3 @@ def _message_line(totals: dict) -> str:
     return "; ".join(parts)
 
 
-def _few(items: list) -> str:
-    shown = ", ".join(str(i) for i in items[:SHOWN_ROWS])
-    return f"[{shown}{f', ... ({len(items) - SHOWN_ROWS} more)' if len(items) > SHOWN_ROWS else ''}]"

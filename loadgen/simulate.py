@@ -11,6 +11,7 @@ import json
 import sys
 
 from fedmodel.errors import ModelError
+from loadgen.checker.explain import render, simulated_happenings
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import Oracle
 from loadgen.scenario import LEVELS, Scenario, load_scenario
@@ -86,15 +87,10 @@ def _print_text(result: dict) -> None:
     c = result["counters"]
     print(f"sub-queries {c['subqueries']}, messages {c['messages']}, rows {c['rows_transferred']}, "
           f"bytes {c['bytes_transferred']}, resends {c['resends']}")
+    for line in render(Verdict(**result["checker"]), simulated_happenings(result["trace"], _describe)):
+        print(line)
     for f in result["failures"]:
         print(f"FAILED {f['where']}: expected {f['expected']}, got {f['got']}")
-        if f.get("first_violation"):
-            v = f["first_violation"]
-            print(f"  first violation at state {v['state']} ({v['transaction']}), versions {v['versions']}:")
-            print(f"    view held {v['view']}\n    should be {v['expected']}\n"
-                  f"    missing {v['missing']}  extra {v['extra']}")
-            if v.get("matches"):
-                print(f"    it is the view at versions {v['matches']}")
     print("expectations met" if result["expectations_met"] else "expectations NOT met")
 
 

@@ -291,7 +291,8 @@ class Simulator:
             self.run.counters["messages"] += 1
             self._count_rows(None, sq.probe)
             self.run.trace.append({"t": self.now, "event": "subquery", "id": sq.id, "source": sq.source,
-                                   "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe]})
+                                   "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe],
+                                   "for": action.serves})
             if self.queued_queries:
                 self.flight.append(Message("subquery", sq.source, sq))
             else:

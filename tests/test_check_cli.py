@@ -74,7 +74,7 @@ def test_complete(tmp_path, capsys):
     code, v = verdict(run, capsys)
     assert (code, v["level"], v["lost"], v["doubled"]) == (0, "complete", [], [])
     assert (v["transactions"], v["states"], v["first_violation"]) == (3, 3, None)
-    assert (v["oracle"], v["messages"]) == ("duckdb", {})   # no node kept a message log
+    assert (v["oracle"], v["messages"], v["anomalies"]) == ("duckdb", {}, [])   # no node kept a message log
     code, out, _ = check(run, capsys=capsys)
     assert code == 0 and "level: complete" in out and "lost: none" in out
     assert "messages: no message logs" in out
@@ -96,6 +96,7 @@ def test_strong_when_two_transactions_share_a_state(tmp_path, capsys):
     run = make_run(tmp_path, [both, T3])
     code, v = verdict(run, capsys)
     assert (code, v["level"], v["first_violation"]) == (1, "strong", None)
+    assert [(a["anomaly"], a["state"], a["transactions"]) for a in v["anomalies"]] == [("skipped", 0, ["ds2:2"])]
     assert verdict(run, capsys, expect="strong")[0] == 0
 
 
@@ -114,8 +115,8 @@ def test_strong_when_a_state_claims_a_source_state_it_does_not_show(tmp_path, ca
     code, out, _ = check(run, capsys=capsys)
     assert code == 1 and ("level: strong (the states' claimed version vectors did not all hold; "
                           "a monotone mapping exists)\n") in out
-    assert "state 1 (after transaction t2) does not equal the view at source state ds1 DSV 2, ds2 DSV 2" in out
-    assert "it is the view at source state ds1 DSV 1, ds2 DSV 1" in out
+    assert ("anomaly wrong-state: state 1 (after transaction t2) is not the view at the source state it claims, "
+            "ds1 DSV 2, ds2 DSV 2, but at ds1 DSV 1, ds2 DSV 1: 1 rows missing, 0 extra") in out
 
 
 def test_strong_when_claims_go_backwards_between_states_of_one_view(tmp_path, capsys):
@@ -143,9 +144,10 @@ def test_weak_when_a_source_goes_backwards(tmp_path, capsys):
     o = v["order_violation"]
     assert (o["state"], o["transaction"], o["matches"], o["not_below"]) == (
         1, "t2", [{"ds1": 2, "ds2": 2}], [{"ds1": 3, "ds2": 1}])
+    assert [a["anomaly"] for a in v["anomalies"]] == ["backwards", "out-of-order"]
     code, out, _ = check(run, "--expect", "weak", capsys=capsys)
-    assert code == 0 and "no order-preserving mapping reaches state 1 (after transaction t2)" in out
-    assert "it is the view at [ds1 DSV 2, ds2 DSV 2]" in out and "[ds1 DSV 3, ds2 DSV 1]" in out
+    assert code == 0 and "anomaly out-of-order: state 1 (after transaction t2) is the view only at" in out
+    assert "is the view at [ds1 DSV 2, ds2 DSV 2]" in out and "[ds1 DSV 3, ds2 DSV 1]" in out
 
 
 def test_convergence_accepts_the_charts_spelling(tmp_path, capsys):
@@ -190,8 +192,10 @@ def test_a_lost_transaction(tmp_path, capsys):
     f = v["first_violation"]
     assert (f["state"], f["transaction"], f["versions"]) == (1, "t3", {"ds1": 3, "ds2": 2})
     assert (f["missing"], f["extra"]) == ([[2, "b", 20, 1]], [])
+    assert [a["anomaly"] for a in v["anomalies"]] == ["wrong-state", "diverged", "lost"]
     code, out, _ = check(run, capsys=capsys)
     assert code == 1 and "lost: [ds1:2]" in out
+    assert "anomaly lost: 1 transaction committed and reflected by no state: ds1:2" in out
     assert "state 1 (after transaction t3)" in out and "ds1 DSV 3, ds2 DSV 2" in out and "missing: [[2, 'b', 20, 1]]" in out
 
 
@@ -201,6 +205,7 @@ def test_a_doubled_transaction(tmp_path, capsys):
     assert (code, v["level"], v["doubled"], v["lost"]) == (1, "none", ["ds2:2"], [])
     f = v["first_violation"]
     assert (f["state"], f["transaction"], f["extra"]) == (2, "t2", [[2, "b", 20, 1]])
+    assert [a["anomaly"] for a in v["anomalies"]] == ["wrong-state", "diverged", "doubled"]
 
 
 def test_a_wrong_state(tmp_path, capsys):
@@ -211,6 +216,7 @@ def test_a_wrong_state(tmp_path, capsys):
     assert (code, v["level"], v["lost"], v["doubled"]) == (1, "convergence", [], [])
     f = v["first_violation"]
     assert (f["state"], f["expected"], f["extra"]) == (1, [[1, "a", 10, 1], [2, "b", 20, 1]], [[2, "b", 20, 1]])
+    assert [(a["anomaly"], a["transactions"]) for a in v["anomalies"]] == [("mixed-state", ["ds2:2"])]   # no source state has it
 
 
 # ---- the message-level history ----
@@ -247,6 +253,17 @@ def test_the_nodes_message_logs_are_summed_up(tmp_path, capsys):
     assert ("messages: answer 1 sent (3 rows, 70 bytes), 1 received; "
             "notification 2 sent (3 rows, 250 bytes), 1 dropped, 1 duplicated, 2 received; "
             "subquery 1 sent (1 rows, 40 bytes)\n") in out
+
+
+def test_what_happened_to_the_transactions_involved_comes_from_the_message_logs(tmp_path, capsys):
+    # t1's notification was dropped at ds1 and never received: the run lost it.
+    run = make_run(tmp_path, [("t2", "ds2", 2, {"ds1": 1, "ds2": 2}, []),
+                              ("t3", "ds1", 3, {"ds1": 3, "ds2": 2}, [[[1, "a", 10], -1], [[1, "c", 10], 1]])])
+    (run / "ds1.messages.jsonl").write_text(message("ds1", "notification", "sent", dsv=2, txn_id="t1")
+                                            + message("ds1", "notification", "dropped", dsv=2, txn_id="t1"))
+    code, out, _ = check(run, capsys=capsys)
+    assert code == 1 and ("what happened to transaction ds1:2:\n  0.000 ds1 sent notification t1 (DSV 2)\n"
+                          "  0.000 ds1 dropped notification t1 (DSV 2)\n") in out
 
 
 def test_a_garbled_message_log_exits_2(tmp_path, capsys):

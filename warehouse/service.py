@@ -296,6 +296,9 @@ class Warehouse:
         with self.lock:
             for action in self.engine.handle(event):
                 self._perform(action)
+            # The core's trace (compensation steps with their rows) explains a simulated run; live
+            # nothing reads it, and kept it would grow by a compensation's rows per transaction.
+            self.engine.trace.clear()
 
     def _perform(self, action) -> None:
         if isinstance(action, Acknowledge):

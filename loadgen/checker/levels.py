@@ -36,6 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
+from loadgen.checker.anomalies import named_anomalies
 from loadgen.checker.oracle import Oracle
 from loadgen.checker.replay import replay, views, warehouse_views
 
@@ -57,6 +58,9 @@ class Verdict:
     claims_held: bool = True      # every state (and the initial view) equals the view at its claim
     claims_ordered: bool = True   # in order: they never go back, none splits a global transaction
     order_violation: dict | None = None   # weak, not strong: the first state no mapping reaches
+    backwards: list = field(default_factory=list)   # states whose claim goes below the one before
+    split: list = field(default_factory=list)       # states whose claim shows part of a global transaction
+    anomalies: list = field(default_factory=list)   # what went wrong, named (loadgen.checker.anomalies)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -73,6 +77,15 @@ class Verdict:
 def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
              start_versions: dict[str, int] | None = None, start_view: dict[tuple, int] | None = None,
              global_transactions: dict[str, str] | None = None) -> Verdict:
+    """The run's level (`_level`), and what fell short of complete named (loadgen.checker.anomalies)."""
+    verdict = _level(oracle, states, final_view, start_versions, start_view, global_transactions)
+    verdict.anomalies = named_anomalies(verdict, states)
+    return verdict
+
+
+def _level(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
+           start_versions: dict[str, int] | None, start_view: dict[tuple, int] | None,
+           global_transactions: dict[str, str] | None) -> Verdict:
     """`states`: [{"transaction", "source", "dsv", "versions", and "delta" or "view"}] in apply
     order, each with its change to the view or its whole view (loadgen.checker.replay).
 
@@ -104,6 +117,7 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     backwards = [i for i, (before, claim) in enumerate(zip([low, *claims], claims)) if not _at_or_above(claim, before)]
     split = [i for i, claim in enumerate(claims) if not serial(claim)]
     verdict.claims_ordered = not backwards and not split
+    verdict.backwards, verdict.split = backwards, split
     seen = _reflected(states, claims if verdict.claims_held and verdict.claims_ordered else None, low, sources)
     verdict.doubled = sorted(f"{s}:{d}" for (s, d), n in seen.items() if n > 1)
     verdict.lost = sorted(f"{s}:{d}" for s, top in final.items() for d in range(start[s] + 1, top + 1)

@@ -200,7 +200,7 @@ class MaintenanceEngine:
             if now - sent >= timeout:
                 self._sent_at[sid] = (now, sq, True)
                 self.counters.retries += 1
-                actions.append(SendSubquery(sq))
+                actions.append(SendSubquery(sq, getattr(self._routes.get(sid), "label", "")))
         if actions:
             self._round_trip.timed_out()
         if self.options.ordered:
@@ -318,7 +318,7 @@ class MaintenanceEngine:
             self._routes[sq.id] = comp
             self._sent_at[sq.id] = (now, sq, False)
             self.counters.subqueries += 1
-            actions.append(SendSubquery(sq))
+            actions.append(SendSubquery(sq, comp.label))
         return actions
 
     def _apply_ready(self, now: float) -> list:

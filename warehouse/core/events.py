@@ -53,6 +53,7 @@ class ViewQueried:
 @dataclass(frozen=True)
 class SendSubquery:
     subquery: Subquery
+    serves: str = ""    # the computation it serves (`transaction/relation`), for traces
 
 
 @dataclass(frozen=True)
