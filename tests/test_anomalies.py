@@ -42,3 +42,12 @@ def test_simulate_explains_a_counterexample_with_what_happened_to_its_transactio
     told = lines[at + 1:]
     assert told[0].endswith("commit U1 at y (DSV 2)") and any(" sub-query q1 -> x r1" in x for x in told)
     assert any(" answer q1 <- x" in x for x in told) and any(" apply U1 " in x for x in told)
+
+
+def test_a_state_that_shows_part_of_a_multi_relation_transaction_is_named():
+    """Conventional maintenance applies a source transaction's relations one by one: in this
+    schedule a state shows ds1's third transaction's change to R1 without its change to R2."""
+    result = simulate(parse_scenario(schedule("conventional", "fifo", 1), "conventional seed 1"))
+    part = [a for a in result["checker"]["anomalies"] if a["anomaly"] == "intermediate-state"]
+    assert [(a["state"], a["transactions"]) for a in part] == [(6, ["ds1:3"])]
+    assert part[0]["says"].endswith("shows transaction ds1:3 in part: its changes to R1 without those to R2")

@@ -7,6 +7,8 @@ the terms of the definitions the levels come from (Zhuge et al. 1996, section 4.
 
 - `diverged`: the final view is not the view over the final source states (no convergence);
 - `initial-view`: the view the warehouse started from is not the view where the sources started;
+- `intermediate-state`: a state shows part of one source transaction: its changes to some of the
+  relations it changed, not to all (as if each relation's update were a transaction of its own);
 - `mixed-state`: a state is the view at no source state at all: it mixes source states, or holds
   rows (or multiplicities) no state of the sources gives (not weak);
 - `wrong-state`: a state is not the view at the source state it claims (it is at another one);
@@ -80,6 +82,12 @@ def _first_violation(f: dict, states: list[dict]) -> dict:
         return _anomaly("initial-view", None, [], f"the view the warehouse started from is not the view at "
                                                   f"{_vector(f['versions'])}: {_diff(f)}")
     claimed = f["versions"]
+    part = f.get("part_of")
+    if part is not None:
+        return _anomaly("intermediate-state", i, [part["transaction"]],
+                        f"{_state(i, states)} shows transaction {part['transaction']} in part: its changes to "
+                        f"{', '.join(part['relations'])} without those to "
+                        f"{', '.join(r for r in part['of'] if r not in part['relations'])}")
     if "matches" in f and f["matches"] is None:
         return _anomaly("mixed-state", i, [_own(states[i])],
                         f"{_state(i, states)} is the view at no source state (it claims {_vector(claimed)}): "

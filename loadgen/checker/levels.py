@@ -79,8 +79,30 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
              global_transactions: dict[str, str] | None = None) -> Verdict:
     """The run's level (`_level`), and what fell short of complete named (loadgen.checker.anomalies)."""
     verdict = _level(oracle, states, final_view, start_versions, start_view, global_transactions)
+    if verdict.first_violation is not None:
+        verdict.first_violation["part_of"] = _part_shown(oracle, states, verdict.first_violation)
     verdict.anomalies = named_anomalies(verdict, states)
     return verdict
+
+
+def _part_shown(oracle: Oracle, states: list[dict], f: dict) -> dict | None:
+    """When the first violating state is the view after part of its own transaction (some of the
+    relations it changed, not all: an intermediate state of a multi-relation transaction), that
+    part: {"transaction": "source:DSV", "relations": [...]}; else None. Tried on the state that
+    failed only, one evaluation of the view per subset of the transaction's relations."""
+    if f["state"] is None or f["transaction"] == "(final)":
+        return None
+    source, dsv = states[f["state"]]["source"], states[f["state"]]["dsv"]
+    log = oracle.history.get(source, [])
+    if not 2 <= dsv <= len(log) + 1 or f["versions"].get(source) != dsv:
+        return None
+    relations = [c.relation for c in log[dsv - 2].changes]
+    held = {tuple(row[:-1]): row[-1] for row in f["view"]}
+    for size in range(1, len(relations)):
+        for part in itertools.combinations(relations, size):
+            if oracle.with_part_of(source, dsv, part).view_at(f["versions"]) == held:
+                return {"transaction": f"{source}:{dsv}", "relations": list(part), "of": relations}
+    return None
 
 
 def _level(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],

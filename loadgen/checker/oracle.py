@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections import Counter
+from dataclasses import replace
 from typing import Iterator, Protocol
 
 import duckdb
@@ -97,6 +98,7 @@ class Oracle:
                  history: dict[str, list[Notification]], engine: Engine | None = None):
         """`history[source]` lists the source's committed transactions in DSV order, from DSV 2."""
         self.catalog = catalog
+        self.view_sql, self.initial = view_sql, initial
         self.history = history
         self.engine = engine or DuckDBEngine()
         read = {table.name.lower() for table in _view_tree(view_sql).find_all(exp.Table)}
@@ -136,6 +138,14 @@ class Oracle:
                 changes[end][view_row] -= count
         # A row may end where an equal one, of other base rows, starts: no change there.
         return [{row: count for row, count in change.items() if count} for change in changes]
+
+    def with_part_of(self, source: str, dsv: int, relations: tuple[str, ...]) -> "Oracle":
+        """The oracle of the history that ends, at `source`, with transaction `dsv` changing only
+        `relations`: at `source` DSV `dsv` it gives the view a state showing that part would hold.
+        (What follows at `source` is left out: it may undo rows the left-out part wrote.)"""
+        log = list(self.history[source][:dsv - 1])
+        log[-1] = replace(log[-1], changes=tuple(c for c in log[-1].changes if c.relation in relations))
+        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.engine)
 
     def final_versions(self) -> dict[str, int]:
         return {s: 1 + len(self.history.get(s, [])) for s in self.catalog.sources}
