@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv stubs demo test bench image e2e-k8s clean
+.PHONY: venv stubs demo test soak bench image e2e-k8s clean
 
 venv: $(STAMP)
 
@@ -25,6 +25,10 @@ demo: venv
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+# At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).
+soak: venv
+	$(BIN)/fedlab soak --schedules 10000
 
 bench: venv
 	$(BIN)/fedlab bench

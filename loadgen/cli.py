@@ -20,7 +20,8 @@ ROLES = {
 # The other commands: each a module whose main(args) runs it, imported when used.
 COMMANDS = {"simulate": "loadgen.simulate", "matrix": "loadgen.matrix", "run": "loadgen.run",
             "bench": "loadgen.bench.command", "bench-postgres": "loadgen.bench.postgres_maintenance",
-            "demo": "loadgen.demo", "check": "loadgen.check", "view": "loadgen.delta_view", "tls-certs": "loadgen.certs"}
+            "demo": "loadgen.demo", "check": "loadgen.check", "view": "loadgen.delta_view", "tls-certs": "loadgen.certs",
+            "soak": "loadgen.soak"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_arguments(sub.add_parser("matrix", help="every algorithm against every fault condition, "
                                                        "over seeded random schedules",
                                         description=matrix.__doc__.split("\n\n")[0]))
+    from loadgen import soak
+
+    soak.add_arguments(sub.add_parser("soak", help="one algorithm over thousands of random schedules, warehouse "
+                                                   "crashes included (make soak)",
+                                      description=soak.__doc__.split("\n\n")[0]))
     from loadgen import check, demo
 
     demo.add_arguments(sub.add_parser("demo", help="run a live federation under a minute of load (make demo)",

@@ -22,8 +22,9 @@ from warehouse.core.deferral import Deferral
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read")
-_RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "transactions"}
+              "restart", "read", "tick")
+_RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "warehouse_restart",
+                "transactions"}
 TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
 
 
@@ -186,10 +187,17 @@ def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
         if args != "view":
             raise ScenarioError(f"{where}: read takes 'view'")
         return Step(kind, {}, where)
+    if kind == "tick":
+        if args != "timers":
+            raise ScenarioError(f"{where}: tick takes 'timers'")
+        return Step(kind, {}, where)
     if kind == "restart":
+        if isinstance(args, dict) and set(args) == {"warehouse"} and args["warehouse"] in (True, "mid-batch"):
+            return Step(kind, {"warehouse": args["warehouse"]}, where)
         source = args.get("source") if isinstance(args, dict) else None
         if source not in scenario.catalog.sources or set(args) != {"source"}:
-            raise ScenarioError(f"{where}: restart needs {{source: SOURCE}} naming a known source")
+            raise ScenarioError(f"{where}: restart needs {{source: SOURCE}} naming a known source, "
+                                "or {warehouse: true} (or mid-batch)")
         return Step(kind, {"source": source}, where)
     if not isinstance(args, dict) or set(args) - _RANDOM_KEYS:
         raise ScenarioError(f"{where}: random takes {', '.join(sorted(_RANDOM_KEYS))}")
@@ -199,7 +207,8 @@ def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
     if not _is_integer(steps) or steps < 1:
         raise ScenarioError(f"{where}: random.steps must be a positive integer, got {steps!r}")
     rates = {}
-    for rate, default in (("drop", 0), ("reorder", 0), ("duplicate", 0), ("commit_rate", 0.5), ("restart", 0)):
+    for rate, default in (("drop", 0), ("reorder", 0), ("duplicate", 0), ("commit_rate", 0.5), ("restart", 0),
+                          ("warehouse_restart", 0)):
         value = args.get(rate, default)
         if not _is_number(value) or not 0 <= value <= 1:
             raise ScenarioError(f"{where}: random.{rate} must be a number between 0 and 1, got {value!r}")

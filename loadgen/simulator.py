@@ -7,6 +7,16 @@ with the same contract as the DuckDB ones. Messages in flight (notifications, su
 answers, resend requests) sit in one list, oldest first, so that delivery, loss, duplication
 and reordering are explicit steps. The simulator records a trace of every message and every
 compensation step, and each view state the warehouse applied.
+
+The warehouse keeps what the live one keeps in Delta (`Durable`): at each timer round, as the
+live one at each batch commit, the view, its version state, the states applied since and every
+notification received become durable, and only then are those notifications acknowledged to
+their sources (before, a source only hears that they reached the core). A warehouse restart
+(`restart: {warehouse: true}`) loses everything else: the algorithm starts again from the
+durable view and state (warehouse.core.algorithms.restore, as the live one restarts from Delta)
+and takes the durable notifications it had not applied again; sub-queries and answers of the
+lost process are gone, and the sources, whose calls failed, send everything unacknowledged again.
+A run's states are the durable ones, as a live run's history is.
 """
 
 from __future__ import annotations
@@ -22,14 +32,13 @@ from fedmodel.transactions import Modification, Notification, TransactionRequest
 from loadgen.scenario import Scenario, ScenarioError, Step
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
-from warehouse.core.algorithms import create, maintained_view
+from warehouse.core.algorithms import create, maintained_view, restore
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend,
                                    ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
                                    ViewEvaluated, ViewReady)
 from warehouse.core.recompute import recompute
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
-WAREHOUSE = "simulated warehouse"   # the incarnation the simulated sources hear of (it never restarts)
 
 
 @dataclass
@@ -37,6 +46,16 @@ class Message:
     kind: str          # notification | subquery | answer | resend
     source: str
     payload: object
+
+
+@dataclass
+class Durable:
+    """What the simulated warehouse has made durable (the live one's Delta tables)."""
+
+    rows: dict            # the view
+    state: dict           # its version state (the algorithm's version_state())
+    notifications: dict = field(default_factory=dict)   # (source, DSV) -> every one received
+    states: list = field(default_factory=list)          # the change log: every state applied
 
 
 @dataclass
@@ -55,14 +74,19 @@ class Simulator:
         self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
                                        scenario.log_retention.get(s))
                         for s in catalog.sources}
-        name = algorithm or scenario.algorithm
+        self.algorithm = name = algorithm or scenario.algorithm
+        self.access = access or scenario.access
         rows = recompute(self.view, scenario.initial)
         maintained = maintained_view(name, self.view)
         self.engine = create(name, self.view, rows if maintained is self.view else recompute(maintained, scenario.initial),
                              {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
-                             access or scenario.access, scenario.force_queries, scenario.global_transactions,
+                             self.access, scenario.force_queries, scenario.global_transactions,
                              scenario.period, scenario.deferral)
         self.now = 0.0
+        self.incarnation = 1            # the warehouse process; a restart starts another
+        self.durable = Durable(dict(rows), self.engine.version_state())
+        self.applied: list[dict] = []   # states applied since the last batch (not durable yet)
+        self.received: list[Notification] = []   # notifications received since the last batch
         # Each source's sender resends as the live one does (source_node.resend_policy), a timer
         # round being its short interval.
         self.policies = {s: ResendPolicy(self.engine.timeout) for s in self.sources}
@@ -81,6 +105,7 @@ class Simulator:
         for step in self.scenario.steps:
             self.now += 1
             self._step(step)
+        self.commit_batch()   # the run ends with what it applied durable
         return self.run
 
     def _step(self, step: Step) -> None:
@@ -113,10 +138,14 @@ class Simulator:
             self.run_all()
         elif step.kind == "random":
             self.random_steps(**a)
+        elif step.kind == "restart" and a.get("warehouse"):
+            self.restart_warehouse(mid_batch=a["warehouse"] == "mid-batch")
         elif step.kind == "restart":
             self.restart(a["source"])
         elif step.kind == "read":
             self._handle(ViewQueried(self.now))
+        elif step.kind == "tick":
+            self._fire_timers()
 
     def commit(self, source: str, request: TransactionRequest, where: str = "commit") -> Notification:
         try:
@@ -167,6 +196,7 @@ class Simulator:
                 and all(self.policies[s].held(n.dsv) for s, src in self.sources.items() for n in src.unacknowledged()))
 
     def _fire_timers(self) -> None:
+        self.commit_batch()
         self.now += self.engine.timeout
         for source, store in self.sources.items():
             for n in self.policies[source].due(store.unacknowledged(), self.now):
@@ -174,7 +204,8 @@ class Simulator:
         self._handle(TimerFired(self.now))
 
     def random_steps(self, seed: int, steps: int, drop: float, reorder: float, duplicate: float,
-                     commit_rate: float, restart: float = 0.0, transactions: str = "source-local") -> None:
+                     commit_rate: float, restart: float = 0.0, transactions: str = "source-local",
+                     warehouse_restart: float = 0.0) -> None:
         rng = random.Random(seed)
         workload = RandomTransactions(self.scenario, rng, single_update=transactions == "single-update")
         self.queued_queries = True
@@ -184,6 +215,9 @@ class Simulator:
                 # Drawn only when asked for, so that schedules without restarts stay as they were.
                 if restart and rng.random() < restart:
                     self.restart(rng.choice(sorted(self.sources)))
+                    continue
+                if warehouse_restart and rng.random() < warehouse_restart:
+                    self.restart_warehouse(mid_batch=rng.random() < 0.5)
                     continue
                 if rng.random() < commit_rate:
                     source = rng.choice(sorted(self.sources))
@@ -220,6 +254,58 @@ class Simulator:
         for n in self.policies[source].due(self.sources[source].unacknowledged(), self.now):
             self._send(Message("notification", source, n), resend=True)
 
+    def commit_batch(self) -> None:
+        """What the live warehouse's batch commit does: the view, its version state, the states
+        applied since and the notifications received become durable (one Delta commit), the
+        states are added to the run's history, and the sources hear that every notification up
+        to what reached the core without a gap is acknowledged."""
+        self._make_durable()
+        self.run.states += self.durable.states[len(self.run.states):]
+        for source, store in self.sources.items():
+            store.acknowledge(self.engine.received_through(source))
+            # The view in Delta reflects this far: no answer will be asked for below it.
+            store.applied_through(self.engine.applied_dsv().get(source, 0))
+
+    def _make_durable(self) -> None:
+        """The batch's Delta commit, which is atomic: all of it is durable, or none."""
+        self.durable.states += self.applied
+        self.applied = []
+        self.durable.notifications.update(((n.source, n.dsv), n) for n in self.received)
+        self.received = []
+        self.durable.rows = dict(self.engine.view_rows())
+        self.durable.state = self.engine.version_state()
+
+    def restart_warehouse(self, mid_batch: bool = False) -> None:
+        """The warehouse's process crashes and starts again from its durable store (see the
+        module docstring); `mid_batch`: it crashes between a batch's Delta commit and the rest
+        (the history's lines, the acknowledgements): the history takes the missing states from
+        the change log at the next batch, as the live warehouse does when it restarts."""
+        if mid_batch:
+            self._make_durable()
+        self.run.trace.append({"t": self.now, "event": "restart", "source": "warehouse",
+                               "mid_batch": mid_batch})
+        self.run.counters["warehouse_restarts"] += 1
+        try:
+            self.engine = restore(self.algorithm, self.view, dict(self.durable.rows), self.durable.state, self.access,
+                                  force_queries=self.scenario.force_queries, period=self.scenario.period,
+                                  deferral=self.scenario.deferral)
+        except ValueError as err:
+            raise ScenarioError(f"restart: {err}") from None
+        self._trace_seen = 0
+        self.incarnation += 1
+        self.applied, self.received = [], []
+        self.current = Counter(self.durable.rows)
+        for msg in [m for m in self.flight if m.kind in ("subquery", "answer", "resend")]:
+            self.flight.remove(msg)
+            self._log("drop", msg)
+        for queue in self.held.values():
+            queue.clear()
+        for policy in self.policies.values():
+            policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
+        applied = self.engine.applied_dsv()
+        self._handle_all([NotificationArrived(n, self.now) for (s, d), n in sorted(self.durable.notifications.items())
+                          if d > applied.get(s, 0)])
+
     # ---- message flow ----
 
     def _send(self, msg: Message, resend: bool = False) -> None:
@@ -234,6 +320,7 @@ class Simulator:
     def _deliver(self, msg: Message) -> None:
         self._log("deliver", msg)
         if msg.kind == "notification":
+            self.received.append(msg.payload)   # durable at the next batch
             self._handle(NotificationArrived(msg.payload, self.now))
         elif msg.kind == "subquery":
             self._handle_all(self._query_arrives(msg.payload))
@@ -243,7 +330,7 @@ class Simulator:
             store = self.sources[msg.source]
             if msg.payload[0] < store.oldest_available():
                 self._handle(ResendRefused(msg.source, msg.payload[0], store.oldest_available(), self.now))
-            for n in self.policies[msg.source].asked(store.notifications_from(*msg.payload), WAREHOUSE, self.now):
+            for n in self.policies[msg.source].asked(store.notifications_from(*msg.payload), self._incarnation, self.now):
                 self._send(Message("notification", msg.source, n), resend=True)
 
     def _query_arrives(self, sq: Subquery) -> list:
@@ -308,17 +395,13 @@ class Simulator:
             else:
                 self._deliver(msg)
         elif isinstance(action, Acknowledge):
-            # The simulated warehouse never crashes: what reached its core is as good as durable.
-            self.sources[action.source].acknowledge(action.dsv)
-            self.policies[action.source].heard(WAREHOUSE, action.dsv, action.beyond, now=self.now)
+            # Reached the core; acknowledged (the outbox entry dropped) once durable: commit_batch.
+            self.policies[action.source].heard(self._incarnation, action.dsv, action.beyond, now=self.now)
         elif isinstance(action, StateApplied):
-            # The simulated warehouse's view is as good as durable: the sources hear of it at once.
-            for source, dsv in action.versions.items():
-                self.sources[source].applied_through(dsv)
             self.current.update(action.delta)
             view = {r: c for r, c in self.current.items() if c}
-            self.run.states.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
-                                    "versions": action.versions, "view": view})
+            self.applied.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
+                                 "versions": action.versions, "view": view})
             self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
                                    "versions": action.versions, "view": _rows(self.view, view)})
         elif isinstance(action, ViewReady):
@@ -363,6 +446,11 @@ class Simulator:
                 self.run.counters["bytes_transferred"] += len(encode_rows(rel.columns, rel.types, rows))
                 return
         self.run.counters["bytes_transferred"] += sum(len(repr(r)) for r in rows)
+
+    @property
+    def _incarnation(self) -> str:
+        """The warehouse process the sources hear from (source_node.resend_policy)."""
+        return f"simulated warehouse #{self.incarnation}"
 
     # ---- results ----
 

@@ -4,6 +4,8 @@ Delta, a few hundred transactions, and the final view against two independent re
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from live_support import MirroredLoad
 
@@ -34,17 +36,29 @@ def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtim
         status = fed.warehouse.status()
         assert status["applied"] == 300
         assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed)
+        # The compactor, every second beside the batches, folds them into the base: a fast run may
+        # end before its first round after a batch, so it is given the time to.
+        assert wait_for_a_compaction(spark, fed.warehouse.store, timeout=60)
     finally:
         fed.stop()
-    assert_the_delta_view_is_the_view_and_was_compacted(spark, fed.warehouse.store, view)
+    assert_the_delta_view_and_its_compacted_base_are_the_view(spark, fed.warehouse.store, view)
 
 
-def assert_the_delta_view_is_the_view_and_was_compacted(spark, store, view):
-    """After close (its last batch committed) the Delta view is the core's; the compactor folded
-    deltas into the base while it ran, and one more compaction leaves the base table complete."""
+def wait_for_a_compaction(spark, store, timeout: float) -> bool:
+    """Whether the view's base gets a commit that folded some batch (tagged past batch 0) in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tags = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('view')}`").select("userMetadata").collect()
+        if any(t[0] not in (None, "fedlab-batch=0") for t in tags):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def assert_the_delta_view_and_its_compacted_base_are_the_view(spark, store, view):
+    """After close (its last batch committed) the Delta view is the core's, and one more
+    compaction leaves the base table complete."""
     assert store.read_view() == view
-    tags = spark.sql(f"DESCRIBE HISTORY delta.`{store.path('view')}`").select("userMetadata").collect()
-    assert any(t[0] not in (None, "fedlab-batch=0") for t in tags), tags
     store.compact()
     base = spark.read.format("delta").load(store.path("view")).collect()
     assert {tuple(from_spark(v) for v in r[:-1]): r[-1] for r in base} == view

@@ -50,7 +50,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
-from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view
+from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, restore
 from warehouse.core.deferral import Deferral
 from warehouse.core.receipts import Receipts
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
@@ -242,14 +242,12 @@ class Warehouse:
         self.durable_applied = dict(dsv)
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
-        if maintained_view(self.algorithm, self.view) is not self.view:
-            raise RuntimeError(f"{self.algorithm} keeps a key-widened view that Delta does not hold; "
-                               "it cannot restart from Delta (start a new run)")
-        relations, sources = state.get("relations", {}), state.get("sources", {})
-        brv = {r: v["refreshed"] for r, v in relations.items()}
-        dsv = {s: v["applied_dsv"] for s, v in sources.items()}
-        self.engine = create(self.algorithm, self.view, rows, brv, dsv, self.access,
-                             period=self.recompute_period, deferral=self.deferral, **self.timings)
+        try:
+            self.engine = restore(self.algorithm, self.view, rows, state, self.access,
+                                  period=self.recompute_period, deferral=self.deferral, **self.timings)
+        except ValueError as err:
+            raise RuntimeError(f"{err} (start a new run)") from None
+        dsv = self.engine.applied_dsv()
         self.receipts = Receipts(dsv)
         self.durable_applied = dict(dsv)
         self.batch_id = last_batch or 0

@@ -97,3 +97,16 @@ def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None
     kwargs = {"query_timeout": timings["query_timeout"]} if "query_timeout" in timings else {}
     return STROBE_FAMILY[name](view, rows, brv, dsv, access or "scan", global_transactions=global_transactions,
                                **kwargs)
+
+
+def restore(name: str, view, rows: dict, state: dict, access: str | None = None, **kwargs):
+    """The algorithm `name` again after a crash, from what its durable store kept: the view
+    `rows` and the version state (`version_state()`) they were made durable with. The live
+    warehouse restarts from Delta with it, the simulator from its simulated durable store.
+    `kwargs` as for `create`."""
+    if maintained_view(name, view) is not view:
+        raise ValueError(f"{name} keeps a key-widened view that the durable store does not hold; "
+                         "it cannot restart from it")
+    brv = {r: v["refreshed"] for r, v in state.get("relations", {}).items()}
+    dsv = {s: v["applied_dsv"] for s, v in state.get("sources", {}).items()}
+    return create(name, view, rows, brv, dsv, access, **kwargs)
