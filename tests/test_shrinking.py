@@ -1,6 +1,6 @@
 """Counterexamples that shrink (issue 14, item 2): a Hypothesis rule-based state machine drives the
 simulator with explicit scenario steps (commits, deliveries, drops, duplicates, reorders, holds,
-answers, releases, source restarts) and judges the run with the checker once it has run to
+answers, releases, timer rounds, source restarts, warehouse crashes) and judges the run with the checker once it has run to
 quiescence. A failing run is written as a scenario file of exactly those steps, which
 `fedlab simulate FILE` replays to the same verdict; Hypothesis shrinks the steps first, so the
 file holds only the ones that matter.
@@ -106,6 +106,7 @@ class Schedules(RuleBasedStateMachine):
     def restart(self, source: int) -> None:
         self._do({"restart": {"source": self.sources[source % len(self.sources)]}})
 
+
     def teardown(self) -> None:
         """Ends every hold, runs everything to quiescence, replays the written steps from
         scratch and judges them (a source held forever would leave sub-queries unanswered)."""
@@ -130,8 +131,21 @@ class Schedules(RuleBasedStateMachine):
         raise AssertionError(f"not complete: {path}")
 
 
-def _explore(tmp_path: Path, federations: list[dict], examples: int, steps: int = 20) -> None:
-    machine = type("Explored", (Schedules,), {"federations": federations, "out": tmp_path})
+class SchedulesWithCrashes(Schedules):
+    """The same, with timer rounds (retries, resends, a durable batch) and warehouse crashes."""
+
+    @rule()
+    def tick(self) -> None:
+        self._do({"tick": "timers"})
+
+    @rule(mid_batch=st.booleans())
+    def restart_warehouse(self, mid_batch: bool) -> None:
+        self._do({"restart": {"warehouse": "mid-batch" if mid_batch else True}})
+
+
+def _explore(tmp_path: Path, federations: list[dict], examples: int, steps: int = 20,
+             machine: type = Schedules) -> None:
+    machine = type("Explored", (machine,), {"federations": federations, "out": tmp_path})
     run_state_machine_as_test(machine, settings=settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True, database=None,
         suppress_health_check=list(HealthCheck)))
@@ -140,7 +154,7 @@ def _explore(tmp_path: Path, federations: list[dict], examples: int, steps: int 
 def test_sze_ling_is_complete_on_explicit_schedules_over_random_federations(tmp_path):
     federations = [EXAMPLE_1] + [{k: v for k, v in random_scenario(seed).items() if k not in ("steps", "expect")}
                                  for seed in range(8)]
-    _explore(tmp_path, federations, examples=60)
+    _explore(tmp_path, federations, examples=60, machine=SchedulesWithCrashes)
     assert not (tmp_path / "counterexample.yaml").exists()
 
 
