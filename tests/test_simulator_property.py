@@ -21,8 +21,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import tempfile
+from functools import partial
 from pathlib import Path
 
+import pytest
 import yaml
 
 from loadgen.scenario import parse_scenario
@@ -59,32 +61,22 @@ def check(seed: int, algorithm: str = "sze-ling"):
             "doubled": result["checker"]["doubled"]}
 
 
-def test_sze_ling_is_completely_consistent_on_random_federations_and_faults():
+def shortfalls(algorithm: str, schedules: int) -> list[dict]:
+    """The schedules of `algorithm`, seeds 0 .. schedules-1, that fell short (two workers)."""
     with multiprocessing.get_context("fork").Pool(2) as pool:
-        failures = [f for f in pool.imap_unordered(check, range(SCENARIOS), chunksize=20) if f]
-    assert not failures, f"{len(failures)} of {SCENARIOS} scenarios fell short; first: {failures[0]}"
+        return [f for f in pool.imap_unordered(partial(check, algorithm=algorithm), range(schedules), chunksize=20) if f]
 
 
-def check_lazy(seed: int):
-    return check(seed, "lazy")
-
-
-def test_lazy_is_strongly_consistent_on_random_federations_and_faults():
-    """A quarter as many schedules, the bounds varying with the seed (loadgen.synthetic.LAZY_BOUNDS)."""
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        failures = [f for f in pool.imap_unordered(check_lazy, range(SCENARIOS // 4), chunksize=20) if f]
-    assert not failures, f"{len(failures)} of {SCENARIOS // 4} scenarios fell short; first: {failures[0]}"
-
-
-def check_versioned(seed: int):
-    return check(seed, "versioned")
-
-
-def test_versioned_is_completely_consistent_and_compensates_nothing_on_random_federations_and_faults():
-    """A quarter as many schedules: every answer read as of its task's versions (fedmodel.as_of)."""
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        failures = [f for f in pool.imap_unordered(check_versioned, range(SCENARIOS // 4), chunksize=20) if f]
-    assert not failures, f"{len(failures)} of {SCENARIOS // 4} scenarios fell short; first: {failures[0]}"
+@pytest.mark.parametrize("algorithm, schedules", [
+    ("sze-ling", SCENARIOS),
+    # A quarter as many: lazy's bounds vary with the seed (loadgen.synthetic.LAZY_BOUNDS) ...
+    ("lazy", SCENARIOS // 4),
+    # ... and versioned reads every answer as of its task's versions (fedmodel.as_of).
+    ("versioned", SCENARIOS // 4),
+])
+def test_random_federations_and_faults_keep_the_algorithms_level(algorithm, schedules):
+    failures = shortfalls(algorithm, schedules)
+    assert not failures, f"{len(failures)} of {schedules} scenarios fell short; first: {failures[0]}"
 
 
 def test_the_checker_catches_conventional_maintenance_on_the_same_federations():
