@@ -72,6 +72,12 @@ def write_certificates(folder: str | Path, hosts: Iterable[str] = LOCAL_HOSTS,
     return TlsFiles.load(folder / "ca.crt", folder / "tls.crt", key_path)
 
 
+def add_arguments(parser) -> None:
+    parser.add_argument("out", metavar="DIR", help="where ca.crt, tls.crt and tls.key go")
+    parser.add_argument("--host", action="append", metavar="NAME",
+                        help="a host peers dial (DNS name or IP address; repeatable; default 127.0.0.1 and localhost)")
+
+
 def main(args) -> int:
     """`fedlab tls-certs DIR [--host NAME ...]`: prints the files written."""
     tls = write_certificates(args.out, args.host or LOCAL_HOSTS)

@@ -16,7 +16,8 @@ from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import Oracle
 from loadgen.scenario import LEVELS, Scenario, load_scenario
 from loadgen.simulator import Simulator, _rows
-from warehouse.core.algorithms import maintained_view
+from warehouse.core.algorithms import ALGORITHMS, maintained_view
+from warehouse.core.planner import ACCESS_PATHS
 
 
 def simulate(scenario: Scenario, algorithm: str | None = None, access: str | None = None) -> dict:
@@ -59,6 +60,13 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
         "counters": counters,
         "trace": run.trace,
     }
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", help="scenario file (YAML, see docs/scenarios.md)")
+    parser.add_argument("--algorithm", help=f"override the file's algorithm ({', '.join(ALGORITHMS)})")
+    parser.add_argument("--access", choices=ACCESS_PATHS, help="override the access path")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
 
 
 def main(args) -> int:
