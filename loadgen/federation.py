@@ -202,7 +202,7 @@ class Federation:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             target = self.source_versions()
-            applied = self.warehouse.status()["refreshed_dsv"]
+            applied = self.warehouse.status()["applied_dsv"]
             if all(applied.get(s, 0) >= d for s, d in target.items()):
                 return True
             time.sleep(0.2)

@@ -166,7 +166,7 @@ def _wait_until_applied(config: RunConfig, sources: dict, settle: float, tls) ->
     while time.monotonic() < deadline:
         try:
             target = {s: stub.Health(pb.HealthRequest(), timeout=10).dsv for s, stub in sources.items()}
-            applied = warehouse.Status(pb.StatusRequest(), timeout=10).refreshed_dsv
+            applied = warehouse.Status(pb.StatusRequest(), timeout=10).applied_dsv
             if all(applied.get(s, 0) >= d for s, d in target.items()):
                 return True
         except grpc.RpcError:

@@ -149,7 +149,7 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
 
         def caught_up():
             target = {s: stub.Health(pb.HealthRequest(), timeout=5).dsv for s, stub in sources.items()}
-            return all(status().refreshed_dsv.get(s, 0) >= d for s, d in target.items())
+            return all(status().applied_dsv.get(s, 0) >= d for s, d in target.items())
         wait_for("the view did not catch up", caught_up, 180, procs)
         view = read_view(warehouse)
         assert procs.stop("warehouse") == 0

@@ -539,7 +539,7 @@ class Warehouse:
     def status(self) -> dict:
         with self.lock:
             return {"algorithm": self.algorithm, "applied": self.seq, "in_flight": self.engine.in_flight,
-                    "refreshed_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
+                    "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
                     "resynchronisations": list(self.resyncs)}
 
@@ -631,7 +631,7 @@ class _Servicer(rpc.WarehouseServicer):
     def Status(self, request, context) -> pb.StatusReply:
         s = self.w.status()
         return pb.StatusReply(algorithm=s["algorithm"], applied=s["applied"], in_flight=s["in_flight"],
-                              refreshed_dsv=s["refreshed_dsv"], view_rows=s["view_rows"])
+                              applied_dsv=s["applied_dsv"], view_rows=s["view_rows"])
 
 
 def _channel_options():

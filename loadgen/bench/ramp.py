@@ -81,7 +81,7 @@ def backlog(fed) -> tuple[int, int]:
     """(committed, reflected) source transactions summed over sources: DSVs at the sources and in
     the view. Transactions before the run (DSV 1, the initial load) count on both sides alike."""
     committed = fed.source_versions()
-    reflected = fed.warehouse.status()["refreshed_dsv"]
+    reflected = fed.warehouse.status()["applied_dsv"]
     return sum(committed.values()), sum(min(reflected.get(s, 0), d) for s, d in committed.items())
 
 

@@ -86,7 +86,7 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
         if spec.faults:
             set_faults(fed, spec.faults)
-        start_versions = fed.warehouse.status()["refreshed_dsv"]
+        start_versions = fed.warehouse.status()["applied_dsv"]
         progress("start", 0, None, "the load driver's process and its update stream")
         driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
         sampler.name(driver.pid, DRIVER)

@@ -54,7 +54,7 @@ class PeriodicRecompute:
         self.period = period
         self.mview = MaterializedView(rows)
         self.transport = NotificationLog(dsv)
-        self.applied = dict(dsv)
+        self._applied_dsv = dict(dsv)
         self.refreshed = dict(brv)
         self.trace: list[dict] = []
         self.counters = Counters()
@@ -130,8 +130,8 @@ class PeriodicRecompute:
         return self._evaluate()
 
     def _evaluate(self) -> list:
-        versions = {**self.applied, **{a.source: a.dsv for a in self.answers.values()}}
-        if versions == self.applied:
+        versions = {**self._applied_dsv, **{a.source: a.dsv for a in self.answers.values()}}
+        if versions == self._applied_dsv:
             return []   # nothing committed since the last round: no job to run
         relations = {r: list(a.rows_of(r).rows) for r, a in self.answers.items()}
         action = EvaluateView(self.counters.rounds, self.view, relations)
@@ -153,7 +153,7 @@ class PeriodicRecompute:
         delta = Counter(event.rows)
         delta.subtract(self.mview.snapshot())
         self.mview = MaterializedView(dict(event.rows))
-        self.applied = pending["versions"]
+        self._applied_dsv = pending["versions"]
         self.refreshed.update(pending["refreshed"])
         return [StateApplied("*", event.round, f"recompute-{event.round}",
                              {r: c for r, c in delta.items() if c}, dict(pending["versions"]))]
@@ -162,7 +162,7 @@ class PeriodicRecompute:
 
     @property
     def in_flight(self) -> int:
-        return sum(max(0, self.transport.highest(s) - self.applied.get(s, 0)) for s in self.applied)
+        return sum(max(0, self.transport.highest(s) - self._applied_dsv.get(s, 0)) for s in self._applied_dsv)
 
     @property
     def timeout(self) -> float:
@@ -175,8 +175,8 @@ class PeriodicRecompute:
         return self.transport.contiguous(source)
 
     def applied_dsv(self) -> dict[str, int]:
-        return dict(self.applied)
+        return dict(self._applied_dsv)
 
     def version_state(self) -> dict:
         return {"relations": {r: {"processing": v, "refreshed": v} for r, v in self.refreshed.items()},
-                "sources": {s: {"applied_dsv": d} for s, d in self.applied.items()}}
+                "sources": {s: {"applied_dsv": d} for s, d in self._applied_dsv.items()}}

@@ -135,7 +135,7 @@ class StrobeFamily:
         self.global_transactions = dict(global_transactions or {})
         self.mview = MaterializedView(rows)
         self.transport = NotificationLog(dsv)
-        self.claimed = dict(dsv)
+        self._applied_dsv = dict(dsv)
         self.refreshed = dict(brv)
         self.uqs: list = []
         self.trace: list[dict] = []
@@ -257,12 +257,12 @@ class StrobeFamily:
     def _state(self, delta: Counter, covered: list[Notification]) -> StateApplied:
         """The new view state; it claims every covered notification (and all claimed before)."""
         for n in covered:
-            self.claimed[n.source] = max(self.claimed.get(n.source, 0), n.dsv)
+            self._applied_dsv[n.source] = max(self._applied_dsv.get(n.source, 0), n.dsv)
             for change in n.changes:
                 self.refreshed[change.relation] = max(self.refreshed.get(change.relation, 0), change.brv)
         last = covered[-1]
         return StateApplied(last.source, last.dsv, last.txn_id, project(self.user_view, delta),
-                            dict(self.claimed), last.commit_time, tuple(n.txn_id for n in covered))
+                            dict(self._applied_dsv), last.commit_time, tuple(n.txn_id for n in covered))
 
     # ---- helpers ----
 
@@ -290,11 +290,11 @@ class StrobeFamily:
         return self.transport.contiguous(source)
 
     def applied_dsv(self) -> dict[str, int]:
-        return dict(self.claimed)
+        return dict(self._applied_dsv)
 
     def version_state(self) -> dict:
         return {"relations": {r: {"processing": v, "refreshed": v} for r, v in self.refreshed.items()},
-                "sources": {s: {"applied_dsv": d} for s, d in self.claimed.items()}}
+                "sources": {s: {"applied_dsv": d} for s, d in self._applied_dsv.items()}}
 
 
 class Strobe(StrobeFamily):
@@ -420,7 +420,7 @@ class GStrobe(TStrobe):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.released = {s: self.transport.contiguous(s) for s in self.claimed}
+        self.released = {s: self.transport.contiguous(s) for s in self._applied_dsv}
 
     def _receive(self, n: Notification, fresh: bool, now: float) -> list:
         if not fresh:
