@@ -17,7 +17,7 @@ may join different rows.
 Delete..Delete outputs a delete of the *first* row's image, the pre-image. Table 1's "output the
 last delta row" is right for the view delta, applied by the view's unique key, but not below a
 join: after a modification the last delete carries intermediate values, and a join column that
-changed on the way would probe the wrong partners (papers/NOTES.md's caution).
+changed on the way would probe the wrong partners (docs/paper-notes.md's caution).
 
 Relations have keys, so a key names at most one row at every version: an insert means the key
 was absent just before, a delete that it was present. Two users: the lazy warehouse condenses a

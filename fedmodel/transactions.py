@@ -1,4 +1,4 @@
-"""Source transactions and the update notifications they produce (Sze-Ling section 3, DESIGN.md 3).
+"""Source transactions and the update notifications they produce (Sze-Ling section 3, docs/architecture.md 3).
 
 A client submits a `TransactionRequest`; the source validates it against its current state,
 commits it, bumps its data source version number (DSV) and the base relation version number

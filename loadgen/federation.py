@@ -1,4 +1,4 @@
-"""A live federation on this machine (DESIGN.md 6, embedded default): a local Ray instance with one
+"""A live federation on this machine (docs/architecture.md 6, embedded default): a local Ray instance with one
 source actor per source (gRPC + SQLite, or DuckDB), the warehouse in this process (Spark local + Delta
 tables under the run directory), and a client that commits transactions at the sources.
 

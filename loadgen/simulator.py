@@ -239,7 +239,7 @@ class Simulator:
             self.queued_queries = False
 
     def restart(self, source: str) -> None:
-        """The source's process restarts from its durable state (DESIGN.md 4.5: its relations,
+        """The source's process restarts from its durable state (docs/architecture.md 4.5: its relations,
         versions and outbox survive). Answers it sent that are still in flight are lost with their
         connections, sub-queries it held unanswered are lost (and a hold ends), and its sender
         resends every notification the warehouse has not acknowledged (some may be in flight too)."""

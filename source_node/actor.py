@@ -1,4 +1,4 @@
-"""A source node as a named, restartable Ray actor (DESIGN.md 5, 6).
+"""A source node as a named, restartable Ray actor (docs/architecture.md 5, 6).
 
 The actor is named after its source, in namespace "fedlab", and Ray restarts it without limit
 after a crash. A restarted actor runs its constructor again with the original arguments: it

@@ -1,7 +1,7 @@
 """A source's durable state in one DuckDB file: the `--source-engine duckdb` choice.
 
 DuckDB is an analytical engine: a commit costs 16-24 ms and a sub-query 12-38 ms, growing with
-the data (DESIGN.md 5), against well under a millisecond for SQLite, the default
+the data (docs/architecture.md 5), against well under a millisecond for SQLite, the default
 (source_node.sqlite_store). It stays a tested choice, with the same contract
 (source_node.durable_store.DurableStore, which holds everything engine-independent).
 

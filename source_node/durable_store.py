@@ -5,7 +5,7 @@ source_node.duckdb_store.DuckDBStore, with the contract of source_node.memory_st
 (the reference): `commit`, `commit_many`, `answer`, `notifications_from`, `oldest_available`,
 `acknowledge`, `unacknowledged`, `snapshot`, `close`, and the properties `dsv` and `brv`.
 
-What it adds to the reference is durability (DESIGN.md 4.5): a committed transaction's rows, its
+What it adds to the reference is durability (docs/architecture.md 4.5): a committed transaction's rows, its
 version bumps (DSV +1, BRV +1 per touched relation: Sze-Ling section 3, items 1 and 2, starting
 from 1 as in the paper's examples) and its notification in the outbox are written in one database
 transaction (a transactional outbox), so after a crash either all of them are there or none is,

@@ -1,7 +1,7 @@
 """Which database engine holds a source, and opening a source's file with the engine that made it.
 
 Three engines (`--source-engine`): "sqlite", the default (source_node.sqlite_store: an OLTP
-engine, as a source is; DESIGN.md 5), "duckdb" (source_node.duckdb_store), kept as a tested
+engine, as a source is; docs/architecture.md 5), "duckdb" (source_node.duckdb_store), kept as a tested
 choice, and "postgres" (source_node.postgres_store): a PostgreSQL database that applications
 write with plain SQL, named by a connection string instead of a file. A source's file is named
 after its engine (`<source>.sqlite`, `<source>.duckdb`), and an existing file is recognised by

@@ -1,4 +1,4 @@
-"""Seeded fault injection for a source's outgoing messages: drop, duplicate, delay (DESIGN.md 5).
+"""Seeded fault injection for a source's outgoing messages: drop, duplicate, delay (docs/architecture.md 5).
 
 `FaultInjector.decide(kind)` says what happens to one outgoing message of a kind ("notification"
 or "answer") as the list of delays, in seconds, after which copies of it leave: `[]` drops it,

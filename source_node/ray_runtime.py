@@ -1,7 +1,7 @@
-"""Starting and stopping the local Ray instance that hosts the source actors (DESIGN.md 6).
+"""Starting and stopping the local Ray instance that hosts the source actors (docs/architecture.md 6).
 
 Token authentication is turned off (RAY_AUTH_MODE=disabled) before Ray starts, so nothing is
-written to ~/.ray (shared/ENVIRONMENT.md). The dashboard is off. Ray's own services listen on
+written to ~/.ray (the environment notes outside this repository). The dashboard is off. Ray's own services listen on
 all interfaces: a local Ray 2.60 instance has no switch to bind them to the loopback address only
 (`_node_ip_address="127.0.0.1"` is rewritten to the machine's address); the source nodes' gRPC
 servers do bind 127.0.0.1.

@@ -7,7 +7,7 @@ acknowledged (`store.acknowledge`). When each unacknowledged notification goes a
 resend policy's (source_node.resend_policy, which the simulated sources follow too): with the
 outbox committed in the same transaction as the data (source_node.durable_store), this gives
 at-least-once delivery across drops and crashes; the warehouse discards duplicates by DSV
-(DESIGN.md 4.1, 4.2).
+(docs/architecture.md 4.1, 4.2).
 
 Two levels of acknowledgement: the warehouse acknowledges a DSV only once it (and every earlier
 one) is durable in Delta, which takes a batch commit or more. Until then the reply's

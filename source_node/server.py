@@ -2,7 +2,7 @@
 
 Bad input (a garbled row payload, an unknown relation, a type mismatch, an invalid transaction)
 is answered with INVALID_ARGUMENT and the one-line ModelError text, and loses nothing: the store
-is left as it was and the server keeps serving (DESIGN.md 4.4). Messages over the size limit are
+is left as it was and the server keeps serving (docs/architecture.md 4.4). Messages over the size limit are
 refused by gRPC itself with RESOURCE_EXHAUSTED. CommitBatch commits its transactions as one group
 (the store's commit_many) and answers each one's versions or error text: an invalid transaction
 is rejected alone, and Commit is a group of one. Calls that arrive together share a group

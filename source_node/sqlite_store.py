@@ -1,6 +1,6 @@
 """A source's durable state in one SQLite file (WAL mode): the default source engine.
 
-A source is an OLTP database (DESIGN.md 5): a commit and a key lookup must cost what a
+A source is an OLTP database (docs/architecture.md 5): a commit and a key lookup must cost what a
 transactional engine costs. SQLite from the standard library, in WAL mode with primary keys and
 an index on every probed column set, measured 0.06-0.08 ms per TPC-H transaction and 0.25-0.40 ms
 per two-relation sub-query, flat from SF 0.01 to SF 1. With this store's validation, notification

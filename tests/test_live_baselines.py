@@ -1,4 +1,4 @@
-"""The baselines live (DESIGN.md 4.3): Ray source actors with gRPC and DuckDB, the warehouse on
+"""The baselines live (docs/architecture.md 4.3): Ray source actors with gRPC and DuckDB, the warehouse on
 Spark with Delta, one small federation per algorithm, judged from the run directory by the
 checker (loadgen.check, whose DuckDB oracle shares no code with the maintenance path) and the
 final view compared with that oracle's recomputation over the committed history.

@@ -4,7 +4,7 @@ the run's message history (fedmodel.message_log) showing that the faults did hap
 
 - Sze-Ling keeps complete consistency, nothing lost or applied twice, under dropped, delayed
   (hence reordered) and duplicated notifications and answers, each alone and all together with
-  a source actor killed (Ray restarts it) and the warehouse restarted from Delta (DESIGN.md 4.1,
+  a source actor killed (Ray restarts it) and the warehouse restarted from Delta (docs/architecture.md 4.1,
   4.2, 4.5).
 - The paper's Examples 1 and 2 (Sze & Ling 2000, section 2), played live and deterministically:
   an insertion at R2 commits while the maintenance query of an earlier insertion at R1 has not

@@ -8,7 +8,7 @@ from loadgen.scenario import parse_scenario
 from loadgen.simulate import simulate
 from warehouse.core.planner import plan
 
-# Example 5's join graph as papers/NOTES.md reconstructs it (Figure 1 is lost): R2, R3, R4 at
+# Example 5's join graph as docs/paper-notes.md reconstructs it (Figure 1 is lost): R2, R3, R4 at
 # source 1; R5, R6 at source 2; edges R1-R4, R2-R4, R3-R4, R4-R6, R1-R5.
 EXAMPLE5 = {
     "sources": {

@@ -34,7 +34,7 @@ def test_every_setting_keeps_the_view_equal_to_its_recomputation(postgres_dsn):
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_mixed_history_leaves_the_view_equal_to_its_recomputation(postgres_dsn, mode):
-    """Both tables changed in one transaction (NOTES.md's counterexample to formula 13 among them),
+    """Both tables changed in one transaction (docs/paper-notes.md's counterexample to formula 13 among them),
     a join column changed, keys changed several times over one and over several transactions, a
     rollback; the asynchronous pass runs once, after all of it."""
     with MaintainedDatabase(mode, fresh_database(postgres_dsn, f"mixed_{mode}"), 20, 120, 3) as db:

@@ -417,7 +417,7 @@ class Warehouse:
 
     def _evaluator(self) -> None:
         """Runs periodic recomputation's EvaluateView as a Spark job over the relations the core
-        gathered (DESIGN.md 5: full recomputation is a Spark job over source snapshots) and hands
+        gathered (docs/architecture.md 5: full recomputation is a Spark job over source snapshots) and hands
         the rows back; a failed job is logged and reported as such (the core's next round tries again)."""
         while not self._stop.is_set():
             with self.lock:

@@ -1,7 +1,7 @@
 """What combining costs and saves: lazy maintenance at each combine bound beside Sze-Ling.
 
 Zhou & Larson 2007 report that combining 100 maintenance tasks, with condense, cut maintenance
-time more than 13x (section 5, as NOTES.md records it). Here a maintenance job is a set of
+time more than 13x (section 5, as docs/paper-notes.md records it). Here a maintenance job is a set of
 sub-queries to the sources, their compensation and one view delta; its cost is read from the
 bench's own figures over the whole run (a lazy run with a small bound falls behind the load and
 does its maintenance later, in the ramp and the settle phase, so figures of the load phase alone

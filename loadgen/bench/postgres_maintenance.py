@@ -17,7 +17,7 @@ Here, on a private server (loadgen.checker.pg_server) with one fresh database pe
 maintenance, holding the same rows and receiving the same statements, seed for seed:
 - customers(cust_id key, country, name) and sales(sale_id key, cust_id, qty, price); the view
   mv = customers JOIN sales ON cust_id, projected on (cust_id, country, qty), kept as a table with
-  a count column (the projection repeats rows: multiplicities matter, NOTES.md);
+  a count column (the projection repeats rows: multiplicities matter, docs/paper-notes.md);
 - `plain`: no trigger, the writer's cost per statement;
 - `sync`: statement-level triggers with transition tables merge each statement's view delta into
   mv (the changed rows joined with the other table as it is); the writer's time;
@@ -25,7 +25,7 @@ maintenance, holding the same rows and receiving the same statements, seed for s
   INSTALL and CAPTURE), the writer's cost per statement; after each commit, one maintenance pass
   (`maintain`) in one REPEATABLE READ snapshot: the captured rows in commit and statement order,
   condensed per key (fedmodel.condense), the view delta by the Zhou-Larson terms with signed rows,
-  ΔV = ΔC ⋈ S_post + C_pre ⋈ ΔS, C_pre by formula 12 (NOTES.md: formulas 13 and 14 as printed are
+  ΔV = ΔC ⋈ S_post + C_pre ⋈ ΔS, C_pre by formula 12 (docs/paper-notes.md: formulas 13 and 14 as printed are
   wrong for mixed histories), merged into mv; then the change rows it read are deleted. Its time.
   Table 1's combined case: one pass after a round of six transactions (each table: insert,
   delete, update), against the same six transactions' time under synchronous maintenance.
@@ -168,7 +168,7 @@ _PASS_INPUT = "WITH " + ", ".join(
     + ["pre_customers AS ((SELECT * FROM customers WHERE cust_id IN "
        "(SELECT cust_id FROM dold_sales UNION ALL SELECT cust_id FROM dnew_sales) "
        "EXCEPT ALL SELECT * FROM dnew_customers) UNION ALL SELECT * FROM dold_customers)"])
-# ΔV = ΔC ⋈ S_post + C_pre ⋈ ΔS (NOTES.md: the Zhou-Larson terms, signed rows).
+# ΔV = ΔC ⋈ S_post + C_pre ⋈ ΔS (docs/paper-notes.md: the Zhou-Larson terms, signed rows).
 ASYNCHRONOUS = _apply(_view(_signed("dold_customers", "dnew_customers"), "sales", "c.sign") + " UNION ALL "
                       + _view("pre_customers", _signed("dold_sales", "dnew_sales"), "s.sign"), _PASS_INPUT)
 

@@ -12,7 +12,7 @@ insertion instead of K^(n-2); a key deleted twice, as two tuples, needs a second
 is empty, key_delete*(Δ, U_k) removes the tuples of every insertion U_k received after U_i,
 unless a deletion of the same tuple came in between; then MV = MV + Δ.
 
-Decisions where the paper leaves room (papers/NOTES.md), tested in tests/test_strobe.py:
+Decisions where the paper leaves room (docs/paper-notes.md), tested in tests/test_strobe.py:
 - Deletions on MV use key_delete, as the pseudocode says. The examples write key_delete*; on a
   consistent MV (one tuple per key) the two delete the same tuples.
 - "Received between U_j and A_{i,j,k}" is open at both ends: after U_j in arrival order (U_j's

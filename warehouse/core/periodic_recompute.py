@@ -11,8 +11,8 @@ round that finds every source where the view already is applies nothing. Notific
 the warehouse how far behind the view is (they are acknowledged as they come); a sub-query
 unanswered for a period is sent again.
 
-The recomputation itself is the adapter's (DESIGN.md 5: "full recomputation runs as a Spark job
-over source snapshots"): the round ends with an EvaluateView action carrying the gathered
+The recomputation itself is the adapter's (docs/architecture.md 5: periodic recomputation is a
+Spark job over source snapshots): the round ends with an EvaluateView action carrying the gathered
 relations, and the view is replaced when ViewEvaluated comes back with that round's number. The
 live warehouse runs a Spark job on its own thread meanwhile, the simulator answers at once with
 warehouse.core.recompute. A job that failed ends its round without a state; the next round starts

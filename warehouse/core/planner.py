@@ -19,7 +19,7 @@ Two access paths, a named choice so that a run can separate their effect from co
   sub-query, in FROM order, leftwards then rightwards from the updated relation; a step between
   relations with no join edge asks for the whole relation (the cartesian products of Example 5).
 
-Example 5 (join graph reconstructed in papers/NOTES.md, since Figure 1 is lost): for an update of
+Example 5 (join graph reconstructed in docs/paper-notes.md, since Figure 1 is lost): for an update of
 R1 the join-graph path sends 3 sub-queries where the scans send 5.
 """
 

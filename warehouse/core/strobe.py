@@ -8,7 +8,7 @@ deletion U received while Q is unanswered joins pending(Q), and key_delete(A, U)
 tuples from Q's answer before insert(A) goes on AL; the deletion itself puts key_delete(MV, U) on
 AL. C-Strobe (section 6) lives in warehouse.core.c_strobe and shares `StrobeFamily`.
 
-Decisions where the paper leaves room (papers/NOTES.md), each tested in tests/test_strobe.py:
+Decisions where the paper leaves room (docs/paper-notes.md), each tested in tests/test_strobe.py:
 - Keys: the maintained view is the user's view widened with every relation's key
   (warehouse.core.keyed_view); states and view_rows() are projected back to the user's columns.
 - Updates: the paper's updates are single-tuple inserts and deletes. A notification (one source
