@@ -29,6 +29,7 @@ from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
+from fedmodel.viewdef import ColumnRef
 from loadgen.scenario import Scenario, ScenarioError, Step
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
@@ -494,7 +495,6 @@ class RandomTransactions:
         classes: dict = {}
         for rel in scenario.catalog.relations:
             for col in rel.columns:
-                from fedmodel.viewdef import ColumnRef
                 ref = ColumnRef(rel.name, col)
                 cls = view.equivalents(ref) if rel.name in view.relations else frozenset({ref})
                 domain = classes.setdefault(cls, set())

@@ -528,6 +528,9 @@ class Warehouse:
             self._readers.append(ready)
             self._handle(ViewQueried(time.monotonic()))
         if not ready.wait(timeout):
+            with self.lock:
+                if ready in self._readers:   # nobody waits for it any more
+                    self._readers.remove(ready)
             raise TimeoutError(f"the view did not catch up with what was received within {timeout:g} s")
         with self.lock:
             seq, applied = self.seq, self.engine.applied_dsv()

@@ -86,7 +86,7 @@ def combine(view: ViewDef, parts: list[Notification]) -> tuple[CombinedTransacti
 
 class PendingTasks:
     """The view's queue of pending maintenance tasks: one per received transaction, each source's
-    in DSV order, with the time it arrived; and the DSVs a read of the view waits for."""
+    in DSV order, with the time it arrived."""
 
     def __init__(self):
         self._queue: list[tuple[Notification, float]] = []
