@@ -20,7 +20,7 @@ from postgres_support import fresh_database
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery, SubqueryRelation
-from fedmodel.transactions import TransactionRequest
+from fedmodel.transactions import Modification, TransactionRequest
 from source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {
@@ -162,6 +162,9 @@ def test_the_node_commits_through_the_same_triggers_and_rejects_invalid_transact
     assert isinstance(bad, ModelError) and "99" in str(bad)
     assert rows(dsn, "acct") == [(1, "ann", 10.0), (5, "eve", 1.0)]
     assert store.dsv == 2
+    # A modification to the values the row has changes nothing, and is a transaction all the same.
+    same = store.commit(TransactionRequest("t3", modifies={"acct": [Modification((1,), (1, "ann", 10.0))]}))
+    assert (same.dsv, same.txn_id, same.changes, store.dsv) == (3, "t3", (), 3)
 
 
 def test_answers_and_snapshots_read_one_committed_state(store):
@@ -318,4 +321,45 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
     assert counters["subqueries"] > 0 and counters["compensations"] == 0
     verdict = check(run_dir)
     assert (verdict.level, verdict.transactions, verdict.lost, verdict.doubled) == ("complete", len(committed), [], [])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.spark
+@pytest.mark.ray
+@pytest.mark.slow
+def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_complete(spark, ray_runtime):
+    """Issue 17, item 1: resend, gap detection and chaos behave as with the embedded engine.
+    Notifications and answers of PostgreSQL sources are dropped, duplicated and delayed, and the
+    warehouse restarts from Delta mid-load; every committed transaction gets its own state."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from live_support import MirroredLoad
+
+    from loadgen.check import check
+    from loadgen.federation import Federation
+    from loadgen.live import NO_FAULTS, set_faults
+    from loadgen.scenario import parse_scenario
+
+    scenario = parse_scenario(dict(LIVE), "postgres sources under chaos")
+    base = Path(tempfile.mkdtemp(prefix="fedlab-pg-chaos-"))
+    os.chmod(base, 0o755)
+    run_dir = base / "run"
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, source_engine="postgres")
+    fed.start()
+    load = MirroredLoad(scenario, fed.commit)
+    try:
+        set_faults(fed, {"drop": 0.2, "duplicate": 0.2, "delay_mean": 0.1})
+        load.commit(15, pause=0.02)
+        fed.restart_warehouse()
+        load.commit(15, pause=0.02)
+        fed.wait_until_applied(timeout=5)
+        set_faults(fed, NO_FAULTS)
+        assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
+        assert fed.read_view() == fed.recompute()
+    finally:
+        fed.stop()
+    verdict = check(run_dir)
+    assert (verdict.level, verdict.transactions, verdict.lost, verdict.doubled) == ("complete", 30, [], [])
     shutil.rmtree(base, ignore_errors=True)
