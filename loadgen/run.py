@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
+from loadgen.chaos_k8s import ChaosError, parse_duration
 from loadgen.live import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.role import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.scenario import LEVELS
@@ -61,20 +62,16 @@ def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict
     return faults, kills
 
 
-def seconds(text: str) -> float:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m)?", text)
-    if not m:
-        raise ModelError(f"--duration: expected e.g. 60s or 2m, got {text!r}")
-    return float(m.group(1)) * (60 if m.group(2) == "m" else 1)
-
-
 def main(args) -> int:
     prepare_environment()
     try:
         from loadgen.tpch import load_view, tpch_catalog
 
         faults, kills = parse_chaos(args.chaos, sorted(tpch_catalog().sources))
-        duration = seconds(args.duration)
+        try:
+            duration = parse_duration(args.duration)
+        except ChaosError as err:
+            raise ModelError(f"--duration: {err}") from None
         if args.expect not in LEVELS:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
         from warehouse.core.algorithms import STROBE_FAMILY
