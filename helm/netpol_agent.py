@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,12 +41,29 @@ def binary() -> Path:
     return target
 
 
+def ensure_ipset() -> None:
+    """kube-router's firewall needs the ipset utility, which a fresh machine may lack: Debian's
+    package, installed once (the package registries are reachable; the local cluster tool installs
+    its own packages the same way)."""
+    if shutil.which("ipset"):
+        return
+    print("[netpol] apt-get install ipset (once)", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "ipset"]):
+        subprocess.run(command, check=True, env=env, capture_output=True)
+
+
 def start() -> int:
     kubeconfig = os.environ.get("KUBECONFIG")
     if not kubeconfig:
         print('netpol: no KUBECONFIG: run eval "$(local-k8s env)" first', file=sys.stderr)
         return 2
     stop()
+    try:
+        ensure_ipset()
+    except (OSError, subprocess.CalledProcessError) as err:
+        print(f"netpol: the ipset utility is missing and could not be installed: {err}", file=sys.stderr)
+        return 1
     node = subprocess.run(["kubectl", "get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"],
                           check=True, capture_output=True, text=True).stdout.strip()
     STATE.mkdir(parents=True, exist_ok=True)
@@ -101,6 +119,8 @@ def remove_rules() -> None:
     for flag in ("-F", "-X"):
         for chain in chains:
             subprocess.run(["iptables", flag, chain], capture_output=True)
+    if not shutil.which("ipset"):
+        return   # then kube-router could make none
     sets = subprocess.run(["ipset", "list", "-n"], capture_output=True, text=True).stdout.split()
     for name in sets:
         if name.startswith(_SETS):
