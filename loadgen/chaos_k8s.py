@@ -43,8 +43,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-FAULT_RATES = ("drop", "duplicate", "delay_mean")
-_RATE_NAME = re.compile(r"^(?:([a-z]+)_)?(drop|duplicate|delay_mean)$")
+from fedmodel.errors import ModelError
+from source_node import faults
+
 FAULTS_FILE_KEY = "faults.json"
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -130,23 +131,13 @@ class FaultRule:
 
 
 def check_rates(rates: dict, where: str = "faults") -> dict:
+    """The rates as the sources' fault injector checks them (source_node.faults.check_rates)."""
     if not isinstance(rates, dict):
         raise ChaosError(f"{where}: rates must be a mapping of rate names to numbers")
-    out = {}
-    for k, v in rates.items():
-        m = _RATE_NAME.match(str(k))
-        if not m:
-            raise ChaosError(f"{where}: unknown fault rate {k!r} (use {', '.join(FAULT_RATES)}, "
-                             "optionally prefixed by a message kind, e.g. answer_drop)")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ChaosError(f"{where}: {k} must be a number, got {v!r}")
-        if m.group(2) == "delay_mean":
-            if v < 0:
-                raise ChaosError(f"{where}: {k} is a mean delay in seconds and cannot be negative, got {v!r}")
-        elif not 0 <= v <= 1:
-            raise ChaosError(f"{where}: {k} is a probability between 0 and 1, got {v!r}")
-        out[str(k)] = float(v)
-    return out
+    try:
+        return faults.check_rates({str(k): v for k, v in rates.items()})
+    except ModelError as err:
+        raise ChaosError(f"{where}: {str(err).removeprefix('faults: ')}") from None
 
 
 def parse_rates(text: str) -> dict:
@@ -323,7 +314,7 @@ class ChaosClient:
 
         current = self.read_faults()
         if reset:
-            zero = {k: 0.0 for k in list(current) + list(FAULT_RATES) if _RATE_NAME.match(k)}
+            zero = {k: 0.0 for k in [*current, *faults.RATES] if faults.is_rate_name(k)}
             new = {**current, **zero}
         else:
             new = {**current, **check_rates(rates)}

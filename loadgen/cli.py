@@ -4,7 +4,7 @@ Every subcommand is a module with `add_arguments(parser)` and `main(args)` whose
 paragraph is its description, registered in COMMANDS with its one-line help; it is imported only
 when it runs (and for --help), so that `fedlab check` starts fast. The role commands the Helm chart
 runs (helm/federation/README.md) also log as services do. `chaos-k8s` parses its own arguments
-(loadgen.chaos_k8s: it runs in a pod with no more than the Kubernetes client).
+(loadgen.chaos_k8s.main takes the argument list, as the chart's chaos Job calls it).
 """
 
 from __future__ import annotations

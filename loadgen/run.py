@@ -27,6 +27,7 @@ from loadgen.chaos_k8s import ChaosError, parse_duration
 from loadgen.live import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.role import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.scenario import LEVELS
+from source_node.faults import check_rates
 
 _FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
 _KINDS = ("notification_", "answer_")
@@ -59,6 +60,10 @@ def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict
             kills[name] = float(m.group(1)) if m.group(1) else None
         else:
             raise ModelError(f"--chaos: unknown fault {name!r} (drop, duplicate, reorder, delay, kill-source, kill-warehouse)")
+    try:   # the rule the sources' fault injector applies, before anything starts
+        check_rates({name.rpartition(":")[2]: value for name, value in faults.items()})
+    except ModelError as err:
+        raise ModelError(f"--chaos: {str(err).removeprefix('faults: ')}") from None
     return faults, kills
 
 

@@ -53,9 +53,8 @@ class FaultInjector:
         Raises ModelError on an unknown name or an out-of-range value, changing nothing.
         """
         updated = dict(self._rates)
-        for name, value in rates.items():
+        for name, value in check_rates(rates).items():
             kinds, rate = _parse_rate_name(name)
-            value = _check_rate(name, rate, value)
             for kind in kinds:
                 updated[kind] = replace(updated[kind], **{rate: value})
         with self._lock:
@@ -79,13 +78,28 @@ class FaultInjector:
                     for _ in range(copies)]
 
 
+def check_rates(rates: dict) -> dict[str, float]:
+    """`rates` checked as `configure` takes them (every place that reads fault rates does it with
+    this): ModelError (one line) on an unknown name or an out-of-range value."""
+    return {name: _check_rate(name, _parse_rate_name(name)[1], value) for name, value in rates.items()}
+
+
+def is_rate_name(name: str) -> bool:
+    """Whether `name` is a rate `configure` takes (drop, answer_delay_mean, ...)."""
+    try:
+        _parse_rate_name(name)
+    except ModelError:
+        return False
+    return True
+
+
 def _parse_rate_name(name: str) -> tuple[tuple[str, ...], str]:
     if name in RATES:
         return KINDS, name
     for kind in KINDS:
         if name.startswith(kind + "_") and name[len(kind) + 1:] in RATES:
             return (kind,), name[len(kind) + 1:]
-    raise ModelError(f"faults: unknown rate {name!r}; use {', '.join(RATES)}, "
+    raise ModelError(f"faults: unknown fault rate {name!r}; use {', '.join(RATES)}, "
                      f"optionally prefixed by {' or '.join(k + '_' for k in KINDS)}")
 
 

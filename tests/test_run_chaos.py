@@ -43,6 +43,10 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --recompute-period must be a positive number of seconds"),
     (["--algorithm", "lazy", "--max-delay", "-1"],
      "fedlab run: --max-delay must be a number of seconds >= 0, got -1.0"),
+    (["--chaos", "sales:answer_drop=1.5"],
+     "fedlab run: --chaos: answer_drop is a probability between 0 and 1, got 1.5"),
+    (["--duration", "soon"],
+     "fedlab run: --duration: bad duration 'soon': use e.g. 500ms, 20s, 2m, 1h"),
 ])
 def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
     from loadgen.cli import main
