@@ -262,10 +262,11 @@ class Simulator:
         to what reached the core without a gap is acknowledged."""
         self._make_durable()
         self.run.states += self.durable.states[len(self.run.states):]
+        applied = self.engine.applied_dsv()
         for source, store in self.sources.items():
             store.acknowledge(self.engine.received_through(source))
             # The view in Delta reflects this far: no answer will be asked for below it.
-            store.applied_through(self.engine.applied_dsv().get(source, 0))
+            store.applied_through(applied.get(source, 0))
 
     def _make_durable(self) -> None:
         """The batch's Delta commit, which is atomic: all of it is durable, or none."""
@@ -273,7 +274,7 @@ class Simulator:
         self.applied = []
         self.durable.notifications.update(((n.source, n.dsv), n) for n in self.received)
         self.received = []
-        self.durable.rows = dict(self.engine.view_rows())
+        self.durable.rows = self.engine.view_rows()   # a copy of the core's
         self.durable.state = self.engine.version_state()
 
     def restart_warehouse(self, mid_batch: bool = False) -> None:

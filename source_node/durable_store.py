@@ -128,15 +128,15 @@ class DurableStore(GroupCommit):
                 # A constraint the planner did not foresee aborted the whole database transaction:
                 # one by one, only the transaction that breaks it fails.
                 return [outcome for r in requests for outcome in self.commit_many([r], commit_time)]
+            notes = [o for o in outcomes if isinstance(o, Notification)]
             with self._state:
                 self._dsv, self._brv = dsv, brv
-                self._unacknowledged.extend(o for o in outcomes if isinstance(o, Notification))
-            for o in outcomes:
-                if isinstance(o, Notification):
-                    self.recent.record(o)
+                self._unacknowledged.extend(notes)
                 if self.log_retention is not None:
                     while self._unacknowledged and self._unacknowledged[0].dsv <= dsv - self.log_retention:
                         self._unacknowledged.popleft()
+            for note in notes:
+                self.recent.record(note)
             return outcomes
 
     def _commit_group(self, requests: Sequence[TransactionRequest],

@@ -43,7 +43,7 @@ import logging
 import threading
 from collections import deque
 from contextlib import contextmanager
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import psycopg
 from psycopg.types.string import TextLoader
@@ -330,17 +330,15 @@ class PostgresStore(GroupCommit):
     def _notification(self, dsv: int, txn_id: str, commit_time: float, brv: dict, relations: list,
                       actions: list, rows: list) -> Notification:
         """One transaction's notification: its captured rows per relation, condensed per key."""
-        steps: dict[str, list[RelationChange]] = {}
+        captured = []
         for name, action, doc in zip(relations, actions, rows):
             rel = self._relation(name)
-            row = self._row(rel, doc)
-            step = RelationChange(rel.name, 0, deleted=(row,)) if action == "D" else RelationChange(rel.name, 0, inserted=(row,))
-            steps.setdefault(rel.name, []).append(step)
+            captured.append((rel.name, action, self._row(rel, doc)))
+        nets = condensed_captures(captured, lambda name: self.catalog.relation(name).key_of)
         changes = []
         for name, version in sorted(brv.items()):
             rel = self._relation(name)
-            history = steps.get(rel.name) or [RelationChange(rel.name, version)]
-            net = condense(history, rel.key_of)
+            net = nets.get(rel.name) or RelationChange(rel.name, version)
             changes.append(RelationChange(rel.name, version, net.inserted, net.deleted, net.modified))
         return Notification(self.source, dsv, txn_id, tuple(changes), commit_time)
 
@@ -509,6 +507,19 @@ class PostgresStore(GroupCommit):
             for rel in self._relations:
                 self._con.execute("INSERT INTO fedlab.versions VALUES (%s, 1)", [rel.name])
                 self._con.execute(CAPTURE.format(t=quote(rel.name)))
+
+
+def condensed_captures(captured: Iterable[tuple[str, str, tuple | dict]],
+                       key_of: Callable[[str], Callable]) -> dict[str, RelationChange]:
+    """Rows the capture triggers wrote, (relation, 'D' or 'I', row) in statement order, as one
+    change per relation condensed per key (fedmodel.condense; `key_of(relation)` gives its key
+    function): what a transaction's notification carries, and what an asynchronous maintenance
+    pass over several transactions consumes (loadgen.bench.postgres_maintenance)."""
+    steps: dict[str, list[RelationChange]] = {}
+    for relation, action, row in captured:
+        step = RelationChange(relation, 0, deleted=(row,)) if action == "D" else RelationChange(relation, 0, inserted=(row,))
+        steps.setdefault(relation, []).append(step)
+    return {relation: condense(history, key_of(relation)) for relation, history in steps.items()}
 
 
 def _definition(rel: Relation) -> str:

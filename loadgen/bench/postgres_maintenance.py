@@ -53,9 +53,9 @@ from pathlib import Path
 from typing import Callable
 
 from fedmodel.catalog import Catalog
-from fedmodel.condense import condense
 from fedmodel.errors import ModelError
 from fedmodel.transactions import RelationChange
+from source_node.postgres_store import PostgresStore, condensed_captures
 
 TABLES = ("sales", "customers")
 ACTIONS = ("insert", "delete", "update")
@@ -184,14 +184,14 @@ def condensed(captured: list[tuple[str, str, dict]]) -> dict[str, list[dict]]:
     >>> condensed(history)
     {'dold_sales': [{'sale_id': 1, 'qty': 2}], 'dnew_sales': [{'sale_id': 1, 'qty': 4}], 'dold_customers': [], 'dnew_customers': []}
     """
-    histories: dict[str, list[RelationChange]] = {t: [] for t in TABLES}
-    for relation, action, row in captured:
-        step = RelationChange(relation, 0, deleted=(row,)) if action == "D" else RelationChange(relation, 0, inserted=(row,))
-        histories[relation].append(step)
-    sets = {}
-    for table, history in histories.items():
+    def key_of(table: str):
         key = CATALOG.relation(table).key
-        net = condense(history, lambda row: tuple(row[c] for c in key)) if history else RelationChange(table, 0)
+        return lambda row: tuple(row[c] for c in key)
+
+    nets = condensed_captures(captured, key_of)
+    sets = {}
+    for table in TABLES:
+        net = nets.get(table) or RelationChange(table, 0)
         sets[f"dold_{table}"], sets[f"dnew_{table}"] = list(net.removed), list(net.added)
     return sets
 
@@ -223,8 +223,6 @@ class MaintainedDatabase:
                 self.writer.execute(_synchronous(table))
         self._manager = None
         if mode == "async":
-            from source_node.postgres_store import PostgresStore
-
             PostgresStore(CATALOG, SOURCE, dsn).close()   # installs the capture; the pass reads it
             self._manager = psycopg.connect(dsn, autocommit=True, options=OPTIONS)
             self._manager.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ

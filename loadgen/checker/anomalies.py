@@ -45,11 +45,11 @@ def named_anomalies(verdict, states: list[dict]) -> list[dict]:
         before = states[i - 1]["versions"] if i else {}
         low = {s: d for s, d in states[i]["versions"].items() if d < before.get(s, 0)}
         found.append(_anomaly("backwards", i, [_own(states[i])],
-                              f"{_state(i, states)} claims {_vector(low)}, below what state {i - 1} claimed "
-                              f"({_vector(before)})"))
+                              f"{_state(i, states)} claims {vector_text(low)}, below what state {i - 1} claimed "
+                              f"({vector_text(before)})"))
     for i in verdict.split:
         found.append(_anomaly("split", i, [_own(states[i])],
-                              f"{_state(i, states)} claims {_vector(states[i]['versions'])}, which shows part of "
+                              f"{_state(i, states)} claims {vector_text(states[i]['versions'])}, which shows part of "
                               "a global transaction without the rest"))
     o = verdict.order_violation
     if o is not None:
@@ -77,10 +77,10 @@ def _first_violation(f: dict, states: list[dict]) -> dict:
     i = f["state"]
     if f["transaction"] == "(final)":
         return _anomaly("diverged", None, [], f"the final view is not the view at the final source states "
-                                              f"({_vector(f['versions'])}): {_diff(f)}")
+                                              f"({vector_text(f['versions'])}): {_diff(f)}")
     if i is None:
         return _anomaly("initial-view", None, [], f"the view the warehouse started from is not the view at "
-                                                  f"{_vector(f['versions'])}: {_diff(f)}")
+                                                  f"{vector_text(f['versions'])}: {_diff(f)}")
     claimed = f["versions"]
     part = f.get("part_of")
     if part is not None:
@@ -90,14 +90,14 @@ def _first_violation(f: dict, states: list[dict]) -> dict:
                         f"{', '.join(r for r in part['of'] if r not in part['relations'])}")
     if "matches" in f and f["matches"] is None:
         return _anomaly("mixed-state", i, [_own(states[i])],
-                        f"{_state(i, states)} is the view at no source state (it claims {_vector(claimed)}): "
+                        f"{_state(i, states)} is the view at no source state (it claims {vector_text(claimed)}): "
                         f"{_diff(f)}")
     matches = f.get("matches") or {}
     between = [f"{s}:{d}" for s in sorted(claimed) for lo, hi in [sorted((claimed[s], matches.get(s, claimed[s])))]
                for d in range(lo + 1, hi + 1)]
-    where = f", but at {_vector(matches)}" if matches else ""
+    where = f", but at {vector_text(matches)}" if matches else ""
     return _anomaly("wrong-state", i, sorted({_own(states[i]), *between}),
-                    f"{_state(i, states)} is not the view at the source state it claims, {_vector(claimed)}{where}: "
+                    f"{_state(i, states)} is not the view at the source state it claims, {vector_text(claimed)}{where}: "
                     f"{_diff(f)}")
 
 
@@ -127,7 +127,8 @@ def _step(states: list[dict], i: int) -> int:
     return sum(d - before.get(s, 1) for s, d in states[i]["versions"].items())
 
 
-def _vector(versions: dict) -> str:
+def vector_text(versions: dict) -> str:
+    """`ds1 DSV 3, ds2 DSV 2` (the sources in order), or "the start" for none."""
     return ", ".join(f"{s} DSV {d}" for s, d in sorted(versions.items())) or "the start"
 
 

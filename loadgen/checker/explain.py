@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from loadgen.checker.anomalies import vector_text
+
 SHOWN_ROWS = 20          # rows listed per side of a row diff
 SHOWN_TRANSACTIONS = 3   # transactions whose messages are listed
 
@@ -28,9 +30,9 @@ def render(verdict, happenings: Callable[[str], list[str]] | None = None) -> lis
                   f"  missing: {few(f['missing'])}", f"  extra:   {few(f['extra'])}"]
     o = verdict.order_violation
     if o:
-        lines.append(f"  state {o['state']} is the view at {few([versions(m) for m in o['matches']])}, none at or "
+        lines.append(f"  state {o['state']} is the view at {few([vector_text(m) for m in o['matches']])}, none at or "
                      f"above the lowest source states the states before it can map to, "
-                     f"{few([versions(m) for m in o['not_below']])}")
+                     f"{few([vector_text(m) for m in o['not_below']])}")
     if happenings is not None:
         involved = list(dict.fromkeys(t for a in verdict.anomalies for t in a["transactions"]))
         for t in involved[:SHOWN_TRANSACTIONS]:
@@ -79,11 +81,6 @@ def logged_happenings(entries: Iterable[dict]) -> Callable[[str], list[str]]:
             by_transaction.setdefault(f"{source}:{e['dsv']}", []).append(
                 f"{e['t']:.3f} {e['node']} {e['event']} notification {e.get('txn_id', '')} (DSV {e['dsv']})")
     return lambda transaction: by_transaction.get(transaction, [])
-
-
-def versions(vector: dict) -> str:
-    """`ds1 DSV 3, ds2 DSV 2`."""
-    return ", ".join(f"{s} DSV {d}" for s, d in vector.items())
 
 
 def few(items: list) -> str:

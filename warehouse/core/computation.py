@@ -208,7 +208,8 @@ class Computation:
         # Missing updates below R_j could only be compensated through R_j's key; keep it simple
         # and read the view only when the relations R_j determines are up to date there. Reading
         # as of the initial versions, nothing is compensated: R_j must be up to date too.
-        if any(self.ctx.refreshed[r] != self.alpha[r] for r in (*below, *([pr.relation] if self.ctx.as_of else []))):
+        current = (*below, pr.relation) if self.ctx.as_of else below
+        if any(self.ctx.refreshed[r] != self.alpha[r] for r in current):
             return False
         return lookup_subtree_ok(self.ctx.view, self.plan, pr.relation)
 
