@@ -21,7 +21,7 @@ changed on the way would probe the wrong partners (docs/paper-notes.md's caution
 
 Relations have keys, so a key names at most one row at every version: an insert means the key
 was absent just before, a delete that it was present. Two users: the lazy warehouse condenses a
-relation's updates over the transactions a job combines (warehouse.core.deferral), and a
+relation's updates over the transactions a job combines (warehouse.core.sze_ling.deferral), and a
 PostgreSQL source the row changes its triggers captured over one transaction's statements
 (source_node.postgres_store; Vinh 2020's per-key condensing of change tables).
 

@@ -8,7 +8,7 @@ of timeouts doubles the wait until a sample arrives again. Without that doubling
 than the wait are never sampled (each one answers a retried message) and the retries feed on
 themselves: a bench on the Q5-like view made 106,959 sub-query retries for 9,036 transactions
 and never caught up. Both ends use it: the warehouse core for sub-queries
-(warehouse.core.engine), the source for notifications (source_node.resend_policy).
+(warehouse.core.sze_ling.engine), the source for notifications (source_node.resend_policy).
 """
 
 from __future__ import annotations

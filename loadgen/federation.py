@@ -31,7 +31,7 @@ from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
-from warehouse.core.deferral import Deferral
+from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.service import Warehouse, from_pb_rows
 from warehouse.store.materialize import materialize
 

@@ -130,7 +130,7 @@ def widening_note(cells: list[dict]) -> str:
     if not wide:
         return ""
     counts = ", ".join(f"{a} in {c['widened']}/{c['schedules']} schedules" for a, c in wide.items())
-    return (f"Maintained view widened with every relation's key (warehouse.core.keyed_view): {counts}; "
+    return (f"Maintained view widened with every relation's key (warehouse.core.baselines.keyed_view): {counts}; "
             "the levels judge the user's view, the widened view's projection (`fedlab simulate FILE` prints both).")
 
 

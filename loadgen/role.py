@@ -21,7 +21,7 @@ import time
 from fedmodel.channels import TlsFiles
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE, ENGINES
-from warehouse.core.deferral import Deferral
+from warehouse.core.sze_ling.deferral import Deferral
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
 
@@ -44,7 +44,7 @@ def add_source_engine_argument(parser) -> None:
 
 def add_deferral_arguments(parser) -> None:
     d = Deferral()
-    group = parser.add_argument_group("the lazy algorithm's bounds (warehouse/core/deferral.py)")
+    group = parser.add_argument_group("the lazy algorithm's bounds (warehouse/core/sze_ling/deferral.py)")
     group.add_argument("--combine-max", type=int, default=d.combine_max, metavar="N",
                        help=f"the most transactions one maintenance job combines; this many waiting start one "
                             f"(default {d.combine_max})")

@@ -18,7 +18,7 @@ from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef, parse_view
 from source_node.commit import check_initial_state
-from warehouse.core.deferral import Deferral
+from warehouse.core.sze_ling.deferral import Deferral
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
@@ -59,7 +59,7 @@ class Scenario:
 
 
 def _deferral(doc, where: str) -> Deferral:
-    """`lazy: {combine_max: N, max_delay: S, idle_after: S, max_jobs: N}` (warehouse.core.deferral)."""
+    """`lazy: {combine_max: N, max_delay: S, idle_after: S, max_jobs: N}` (warehouse.core.sze_ling.deferral)."""
     fields = {"combine_max", "max_delay", "idle_after", "max_jobs"}
     if not isinstance(doc, dict) or set(doc) - fields:
         raise ScenarioError(f"{where}: takes {', '.join(sorted(fields))}")

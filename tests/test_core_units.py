@@ -8,8 +8,8 @@ from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, Notification, RelationChange
 from fedmodel.viewdef import parse_view
-from warehouse.core.compensation import compensate
-from warehouse.core.dependencies import key_path, lookup_subtree_ok, ri_irrelevant
+from warehouse.core.sze_ling.compensation import compensate
+from warehouse.core.sze_ling.dependencies import key_path, lookup_subtree_ok, ri_irrelevant
 from warehouse.core.planner import plan
 from warehouse.core.view_state import MaterializedView
 
@@ -158,7 +158,7 @@ def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
 def test_a_gap_asks_for_the_missing_notifications_only():
     """Sze-Ling's lost-notification detection: DSVs 2 and 3 of ds1 are lost, 4 and 5 arrive; the
     resend request covers 2..3, not the notifications the warehouse already holds."""
-    from warehouse.core.engine import MaintenanceEngine
+    from warehouse.core.sze_ling.engine import MaintenanceEngine
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
@@ -173,7 +173,7 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     """Per gap, not per source: DSV 2 is lost and asked for once missing for 0.1 s; DSV 6 is
     lost while that ask is young, and is asked for alone 0.1 s on; 2..6 are asked again once
     the first ask is older than resend_timeout (its resend may have been lost too)."""
-    from warehouse.core.engine import MaintenanceEngine, Options
+    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
@@ -200,7 +200,7 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
 def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_opening():
     """DSV 2's resent copy is lost; a new gap opens every 0.2 s. DSV 2 is asked for again once
     its own ask is older than resend_timeout (found live: it waited for the source's timer)."""
-    from warehouse.core.engine import MaintenanceEngine, Options
+    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
@@ -218,7 +218,7 @@ def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     """Karn's backoff (fedmodel.round_trip): answers slower than the retry timeout are never
     sampled, so the timeout doubles with every round that retried, instead of retries feeding
     on themselves."""
-    from warehouse.core.engine import MaintenanceEngine
+    from warehouse.core.sze_ling.engine import MaintenanceEngine
     from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})

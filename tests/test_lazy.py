@@ -1,4 +1,4 @@
-"""Lazy maintenance (Zhou & Larson 2007; warehouse.core.deferral, fedmodel.condense).
+"""Lazy maintenance (Zhou & Larson 2007; warehouse.core.sze_ling.deferral, fedmodel.condense).
 
 Every view checked here is compared with an independent recomputation: the checker's DuckDB
 oracle at each state's version vector, and the final view against Sze-Ling's one-by-one result.
@@ -13,7 +13,7 @@ from loadgen.scenario import ScenarioError, parse_scenario
 from loadgen.simulate import simulate
 from loadgen.synthetic import random_scenario
 from fedmodel.condense import condense
-from warehouse.core.deferral import Deferral
+from warehouse.core.sze_ling.deferral import Deferral
 
 NEVER = {"combine_max": 100000, "max_delay": 1e9, "idle_after": 1e9}   # only a read maintains
 

@@ -21,8 +21,8 @@ from loadgen.checker.oracle import Oracle
 from loadgen.federation import Federation
 from loadgen.scenario import LEVELS, parse_scenario
 from warehouse.core.algorithms import maintained_view
-from warehouse.core.deferral import Deferral
-from warehouse.core.keyed_view import project
+from warehouse.core.sze_ling.deferral import Deferral
+from warehouse.core.baselines.keyed_view import project
 from warehouse.read_path import current_view_df
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
@@ -31,7 +31,7 @@ TRANSACTIONS = 16
 
 # The Strobe paper's Fixture A (Examples 1, 3, 6, 7) with a few more rows: a chain of three
 # relations at three sources. The user's view lacks r2's and r3's keys, so the Strobe family
-# maintains a widened view (warehouse.core.keyed_view) and the user's view carries a count.
+# maintains a widened view (warehouse.core.baselines.keyed_view) and the user's view carries a count.
 SCENARIO = {
     "name": "live baselines: Fixture A, extended",
     "sources": {

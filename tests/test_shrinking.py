@@ -159,7 +159,7 @@ def test_sze_ling_is_complete_on_explicit_schedules_over_random_federations(tmp_
 
 
 def test_a_core_without_compensation_yields_a_shrunk_counterexample_that_replays(tmp_path, monkeypatch, capsys):
-    import warehouse.core.computation as computation
+    import warehouse.core.sze_ling.computation as computation
 
     monkeypatch.setattr(computation, "compensate", lambda rows, *args, **kwargs: list(rows))   # broken on purpose
     with pytest.raises(AssertionError, match="not complete"):

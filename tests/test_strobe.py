@@ -2,7 +2,7 @@
 
 The paper's examples are scenario files (tests/scenarios/strobe_*.yaml, also replayed by
 test_paper_examples.py); here their intermediate states are read too, the decisions the paper
-leaves open (warehouse/core/strobe.py, c_strobe.py) are pinned, and each algorithm is run over
+leaves open (warehouse/core/baselines/strobe.py, c_strobe.py) are pinned, and each algorithm is run over
 random federations under FIFO delivery without loss, where the paper's consistency claims hold.
 """
 
@@ -25,8 +25,8 @@ from loadgen.synthetic import random_scenario
 from warehouse.core.algorithms import create, maintained_view
 from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, SendSubquery, StateApplied,
                                    TimerFired, ViewEvaluated)
-from warehouse.core.keyed_view import project, widen
-from warehouse.core.strobe import Update, cancel_inserted_then_deleted, updates_of
+from warehouse.core.baselines.keyed_view import project, widen
+from warehouse.core.baselines.strobe import Update, cancel_inserted_then_deleted, updates_of
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

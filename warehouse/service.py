@@ -51,7 +51,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, restore
-from warehouse.core.deferral import Deferral
+from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.core.receipts import Receipts
 from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
                                    Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated,
@@ -97,13 +97,13 @@ class Warehouse:
         `tls`: mutual TLS on its server and its channels to the sources;
         `recompute_period`: seconds between rounds of the `recompute` algorithm;
         `compact_interval`: seconds between compactions of the Delta view's base;
-        `deferral`: the `lazy` algorithm's bounds (warehouse.core.deferral; its defaults without)."""
+        `deferral`: the `lazy` algorithm's bounds (warehouse.core.sze_ling.deferral; its defaults without)."""
         self.catalog = catalog
         self.tls = tls
         self.view = parse_view(view_sql, catalog)
         check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
-        # The core's timings (warehouse.core.engine.EngineOptions); the sub-query timeout is a
+        # The core's timings (warehouse.core.sze_ling.engine.EngineOptions); the sub-query timeout is a
         # floor: the core stretches it to four smoothed round trips.
         self.timings = {"query_timeout": query_timeout, "resend_timeout": resend_timeout,
                         "reorder_allowance": reorder_allowance}

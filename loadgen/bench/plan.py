@@ -51,7 +51,7 @@ class RunSpec:
     source_engine: str = DEFAULT_ENGINE
     batch_interval: float = 1.0   # the warehouse's seconds between Delta batches (at least)
     trial: int = 1                # which repetition of the same run (--repeat)
-    combine_max: int | None = None   # lazy's bound (warehouse.core.deferral); None for the others
+    combine_max: int | None = None   # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
     max_jobs: int = 1                # lazy's jobs in progress at once
 
     @property

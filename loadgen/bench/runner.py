@@ -29,7 +29,7 @@ from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
 from loadgen.driver_process import DataRecipe, DriverProcess
 from loadgen.live import NO_FAULTS, set_faults
-from warehouse.core.deferral import Deferral
+from warehouse.core.sze_ling.deferral import Deferral
 
 Progress = Callable[[str, float, float | None, str], None]
 

@@ -1,4 +1,12 @@
 """The pure maintenance core: events in, actions out; no sockets, threads, clocks or Spark.
 
 The same core runs under the live warehouse service and under the deterministic simulator.
+- `sze_ling/`: Sze-Ling's algorithm (the engine, its transaction tasks and computations,
+  compensation, keys and dependencies, version state) and the modes the engine runs in besides
+  it: lazy maintenance's deferral (Zhou & Larson) and answers as of a version (Vinh).
+- `baselines/`: the algorithms it is compared with that have their own state machines: the Strobe
+  family and periodic recomputation.
+- here, what they all share: the events and actions (events), the interface adapters drive
+  (algorithm) and the algorithms by name (algorithms), the notification log and its receipts,
+  the view state, the join planner and the evaluation of a plan's fragments.
 """

@@ -6,12 +6,21 @@ events and returns actions. Everything else here is read-only, for reports and d
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
+
+
+@dataclass
+class Counters:
+    """What an algorithm did, by name; each algorithm's counters add their fields to this."""
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
 
 
 class Algorithm(Protocol):
     trace: list            # dicts with an "event" key: compensation steps, rejected answers, ...
-    counters: object       # .as_dict() -> {name: int}
+    counters: Counters
 
     def handle(self, event) -> list: ...
 

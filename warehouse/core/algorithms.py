@@ -9,17 +9,17 @@
 - `lazy`: Zhou & Larson 2007 over Sze-Ling's machinery: transactions wait, and several (across
   sources) are combined and condensed into one task when the warehouse is idle, when enough
   wait or the oldest has waited long enough, or when a query reads the view
-  (warehouse.core.deferral). Strongly consistent: the skipped states are never shown.
+  (warehouse.core.sze_ling.deferral). Strongly consistent: the skipped states are never shown.
 - `versioned`: Sze-Ling's algorithm with sources that answer as of a version (Vinh 2020,
   formula 12; fedmodel.as_of): every sub-query asks for its relations at exactly its task's
   initial versions, so no answer needs compensating; a source whose recent changes no longer
   reach back that far (it restarted) answers at its current state and is compensated as usual.
-  All four are configurations of the one engine (warehouse.core.engine).
-- `strobe`, `t-strobe`, `g-strobe` (warehouse.core.strobe) and `c-strobe`
-  (warehouse.core.c_strobe): Zhuge, Garcia-Molina & Wiener 1996, on the view widened with every
-  relation's key (warehouse.core.keyed_view), scan access by default.
+  All four are configurations of the one engine (warehouse.core.sze_ling.engine).
+- `strobe`, `t-strobe`, `g-strobe` (warehouse.core.baselines.strobe) and `c-strobe`
+  (warehouse.core.baselines.c_strobe): Zhuge, Garcia-Molina & Wiener 1996, on the view widened with every
+  relation's key (warehouse.core.baselines.keyed_view), scan access by default.
 - `recompute`: periodic recomputation from whole-relation answers
-  (warehouse.core.periodic_recompute), every `period` of time.
+  (warehouse.core.baselines.periodic_recompute), every `period` of time.
 Any incremental one can be paired with another access path (`join-graph` or `scan`), so that a
 run can separate the effect of compensation from that of the access path.
 """
@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fedmodel.viewdef import ViewDef
-from warehouse.core.c_strobe import CStrobe
-from warehouse.core.deferral import Deferral
-from warehouse.core.engine import MaintenanceEngine, Options
-from warehouse.core.keyed_view import widen
-from warehouse.core.periodic_recompute import PeriodicRecompute
+from warehouse.core.baselines.c_strobe import CStrobe
+from warehouse.core.sze_ling.deferral import Deferral
+from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
+from warehouse.core.baselines.keyed_view import widen
+from warehouse.core.baselines.periodic_recompute import PeriodicRecompute
 from warehouse.core.planner import ACCESS_PATHS
-from warehouse.core.strobe import GStrobe, Strobe, TStrobe
+from warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
 
 ENGINE_ALGORITHMS = {
     "sze-ling": Options(),

@@ -8,7 +8,7 @@ Zhou & Larson 2007. An update does not start maintenance; its transaction waits 
   then maintained like one transaction: the m-term delta of section 3.3, term k joining the
   relations before k at their after-versions, the delta of relation k, and the relations after
   k at their before-versions. That is exactly the Sze-Ling task of a transaction touching m
-  relations (warehouse.core.transaction_task, one sub-task per relation, each with the initial
+  relations (warehouse.core.sze_ling.transaction_task, one sub-task per relation, each with the initial
   version numbers of its turn), so compensation brings each answer to the versions its term
   needs, and the view skips the states between T_1 and T_l. Here the transactions may come from
   several sources: a job takes, per source, a prefix of its pending transactions in DSV order,

@@ -6,7 +6,7 @@ the view states it applied. It reads no clock (time comes with the events), draw
 numbers and opens no sockets, so the simulator can replay any interleaving through it.
 
 With `Options()` it is Sze-Ling's algorithm; other settings give the baselines that share its
-machinery, and with a `Deferral` it is lazy maintenance (warehouse.core.deferral: transactions
+machinery, and with a `Deferral` it is lazy maintenance (warehouse.core.sze_ling.deferral: transactions
 wait, then several are combined into one task; see warehouse.core.algorithms).
 
 Theorem 2 (complete consistency): a source's transactions start in DSV order, whatever order their
@@ -27,14 +27,15 @@ from fedmodel.round_trip import RoundTrip
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
-from warehouse.core.computation import Computation, Context
-from warehouse.core.deferral import Deferral, PendingTasks, combine
+from warehouse.core.algorithm import Counters
+from warehouse.core.sze_ling.computation import Computation, Context
+from warehouse.core.sze_ling.deferral import Deferral, PendingTasks, combine
 from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
                                    Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
                                    ViewReady)
 from warehouse.core.notification_log import NotificationLog
-from warehouse.core.transaction_task import TransactionTask
-from warehouse.core.version_state import VersionState
+from warehouse.core.sze_ling.transaction_task import TransactionTask
+from warehouse.core.sze_ling.version_state import VersionState
 from warehouse.core.view_state import MaterializedView
 
 
@@ -57,7 +58,7 @@ class Options:
 
 
 @dataclass
-class Counters:
+class EngineCounters(Counters):
     subqueries: int = 0
     retries: int = 0
     resends: int = 0
@@ -66,9 +67,6 @@ class Counters:
     rejected_answers: int = 0
     jobs: int = 0          # tasks started: one per transaction, or per combined group (lazy)
     condensed: int = 0     # base delta rows that condensing combined transactions removed
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 class MaintenanceEngine:
@@ -84,7 +82,7 @@ class MaintenanceEngine:
         self.pending = PendingTasks()   # received in DSV order, not started (lazy only)
         self._read_waits_for: dict[str, int] | None = None   # a read waits until the view reflects these DSVs
         self.trace: list[dict] = []
-        self.counters = Counters()
+        self.counters = EngineCounters()
         self.force_queries = set(force_queries)
         self._ids = 0
         self._routes: dict[str, Computation] = {}

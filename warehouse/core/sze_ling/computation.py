@@ -17,8 +17,8 @@ from typing import Callable
 
 from fedmodel.subquery import Answer, Subquery, SubqueryRelation
 from fedmodel.viewdef import ViewDef
-from warehouse.core.compensation import compensate
-from warehouse.core.dependencies import lookup_subtree_ok
+from warehouse.core.sze_ling.compensation import compensate
+from warehouse.core.sze_ling.dependencies import lookup_subtree_ok
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.planner import PlannedRelation, QueryPlan
 from warehouse.core.view_state import MaterializedView

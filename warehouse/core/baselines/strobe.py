@@ -3,14 +3,14 @@
 All three keep an action list AL of view changes and apply it as one warehouse transaction only
 at quiescence, when the unanswered query set UQS is empty: each applied state is then the view
 at a source state, although not every source state gets a view state of its own. An insertion
-U_i starts a query Q_i = V<U_i>, evaluated by the sources (warehouse.core.source_evaluate); a
+U_i starts a query Q_i = V<U_i>, evaluated by the sources (warehouse.core.baselines.source_evaluate); a
 deletion U received while Q is unanswered joins pending(Q), and key_delete(A, U) removes its
 tuples from Q's answer before insert(A) goes on AL; the deletion itself puts key_delete(MV, U) on
-AL. C-Strobe (section 6) lives in warehouse.core.c_strobe and shares `StrobeFamily`.
+AL. C-Strobe (section 6) lives in warehouse.core.baselines.c_strobe and shares `StrobeFamily`.
 
 Decisions where the paper leaves room (docs/paper-notes.md), each tested in tests/test_strobe.py:
 - Keys: the maintained view is the user's view widened with every relation's key
-  (warehouse.core.keyed_view); states and view_rows() are projected back to the user's columns.
+  (warehouse.core.baselines.keyed_view); states and view_rows() are projected back to the user's columns.
 - Updates: the paper's updates are single-tuple inserts and deletes. A notification (one source
   transaction, net changes) is read as its updates in order: relation by relation as the
   notification lists them, deletions (with the old images of modifications) before insertions
@@ -48,12 +48,13 @@ from dataclasses import dataclass, field
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
+from warehouse.core.algorithm import Counters
 from warehouse.core.events import (AnswerArrived, NotificationArrived, ResendRefused,
                                    SendSubquery, StateApplied, TimerFired, ViewQueried,
                                    ViewReady)
-from warehouse.core.keyed_view import project, widen
+from warehouse.core.baselines.keyed_view import project, widen
 from warehouse.core.notification_log import NotificationLog
-from warehouse.core.source_evaluate import Derivation, Evaluation
+from warehouse.core.baselines.source_evaluate import Derivation, Evaluation
 from warehouse.core.view_state import MaterializedView
 
 
@@ -81,15 +82,12 @@ def updates_of(view: ViewDef, n: Notification) -> list[Update]:
 
 
 @dataclass
-class Counters:
+class StrobeCounters(Counters):
     subqueries: int = 0
     retries: int = 0
     duplicates: int = 0        # answers to sub-queries no longer outstanding
     key_deletes: int = 0       # key_delete applied to an answer (pending sets)
     compensations: int = 0     # C-Strobe's compensating queries
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -139,7 +137,7 @@ class StrobeFamily:
         self.refreshed = dict(brv)
         self.uqs: list = []
         self.trace: list[dict] = []
-        self.counters = Counters()
+        self.counters = StrobeCounters()
         self._routes: dict[str, tuple[object, Evaluation]] = {}
         self._sent_at: dict[str, tuple[float, Subquery]] = {}
         self._ids = 0

@@ -21,7 +21,7 @@ from typing import Callable
 
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.viewdef import ViewDef
-from warehouse.core.computation import Computation, Context
+from warehouse.core.sze_ling.computation import Computation, Context
 from warehouse.core.evaluation import fold, plan_fragment
 from warehouse.core.planner import pin, plan
 

@@ -18,10 +18,10 @@ Decisions where the paper leaves room (docs/paper-notes.md), tested in tests/tes
 - "Received between U_j and A_{i,j,k}" is open at both ends: after U_j in arrival order (U_j's
   tuple is already in Q_{i,j,k}; updates processed before U_i are reflected in every answer) and
   before the arrival of the answer's last piece. The updates of one notification arrive
-  together, in the order warehouse.core.strobe.updates_of gives, so an insertion's query
+  together, in the order warehouse.core.baselines.strobe.updates_of gives, so an insertion's query
   compensates the later updates of its own transaction.
 - key_delete*(Δ, U_k) matches U_k's tuple on every attribute, key and non-key, in the derivation
-  each Δ tuple keeps (warehouse.core.source_evaluate), since the view may not show the non-key
+  each Δ tuple keeps (warehouse.core.baselines.source_evaluate), since the view may not show the non-key
   ones. "U_j, U_k refer to the same tuple" is likewise equality on every attribute, and U_j must
   have arrived after U_i: only then can that tuple be in V<U_i>[ss_{i-1}] (Appendix B).
 - Transactions: the paper's C-Strobe updates MV after each update, and its completeness is
@@ -41,8 +41,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from fedmodel.transactions import Notification
-from warehouse.core.source_evaluate import Evaluation, joining
-from warehouse.core.strobe import Insert, KeyDelete, StrobeFamily, Update, updates_of
+from warehouse.core.baselines.source_evaluate import Evaluation, joining
+from warehouse.core.baselines.strobe import Insert, KeyDelete, StrobeFamily, Update, updates_of
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from fedmodel.subquery import Answer, Subquery, SubqueryRelation
 from fedmodel.viewdef import ViewDef
+from warehouse.core.algorithm import Counters
 from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, ResendRefused,
                                    SendSubquery, StateApplied, TimerFired, ViewEvaluated,
                                    ViewQueried, ViewReady)
@@ -34,7 +35,7 @@ from warehouse.core.view_state import MaterializedView
 
 
 @dataclass
-class Counters:
+class RecomputeCounters(Counters):
     subqueries: int = 0
     retries: int = 0
     rounds: int = 0
@@ -42,9 +43,6 @@ class Counters:
     duplicates: int = 0
     evaluations: int = 0   # recomputations that came back (ViewEvaluated) and replaced the view
     failed_evaluations: int = 0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 class PeriodicRecompute:
@@ -57,7 +55,7 @@ class PeriodicRecompute:
         self._applied_dsv = dict(dsv)
         self.refreshed = dict(brv)
         self.trace: list[dict] = []
-        self.counters = Counters()
+        self.counters = RecomputeCounters()
         self.outstanding: dict[str, Subquery] = {}
         self.answers: dict[str, Answer] = {}   # relation -> its answer in this round
         self.last_round = 0.0
