@@ -6,7 +6,7 @@
   host directory owned by the image's user (10001) so the non-root pods can write.
 - The API server's CA for pods that call the API, where the namespace's kube-root-ca.crt is empty.
 - The TLS Secret for `tls.enabled=true`: a throwaway CA and one certificate naming every Service
-  of the release (loadgen.certs).
+  of the release (loadgen.roles.certs).
 - Probes of what the chart promises: each pod runs as a non-root user on a read-only root
   filesystem; the chaos ServiceAccount may delete pods in its namespace and nothing else; a pod
   without the load generator's labels cannot reach a source's gRPC port, while one with them can.
@@ -191,7 +191,7 @@ def _presented_chain(url: str) -> str:
 # ---- TLS ----
 
 def create_tls_secret(kube: Kube, name: str, hosts: list[str], folder: Path) -> None:
-    from loadgen.certs import write_certificates
+    from loadgen.roles.certs import write_certificates
 
     write_certificates(folder, hosts)
     kube.run("create", "secret", "generic", name, *(f"--from-file={folder / f}" for f in ("ca.crt", "tls.crt", "tls.key")))

@@ -264,7 +264,7 @@ class Run:
 
 
 def checker_figures(log_text: str) -> dict:
-    """The figures in `fedlab check`'s text report (loadgen.check._print_text).
+    """The figures in `fedlab check`'s text report (loadgen.live.check._print_text).
 
     >>> checker_figures("level: complete\\ntransactions: 12  states: 9\\nstaleness: applied p50 0.4 s\\n"
     ...                 "lost: none\\ndoubled: 2 ('s1', 4)")

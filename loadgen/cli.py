@@ -4,7 +4,7 @@ Every subcommand is a module with `add_arguments(parser)` and `main(args)` whose
 paragraph is its description, registered in COMMANDS with its one-line help; it is imported only
 when it runs (and for --help), so that `fedlab check` starts fast. The role commands the Helm chart
 runs (helm/federation/README.md) also log as services do. `chaos-k8s` parses its own arguments
-(loadgen.chaos_k8s.main takes the argument list, as the chart's chaos Job calls it).
+(loadgen.roles.chaos_k8s.main takes the argument list, as the chart's chaos Job calls it).
 """
 
 from __future__ import annotations
@@ -14,23 +14,23 @@ import importlib
 import sys
 
 COMMANDS = {
-    "simulate": ("loadgen.simulate", "run a scenario file deterministically through the maintenance core"),
-    "matrix": ("loadgen.matrix", "every algorithm against every fault condition, over seeded random schedules"),
-    "soak": ("loadgen.soak", "one algorithm over thousands of random schedules, warehouse crashes included (make soak)"),
-    "demo": ("loadgen.demo", "run a live federation under a minute of load (make demo)"),
-    "run": ("loadgen.run", "a live federation under load and chaos, judged by the checker"),
+    "simulate": ("loadgen.simulation.simulate", "run a scenario file deterministically through the maintenance core"),
+    "matrix": ("loadgen.simulation.matrix", "every algorithm against every fault condition, over seeded random schedules"),
+    "soak": ("loadgen.simulation.soak", "one algorithm over thousands of random schedules, warehouse crashes included (make soak)"),
+    "demo": ("loadgen.live.demo", "run a live federation under a minute of load (make demo)"),
+    "run": ("loadgen.live.run", "a live federation under load and chaos, judged by the checker"),
     "bench": ("loadgen.bench.command", "the algorithms side by side on one workload: figures, plots and a summary "
                                        "(make bench)"),
     "bench-postgres": ("loadgen.bench.postgres_maintenance", "Vinh 2020's Table 1 in PostgreSQL: synchronous against "
                                                              "asynchronous view maintenance, and what change capture "
                                                              "costs a writer"),
-    "check": ("loadgen.check", "classify a live run's consistency from its run directory"),
-    "view": ("loadgen.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
-    "tls-certs": ("loadgen.certs", "write a throwaway CA and a certificate for mutual TLS (ca.crt, tls.crt, "
+    "check": ("loadgen.live.check", "classify a live run's consistency from its run directory"),
+    "view": ("loadgen.live.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
+    "tls-certs": ("loadgen.roles.certs", "write a throwaway CA and a certificate for mutual TLS (ca.crt, tls.crt, "
                                    "tls.key: a Secret for the chart's tls)"),
-    "source": ("loadgen.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),
-    "warehouse": ("loadgen.warehouse_role", "run the warehouse service until SIGTERM"),
-    "load": ("loadgen.load", "commit the configured workload at the sources at a target rate"),
+    "source": ("loadgen.roles.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),
+    "warehouse": ("loadgen.roles.warehouse_role", "run the warehouse service until SIGTERM"),
+    "load": ("loadgen.roles.load", "commit the configured workload at the sources at a target rate"),
 }
 ROLES = ("source", "warehouse", "load")
 
@@ -53,7 +53,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["chaos-k8s"]:
-        from loadgen.chaos_k8s import main as chaos_main
+        from loadgen.roles.chaos_k8s import main as chaos_main
 
         return chaos_main(argv[1:])
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 0 if not argv else 2
     if args.command in ROLES:
-        from loadgen.role import configure_logging
+        from loadgen.roles.process import configure_logging
 
         configure_logging()
     return importlib.import_module(COMMANDS[args.command][0]).main(args)

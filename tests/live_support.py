@@ -1,7 +1,7 @@
 """Test support for live runs: the load generator's side of a test, committing random valid
 transactions at live sources.
 
-Each transaction is drawn (loadgen.simulator.RandomTransactions) against an in-memory mirror of
+Each transaction is drawn (loadgen.simulation.simulator.RandomTransactions) against an in-memory mirror of
 its source (source_node.memory_store.MemoryStore), committed live, then committed to the mirror,
 and the live source must give it the DSV the mirror did: the mirror is the test's own record of
 what each source committed.
@@ -15,8 +15,8 @@ from typing import Callable
 
 from fedmodel.channels import client_channel
 from fedmodel.transactions import Notification, TransactionRequest
-from loadgen.scenario import Scenario
-from loadgen.simulator import RandomTransactions
+from loadgen.simulation.scenario import Scenario
+from loadgen.simulation.simulator import RandomTransactions
 from source_node.memory_store import MemoryStore
 
 

@@ -27,8 +27,8 @@ from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import federation_pb2 as pb
-from loadgen.scenario import parse_scenario
-from loadgen.simulate import simulate
+from loadgen.simulation.scenario import parse_scenario
+from loadgen.simulation.simulate import simulate
 from source_node.engines import file_name, open_store
 from source_node.memory_store import MemoryStore
 

@@ -130,8 +130,8 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, message):
 
 def test_synthetic_stream_is_deterministic_per_seed():
     from fedmodel.viewdef import parse_view
-    from loadgen.synthetic_load import SyntheticStream
-    from loadgen.tpch import load_view, tpch_catalog
+    from loadgen.workloads.synthetic_load import SyntheticStream
+    from loadgen.workloads.tpch import load_view, tpch_catalog
 
     catalog = tpch_catalog()
     view = parse_view(load_view("q3"), catalog)

@@ -19,7 +19,7 @@ import pytest
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import Modification, TransactionRequest
 from loadgen.cli import main
-from loadgen.runfile import RunFile
+from loadgen.live.runfile import RunFile
 from source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {

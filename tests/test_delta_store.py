@@ -292,7 +292,7 @@ def spark_of(committed):
 def run_dir_for(tmp_path, store_root):
     """A run directory whose run file names `store_root` as the warehouse's Delta tables."""
     from fedmodel.catalog import Catalog, Relation
-    from loadgen.runfile import RunFile
+    from loadgen.live.runfile import RunFile
 
     catalog = Catalog((Relation("R1", "ds1", ("k",), ("BIGINT",), ("k",)),))
     RunFile(catalog, "SELECT k FROM R1", "sze-ling", {"ds1": None}, tmp_path / "history", store_root).write(tmp_path)
@@ -303,7 +303,7 @@ def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, caps
     import argparse
     import json
 
-    from loadgen import delta_view
+    from loadgen.live import delta_view
 
     root, _ = committed
     run = run_dir_for(tmp_path, root)

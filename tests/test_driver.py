@@ -1,4 +1,4 @@
-"""loadgen.driver.drive with a fake batch commit: each source's transactions arrive in stream order
+"""loadgen.workloads.driver.drive with a fake batch commit: each source's transactions arrive in stream order
 in groups of at most `max_batch`, a backlog is taken as one group, and every offered transaction
 is counted once, committed or rejected."""
 
@@ -9,7 +9,7 @@ import time
 
 from fedmodel.errors import ModelError
 from fedmodel.transactions import TransactionRequest
-from loadgen.driver import drive
+from loadgen.workloads.driver import drive
 
 
 class RoundRobinStream:

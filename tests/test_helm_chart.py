@@ -411,7 +411,7 @@ def source_role_args(container):
     """The container's `fedlab source` command line, parsed by the role's own parser."""
     import argparse
 
-    from loadgen import source_role
+    from loadgen.roles import source_role
 
     argv = command_line(container)
     assert argv[:2] == ["fedlab", "source"]
@@ -666,7 +666,7 @@ def test_the_chart_uses_only_the_documented_cli_flags(rendered, name):
 
 
 def test_the_chaos_client_accepts_the_charts_flags():
-    from loadgen.chaos_k8s import build_parser
+    from loadgen.roles.chaos_k8s import build_parser
 
     known = {a for action in build_parser()._actions for a in action.option_strings}
     assert CLI_CONTRACT["chaos-k8s"] <= known

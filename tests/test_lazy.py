@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from fedmodel.transactions import Modification, RelationChange
-from loadgen.scenario import ScenarioError, parse_scenario
-from loadgen.simulate import simulate
-from loadgen.synthetic import random_scenario
+from loadgen.simulation.scenario import ScenarioError, parse_scenario
+from loadgen.simulation.simulate import simulate
+from loadgen.workloads.synthetic import random_scenario
 from fedmodel.condense import condense
 from warehouse.core.sze_ling.deferral import Deferral
 
@@ -125,7 +125,7 @@ def test_the_combined_result_is_the_one_by_one_result(bounds):
 
 def test_random_schedules_with_every_fault_stay_strongly_consistent():
     """Drops, reorders, duplicates and source restarts, over the four bound settings of
-    loadgen.synthetic.LAZY_BOUNDS: every state is the view at the vector it claims."""
+    loadgen.workloads.synthetic.LAZY_BOUNDS: every state is the view at the vector it claims."""
     combined = 0
     for seed in range(60):
         doc = random_scenario(seed, algorithm="lazy", drop=0.1, reorder=0.3, duplicate=0.05, steps=60)

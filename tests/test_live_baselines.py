@@ -1,6 +1,6 @@
 """The baselines live (docs/architecture.md 4.3): Ray source actors with gRPC and DuckDB, the warehouse on
 Spark with Delta, one small federation per algorithm, judged from the run directory by the
-checker (loadgen.check, whose DuckDB oracle shares no code with the maintenance path) and the
+checker (loadgen.live.check, whose DuckDB oracle shares no code with the maintenance path) and the
 final view compared with that oracle's recomputation over the committed history.
 
 Strobe and C-Strobe run under the conditions their paper assumes (Zhuge et al. 1996, sections 3
@@ -16,10 +16,10 @@ import time
 import pytest
 from live_support import MirroredLoad
 
-from loadgen.check import check
+from loadgen.live.check import check
 from loadgen.checker.oracle import Oracle
-from loadgen.federation import Federation
-from loadgen.scenario import LEVELS, parse_scenario
+from loadgen.live.federation import Federation
+from loadgen.simulation.scenario import LEVELS, parse_scenario
 from warehouse.core.algorithms import maintained_view
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.core.baselines.keyed_view import project

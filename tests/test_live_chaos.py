@@ -24,11 +24,11 @@ from live_support import MirroredLoad, refuses
 
 from fedmodel import message_log
 from fedmodel.transactions import TransactionRequest
-from loadgen.check import check
-from loadgen.federation import Federation
-from loadgen.live import NO_FAULTS, set_faults
-from loadgen.runfile import RunFile
-from loadgen.scenario import load_scenario, parse_scenario
+from loadgen.live.check import check
+from loadgen.live.federation import Federation
+from loadgen.live.environment import NO_FAULTS, set_faults
+from loadgen.live.runfile import RunFile
+from loadgen.simulation.scenario import load_scenario, parse_scenario
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 

@@ -11,9 +11,9 @@ from live_support import MirroredLoad
 
 from fedmodel.channels import client_channel
 from loadgen.checker.oracle import Oracle
-from loadgen.federation import Federation
-from loadgen.scenario import parse_scenario
-from loadgen.synthetic import random_scenario
+from loadgen.live.federation import Federation
+from loadgen.simulation.scenario import parse_scenario
+from loadgen.workloads.synthetic import random_scenario
 from warehouse.store.sparktypes import from_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]

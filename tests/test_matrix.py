@@ -8,9 +8,9 @@ import json
 import pytest
 
 from loadgen.cli import main
-from loadgen.matrix import CONDITIONS, ORDER, markdown, run_matrix, schedule, widening_note
-from loadgen.scenario import LEVELS, load_scenario, parse_scenario
-from loadgen.simulate import simulate
+from loadgen.simulation.matrix import CONDITIONS, ORDER, markdown, run_matrix, schedule, widening_note
+from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from loadgen.simulation.simulate import simulate
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_a_restart_loses_held_queries_and_resends_what_was_not_acknowledged():
 
     import yaml
 
-    from loadgen.scenario import parse_scenario
+    from loadgen.simulation.scenario import parse_scenario
 
     doc = yaml.safe_load((Path(__file__).parent / "scenarios" / "sze_ling_example1.yaml").read_text())
     doc.update(algorithm="sze-ling", expect={"view": [["c1", 2]], "consistency": "complete"}, steps=[

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fedmodel.catalog import Catalog
 from fedmodel.viewdef import parse_view
-from loadgen.scenario import parse_scenario
-from loadgen.simulate import simulate
+from loadgen.simulation.scenario import parse_scenario
+from loadgen.simulation.simulate import simulate
 from warehouse.core.planner import plan
 
 # Example 5's join graph as docs/paper-notes.md reconstructs it (Figure 1 is lost): R2, R3, R4 at

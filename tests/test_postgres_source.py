@@ -225,9 +225,9 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
 
     import ray
 
-    from loadgen.check import check
-    from loadgen.federation import Federation
-    from loadgen.scenario import parse_scenario
+    from loadgen.live.check import check
+    from loadgen.live.federation import Federation
+    from loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
@@ -267,9 +267,9 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
     import tempfile
     from pathlib import Path
 
-    from loadgen.check import check
-    from loadgen.federation import Federation
-    from loadgen.scenario import parse_scenario
+    from loadgen.live.check import check
+    from loadgen.live.federation import Federation
+    from loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources, versioned")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-versioned-"))
@@ -337,10 +337,10 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
 
     from live_support import MirroredLoad
 
-    from loadgen.check import check
-    from loadgen.federation import Federation
-    from loadgen.live import NO_FAULTS, set_faults
-    from loadgen.scenario import parse_scenario
+    from loadgen.live.check import check
+    from loadgen.live.federation import Federation
+    from loadgen.live.environment import NO_FAULTS, set_faults
+    from loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources under chaos")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-chaos-"))

@@ -27,9 +27,9 @@ from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.wire import pb, rpc
-from loadgen.check import load_history
-from loadgen.scenario import parse_scenario
-from loadgen.synthetic import random_scenario
+from loadgen.live.check import load_history
+from loadgen.simulation.scenario import parse_scenario
+from loadgen.workloads.synthetic import random_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -178,7 +178,7 @@ def test_a_ray_source_actor_restarted_mid_run_keeps_complete_consistency(spark, 
     import ray
 
     from loadgen.cli import main
-    from loadgen.federation import Federation
+    from loadgen.live.federation import Federation
 
     scenario = parse_scenario(random_scenario(38, relations=(2, 2), sources=(2, 2)), "actor restart")
     catalog = scenario.catalog

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fedmodel.transactions import Notification
-from loadgen.scenario import load_scenario
-from loadgen.simulate import simulate
+from loadgen.simulation.scenario import load_scenario
+from loadgen.simulation.simulate import simulate
 from source_node.resend_policy import ResendPolicy
 from warehouse.core.algorithms import ALGORITHMS
 

@@ -22,7 +22,7 @@ from fedmodel.errors import ModelError
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from loadgen.cli import build_parser, main
-from loadgen.synthetic_load import SyntheticStream
+from loadgen.workloads.synthetic_load import SyntheticStream
 from source_node.memory_store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -57,8 +57,8 @@ def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message,
 
 def test_a_fault_for_one_source_reaches_that_source_only():
     from fedmodel.errors import ModelError
-    from loadgen.live import faults_by_source
-    from loadgen.run import parse_chaos
+    from loadgen.live.environment import faults_by_source
+    from loadgen.live.run import parse_chaos
 
     faults, kills = parse_chaos("drop=0.1,sales:answer_drop=0.5,reference:drop=0.3", ["reference", "sales"])
     assert kills == {}

@@ -20,10 +20,10 @@ import yaml
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from loadgen.scenario import _step, parse_scenario
-from loadgen.simulate import simulate
-from loadgen.simulator import RandomTransactions, Simulator
-from loadgen.synthetic import random_scenario
+from loadgen.simulation.scenario import _step, parse_scenario
+from loadgen.simulation.simulate import simulate
+from loadgen.simulation.simulator import RandomTransactions, Simulator
+from loadgen.workloads.synthetic import random_scenario
 
 # Sze-Ling's Example 1 federation: a join across two sources, the smallest where compensation counts.
 EXAMPLE_1 = {"name": "shrunk", "algorithm": "sze-ling",

@@ -2,7 +2,7 @@
 lazy maintenance, which combines transactions over the same machinery, strong consistency; and
 versioned, which asks the sources as of its tasks' versions, complete without compensating).
 
-Each scenario is a random federation (loadgen.synthetic: chains, stars and trees of 2-6 relations
+Each scenario is a random federation (loadgen.workloads.synthetic: chains, stars and trees of 2-6 relations
 over 2-4 sources, views with and without their relations' keys, selections, references and
 referential integrity; every other seed also with the shapes adversarial testing found defects
 in: a column shown twice, declared FDs whose chains reach keys the view does not show, keys and
@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loadgen.scenario import parse_scenario
-from loadgen.simulate import simulate
-from loadgen.synthetic import random_scenario
+from loadgen.simulation.scenario import parse_scenario
+from loadgen.simulation.simulate import simulate
+from loadgen.workloads.synthetic import random_scenario
 
 SCENARIOS = int(os.environ.get("FEDLAB_PROPERTY_SCENARIOS", "2000"))
 
@@ -69,7 +69,7 @@ def shortfalls(algorithm: str, schedules: int) -> list[dict]:
 
 @pytest.mark.parametrize("algorithm, schedules", [
     ("sze-ling", SCENARIOS),
-    # A quarter as many: lazy's bounds vary with the seed (loadgen.synthetic.LAZY_BOUNDS) ...
+    # A quarter as many: lazy's bounds vary with the seed (loadgen.workloads.synthetic.LAZY_BOUNDS) ...
     ("lazy", SCENARIOS // 4),
     # ... and versioned reads every answer as of its task's versions (fedmodel.as_of).
     ("versioned", SCENARIOS // 4),

@@ -20,7 +20,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.wire import pb, rpc
-from loadgen.remote_source import RemoteSource, read_history
+from loadgen.live.remote_source import RemoteSource, read_history
 from source_node.faults import FaultInjector
 from source_node.node import SourceNode
 

@@ -19,9 +19,9 @@ from fedmodel.transactions import Modification, Notification, RelationChange
 from fedmodel.viewdef import parse_view
 from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle
-from loadgen.scenario import load_scenario, parse_scenario
-from loadgen.simulate import simulate
-from loadgen.synthetic import random_scenario
+from loadgen.simulation.scenario import load_scenario, parse_scenario
+from loadgen.simulation.simulate import simulate
+from loadgen.workloads.synthetic import random_scenario
 from warehouse.core.algorithms import create, maintained_view
 from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, SendSubquery, StateApplied,
                                    TimerFired, ViewEvaluated)

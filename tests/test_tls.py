@@ -1,5 +1,5 @@
-"""Mutual TLS on the gRPC channels (fedmodel.channels, loadgen.certs) and the Source.History RPC
-that lets `fedlab check` judge a run whose source files it cannot reach (loadgen.remote_source).
+"""Mutual TLS on the gRPC channels (fedmodel.channels, loadgen.roles.certs) and the Source.History RPC
+that lets `fedlab check` judge a run whose source files it cannot reach (loadgen.live.remote_source).
 
 A source node and its clients work over mutual TLS; a client with no certificate, or with one from
 another CA, and a server whose certificate does not name the dialled host, are refused at the
@@ -28,10 +28,10 @@ from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.messages import to_pb
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.wire import pb, rpc
-from loadgen.certs import write_certificates
-from loadgen.check import committed_history
+from loadgen.roles.certs import write_certificates
+from loadgen.live.check import committed_history
 from loadgen.cli import main
-from loadgen.remote_source import RemoteSource
+from loadgen.live.remote_source import RemoteSource
 from source_node.node import SourceNode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +201,7 @@ def test_fedlab_source_serves_over_mutual_tls_with_the_flags(tmp_path, certs):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_live_federation_over_tls_is_complete_by_rpc_and_by_file(spark, ray_runtime, tmp_path, capsys):
-    from loadgen.federation import Federation
+    from loadgen.live.federation import Federation
 
     run_dir = tmp_path / "run"
     tls = write_certificates(run_dir / "tls")

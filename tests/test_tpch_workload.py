@@ -13,8 +13,8 @@ import pytest
 from fedmodel.catalog import Catalog, FunctionalDependency, check_row
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import parse_view
-from loadgen.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
-from loadgen.workload import STREAMS, UpdateStream, Workload, zipf_rank
+from loadgen.workloads.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
+from loadgen.workloads.workload import STREAMS, UpdateStream, Workload, zipf_rank
 from source_node.memory_store import MemoryStore
 
 SF001_ROWS = {"region": 5, "nation": 25, "supplier": 100, "customer": 1500, "part": 2000,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from fedmodel.errors import ModelError
-from loadgen.scenario import parse_scenario
-from loadgen.simulate import simulate
+from loadgen.simulation.scenario import parse_scenario
+from loadgen.simulation.simulate import simulate
 
 SOURCES = {"ds1": {"a": {"columns": ["i", "j", "s"], "types": ["BIGINT", "BIGINT", "VARCHAR"], "key": ["i"]}},
            "ds2": {"b": {"columns": ["i", "k"], "types": ["BIGINT", "BIGINT"], "key": ["i"]}},
@@ -190,9 +190,10 @@ def test_a_select_project_join_view_is_maintained_under_faults(sql):
 
 @pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
 def test_a_refused_view_file_stops_a_live_command_before_anything_starts(command, tmp_path, monkeypatch, capsys):
-    from loadgen import cli, tpch
+    from loadgen import cli
+    from loadgen.workloads import tpch
 
-    views = tmp_path / "loadgen" / "views"
+    views = tmp_path / "loadgen" / "workloads" / "views"
     views.mkdir(parents=True)
     (views / "sampled.sql").write_text("SELECT c_custkey FROM customer TABLESAMPLE (5 PERCENT)")
     monkeypatch.setattr(tpch, "VIEWS_DIR", views)
@@ -202,5 +203,5 @@ def test_a_refused_view_file_stops_a_live_command_before_anything_starts(command
     assert cli.main([*command, views_flag, "sampled", flag, str(out)]) == 2
     captured = capsys.readouterr()
     printed = (captured.out + captured.err).strip()
-    assert "loadgen/views/sampled.sql: view: TABLESAMPLE on customer is not supported" in printed
+    assert "loadgen/workloads/views/sampled.sql: view: TABLESAMPLE on customer is not supported" in printed
     assert "\n" not in printed and not out.exists()

@@ -1,5 +1,5 @@
 """The warehouse crashes and restarts from its durable store, in the simulator (issue 14, item 1;
-loadgen.simulator): what a batch made durable survives (the view, its version state, the change
+loadgen.simulation.simulator): what a batch made durable survives (the view, its version state, the change
 log, the notifications received), what was applied or received since is lost and done again, and
 the run stays completely consistent, also when the crash falls between a batch's Delta commit and
 the rest. Random schedules with warehouse crashes and source restarts, judged by the checker
@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from loadgen.cli import main
-from loadgen.matrix import schedule
-from loadgen.scenario import ScenarioError, parse_scenario
-from loadgen.simulate import simulate
+from loadgen.simulation.matrix import schedule
+from loadgen.simulation.scenario import ScenarioError, parse_scenario
+from loadgen.simulation.simulate import simulate
 
 EXAMPLE = yaml.safe_load((Path(__file__).parent / "scenarios" / "sze_ling_example1.yaml").read_text())
 

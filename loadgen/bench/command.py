@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from loadgen.bench.plan import DEFAULT_ALGORITHMS, DEFAULT_CHAOS, DEFAULT_COMBINE, PlanError, plan
-from loadgen.role import add_source_engine_argument
+from loadgen.roles.process import add_source_engine_argument
 
 
 def add_arguments(parser) -> None:
@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
                              f"(default {DEFAULT_COMBINE})")
     parser.add_argument("--max-jobs", type=int, default=1, metavar="J",
                         help="lazy's maintenance jobs in progress at once (default 1, the paper's)")
-    parser.add_argument("--views", default="q3,q5", help="comma-separated views from loadgen/views (default q3,q5)")
+    parser.add_argument("--views", default="q3,q5", help="comma-separated views from loadgen/workloads/views (default q3,q5)")
     parser.add_argument("--scale", default="0.1", help="TPC-H scale factor(s), comma-separated (default 0.1)")
     parser.add_argument("--rate", type=float, default=500.0,
                         help="offered txn/s during the load phase, where staleness is measured (default 500)")
@@ -55,7 +55,7 @@ def add_arguments(parser) -> None:
                         help="seconds a run waits for the view to reflect every commit (default 30)")
     parser.add_argument("--placement", default="spread",
                         help="TPC-H relations over sources, comma-separated: spread (Q3 over three sources; "
-                             "the default) or default (loadgen.tpch's, Q3 at one source)")
+                             "the default) or default (loadgen.workloads.tpch's, Q3 at one source)")
     parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed (default mixed)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=1,
@@ -82,7 +82,7 @@ def main(args) -> int:
         return 2
     from rich.console import Console
 
-    from loadgen.live import prepare_environment
+    from loadgen.live.environment import prepare_environment
 
     prepare_environment()
     console = Console(stderr=args.json)
@@ -109,10 +109,10 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from loadgen.bench.runner import failed, run_one
-    from loadgen.driver_process import DataRecipe
-    from loadgen.live import warehouse_spark
+    from loadgen.workloads.driver_process import DataRecipe
+    from loadgen.live.environment import warehouse_spark
     from loadgen.bench.plan import PLACEMENTS
-    from loadgen.tpch import tpch_catalog
+    from loadgen.workloads.tpch import tpch_catalog
     from source_node.ray_runtime import stop_ray
 
     several = {"view": len({s.view for s in specs}) > 1, "scale": len({s.scale for s in specs}) > 1,
@@ -167,7 +167,7 @@ def _prepare_source_files(catalog, recipe, folder: Path, engine: str) -> None:
 
 def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) -> None:
     from fedmodel.catalog import Catalog
-    from loadgen.federation import prepare_source_files
+    from loadgen.live.federation import prepare_source_files
 
     partial = Path(folder + ".partial")   # a failed child leaves no folder the next run would trust
     shutil.rmtree(partial, ignore_errors=True)
@@ -195,7 +195,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
             "targets": evaluate([r for r in runs if r.get("trial", 1) == 1]),
             "trials": trials(runs),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
-            "notes": ["The driver runs in a process of its own (loadgen.driver_process) and commits with one "
+            "notes": ["The driver runs in a process of its own (loadgen.workloads.driver_process) and commits with one "
                       "client thread per source, in stream order (the update stream's picture of the keys "
                       "needs it), each time everything queued for the source (up to 256 transactions) as one "
                       "group (CommitBatch); a source commits what its clients queued as one group."]}

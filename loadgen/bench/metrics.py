@@ -44,7 +44,7 @@ def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:
 
 
 def commit_times(log: dict[str, list]) -> dict[tuple[str, int], float]:
-    """(source, DSV) -> commit time, from the sources' logs (loadgen.check.LiveHistory.log)."""
+    """(source, DSV) -> commit time, from the sources' logs (loadgen.live.check.LiveHistory.log)."""
     return {(source, n.dsv): n.commit_time for source, notes in log.items() for n in notes}
 
 

@@ -6,7 +6,7 @@ An algorithm is written `name` or `name:access` (`sze-ling:scan` is Sze-Ling's c
 the Strobe family's left/right scans instead of join-graph sub-queries). `lazy` runs once per
 value of the combine bound (`--combine-max 1,10,100,1000`), labelled `lazy@N` (`lazy@NxJ` with
 `--max-jobs J` above 1: J jobs may overlap). A placement says which
-source holds which TPC-H relation: `default` (loadgen.tpch: customer, orders and lineitem all at
+source holds which TPC-H relation: `default` (loadgen.workloads.tpch: customer, orders and lineitem all at
 "sales", so Q3 is a one-source view) or `spread` (customer, orders and lineitem at three
 different sources, so Q3 joins across all three).
 """
@@ -22,7 +22,7 @@ DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what issue 12's targ
 DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
 DEFAULT_COMBINE = "1,10,100,1000"   # lazy's sweep (issue 16)
 PLACEMENTS = {
-    "default": None,   # loadgen.tpch.DEFAULT_PLACEMENT
+    "default": None,   # loadgen.workloads.tpch.DEFAULT_PLACEMENT
     "spread": {"crm": ["customer", "nation", "region"], "ordering": ["orders"],
                "fulfilment": ["lineitem", "part", "partsupp", "supplier"]},
 }
@@ -99,9 +99,9 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
     the machine over the bench spreads over every run alike."""
-    from loadgen.run import parse_chaos
-    from loadgen.tpch import DEFAULT_PLACEMENT, load_view, view_names
-    from loadgen.workload import WORKLOADS
+    from loadgen.live.run import parse_chaos
+    from loadgen.workloads.tpch import DEFAULT_PLACEMENT, load_view, view_names
+    from loadgen.workloads.workload import WORKLOADS
     from warehouse.core.algorithms import ALGORITHMS
     from warehouse.core.planner import ACCESS_PATHS
 

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 
-from loadgen.scenario import LEVELS  # noqa: E402
+from loadgen.simulation.scenario import LEVELS  # noqa: E402
 
 COLORS = {"none": "#b22222", "convergence": "#e07b39", "weak": "#e0c339", "strong": "#7fb24a",
           "complete": "#2e8b57", "unreadable": "#888888"}

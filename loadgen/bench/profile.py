@@ -61,7 +61,7 @@ class Stopwatches:
 
     def add_commits(self, timings: dict[str, list[tuple[float, int]]]) -> None:
         """The load driver's commit calls ({source: [(seconds, transactions in the group)]}; the
-        driver runs in a process of its own, loadgen.driver_process), one part per source."""
+        driver runs in a process of its own, loadgen.workloads.driver_process), one part per source."""
         with self._lock:
             for source, calls in timings.items():
                 name = f"commit at {source}"

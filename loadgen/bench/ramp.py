@@ -1,6 +1,6 @@
 """The highest sustained rate: offered load raised step by step until the backlog grows.
 
-Each step offers one rate, open-loop (loadgen.driver.drive), for a fixed time, and is judged on
+Each step offers one rate, open-loop (loadgen.workloads.driver.drive), for a fixed time, and is judged on
 its second half only. The first half is a warm-up: a warehouse that keeps up still holds more
 transactions in flight at a higher rate (Little's law: the backlog is the rate times the
 staleness), so doubling the rate raises the backlog once, by the old rate times the staleness,
@@ -89,7 +89,7 @@ def ramp(fed, drive: Callable, step_rates: list[float], step_seconds: float,
          on_step: Callable[[int, float, float], None] = lambda i, rate, elapsed: None) -> list[RampStep]:
     """Runs the steps in order until one is not sustained; returns every step run.
 
-    `drive(rate, seconds, progress)` offers the load (loadgen.driver.drive's contract, the
+    `drive(rate, seconds, progress)` offers the load (loadgen.workloads.driver.drive's contract, the
     stream and the clients bound) and returns its DriveResult; the end of the warm-up is taken
     at the first progress report past it."""
     steps = []

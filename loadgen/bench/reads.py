@@ -22,7 +22,7 @@ READ_INTERVAL = 5.0   # seconds between reads
 
 class ReadProbe:
     def __init__(self, read, interval: float = READ_INTERVAL):
-        """`read()` reads the view once (loadgen.federation.Federation.read_view)."""
+        """`read()` reads the view once (loadgen.live.federation.Federation.read_view)."""
         self._read = read
         self.interval = interval
         self.latencies: list[float] = []

@@ -27,8 +27,8 @@ from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
-from loadgen.driver_process import DataRecipe, DriverProcess
-from loadgen.live import NO_FAULTS, set_faults
+from loadgen.workloads.driver_process import DataRecipe, DriverProcess
+from loadgen.live.environment import NO_FAULTS, set_faults
 from warehouse.core.sze_ling.deferral import Deferral
 
 Progress = Callable[[str, float, float | None, str], None]
@@ -59,10 +59,10 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
             progress: Progress) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
     `source_files` are the sources' databases holding the initial data
-    (loadgen.federation.prepare_source_files), `recipe` how the load driver's process reads the same."""
-    from loadgen.check import HistoryError, check, load_history
-    from loadgen.federation import Federation
-    from loadgen.tpch import load_view
+    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same."""
+    from loadgen.live.check import HistoryError, check, load_history
+    from loadgen.live.federation import Federation
+    from loadgen.workloads.tpch import load_view
 
     view_sql = load_view(spec.view)
     record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
@@ -185,7 +185,7 @@ def _health(actor) -> dict:
 def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float, load_until: float,
              load_history) -> None:
     """Staleness and wire cost from the run's files, into `record`."""
-    from loadgen.runfile import RunFile
+    from loadgen.live.runfile import RunFile
 
     run = RunFile.read(run_dir)
     try:

@@ -42,7 +42,7 @@ def render(verdict, happenings: Callable[[str], list[str]] | None = None) -> lis
 
 
 def simulated_happenings(trace: list[dict], describe: Callable[[dict], str]) -> Callable[[str], list[str]]:
-    """What a simulated run's `trace` (loadgen.simulator) did with a transaction, each entry
+    """What a simulated run's `trace` (loadgen.simulation.simulator) did with a transaction, each entry
     described by `describe`."""
     names = {f"{e['source']}:{e['dsv']}": e["txn"] for e in trace if e["event"] == "commit"}
 

@@ -3,7 +3,7 @@ at a free port, fsync off; stopped afterwards.
 
 For the checker's PostgreSQL oracle when no server is given (`fedlab check --oracle postgres`
 without --pg-dsn), for the tests, and for the sources of a run with `--source-engine postgres`
-(loadgen.federation): their server keeps its data directory in the run directory, so that
+(loadgen.live.federation): their server keeps its data directory in the run directory, so that
 `fedlab check RUN_DIR` can start it again later to read the sources' histories. Without one the
 data directory is temporary too, and removed with the rest. PostgreSQL refuses to run as root,
 so as root every server command runs as the `postgres` user (`runuser -u postgres --`), which

@@ -1,12 +1,12 @@
 """`fedlab soak` (`make soak`): one algorithm over thousands of seeded random schedules, every
-fault condition of the matrix and the warehouse's crashes (loadgen.matrix.RESTART_CONDITIONS:
+fault condition of the matrix and the warehouse's crashes (loadgen.simulation.matrix.RESTART_CONDITIONS:
 it restarts from its simulated durable store, half the time between the parts of a batch commit).
 
     fedlab soak                                   # 10,000 schedules of sze-ling, 2 workers
     fedlab soak --algorithm versioned --schedules 20000
 
 The schedules are spread evenly over the conditions; each is a random federation (2-6 relations
-over 2-4 sources, loadgen.synthetic) with 60 random steps. Condition by condition it prints how
+over 2-4 sources, loadgen.workloads.synthetic) with 60 random steps. Condition by condition it prints how
 many schedules ran, how long they took and the verdict: the level that held in every one (the
 matrix's cell) and how many fell short of the next; counterexamples are written as scenario files
 (`fedlab simulate FILE` replays them). Exit 1 when a condition fell short of the level the
@@ -19,8 +19,8 @@ import math
 import sys
 import time
 
-from loadgen.matrix import CONDITIONS, RESTART_CONDITIONS, run_matrix
-from loadgen.scenario import LEVELS
+from loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, run_matrix
+from loadgen.simulation.scenario import LEVELS
 from warehouse.core.algorithms import ENGINE_ALGORITHMS
 
 CLAIMS = {"lazy": "strong", "recompute": "strong"}   # the others: complete

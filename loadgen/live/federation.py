@@ -3,7 +3,7 @@ source actor per source (gRPC + SQLite, or DuckDB), the warehouse in this proces
 tables under the run directory), and a client that commits transactions at the sources.
 
 Used by `fedlab demo`, `fedlab run` and the integration tests; everything it starts it stops.
-The run directory gets a run file (loadgen.runfile), so `fedlab check RUN_DIR` can judge the run.
+The run directory gets a run file (loadgen.live.runfile), so `fedlab check RUN_DIR` can judge the run.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from fedmodel.transactions import TransactionRequest
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
-from loadgen.driver import batch_outcomes
-from loadgen.live import stderr_to
-from loadgen.runfile import RunFile
+from loadgen.workloads.driver import batch_outcomes
+from loadgen.live.environment import stderr_to
+from loadgen.live.runfile import RunFile
 from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
@@ -72,7 +72,7 @@ class Federation:
         """`initial`: the initial rows per relation, or a folder of source databases holding them
         already (prepare_source_files), copied for the sources to start from instead of loading
         the rows again; `tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
-        certificates of loadgen.certs; `recompute_period`: the `recompute` algorithm's seconds
+        certificates of loadgen.roles.certs; `recompute_period`: the `recompute` algorithm's seconds
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
         (source_node.engines), each told the column sets the view's sub-queries probe; `compact_interval`:
         seconds between compactions of the Delta view's base; `deferral`: the `lazy` algorithm's bounds."""

@@ -3,14 +3,14 @@
 Reads the run configuration (run.yaml), waits for the sources and the warehouse to answer (the
 view is then materialised, and sees the whole load), reads what the sources hold, loads the
 initial data, then drives update transactions open-loop at --rate for --duration
-(loadgen.driver.drive, one client per source, over gRPC CommitBatch) and prints the achieved rate.
+(loadgen.workloads.driver.drive, one client per source, over gRPC CommitBatch) and prints the achieved rate.
 Finally it waits (--settle) until the warehouse's Status shows every committed transaction
 applied, and writes a summary to <run dir>/load.json.
 
 Workloads (run.yaml `workload`):
-  kind: synthetic   loadgen.synthetic_load over the configured catalog: initialRows (per
+  kind: synthetic   loadgen.workloads.synthetic_load over the configured catalog: initialRows (per
                     relation, default 1000), mix {insert, delete, modify}, skew (Zipf; 0: uniform)
-  kind: tpch        loadgen.workload's TPC-H streams: scale (default 0.01), stream (rf, mixed,
+  kind: tpch        loadgen.workloads.workload's TPC-H streams: scale (default 0.01), stream (rf, mixed,
                     skewed; default mixed), data_dir (tpchgen-cli's cache); the catalog must hold
                     the TPC-H relations. Empty sources are first loaded with the generated data.
 --tls-cert, --tls-key and --tls-ca (all three or none): mutual TLS to the sources and the warehouse.
@@ -31,10 +31,10 @@ from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
-from loadgen.chaos_k8s import ChaosError, parse_duration
-from loadgen.driver import drive, grpc_committer
-from loadgen.role import RoleError, add_tls_arguments, fail, tls_files
-from loadgen.runconfig import RunConfig, load_config
+from loadgen.roles.chaos_k8s import ChaosError, parse_duration
+from loadgen.workloads.driver import drive, grpc_committer
+from loadgen.roles.process import RoleError, add_tls_arguments, fail, tls_files
+from loadgen.roles.runconfig import RunConfig, load_config
 
 _TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
 _RETRY_UNAVAILABLE = 120.0  # seconds a commit is retried while its source is unreachable
@@ -109,13 +109,13 @@ def _workload(config: RunConfig, current: dict[str, list[tuple]], seed: int):
     spec = dict(config.workload)
     kind = spec.pop("kind", "synthetic")
     if kind == "synthetic":
-        from loadgen.synthetic_load import SyntheticStream
+        from loadgen.workloads.synthetic_load import SyntheticStream
 
         stream = SyntheticStream(config.catalog, config.view, current, spec.get("mix"), spec.get("skew", 0.0), seed)
         return stream.initial_load(int(spec.get("initialRows", 1000))), stream
     if kind == "tpch":
-        from loadgen.tpch import generate
-        from loadgen.workload import Workload
+        from loadgen.workloads.tpch import generate
+        from loadgen.workloads.workload import Workload
 
         data = current
         initial = []

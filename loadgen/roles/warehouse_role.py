@@ -9,7 +9,7 @@ the notifications not yet applied from Delta. SIGTERM (or SIGINT) commits the la
 stops. With `recompute` in the run configuration, --recompute-period sets the seconds between its
 rounds (each round's view evaluation is a Spark job on the warehouse's Spark).
 
-The warehouse's history goes to <run dir>/warehouse/history, and the run file (loadgen.runfile)
+The warehouse's history goes to <run dir>/warehouse/history, and the run file (loadgen.live.runfile)
 to the run directory, so that `fedlab check RUN_DIR` finds both. --faults-file is checked, but
 the rates are the sources' to apply: the warehouse injects no faults of its own yet.
 --tls-cert, --tls-key and --tls-ca (all three or none): mutual TLS on its server and its
@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.faults_file import FaultsFile
-from loadgen.role import (Foreground, RoleError, add_deferral_arguments, add_tls_arguments, default_host, deferral, fail,
+from loadgen.roles.faults_file import FaultsFile
+from loadgen.roles.process import (Foreground, RoleError, add_deferral_arguments, add_tls_arguments, default_host, deferral, fail,
                           tls_files)
-from loadgen.runconfig import RunConfig, load_config
-from loadgen.runfile import RunFile
+from loadgen.roles.runconfig import RunConfig, load_config
+from loadgen.live.runfile import RunFile
 
 _RETRY = 2.0   # seconds between attempts to reach the sources for the first materialisation
 

@@ -4,7 +4,7 @@ It reads the warehouse's Delta store (warehouse.store.delta_store: the view's ba
 journal's deltas above it, the snapshot read) as of its last committed batch and prints the
 batch, the source versions it reflects (each source's applied DSV), the row count and the rows
 with their multiplicity, sorted; `--limit` bounds the rows shown, `--json` prints one object.
-The run file (loadgen.runfile) says where the store is. A run directory without a run file or
+The run file (loadgen.live.runfile) says where the store is. A run directory without a run file or
 a store is refused with one line and exit status 2, before Spark starts.
 """
 
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.runfile import RunFile
+from loadgen.live.runfile import RunFile
 
 SHOWN_ROWS = 20
 
@@ -54,7 +54,7 @@ def main(args) -> int:
 
 def read(store_dir: str) -> dict:
     """The view as of the store's last batch: {columns, batch, versions, rows: [(row, count)] sorted}."""
-    from loadgen.live import warehouse_spark
+    from loadgen.live.environment import warehouse_spark
     from warehouse.store.delta_store import DeltaViewStore, StoreError
 
     spark = warehouse_spark(tempfile.mkdtemp(prefix="fedlab-view-"))   # the run's directory is only read

@@ -4,7 +4,7 @@ On a cluster a source's database file lives on the source pod's volume, out of t
 the source streams the same two things the file holds instead: its relations at one state and
 its logged notifications up to that state. `read_history` returns them in the shape the checker
 reads from the file (the store's snapshot and notifications_from), so one reconstruction of the
-initial state serves both ways (loadgen.check.source_history).
+initial state serves both ways (loadgen.live.check.source_history).
 
     dsv, relations, log = read_history(catalog, "s1", RemoteSource("lab-fedlab-src-s1:50051", tls))
 """

@@ -30,7 +30,7 @@ from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 from fedmodel.viewdef import ColumnRef
-from loadgen.scenario import Scenario, ScenarioError, Step
+from loadgen.simulation.scenario import Scenario, ScenarioError, Step
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
 from warehouse.core.algorithms import create, maintained_view, restore

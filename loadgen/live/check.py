@@ -1,6 +1,6 @@
 """`fedlab check RUN_DIR`: the consistency level a live run kept, judged from the files it left.
 
-The run file (loadgen.runfile) says where the two sides of the history are:
+The run file (loadgen.live.runfile) says where the two sides of the history are:
 - each source's committed transactions, from its database file (SQLite or DuckDB, whichever
   made it: source_node.engines.open_store) or its PostgreSQL database (the run's private server
   is started again from its data directory in the run directory when it no longer runs): the
@@ -15,7 +15,7 @@ with the maintenance path, evaluated by DuckDB or, with --oracle postgres, by Po
 server at --pg-dsn or $FEDLAB_PG_DSN, else a throwaway one). Sources should be stopped: a running
 DuckDB source holds its file; a running SQLite source's file is read at one moment of the run.
 `--source NAME=HOST:PORT` reads that source's history from the running source instead (the
-Source.History RPC, loadgen.remote_source; with --tls-* over mutual TLS): on a cluster the files
+Source.History RPC, loadgen.live.remote_source; with --tls-* over mutual TLS): on a cluster the files
 are on the sources' volumes, out of the Helm test's reach.
 When the nodes kept message logs (fedmodel.message_log: each source's `<db stem>.messages.jsonl`
 beside its file, the warehouse's `messages.jsonl` in its history folder), the report also sums
@@ -50,10 +50,10 @@ from loadgen.checker.explain import few, logged_happenings, render
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
 from loadgen.checker.pg_server import PostgresServer, PostgresServerError
-from loadgen.remote_source import RemoteSource, read_history, remote_sources
-from loadgen.role import RoleError, add_tls_arguments, tls_files
-from loadgen.runfile import RunFile
-from loadgen.scenario import LEVELS
+from loadgen.live.remote_source import RemoteSource, read_history, remote_sources
+from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
+from loadgen.live.runfile import RunFile
+from loadgen.simulation.scenario import LEVELS
 from source_node.engines import open_store
 
 ALIASES = {"convergent": "convergence"}   # the Helm chart's spelling (run.expect)

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
-from loadgen.driver import drive
-from loadgen.live import prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.role import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
+from loadgen.workloads.driver import drive
+from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
@@ -33,9 +33,9 @@ def main(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loadgen.federation import Federation
-    from loadgen.tpch import load_view, tpch_catalog
-    from loadgen.workload import Workload
+    from loadgen.live.federation import Federation
+    from loadgen.workloads.tpch import load_view, tpch_catalog
+    from loadgen.workloads.workload import Workload
     from source_node.ray_runtime import stop_ray
 
     console = Console()
@@ -61,7 +61,7 @@ def main(args) -> int:
         spark = warehouse_spark(run_dir)
     tls = None
     if args.tls:
-        from loadgen.certs import write_certificates
+        from loadgen.roles.certs import write_certificates
 
         tls = write_certificates(run_dir / "tls")
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls, source_engine=args.source_engine,
@@ -89,7 +89,7 @@ def main(args) -> int:
             stop_ray()
             spark.stop()
     with console.status("checking the run's consistency (fedlab check: DuckDB oracle over the histories)"):
-        from loadgen.check import check
+        from loadgen.live.check import check
 
         verdict = check(run_dir)
     summary["consistency"] = {"level": verdict.level, "transactions": verdict.transactions,
@@ -150,7 +150,7 @@ def _print(console, s: dict) -> None:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor (default 0.01)")
-    parser.add_argument("--view", default="demo4", help="view file under loadgen/views (default demo4)")
+    parser.add_argument("--view", default="demo4", help="view file under loadgen/workloads/views (default demo4)")
     parser.add_argument("--algorithm", default="sze-ling", help="maintenance algorithm (default sze-ling)")
     parser.add_argument("--rate", type=float, default=100.0, help="target source transactions per second (default 100)")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")

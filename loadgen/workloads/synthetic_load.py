@@ -8,9 +8,9 @@ so updates join often; keys stay unique. `mix` weighs inserted, deleted and modi
 hot). `initial_load(rows)` first fills every relation to that many rows, in insert-only
 transactions.
 
-Like loadgen.workload's TPC-H streams it keeps its own picture of each source (a MemoryStore
+Like loadgen.workloads.workload's TPC-H streams it keeps its own picture of each source (a MemoryStore
 mirror, which also validates keys, FDs and RI) and assumes every emitted transaction commits, in
-emission order per source (what loadgen.driver does). The mirrors start from the sources'
+emission order per source (what loadgen.workloads.driver does). The mirrors start from the sources'
 current rows, so a load can follow an earlier one.
 """
 
@@ -24,7 +24,7 @@ from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ColumnRef, ViewDef
-from loadgen.workload import KeyPool
+from loadgen.workloads.workload import KeyPool
 from source_node.memory_store import MemoryStore
 
 KINDS = ("insert", "delete", "modify")

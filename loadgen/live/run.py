@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.chaos_k8s import ChaosError, parse_duration
-from loadgen.live import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.role import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
-from loadgen.scenario import LEVELS
+from loadgen.roles.chaos_k8s import ChaosError, parse_duration
+from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
+from loadgen.simulation.scenario import LEVELS
 from source_node.faults import check_rates
 
 _FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
@@ -36,7 +36,7 @@ _KINDS = ("notification_", "answer_")
 def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict]:
     """'drop=0.05,sales:answer_drop=0.5,kill-source=every:20s,...' -> (fault rates, process faults).
 
-    A message fault may name a source before a colon: that source's rate alone (loadgen.live
+    A message fault may name a source before a colon: that source's rate alone (loadgen.live.environment
     set_faults); `sources`, when given, are the names allowed there.
     """
     faults, kills = {}, {}
@@ -70,7 +70,7 @@ def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict
 def main(args) -> int:
     prepare_environment()
     try:
-        from loadgen.tpch import load_view, tpch_catalog
+        from loadgen.workloads.tpch import load_view, tpch_catalog
 
         faults, kills = parse_chaos(args.chaos, sorted(tpch_catalog().sources))
         try:
@@ -91,11 +91,11 @@ def main(args) -> int:
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
-    from loadgen.check import check
-    from loadgen.driver import drive
-    from loadgen.federation import Federation
-    from loadgen.tpch import tpch_catalog
-    from loadgen.workload import Workload
+    from loadgen.live.check import check
+    from loadgen.workloads.driver import drive
+    from loadgen.live.federation import Federation
+    from loadgen.workloads.tpch import tpch_catalog
+    from loadgen.workloads.workload import Workload
     from source_node.ray_runtime import stop_ray
 
     run_dir = Path(args.run_dir or f"runs/run-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -163,7 +163,7 @@ def _process_faults(fed, kills: dict, duration: float, rng: random.Random, stop:
 
 
 def _throwaway_tls(run_dir: Path):
-    from loadgen.certs import write_certificates
+    from loadgen.roles.certs import write_certificates
 
     return write_certificates(run_dir / "tls")
 

@@ -3,7 +3,7 @@
 Each cell runs one algorithm over N seeded random schedules under one condition and reports the
 strongest consistency level (Zhuge et al. 1996, section 4.2; judged by loadgen.checker against
 its DuckDB oracle) that held in every schedule, and how many schedules fell short of each level.
-Schedule s uses the random federation of seed `seed + s` (loadgen.synthetic: 2-6 relations over
+Schedule s uses the random federation of seed `seed + s` (loadgen.workloads.synthetic: 2-6 relations over
 2-4 sources) in every cell, so a row compares conditions and a column algorithms on the same
 federations; only the condition's fault rates change the schedule.
 
@@ -30,9 +30,9 @@ from pathlib import Path
 
 import yaml
 
-from loadgen.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_scenario
-from loadgen.simulate import simulate
-from loadgen.synthetic import random_scenario
+from loadgen.simulation.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_scenario
+from loadgen.simulation.simulate import simulate
+from loadgen.workloads.synthetic import random_scenario
 from warehouse.core.algorithms import ALGORITHMS, STROBE_FAMILY
 from warehouse.core.planner import ACCESS_PATHS
 
@@ -44,7 +44,7 @@ CONDITIONS = {
     "restart": {"restart": 0.03},
     "all": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03},
 }
-# Crashes of the warehouse (loadgen.simulator: it restarts from its simulated durable store, half
+# Crashes of the warehouse (loadgen.simulation.simulator: it restarts from its simulated durable store, half
 # the time between a batch's Delta commit and the rest). Not in the matrix by default: the Strobe
 # family cannot restart (its widened view is not what the store holds); `fedlab soak` runs them.
 RESTART_CONDITIONS = {

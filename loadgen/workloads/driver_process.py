@@ -2,9 +2,9 @@
 
 Generating a TPC-H transaction and encoding it costs the driver about 0.1 ms; at a few thousand
 per second that is most of a core, and in the warehouse's process it would compete with the
-maintenance core for the interpreter. `DriverProcess` runs `loadgen.driver.drive` in a spawned
+maintenance core for the interpreter. `DriverProcess` runs `loadgen.workloads.driver.drive` in a spawned
 process that builds the same update stream from the same data (read from the TPC-H cache's files
-as the stream needs it, loadgen.tpch.TblRows, not copied through a pipe) and commits at the
+as the stream needs it, loadgen.workloads.tpch.TblRows, not copied through a pipe) and commits at the
 sources' gRPC addresses, one client per source. The stream lives as long as the process, so
 successive `drive` calls (the load phase, then each ramp step) continue one stream, as they do
 in-process.
@@ -22,7 +22,7 @@ from typing import Callable
 
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles
-from loadgen.driver import DriveResult
+from loadgen.workloads.driver import DriveResult
 
 PROGRESS_EVERY = 0.5   # seconds between progress messages from the child
 
@@ -30,7 +30,7 @@ PROGRESS_EVERY = 0.5   # seconds between progress messages from the child
 @dataclass(frozen=True)
 class DataRecipe:
     """How to obtain the federation's initial data: TPC-H at `scale` from the cache in `data_dir`,
-    the first `orders` orders only when `orders` > 0 (loadgen.tpch.sample_orders)."""
+    the first `orders` orders only when `orders` > 0 (loadgen.workloads.tpch.sample_orders)."""
 
     scale: float
     data_dir: str | None = None
@@ -38,16 +38,16 @@ class DataRecipe:
 
     def data(self) -> dict[str, list[tuple]]:
         """The initial rows, every one in memory (for writing the sources' databases)."""
-        from loadgen.live import tpch_data
-        from loadgen.tpch import sample_orders
+        from loadgen.live.environment import tpch_data
+        from loadgen.workloads.tpch import sample_orders
 
         data = tpch_data(self.scale, self.data_dir)
         return sample_orders(data, self.orders) if self.orders > 0 else data
 
     def rows(self):
         """The initial rows for an update stream, read from the cached .tbl files on demand."""
-        from loadgen.live import tpch_folder
-        from loadgen.tpch import TblRows, ensure_generated
+        from loadgen.live.environment import tpch_folder
+        from loadgen.workloads.tpch import TblRows, ensure_generated
 
         return TblRows(ensure_generated(self.scale, tpch_folder(self.scale, self.data_dir)), self.orders)
 
@@ -70,7 +70,7 @@ class DriverProcess:
 
     def drive(self, rate: float, duration: float,
               progress: Callable[[float, DriveResult], None] = lambda elapsed, result: None) -> tuple[DriveResult, dict]:
-        """Offers `rate` txn/s for `duration` s (loadgen.driver.drive in the child); returns the
+        """Offers `rate` txn/s for `duration` s (loadgen.workloads.driver.drive in the child); returns the
         result and the commit timings per source ({source: [seconds per group call]}, with the
         transactions each group held)."""
         self._pipe.send(("drive", rate, duration))
@@ -118,8 +118,8 @@ def _serve(pipe, catalog_dict: dict, recipe: DataRecipe, workload: str, seed: in
     """The child: builds the stream, then drives at the parent's request until told to stop."""
     from fedmodel.channels import client_channel
     from fedmodel.wire import rpc
-    from loadgen.driver import drive, grpc_committer
-    from loadgen.workload import Workload
+    from loadgen.workloads.driver import drive, grpc_committer
+    from loadgen.workloads.workload import Workload
 
     try:
         catalog = Catalog.from_dict(catalog_dict)

@@ -4,7 +4,7 @@
 The stream keeps its own picture of the rows that exist, built from the initial data, so it
 never asks a source: the small relations at once, an order and its line items the first time
 the stream picks that order (`InitialRows`: from lists in memory, or from the TPC-H generation's
-files, loadgen.tpch.TblRows, so that a driver at SF 1 does not hold 7.5M rows), and each
+files, loadgen.workloads.tpch.TblRows, so that a driver at SF 1 does not hold 7.5M rows), and each
 transaction it emits is one the source accepts: keys are unique, the catalog's same-source
 referential integrity holds, and no column a declared FD or RI constraint covers is changed
 behind its back. It assumes every emitted transaction commits,

@@ -4,7 +4,7 @@ A live run leaves its history in several places: each source's committed transac
 database file (the outbox log), the warehouse's view states under its data directory
 (warehouse.service.ChangeHistory). The run file says where they are, with what the checker
 needs besides (the catalog and the view's SQL), so that `fedlab check RUN_DIR` needs nothing
-else. Written by whoever starts the run (loadgen.federation, `fedlab warehouse`).
+else. Written by whoever starts the run (loadgen.live.federation, `fedlab warehouse`).
 
     {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
      "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history",

@@ -14,8 +14,8 @@ from fedmodel.errors import ModelError
 from loadgen.checker.explain import render, simulated_happenings
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import Oracle
-from loadgen.scenario import LEVELS, Scenario, load_scenario
-from loadgen.simulator import Simulator, _rows
+from loadgen.simulation.scenario import LEVELS, Scenario, load_scenario
+from loadgen.simulation.simulator import Simulator, _rows
 from warehouse.core.algorithms import ALGORITHMS, maintained_view
 from warehouse.core.planner import ACCESS_PATHS
 

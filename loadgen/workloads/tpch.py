@@ -9,7 +9,7 @@ a source can enforce constraints over its own relations only.
 `generate(scale, out_dir)` runs the `tpchgen-cli` console script installed next to the Python
 interpreter, caches its output in `out_dir`, and returns the rows as tuples in catalog column
 order (DECIMAL as float, DATE as an ISO string). `load_view(name)` returns one of the view
-definitions in loadgen/views/.
+definitions in loadgen/workloads/views/.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator
 
 from fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
 from fedmodel.errors import ModelError
-from loadgen.workload import InitialRows
+from loadgen.workloads.workload import InitialRows
 
 VIEWS_DIR = Path(__file__).with_name("views")
 
@@ -275,7 +275,7 @@ def sample_orders(data: dict[str, list[tuple]], orders: int) -> dict[str, list[t
 
 
 def view_names() -> list[str]:
-    """The names of the view definitions shipped in loadgen/views/ (file names without .sql)."""
+    """The names of the view definitions shipped in loadgen/workloads/views/ (file names without .sql)."""
     return sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
 
 

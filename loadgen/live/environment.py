@@ -24,13 +24,13 @@ def prepare_environment() -> None:
 
 def tpch_data(scale: float, data_dir: str | None = None) -> dict[str, list[tuple]]:
     """TPC-H rows at `scale`, generated once into <data_dir>/sf<scale> and reused."""
-    from loadgen.tpch import generate
+    from loadgen.workloads.tpch import generate
 
     return generate(scale, tpch_folder(scale, data_dir))
 
 
 def tpch_folder(scale: float, data_dir: str | None = None) -> Path:
-    """Where the TPC-H generation at `scale` is cached (loadgen.tpch.ensure_generated fills it)."""
+    """Where the TPC-H generation at `scale` is cached (loadgen.workloads.tpch.ensure_generated fills it)."""
     return Path(data_dir or DEFAULT_DATA_DIR).resolve() / f"sf{scale}"
 
 
