@@ -292,5 +292,5 @@ def load_view(name: str) -> str:
     try:
         parse_view(sql, tpch_catalog())
     except ModelError as err:
-        raise ModelError(f"{path.relative_to(VIEWS_DIR.parent.parent)}: {err}") from None
+        raise ModelError(f"{path.relative_to(VIEWS_DIR.parents[2])}: {err}") from None   # from the repository root
     return sql
