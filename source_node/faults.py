@@ -38,7 +38,7 @@ RATES = tuple(FaultRates.__dataclass_fields__)
 
 
 class FaultInjector:
-    def __init__(self, seed: int = 0, **rates: float):
+    def __init__(self, seed: int | str = 0, **rates: float):
         """`rates` as for `configure`; all zero by default (no faults)."""
         self.seed = seed
         self._rng = {kind: random.Random(f"{seed}:{kind}") for kind in KINDS}
@@ -80,8 +80,33 @@ class FaultInjector:
 
 def check_rates(rates: dict) -> dict[str, float]:
     """`rates` checked as `configure` takes them (every place that reads fault rates does it with
-    this): ModelError (one line) on an unknown name or an out-of-range value."""
+    this, or with parse_rates for text, which checks each rate alike): ModelError (one line) on an
+    unknown name or an out-of-range value."""
     return {name: _check_rate(name, _parse_rate_name(name)[1], value) for name, value in rates.items()}
+
+
+def parse_rates(text: str) -> dict[str, float]:
+    """Rates written as text: 'drop=0.05,answer_reorder=0.2' -> {'drop': 0.05, 'answer_delay_mean': 0.2}.
+
+    The one reader of rate text, so that the commands that take it (`fedlab run --chaos`,
+    `fedlab chaos-k8s --faults`) take the same names and refuse the same mistakes with the same
+    message. Names are `configure`'s, or reorder or delay for delay_mean (what a delay does to
+    messages), with or without a kind prefix; values are checked as `check_rates` checks them.
+    ModelError (one line, naming the item as written) on an item that is not name=value, an
+    unknown name, or a value that is not a number or is out of range.
+    """
+    rates = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        written, sep, value = (x.strip() for x in item.partition("="))
+        if not sep:
+            raise ModelError(f"faults: bad fault rate {item!r}: use name=value, e.g. drop=0.05")
+        try:
+            value = float(value)
+        except ValueError:
+            pass   # _check_rate refuses it, naming the rate
+        name = _unalias(written)
+        rates[name] = _check_rate(written, _parse_rate_name(name)[1], value)
+    return rates
 
 
 def is_rate_name(name: str) -> bool:
@@ -103,12 +128,25 @@ def _parse_rate_name(name: str) -> tuple[tuple[str, ...], str]:
                      f"optionally prefixed by {' or '.join(k + '_' for k in KINDS)}")
 
 
+# Other names for a rate in rate text only (fedlab run --chaos has always said reorder); configure,
+# plans and faults.json take RATES' names alone, so that a file says one thing one way.
+_ALIASES = {"reorder": "delay_mean", "delay": "delay_mean"}
+
+
+def _unalias(name: str) -> str:
+    """`name` with an alias of the rate text replaced: answer_reorder -> answer_delay_mean."""
+    for prefix in ("", *(kind + "_" for kind in KINDS)):
+        if name.startswith(prefix) and name[len(prefix):] in _ALIASES:
+            return prefix + _ALIASES[name[len(prefix):]]
+    return name
+
+
 def _check_rate(name: str, rate: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelError(f"faults: {name} must be a number, got {value!r}")
     if rate == "delay_mean":
-        if not value >= 0:
-            raise ModelError(f"faults: {name} is a mean delay in seconds and cannot be negative, got {value}")
+        if not 0 <= value < float("inf"):
+            raise ModelError(f"faults: {name} is a mean delay in seconds, finite and not negative, got {value}")
     elif not 0.0 <= value <= 1.0:
         raise ModelError(f"faults: {name} is a probability between 0 and 1, got {value}")
     return float(value)

@@ -114,7 +114,7 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     (["--algorithms", "sze-ling:sideways"], "unknown access path 'sideways'"),
     (["--scale", "tiny"], "--scale: expected numbers"),
     (["--views", "q99"], "unknown view 'q99'"),
-    (["--chaos", "drop=lots"], "drop takes a number"),
+    (["--chaos", "drop=lots"], "drop must be a number"),
     (["--chaos", "kill-source=once"], "message faults only"),
     (["--orders", "-1"], "--orders must be"),
     (["--repeat", "0"], "--repeat must be 1 or more"),

@@ -11,8 +11,10 @@ import copy
 import json
 
 import pytest
-
 from k8s_support import FakeKubeAPI, Recorded, fake_core_api, load_fedlab_helm, recorded, split_manifests
+
+from fedmodel.errors import ModelError
+from loadgen.live.run import parse_chaos
 from loadgen.roles import chaos_k8s
 from loadgen.roles.chaos_k8s import ChaosClient, ChaosError, FaultRule, KillRule, Plan, Schedule, parse_duration
 
@@ -104,13 +106,43 @@ def test_timeline_orders_faults_before_kills_at_the_same_time():
     ({"faults": [{"schedule": "once", "rates": {"drop": 1.5}}]}, "drop is a probability"),
     ({"faults": [{"schedule": "once", "rates": {"loss": 0.1}}]}, "unknown fault rate 'loss'"),
     ({"faults": [{"schedule": "once", "rates": {"reorder": 0.1}}]}, "unknown fault rate 'reorder'"),
-    ({"faults": [{"schedule": "once", "rates": {"answer_delay_mean": -5}}]}, "cannot be negative"),
+    ({"faults": [{"schedule": "once", "rates": {"answer_delay_mean": -5}}]}, "finite and not negative"),
     ({"faults": [{"schedule": "once", "rates": {"drop": "high"}}]}, "must be a number"),
     ({"kill": []}, "unknown keys"),
 ])
 def test_bad_plans_are_rejected_with_a_clear_message(doc, message):
     with pytest.raises(ChaosError, match=message):
         Plan.from_dict(doc)
+
+
+# ---- rate text: --faults reads it as fedlab run --chaos does ----
+
+@pytest.mark.parametrize("text,rates", [
+    ("drop=0.05, duplicate = 0.01,delay_mean=0.2", {"drop": 0.05, "duplicate": 0.01, "delay_mean": 0.2}),
+    ("reorder=0.2,answer_delay=0.5,notification_reorder=0",
+     {"delay_mean": 0.2, "answer_delay_mean": 0.5, "notification_delay_mean": 0.0}),
+    ("notification_drop=1,answer_delay_mean=0.1,", {"notification_drop": 1.0, "answer_delay_mean": 0.1}),
+])
+def test_chaos_k8s_and_fedlab_run_read_the_same_rates(text, rates):
+    assert chaos_k8s.parse_rates(text) == rates
+    assert parse_chaos(text) == (rates, {})
+
+
+@pytest.mark.parametrize("text,message", [
+    ("loss=0.1", "unknown fault rate 'loss'; use drop, duplicate, delay_mean, "
+                 "optionally prefixed by notification_ or answer_"),
+    ("answer_reorder=soon", "answer_reorder must be a number, got 'soon'"),
+    ("drop=1.5", "drop is a probability between 0 and 1, got 1.5"),
+    ("delay=-1", "delay is a mean delay in seconds, finite and not negative, got -1.0"),
+    ("delay=inf", "delay is a mean delay in seconds, finite and not negative, got inf"),
+    ("drop=0.1,duplicate", "bad fault rate 'duplicate': use name=value, e.g. drop=0.05"),
+])
+def test_chaos_k8s_and_fedlab_run_refuse_the_same_rates_alike(text, message):
+    with pytest.raises(ChaosError) as k8s:
+        chaos_k8s.parse_rates(text)
+    with pytest.raises(ModelError) as run:
+        parse_chaos(text)
+    assert (str(k8s.value), str(run.value)) == (f"faults: {message}", f"--chaos: {message}")
 
 
 # ---- against recorded API responses ----
@@ -304,7 +336,7 @@ def test_main_single_rule_from_flags(api, capsys):
     (["--namespace", NS, "--selector", SOURCES, "--schedule", "every:10s"], "--duration"),
     (["--namespace", NS, "--faults", "drop=0.1"], "--faults-configmap"),
     (["--namespace", NS, "--faults", "drop=2", "--faults-configmap", "x"], "probability"),
-    (["--namespace", NS, "--faults", "delay=0.1", "--faults-configmap", "x"], "unknown fault rate 'delay'"),
+    (["--namespace", NS, "--faults", "loss=0.1", "--faults-configmap", "x"], "unknown fault rate 'loss'"),
     (["--namespace", NS, "--schedule", "once"], "--selector"),
 ])
 def test_main_rejects_bad_arguments_before_touching_the_cluster(argv, message, capsys):

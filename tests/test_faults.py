@@ -77,7 +77,7 @@ def test_configure_changes_rates_at_run_time_and_keeps_the_others():
 @pytest.mark.parametrize("rates, message", [
     ({"loss": 0.1}, "unknown fault rate 'loss'"),
     ({"drop": 1.5}, "probability between 0 and 1"),
-    ({"answer_delay_mean": -1}, "cannot be negative"),
+    ({"answer_delay_mean": -1}, "finite and not negative"),
     ({"duplicate": "often"}, "must be a number"),
 ])
 def test_bad_rates_are_refused_and_change_nothing(rates, message):

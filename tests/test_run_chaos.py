@@ -31,7 +31,7 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
     out = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--chaos", "drop=lots"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    assert out.stdout.strip() == "fedlab run: --chaos: drop takes a number, got 'lots'"
+    assert out.stdout.strip() == "fedlab run: --chaos: drop must be a number, got 'lots'"
 
 
 @pytest.mark.parametrize("argv, message", [

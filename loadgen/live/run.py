@@ -5,9 +5,11 @@
 
 Message faults are the sources' (source_node/faults.py), set at run time: `drop` and `duplicate`
 are probabilities per message (notifications and sub-query answers); `reorder=X` delays every
-message by an exponential time of mean X seconds, which reorders them (`delay=X` is the same);
-a `notification_` or `answer_` prefix (`notification_drop=0.05`) sets one kind's rate only, and a
-source's name before a colon (`sales:answer_drop=0.2`) one source's only.
+message by an exponential time of mean X seconds, which reorders them (`delay=X` and
+`delay_mean=X` are the same); a `notification_` or `answer_` prefix (`notification_drop=0.05`)
+sets one kind's rate only, and a source's name before a colon (`sales:answer_drop=0.2`) one
+source's only. `fedlab chaos-k8s --faults` takes the same rate names and aliases
+(source_node.faults.parse_rates reads both).
 `kill-source=every:20s` (or `once`) kills a random source actor that Ray then restarts;
 `kill-warehouse=once` stops the warehouse as a crash would, mid-run, and restarts it from Delta.
 The exit status is the checker's: 0 when the run kept `--expect` (default complete).
@@ -23,47 +25,43 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.simulation.scenario import LEVELS
-from source_node.faults import check_rates
+from source_node.faults import parse_rates
 
-_FAULTS = {"drop": "drop", "duplicate": "duplicate", "reorder": "delay_mean", "delay": "delay_mean"}
-_KINDS = ("notification_", "answer_")
+_KILLS = ("kill-source", "kill-warehouse")
 
 
 def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict]:
     """'drop=0.05,sales:answer_drop=0.5,kill-source=every:20s,...' -> (fault rates, process faults).
 
-    A message fault may name a source before a colon: that source's rate alone (loadgen.live.environment
-    set_faults); `sources`, when given, are the names allowed there.
+    Message faults are read by source_node.faults.parse_rates, as `fedlab chaos-k8s --faults`
+    reads them (same names, aliases and messages); what is run's own is read here: a source's name
+    before a colon scopes a message fault to that source alone (loadgen.live.environment
+    set_faults; `sources`, when given, are the names allowed there), and kill-source and
+    kill-warehouse kill processes.
     """
     faults, kills = {}, {}
     for item in filter(None, (x.strip() for x in (spec or "").split(","))):
-        name, _, value = item.partition("=")
-        source, _, name = name.rpartition(":")
+        head, sep, value = item.partition("=")
+        source, _, name = head.rpartition(":")
         if source and sources is not None and source not in sources:
             raise ModelError(f"--chaos: {item}: no source named {source!r} (sources: {', '.join(sources)})")
-        # notification_drop=0.05 is a rate for one kind of message (source_node.faults)
-        kind, _, base = name.rpartition("_") if name.startswith(_KINDS) else ("", "", name)
-        if base in _FAULTS:
-            rate = f"{kind}_{_FAULTS[base]}" if kind else _FAULTS[base]
-            try:
-                faults[f"{source}:{rate}" if source else rate] = float(value)
-            except ValueError:
-                raise ModelError(f"--chaos: {name} takes a number, got {value!r}") from None
-        elif name in ("kill-source", "kill-warehouse") and not source:
+        if name in _KILLS:
+            if source:
+                raise ModelError(f"--chaos: {item}: {name} takes no source")
             m = re.fullmatch(r"once|every:(\d+(?:\.\d+)?)s", value)
             if not m:
                 raise ModelError(f"--chaos: {name} takes 'once' or 'every:Ns', got {value!r}")
             kills[name] = float(m.group(1)) if m.group(1) else None
-        else:
-            raise ModelError(f"--chaos: unknown fault {name!r} (drop, duplicate, reorder, delay, kill-source, kill-warehouse)")
-    try:   # the rule the sources' fault injector applies, before anything starts
-        check_rates({name.rpartition(":")[2]: value for name, value in faults.items()})
-    except ModelError as err:
-        raise ModelError(f"--chaos: {str(err).removeprefix('faults: ')}") from None
+            continue
+        try:
+            rates = parse_rates(name + sep + value)
+        except ModelError as err:
+            raise ModelError(f"--chaos: {str(err).removeprefix('faults: ')}") from None
+        faults.update({f"{source}:{rate}" if source else rate: v for rate, v in rates.items()})
     return faults, kills
 
 
@@ -92,8 +90,8 @@ def main(args) -> int:
         print(f"fedlab run: {err}")
         return 2
     from loadgen.live.check import check
-    from loadgen.workloads.driver import drive
     from loadgen.live.federation import Federation
+    from loadgen.workloads.driver import drive
     from loadgen.workloads.tpch import tpch_catalog
     from loadgen.workloads.workload import Workload
     from source_node.ray_runtime import stop_ray

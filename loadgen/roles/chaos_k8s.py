@@ -11,7 +11,9 @@ to `main`). It talks to the Kubernetes API through the official `kubernetes` cli
   sources and the warehouse mount and watch) and bump its version. Rates are named as
   source_node.faults.FaultInjector.configure names them: drop and duplicate (probabilities per
   message), delay_mean (seconds; delays reorder messages), each optionally prefixed by a message
-  kind (notification_drop, answer_delay_mean, ...).
+  kind (notification_drop, answer_delay_mean, ...). --faults is text read as `fedlab run --chaos`
+  reads its message faults (source_node.faults.parse_rates), where reorder or delay may stand for
+  delay_mean; a plan's rates, like faults.json, use the names only.
 - at the end (optionally) set every fault rate back to 0, so the run can quiesce.
 
 Schedules: `once` (at the start), `once@30s` (30 s after the start), `every:20s` (at 20 s, 40 s,
@@ -141,17 +143,12 @@ def check_rates(rates: dict, where: str = "faults") -> dict:
 
 
 def parse_rates(text: str) -> dict:
-    """'drop=0.05,duplicate=0.02,delay_mean=0.2' -> rates."""
-    rates = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = part.partition("=")
-        if not sep:
-            raise ChaosError(f"bad fault {part!r}: use name=value, e.g. drop=0.05")
-        try:
-            rates[name.strip()] = float(value)
-        except ValueError:
-            raise ChaosError(f"bad fault value in {part!r}") from None
-    return check_rates(rates)
+    """--faults: 'drop=0.05,reorder=0.2' -> rates, read as `fedlab run --chaos` reads its message
+    faults (source_node.faults.parse_rates), so both take the same names and aliases."""
+    try:
+        return faults.parse_rates(text)
+    except ModelError as err:
+        raise ChaosError(str(err)) from None
 
 
 @dataclass(frozen=True)
@@ -386,7 +383,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedule", action="append", default=[],
                    help="schedule of the matching --selector: once, once@30s, every:20s, every:20s@5s")
     p.add_argument("--count", type=int, default=1, help="pods deleted each time a --selector rule fires")
-    p.add_argument("--faults", help="fault rates to set, e.g. drop=0.05,duplicate=0.02,delay_mean=0.2,answer_drop=0.1")
+    p.add_argument("--faults", help="fault rates to set, e.g. drop=0.05,duplicate=0.02,delay_mean=0.2,answer_drop=0.1 "
+                        "(as fedlab run --chaos takes them: reorder or delay for delay_mean)")
     p.add_argument("--faults-schedule", default="once", help="when --faults applies (default once)")
     p.add_argument("--faults-configmap", help="name of the ConfigMap holding faults.json")
     p.add_argument("--no-reset-faults", action="store_true",
