@@ -46,8 +46,8 @@ def test_simulate_explains_a_counterexample_with_what_happened_to_its_transactio
 
 def test_a_state_that_shows_part_of_a_multi_relation_transaction_is_named():
     """Conventional maintenance applies a source transaction's relations one by one: in this
-    schedule a state shows ds1's third transaction's change to R1 without its change to R2."""
-    result = simulate(parse_scenario(schedule("conventional", "fifo", 1), "conventional seed 1"))
+    schedule a state shows ds3's third transaction's change to R2 without its change to R1."""
+    result = simulate(parse_scenario(schedule("conventional", "reordering", 27), "conventional seed 27"))
     part = [a for a in result["checker"]["anomalies"] if a["anomaly"] == "intermediate-state"]
-    assert [(a["state"], a["transactions"]) for a in part] == [(6, ["ds1:3"])]
-    assert part[0]["says"].endswith("shows transaction ds1:3 in part: its changes to R1 without those to R2")
+    assert [(a["state"], a["transactions"]) for a in part] == [(8, ["ds3:3"])]
+    assert part[0]["says"].endswith("shows transaction ds3:3 in part: its changes to R2 without those to R1")

@@ -8,9 +8,9 @@ from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, Notification, RelationChange
 from fedmodel.viewdef import parse_view
+from warehouse.core.planner import plan
 from warehouse.core.sze_ling.compensation import compensate
 from warehouse.core.sze_ling.dependencies import key_path, lookup_subtree_ok, ri_irrelevant
-from warehouse.core.planner import plan
 from warehouse.core.view_state import MaterializedView
 
 CATALOG = Catalog.from_dict({
@@ -158,8 +158,8 @@ def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
 def test_a_gap_asks_for_the_missing_notifications_only():
     """Sze-Ling's lost-notification detection: DSVs 2 and 3 of ds1 are lost, 4 and 5 arrive; the
     resend request covers 2..3, not the notifications the warehouse already holds."""
-    from warehouse.core.sze_ling.engine import MaintenanceEngine
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from warehouse.core.sze_ling.engine import MaintenanceEngine
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     for dsv in (4, 5):
@@ -173,8 +173,8 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     """Per gap, not per source: DSV 2 is lost and asked for once missing for 0.1 s; DSV 6 is
     lost while that ask is young, and is asked for alone 0.1 s on; 2..6 are asked again once
     the first ask is older than resend_timeout (its resend may have been lost too)."""
-    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=1.0, reorder_allowance=0.1))
@@ -200,8 +200,8 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
 def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_opening():
     """DSV 2's resent copy is lost; a new gap opens every 0.2 s. DSV 2 is asked for again once
     its own ask is older than resend_timeout (found live: it waited for the source's timer)."""
-    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=1.0))
@@ -218,8 +218,8 @@ def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     """Karn's backoff (fedmodel.round_trip): answers slower than the retry timeout are never
     sampled, so the timeout doubles with every round that retried, instead of retries feeding
     on themselves."""
-    from warehouse.core.sze_ling.engine import MaintenanceEngine
     from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
+    from warehouse.core.sze_ling.engine import MaintenanceEngine
 
     engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     change = RelationChange("R1", 2, inserted=(("a", "b", "c"),))
@@ -232,3 +232,52 @@ def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
             retried_at.append(now)
     waits = [b - a for a, b in zip([0.0] + retried_at, retried_at)]
     assert waits == pytest.approx([base, 2 * base, 4 * base, 8 * base], abs=step)
+
+
+def test_a_refused_resend_rebuilds_the_view_from_a_snapshot_read_at_one_state_per_source():
+    """Resynchronisation (warehouse.core.snapshots): every relation asked for whole; ds2's answers
+    read at two states are asked again; a second refusal meanwhile starts nothing; a failed
+    evaluation reads a fresh snapshot; the evaluated view becomes the state at the snapshot's DSVs."""
+    from fedmodel.subquery import Answer, RelationAnswer
+    from warehouse.core.events import (
+        AnswerArrived,
+        EvaluateView,
+        ResendRefused,
+        SendSubquery,
+        StateApplied,
+        ViewEvaluated,
+    )
+    from warehouse.core.sze_ling.engine import MaintenanceEngine
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    rows = {"R1": [("a1", "b1", "c1")], "R2": [("c1", "d1", "e1")], "R3": [("e1", "f1", "g1")]}
+    brv = {"R1": 3, "R2": 5, "R3": 6}
+
+    def asked(actions) -> dict:
+        subqueries = [a.subquery for a in actions if isinstance(a, SendSubquery)]
+        assert all(not sq.probe and len(sq.relations) == 1 for sq in subqueries)
+        return {sq.relations[0].relation: sq for sq in subqueries}
+
+    def answer(sq, dsv: int) -> list:
+        name = sq.relations[0].relation
+        return engine.handle(AnswerArrived(Answer(sq.id, sq.source, dsv, (RelationAnswer(name, brv[name], rows[name]),))))
+
+    first = asked(engine.handle(ResendRefused("ds1", 2, 4, 0.0)))
+    assert sorted(first) == ["R1", "R2", "R3"]
+    assert answer(first["R1"], 4) == [] and answer(first["R2"], 7) == []
+    again = asked(answer(first["R3"], 8))            # R2 read at DSV 7, R3 at 8: not one state
+    assert sorted(again) == ["R2", "R3"]
+    assert asked(engine.handle(ResendRefused("ds2", 3, 5, 0.0))) == {}
+    assert answer(again["R2"], 8) == []
+    (evaluate,) = answer(again["R3"], 8)
+    assert isinstance(evaluate, EvaluateView) and evaluate.relations == rows
+    fresh = asked(engine.handle(ViewEvaluated(evaluate.round, None)))   # the job failed
+    assert sorted(fresh) == ["R1", "R2", "R3"]
+    answer(fresh["R1"], 4), answer(fresh["R2"], 8)
+    (evaluate,) = answer(fresh["R3"], 8)
+    assert engine.handle(ViewEvaluated(evaluate.round - 1, {("x",): 1})) == []   # not the one waited for
+    view = {("b1", "c1", "f1"): 1}
+    applied = [a for a in engine.handle(ViewEvaluated(evaluate.round, view)) if isinstance(a, StateApplied)]
+    assert [(a.txn_id, a.delta, a.versions) for a in applied] == [("resync", view, {"ds1": 4, "ds2": 8})]
+    assert engine.view_rows() == view and engine.applied_dsv() == {"ds1": 4, "ds2": 8}
+    assert engine.counters.resynchronisations == 1

@@ -4,11 +4,13 @@ claims under the conditions they assume, and its counterexamples replay to the s
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from loadgen.cli import main
-from loadgen.simulation.matrix import CONDITIONS, ORDER, markdown, run_matrix, schedule, widening_note
+from loadgen.simulation.matrix import CONDITIONS, ORDER, markdown, run_matrix, schedule, shrink, widening_note
 from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 
@@ -81,6 +83,7 @@ def test_the_cli_prints_json_cells_and_writes_the_counterexample(tmp_path, capsy
         ("conventional", "fifo"), ("conventional", "all"), ("sze-ling", "fifo"), ("sze-ling", "all")]
     for cell in cells:
         assert (tmp_path / f"{cell['algorithm']}-{cell['condition']}.yaml").exists() == (cell["level"] != "complete")
+        assert ("counterexample_steps" in cell) == (cell["level"] != "complete")
 
 
 def test_the_cli_rejects_an_unknown_condition(capsys):
@@ -89,12 +92,6 @@ def test_the_cli_rejects_an_unknown_condition(capsys):
 
 
 def test_a_restart_loses_held_queries_and_resends_what_was_not_acknowledged():
-    from pathlib import Path
-
-    import yaml
-
-    from loadgen.simulation.scenario import parse_scenario
-
     doc = yaml.safe_load((Path(__file__).parent / "scenarios" / "sze_ling_example1.yaml").read_text())
     doc.update(algorithm="sze-ling", expect={"view": [["c1", 2]], "consistency": "complete"}, steps=[
         {"commit": {"source": "ds2", "id": "t1", "insert": {"R2": [["b1", "c1"]]}}},
@@ -120,3 +117,35 @@ def test_the_matrix_reports_where_the_strobe_family_maintained_a_widened_view():
     assert "strobe in 1/2 schedules" in widening_note(cells) and "sze-ling" not in widening_note(cells)
     result = simulate(parse_scenario(schedule("strobe", "fifo", 6), "seed 6"))
     assert len(result["maintained_columns"]) > len(result["columns"]) and result["maintained_view"] is not None
+
+
+def test_a_broken_core_yields_a_shrunk_counterexample_of_explicit_steps_that_replays(tmp_path, monkeypatch, capsys):
+    import warehouse.core.sze_ling.computation as computation
+
+    monkeypatch.setattr(computation, "compensate", lambda rows, *args, **kwargs: list(rows))   # broken on purpose
+    argv = ["matrix", "--schedules", "1", "--seed", "2", "--algorithms", "sze-ling", "--conditions", "fifo",
+            "--out", str(tmp_path)]
+    assert main([*argv, "--json"]) == 0
+    (cell,) = json.loads(capsys.readouterr().out)
+    assert cell["level"] == "none"   # federation 2's schedule ends with a wrong view
+    path, steps = cell["counterexample"], cell["counterexample_steps"]
+    assert steps["shrunk"] < steps["recorded"] / 4, steps
+    written = yaml.safe_load(Path(path).read_text())
+    assert len(written["steps"]) == steps["shrunk"] and written["steps"][-1] == {"run": "all"}
+    assert not any("random" in step for step in written["steps"])   # it replays whatever the generator becomes
+    assert f"none, not convergence ({steps['shrunk']} of the {steps['recorded']} steps" in written["name"]
+    assert main(["simulate", path, "--json"]) == 1   # an expectation (convergence) fails ...
+    replayed = json.loads(capsys.readouterr().out)
+    assert replayed["consistency"] == "none" and replayed["failures"][-1]["where"] == "expect.consistency"
+    assert main(argv) == 0   # the text output lists the file with both counts
+    assert f"{path}: {steps['shrunk']} steps, shrunk from {steps['recorded']}" in capsys.readouterr().out
+    monkeypatch.undo()   # the healthy core: the same steps meet the expectation
+    assert main(["simulate", path]) == 0
+
+
+def test_shrinking_keeps_only_the_steps_the_failure_needs_within_its_replays():
+    needs = lambda steps: 3 in steps and 17 in steps   # noqa: E731
+    assert shrink(list(range(40)), needs) == [3, 17]
+    calls = []
+    shrink(list(range(40)), lambda steps: calls.append(steps) or needs(steps), replays=5)
+    assert len(calls) == 5

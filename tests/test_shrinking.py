@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import random
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from loadgen.simulation.scenario import _step, parse_scenario
+from loadgen.simulation.scenario import commit_step, parse_scenario, parse_step
 from loadgen.simulation.simulate import simulate
 from loadgen.simulation.simulator import RandomTransactions, Simulator
 from loadgen.workloads.synthetic import random_scenario
@@ -60,7 +62,7 @@ class Schedules(RuleBasedStateMachine):
         self.steps.append(step)
         self.sim.now += 1
         try:
-            self.sim._step(_step(self.sim.scenario, step, self.committed, f"steps[{len(self.steps) - 1}]"))
+            self.sim._step(parse_step(self.sim.scenario, step, self.committed, f"steps[{len(self.steps) - 1}]"))
         except ValueError as err:   # the core refused a delta (a view row would go below zero)
             self._fail(f"broken ({err})")
 
@@ -70,11 +72,7 @@ class Schedules(RuleBasedStateMachine):
         request = RandomTransactions(self.sim.scenario, random.Random(seed)).transaction(self.sim.sources[name])
         if request is None:
             return
-        doc = request.to_dict()
-        txn = f"t{len(self.committed) + 1}"
-        self._do({"commit": {"source": name, "id": txn,
-                             **{k: v for k, v in (("insert", doc["inserts"]), ("delete", doc["deletes"]),
-                                                  ("modify", doc["modifies"])) if v}}})
+        self._do(commit_step(name, replace(request, txn_id=f"t{len(self.committed) + 1}")))
 
     def _in_flight(self) -> list[str]:
         return [m.payload.txn_id for m in self.sim.flight if m.kind == "notification"]

@@ -58,6 +58,12 @@ def test_trace_names_compensation_steps_with_their_version_numbers(fedlab):
     (("view", "SELEC B FROM"), "view: "),
     (("steps", [{"commit": {"source": "ds1", "id": "t1", "insert": {"R2": [["b", "c"]]}}}]), "relation R2 is not at source ds1"),
     (("steps", [{"deliver": {"notification": "nope"}}]), "deliver needs {notification: ID}"),
+    (("steps", [{"deliver": {"gossip": "x"}}]), "steps[0]: deliver names one message: {notification: ID}, "
+                                                "{subquery: ID}, {answer: SUBQUERY ID} or {resend: SOURCE}"),
+    (("steps", [{"drop": {"resend": "ds9"}}]), "steps[0]: drop needs {resend: SOURCE} naming a known source"),
+    (("steps", [{"duplicate": {"subquery": ["q1"]}}]), "steps[0]: duplicate needs {subquery: ID}, the id of a sub-query"),
+    (("steps", [{"deliver": {"answer": "q7"}}]), "steps[0]: an answer to q7 is not in flight"),
+    (("steps", [{"queries": "sometimes"}]), "steps[0]: queries takes 'in-flight' or 'at-once'"),
     (("steps", [{"commit": {"source": "ds9", "id": "t1", "insert": {"R1": [["a", "b"]]}}}]), "unknown source 'ds9'"),
     (("steps", [{"commit": {"source": "ds1", "id": "t1", "insert": {"R1": [["a1", "b"]]}}}]), "duplicates key"),
 ])

@@ -35,8 +35,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -51,13 +51,25 @@ from fedmodel.subquery import Subquery
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, restore
-from warehouse.core.sze_ling.deferral import Deferral
+from warehouse.core.events import (
+    Acknowledge,
+    AnswerArrived,
+    EvaluateView,
+    NotificationArrived,
+    RequestResend,
+    ResendRefused,
+    SendSubquery,
+    StateApplied,
+    TimerFired,
+    ViewEvaluated,
+    ViewQueried,
+    ViewReady,
+)
+from warehouse.core.ports import drive
 from warehouse.core.receipts import Receipts
-from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend, ResendRefused,
-                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewEvaluated,
-                                   ViewQueried, ViewReady)
-from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
+from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.fifo_order import FifoOrder
+from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
 
 log = logging.getLogger("fedlab.warehouse")
@@ -170,7 +182,7 @@ class Warehouse:
         # holds brings what was committed in the outage now, not when those timers run out.
         with self.lock:
             for source in self.sources:
-                self._perform(RequestResend(source, self.engine.received_through(source) + 1))
+                self.request_resend(RequestResend(source, self.engine.received_through(source) + 1))
         if self.algorithm in ASSUMES_FIFO:
             self.fifo = FifoOrder({s: self.engine.received_through(s) for s in self.sources})
 
@@ -292,41 +304,51 @@ class Warehouse:
 
     def _handle(self, event) -> None:
         with self.lock:
-            for action in self.engine.handle(event):
-                self._perform(action)
-            # The core's trace (compensation steps with their rows) explains a simulated run; live
-            # nothing reads it, and kept it would grow by a compensation's rows per transaction.
-            self.engine.trace.clear()
+            drive(self.engine, event, self)
 
-    def _perform(self, action) -> None:
-        if isinstance(action, Acknowledge):
-            # The core no longer needs some DSVs it never received (a resynchronisation read past them).
-            with self._edge:
-                self.receipts.advance(action.source, action.dsv)
-        elif isinstance(action, SendSubquery):
-            self._queues[action.subquery.source].append(action.subquery)
-            self._wake[action.subquery.source].notify()
-        elif isinstance(action, RequestResend):
-            self._queues[action.source].append(action)
-            self._wake[action.source].notify()
-        elif isinstance(action, StateApplied):
-            self.seq += 1
-            now = time.time()
-            self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
-                                           now, dict(action.versions), list(action.delta.items())))
-            if action.commit_time:
-                self.staleness.append((now, now - action.commit_time))
-        elif isinstance(action, ViewReady):
-            for reader in self._readers:
-                reader.set()
-            self._readers.clear()
-        elif isinstance(action, Resynchronise):
-            self.resyncs.append(f"{action.source}: DSV {action.missing_from} is gone (oldest {action.oldest_available})")
-            log.error("lost notification can no longer be resent: %s", self.resyncs[-1])
-        elif isinstance(action, EvaluateView):
-            # A Spark job takes seconds: it runs on the evaluator thread, not under the lock.
-            self._evaluations.append(action)
-            self._evaluate_wake.notify()
+    # ---- the ports (warehouse.core.ports): the core's actions carried out live ----
+
+    def send_subquery(self, action: SendSubquery) -> None:
+        self._queues[action.subquery.source].append(action.subquery)
+        self._wake[action.subquery.source].notify()
+
+    def request_resend(self, action: RequestResend) -> None:
+        self._queues[action.source].append(action)
+        self._wake[action.source].notify()
+
+    def acknowledge(self, action: Acknowledge) -> None:
+        # The core no longer needs some DSVs it never received (a resynchronisation read past them).
+        with self._edge:
+            self.receipts.advance(action.source, action.dsv)
+
+    def apply_state(self, action: StateApplied) -> None:
+        self.seq += 1
+        now = time.time()
+        self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
+                                       now, dict(action.versions), list(action.delta.items())))
+        if action.commit_time:
+            self.staleness.append((now, now - action.commit_time))
+
+    def view_ready(self, action: ViewReady) -> None:
+        for reader in self._readers:
+            reader.set()
+        self._readers.clear()
+
+    def evaluate_view(self, action: EvaluateView) -> None:
+        # Periodic recomputation's or a resynchronisation's Spark job takes seconds: it runs on the
+        # evaluator thread, not under the lock.
+        self._evaluations.append(action)
+        self._evaluate_wake.notify()
+
+    def record(self, trace: list[dict]) -> None:
+        """The core's trace explains a simulated run; live, only its resynchronisations are kept
+        (the status reports them): the rest, compensation steps with their rows, would grow by a
+        compensation's rows per transaction."""
+        for entry in trace:
+            if entry["event"] == "resynchronise":
+                self.resyncs.append(f"{entry['source']}: DSV {entry['missing_from']} is gone "
+                                    f"(oldest {entry['oldest_available']}); the view is rebuilt from snapshots")
+                log.warning("lost notification can no longer be resent: %s", self.resyncs[-1])
 
     def notify(self, notes) -> tuple[dict[str, int], dict[str, Acknowledge], dict[str, int]]:
         """Queues `notes` for the core; returns, per source among them, the highest DSV up to which

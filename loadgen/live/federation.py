@@ -24,9 +24,9 @@ from fedmodel.transactions import TransactionRequest
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
-from loadgen.workloads.driver import batch_outcomes
 from loadgen.live.environment import stderr_to
 from loadgen.live.runfile import RunFile
+from loadgen.workloads.driver import batch_outcomes
 from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
@@ -68,14 +68,17 @@ class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]] | Path, run_dir: str | Path,
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
-                 compact_interval: float = 60.0, deferral: Deferral | None = None):
+                 compact_interval: float = 60.0, deferral: Deferral | None = None,
+                 log_retention: dict[str, int] | None = None):
         """`initial`: the initial rows per relation, or a folder of source databases holding them
         already (prepare_source_files), copied for the sources to start from instead of loading
         the rows again; `tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
         certificates of loadgen.roles.certs; `recompute_period`: the `recompute` algorithm's seconds
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
         (source_node.engines), each told the column sets the view's sub-queries probe; `compact_interval`:
-        seconds between compactions of the Delta view's base; `deferral`: the `lazy` algorithm's bounds."""
+        seconds between compactions of the Delta view's base; `deferral`: the `lazy` algorithm's bounds;
+        `log_retention`: per source, how many notifications its outbox keeps at most (unbounded by
+        default), so that a lost one can be gone for good."""
         self.catalog = catalog
         self.tls = tls
         self.view_sql = view_sql
@@ -88,6 +91,7 @@ class Federation:
         self.recompute_period = recompute_period
         self.compact_interval = compact_interval
         self.deferral = deferral
+        self.log_retention = log_retention or {}
         self.source_engine = source_engine
         self.actors: dict = {}
         self.postgres = None   # the sources' private PostgreSQL server (source_engine "postgres")
@@ -107,7 +111,8 @@ class Federation:
             if self.postgres is None:
                 self._write_source_file(source)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), tls=self.tls,
-                                                     engine=self.source_engine, probes=probes, home=self.run_dir)
+                                                     engine=self.source_engine, probes=probes, home=self.run_dir,
+                                                     log_retention=self.log_retention.get(source))
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self.warehouse = self._new_warehouse()

@@ -16,7 +16,9 @@ Conditions (rates of the scenario format's `random` step, docs/scenarios.md):
 
 The first schedule of a cell that fell short of the level above the cell's is written to DIR as
 a scenario file that `fedlab simulate` replays to the same verdict (its `expect.consistency`
-names the level it misses, so the replay prints the first violation).
+names the level it misses, so the replay prints the first violation): the explicit steps the
+schedule took (loadgen.simulation.simulator.Run.steps), so that it replays whatever the random
+generator becomes, shrunk to those the verdict needs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import yaml
 
 from loadgen.simulation.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_scenario
 from loadgen.simulation.simulate import simulate
+from loadgen.simulation.simulator import Simulator
 from loadgen.workloads.synthetic import random_scenario
 from warehouse.core.algorithms import ALGORITHMS, STROBE_FAMILY
 from warehouse.core.planner import ACCESS_PATHS
@@ -53,6 +56,7 @@ RESTART_CONDITIONS = {
 }
 ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "lazy", "versioned", "sze-ling")
 JUDGED = LEVELS[1:]   # the levels a schedule can fall short of: convergence .. complete
+SHRINK_REPLAYS = 200  # replays a counterexample's shrinking may take (a schedule's takes 10-50 ms)
 
 
 def schedule(algorithm: str, condition: str, seed: int, transactions: str = "source-local",
@@ -103,20 +107,61 @@ def run_matrix(schedules: int = 20, seed: int = 0, algorithms=ORDER, conditions=
                 "widened": widened[(algorithm, condition)]}
         if out is not None and level != LEVELS[-1]:
             s = next(s for s, lv in runs if lv == level)
-            cell["counterexample"] = str(_write_counterexample(Path(out), algorithm, condition, s, level, kwargs))
+            path, recorded, shrunk = _write_counterexample(Path(out), algorithm, condition, s, level, kwargs)
+            cell["counterexample"] = str(path)
+            cell["counterexample_steps"] = {"recorded": recorded, "shrunk": shrunk}
         cells.append(cell)
     return cells
 
 
-def _write_counterexample(out: Path, algorithm: str, condition: str, seed: int, level: str, kwargs: dict) -> Path:
+def _write_counterexample(out: Path, algorithm: str, condition: str, seed: int, level: str,
+                          kwargs: dict) -> tuple[Path, int, int]:
+    """Writes the schedule as the explicit steps it took, its random step's decisions shrunk to
+    those after which it still replays to `level`; returns the file and how many steps the
+    schedule took and the file keeps. Every candidate ends as the schedule does, with `run: all`,
+    so that a shortfall is the algorithm's and not a transaction left in flight."""
     missed = LEVELS[LEVELS.index(level) + 1]
     doc = schedule(algorithm, condition, seed, **kwargs)
-    doc["name"] = f"counterexample: {algorithm} under {condition}, {doc['name']}: {level}, not {missed}"
-    doc["expect"] = {"consistency": missed}
+    *decided, ending = recorded = Simulator(parse_scenario(doc, doc["name"])).execute().steps
+    kept = [*shrink(decided, lambda candidate: _replayed_level({**doc, "steps": [*candidate, ending]}) == level),
+            ending]
+    doc.update(name=f"counterexample: {algorithm} under {condition}, {doc['name']}: {level}, not {missed} "
+                    f"({len(kept)} of the {len(recorded)} steps it took)",
+               steps=kept, expect={"consistency": missed})
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{algorithm}-{condition}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
+    path.write_text(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None))   # a row on a line
+    return path, len(recorded), len(kept)
+
+
+def _replayed_level(doc: dict) -> str | None:
+    """The level a scenario document replays to; None when it no longer replays (a step that
+    needs one taken out, or a core refusing a delta: a view row would go below zero)."""
+    try:
+        return simulate(parse_scenario(doc, "shrinking"))["consistency"]
+    except ValueError:   # ScenarioError is one
+        return None
+
+
+def shrink(steps: list, fails, replays: int = SHRINK_REPLAYS) -> list:
+    """The steps with those `fails` does not need taken out, greedily, as delta debugging does:
+    chunks of half the steps, then of a quarter, ... then single steps, each removal kept when
+    `fails` still holds without it (and tried again at that size while one is). At most
+    `replays` calls of `fails`, so that a long schedule costs a bounded time."""
+    size = len(steps) // 2
+    while size >= 1 and replays > 0:
+        i, removed = 0, False
+        while i < len(steps) and replays > 0:
+            candidate = steps[:i] + steps[i + size:]
+            replays -= 1
+            if fails(candidate):
+                steps, removed = candidate, True
+            else:
+                i += size
+        if not removed:
+            size //= 2
+        size = min(size, len(steps) // 2)
+    return steps
 
 
 def widening_note(cells: list[dict]) -> str:
@@ -195,4 +240,8 @@ def main(args) -> int:
         note = widening_note(cells)
         if note:
             print(f"\n{note}")
+        for cell in cells:
+            if "counterexample" in cell:
+                steps = cell["counterexample_steps"]
+                print(f"{cell['counterexample']}: {steps['shrunk']} steps, shrunk from {steps['recorded']}")
     return 0

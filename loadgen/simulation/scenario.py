@@ -11,18 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadgen.yamlfile import read_yaml
-
 from fedmodel.catalog import Catalog, check_row, check_value
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef, parse_view
+from loadgen.yamlfile import read_yaml
 from source_node.commit import check_initial_state
 from warehouse.core.sze_ling.deferral import Deferral
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read", "tick")
+              "restart", "read", "tick", "queries")
+# What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
+# its id, an answer by the sub-query it answers, a resend request by the source it goes to.
+MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
 _RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "warehouse_restart",
                 "transactions"}
 TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
@@ -37,6 +39,7 @@ class Step:
     kind: str
     args: dict
     where: str
+    doc: object = None   # the step as the file writes it (a run records its steps so: Run.steps)
 
 
 @dataclass
@@ -116,7 +119,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         scenario.deferral = _deferral(doc["lazy"], f"{where}: lazy")
     committed: set[str] = set()
     for i, step in enumerate(doc.get("steps") or []):
-        scenario.steps.append(_step(scenario, step, committed, f"{where}: steps[{i}]"))
+        scenario.steps.append(parse_step(scenario, step, committed, f"{where}: steps[{i}]"))
     expect = doc.get("expect") or {}
     if not isinstance(expect, dict) or set(expect) - {"view", "consistency"}:
         raise ScenarioError(f"{where}: 'expect' takes 'view' and 'consistency'")
@@ -157,48 +160,55 @@ def _mentioned_rows(doc: dict) -> dict[str, list]:
     return rows
 
 
-def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
+def parse_step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
+    """One step, checked against the scenario and the transaction ids `committed` before it (a
+    commit adds its own). The simulator reads the steps a `random` step decides with it too, so
+    that what it records is what a file replays."""
     if not isinstance(step, dict) or len(step) != 1:
         raise ScenarioError(f"{where}: a step is a mapping with exactly one key (one of {', '.join(STEP_KINDS)})")
     kind, args = next(iter(step.items()))
     if kind not in STEP_KINDS:
         raise ScenarioError(f"{where}: unknown step {kind!r}")
+    return Step(kind, _arguments(scenario, kind, args, committed, where), where, step)
+
+
+def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: str) -> dict:
     if kind == "commit":
-        return Step(kind, {"request": _commit(scenario, args, committed, where),
-                           "source": args["source"]}, where)
+        return {"request": _commit(scenario, args, committed, where), "source": args["source"]}
     if kind in ("deliver", "drop", "duplicate"):
-        txn = args.get("notification") if isinstance(args, dict) else None
-        if txn is None or str(txn) not in committed:
-            raise ScenarioError(f"{where}: {kind} needs {{notification: ID}} of a transaction committed earlier")
-        return Step(kind, {"notification": str(txn)}, where)
+        return _message(scenario, kind, args, committed, where)
+    if kind == "queries":
+        if args not in ("in-flight", "at-once"):
+            raise ScenarioError(f"{where}: queries takes 'in-flight' or 'at-once'")
+        return {"in_flight": args == "in-flight"}
     if kind in ("hold", "release", "answer"):
         key = "query_to" if kind == "answer" else "queries_to"
         source = args.get(key) if isinstance(args, dict) else None
         if source not in scenario.catalog.sources:
             raise ScenarioError(f"{where}: {kind} needs {{{key}: SOURCE}} naming a known source")
-        return Step(kind, {"source": source}, where)
+        return {"source": source}
     if kind == "expect_view":
-        return Step(kind, {"rows": _view_rows(scenario.view, args, where)}, where)
+        return {"rows": _view_rows(scenario.view, args, where)}
     if kind == "run":
         if args != "all":
             raise ScenarioError(f"{where}: run takes 'all'")
-        return Step(kind, {}, where)
+        return {}
     if kind == "read":
         if args != "view":
             raise ScenarioError(f"{where}: read takes 'view'")
-        return Step(kind, {}, where)
+        return {}
     if kind == "tick":
         if args != "timers":
             raise ScenarioError(f"{where}: tick takes 'timers'")
-        return Step(kind, {}, where)
+        return {}
     if kind == "restart":
         if isinstance(args, dict) and set(args) == {"warehouse"} and args["warehouse"] in (True, "mid-batch"):
-            return Step(kind, {"warehouse": args["warehouse"]}, where)
+            return {"warehouse": args["warehouse"]}
         source = args.get("source") if isinstance(args, dict) else None
         if source not in scenario.catalog.sources or set(args) != {"source"}:
             raise ScenarioError(f"{where}: restart needs {{source: SOURCE}} naming a known source, "
                                 "or {warehouse: true} (or mid-batch)")
-        return Step(kind, {"source": source}, where)
+        return {"source": source}
     if not isinstance(args, dict) or set(args) - _RANDOM_KEYS:
         raise ScenarioError(f"{where}: random takes {', '.join(sorted(_RANDOM_KEYS))}")
     seed, steps = args.get("seed", 0), args.get("steps", 100)
@@ -216,7 +226,31 @@ def _step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
     transactions = args.get("transactions", "source-local")
     if transactions not in TRANSACTION_SCENARIOS:
         raise ScenarioError(f"{where}: random.transactions must be one of {', '.join(TRANSACTION_SCENARIOS)}")
-    return Step(kind, {"seed": seed, "steps": steps, **rates, "transactions": transactions}, where)
+    return {"seed": seed, "steps": steps, **rates, "transactions": transactions}
+
+
+def _message(scenario: Scenario, kind: str, args, committed: set[str], where: str) -> dict:
+    """The message a deliver, drop or duplicate step takes: `{KIND: NAME}` (MESSAGE_KINDS); of
+    several in flight with that name, the oldest."""
+    if not isinstance(args, dict) or len(args) != 1 or next(iter(args)) not in MESSAGE_KINDS:
+        raise ScenarioError(f"{where}: {kind} names one message: {{notification: ID}}, {{subquery: ID}}, "
+                            "{answer: SUBQUERY ID} or {resend: SOURCE}")
+    what, name = next(iter(args.items()))
+    if what == "notification" and str(name) not in committed:
+        raise ScenarioError(f"{where}: {kind} needs {{notification: ID}} of a transaction committed earlier")
+    if what == "resend" and name not in scenario.catalog.sources:
+        raise ScenarioError(f"{where}: {kind} needs {{resend: SOURCE}} naming a known source")
+    if what in ("subquery", "answer") and not isinstance(name, str):
+        raise ScenarioError(f"{where}: {kind} needs {{{what}: ID}}, the id of a sub-query (q1, q2, ...)")
+    return {"message": what, "name": str(name)}
+
+
+def commit_step(source: str, request: TransactionRequest) -> dict:
+    """The `commit` step, as a file writes it, that commits `request` at `source`."""
+    doc = request.to_dict()
+    parts = {key: doc[part] for key, part in (("insert", "inserts"), ("delete", "deletes"), ("modify", "modifies"))
+             if doc[part]}
+    return {"commit": {"source": source, "id": request.txn_id, **parts}}
 
 
 def _commit(scenario: Scenario, args, committed: set[str], where: str) -> TransactionRequest:

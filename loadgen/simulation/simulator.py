@@ -1,6 +1,8 @@
 """The deterministic simulator: a scenario run through the maintenance core with in-process sources.
 
-Time is simulated; nothing is random but what a `random` step draws from its own seed. The
+Time is simulated; nothing is random but what a `random` step draws from its own seed, and
+each of its decisions is taken as the explicit step it amounts to (RandomSchedule), so that
+`Run.steps`, every step taken, replays the same run as a file of explicit steps. The
 warehouse is the same algorithm object the live service drives (warehouse.core.algorithms:
 Sze-Ling's engine or a baseline), over the view it maintains; sources are in-memory stores
 with the same contract as the DuckDB ones. Messages in flight (notifications, sub-queries,
@@ -21,22 +23,37 @@ A run's states are the durable ones, as a live run's history is.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 from fedmodel.viewdef import ColumnRef
-from loadgen.simulation.scenario import Scenario, ScenarioError, Step
+from loadgen.simulation.scenario import Scenario, ScenarioError, Step, commit_step, parse_step
+from source_node.faults import KINDS as SOURCE_FAULTED
+from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
 from warehouse.core.algorithms import create, maintained_view, restore
-from warehouse.core.events import (Acknowledge, AnswerArrived, EvaluateView, NotificationArrived, RequestResend,
-                                   ResendRefused, Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
-                                   ViewEvaluated, ViewReady)
+from warehouse.core.events import (
+    Acknowledge,
+    AnswerArrived,
+    EvaluateView,
+    NotificationArrived,
+    RequestResend,
+    ResendRefused,
+    SendSubquery,
+    StateApplied,
+    TimerFired,
+    ViewEvaluated,
+    ViewQueried,
+    ViewReady,
+)
+from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
@@ -47,6 +64,13 @@ class Message:
     kind: str          # notification | subquery | answer | resend
     source: str
     payload: object
+
+    @property
+    def name(self) -> str:
+        """What a deliver, drop or duplicate step names it by (scenario.MESSAGE_KINDS)."""
+        if self.kind == "notification":
+            return self.payload.txn_id
+        return self.source if self.kind == "resend" else self.payload.id   # an answer's id is its sub-query's
 
 
 @dataclass
@@ -65,6 +89,9 @@ class Run:
     trace: list = field(default_factory=list)
     counters: Counter = field(default_factory=Counter)
     failures: list = field(default_factory=list)
+    # Every step taken, as a file writes it (a `random` step's decisions in its place): as the
+    # steps of a file with the same federation and view, it replays this run.
+    steps: list = field(default_factory=list)
 
 
 class Simulator:
@@ -93,12 +120,11 @@ class Simulator:
         self.policies = {s: ResendPolicy(self.engine.timeout) for s in self.sources}
         self.flight: list[Message] = []
         self.held: dict[str, list[Subquery]] = {}
-        self.queued_queries = False   # inside `random` steps, sub-queries and answers travel too
+        self.queued_queries = False   # `queries: in-flight`: sub-queries, answers, resend requests travel too
         self.fifo_answers = False     # inside `run: all`, an answer does not overtake its source's messages
         self.run = Run()
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
         self.current = Counter(rows)   # the view state by state, rebuilt from the applied deltas
-        self._trace_seen = 0
 
     # ---- the script ----
 
@@ -111,10 +137,14 @@ class Simulator:
 
     def _step(self, step: Step) -> None:
         a = step.args
+        if step.kind != "random":   # a random step's decisions are recorded as they are taken
+            self.run.steps.append(step.doc)
         if step.kind == "commit":
             self.commit(a["source"], a["request"], step.where)
+        elif step.kind == "queries":
+            self.queued_queries = a["in_flight"]
         elif step.kind in ("deliver", "drop", "duplicate"):
-            msg = self._take_notification(a["notification"], step)
+            msg = self._take(a["message"], a["name"], step)
             if step.kind == "drop":
                 self._log("drop", msg)
             else:
@@ -160,11 +190,14 @@ class Simulator:
         self._send(Message("notification", source, n))
         return n
 
-    def _take_notification(self, txn: str, step: Step) -> Message:
+    def _take(self, kind: str, name: str, step: Step) -> Message:
+        """The oldest message in flight of that kind and name (Message.name), out of the network."""
         for i, m in enumerate(self.flight):
-            if m.kind == "notification" and m.payload.txn_id == txn:
+            if m.kind == kind and m.name == name:
                 return self.flight.pop(i)
-        raise ScenarioError(f"{step.where}: the notification of {txn} is not in flight")
+        described = {"notification": "the notification of", "subquery": "sub-query", "answer": "an answer to",
+                     "resend": "a resend request to"}[kind]
+        raise ScenarioError(f"{step.where}: {described} {name} is not in flight")
 
     # ---- running to quiescence ----
 
@@ -204,40 +237,30 @@ class Simulator:
                 self._send(Message("notification", source, n), resend=True)
         self._handle(TimerFired(self.now))
 
-    def random_steps(self, seed: int, steps: int, drop: float, reorder: float, duplicate: float,
-                     commit_rate: float, restart: float = 0.0, transactions: str = "source-local",
-                     warehouse_restart: float = 0.0) -> None:
-        rng = random.Random(seed)
-        workload = RandomTransactions(self.scenario, rng, single_update=transactions == "single-update")
-        self.queued_queries = True
-        try:
-            for _ in range(steps):
+    def random_steps(self, steps: int, **schedule) -> None:
+        """`steps` seeded random steps (`schedule`: RandomSchedule's arguments), each taken as the
+        explicit step it decides, between `queries: in-flight` (at this step's own time) and
+        `queries: at-once`, and each a unit of simulated time as a file's steps are: so Run.steps,
+        which records them, replays this run. A drawn transaction the source would refuse is no
+        step."""
+        decide = RandomSchedule(self, **schedule)
+        self._take_step({"queries": "in-flight"})
+        for _ in range(steps):
+            step = decide.next_step()
+            if step is not None:
                 self.now += 1
-                # Drawn only when asked for, so that schedules without restarts stay as they were.
-                if restart and rng.random() < restart:
-                    self.restart(rng.choice(sorted(self.sources)))
-                    continue
-                if warehouse_restart and rng.random() < warehouse_restart:
-                    self.restart_warehouse(mid_batch=rng.random() < 0.5)
-                    continue
-                if rng.random() < commit_rate:
-                    source = rng.choice(sorted(self.sources))
-                    request = workload.transaction(self.sources[source])
-                    if request is not None:
-                        self.commit(source, request, "random")
-                    continue
-                if not self.flight:
-                    self._fire_timers()
-                    continue
-                msg = self.flight.pop(rng.randrange(len(self.flight)) if rng.random() < reorder else 0)
-                roll = rng.random()
-                if roll < drop:
-                    self._log("drop", msg)
-                else:
-                    for _ in range(2 if roll < drop + duplicate else 1):
-                        self._deliver(msg)
-        finally:
-            self.queued_queries = False
+                self._take_step(step)
+        self.now += 1
+        self._take_step({"queries": "at-once"})
+
+    def _take_step(self, doc: dict) -> None:
+        """A step decided while running, read as a file's are (what is recorded is what replays)."""
+        self._step(parse_step(self.scenario, doc, self.transaction_ids(), "random"))
+
+    def transaction_ids(self) -> set[str]:
+        """The ids of the transactions committed so far and of the file's commit steps."""
+        return ({n.txn_id for notes in self.committed.values() for n in notes}
+                | {s.args["request"].txn_id for s in self.scenario.steps if s.kind == "commit"})
 
     def restart(self, source: str) -> None:
         """The source's process restarts from its durable state (docs/architecture.md 4.5: its relations,
@@ -293,7 +316,6 @@ class Simulator:
                                   deferral=self.scenario.deferral)
         except ValueError as err:
             raise ScenarioError(f"restart: {err}") from None
-        self._trace_seen = 0
         self.incarnation += 1
         self.applied, self.received = [], []
         self.current = Counter(self.durable.rows)
@@ -365,75 +387,58 @@ class Simulator:
             self._handle(event)
 
     def _handle(self, event) -> None:
-        pending = [event]
-        while pending:
-            event = pending.pop(0)
-            actions = self._resynchronise() if event == ("resync",) else self.engine.handle(event)
-            self._collect_trace()
-            for action in actions:
-                pending.extend(self._perform(action))
+        drive(self.engine, event, self)
 
-    def _perform(self, action) -> list:
-        if isinstance(action, SendSubquery):
-            sq = action.subquery
-            self.run.counters["subqueries"] += 1
-            self.run.counters["messages"] += 1
-            self._count_rows(None, sq.probe)
-            self.run.trace.append({"t": self.now, "event": "subquery", "id": sq.id, "source": sq.source,
-                                   "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe],
-                                   "for": action.serves})
-            if self.queued_queries:
-                self.flight.append(Message("subquery", sq.source, sq))
-            else:
-                return self._query_arrives(sq)
-        elif isinstance(action, RequestResend):
-            self.run.counters["resends"] += 1
-            self.run.counters["messages"] += 1
-            self.run.trace.append({"t": self.now, "event": "resend-request", "source": action.source,
-                                   "from_dsv": action.from_dsv, "through_dsv": action.through_dsv})
-            msg = Message("resend", action.source, (action.from_dsv, action.through_dsv))
-            if self.queued_queries:
-                self.flight.append(msg)
-            else:
-                self._deliver(msg)
-        elif isinstance(action, Acknowledge):
-            # Reached the core; acknowledged (the outbox entry dropped) once durable: commit_batch.
-            self.policies[action.source].heard(self._incarnation, action.dsv, action.beyond, now=self.now)
-        elif isinstance(action, StateApplied):
-            self.current.update(action.delta)
-            view = {r: c for r, c in self.current.items() if c}
-            self.applied.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
-                                 "versions": action.versions, "view": view})
-            self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
-                                   "versions": action.versions, "view": _rows(self.view, view)})
-        elif isinstance(action, ViewReady):
-            self.run.trace.append({"t": self.now, "event": "read",
-                                   "view": _rows(self.view, {r: c for r, c in self.current.items() if c})})
-        elif isinstance(action, Resynchronise):
-            self.run.trace.append({"t": self.now, "event": "resynchronise", "source": action.source,
-                                   "missing_from": action.missing_from, "oldest_available": action.oldest_available})
-            self.run.counters["resynchronisations"] += 1
-            return [("resync",)]
-        elif isinstance(action, EvaluateView):
-            # Periodic recomputation's job: the live warehouse runs it in Spark; here it is the
-            # core's own evaluation, done at once (simulated time does not move).
-            self.run.counters["view_evaluations"] += 1
-            return [ViewEvaluated(action.round, recompute(action.view, action.relations), self.now)]
-        return []
+    # ---- the ports (warehouse.core.ports): the core's actions carried out in simulation ----
 
-    def _resynchronise(self) -> list:
-        """Snapshots of every source (each read at once) and the view recomputed over them."""
-        relations, brv, dsv = {}, {}, {}
-        for source, store in self.sources.items():
-            dsv[source], states = store.snapshot()
-            for name, (version, rows) in states.items():
-                relations[name], brv[name] = rows, version
-        return self.engine.resynchronise(recompute(self.view, relations), brv, dsv)
+    def send_subquery(self, action: SendSubquery) -> list:
+        sq = action.subquery
+        self.run.counters["subqueries"] += 1
+        self.run.counters["messages"] += 1
+        self._count_rows(None, sq.probe)
+        self.run.trace.append({"t": self.now, "event": "subquery", "id": sq.id, "source": sq.source,
+                               "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe],
+                               "for": action.serves})
+        if self.queued_queries:
+            self.flight.append(Message("subquery", sq.source, sq))
+            return []
+        return self._query_arrives(sq)
 
-    def _collect_trace(self) -> None:
-        for entry in self.engine.trace[self._trace_seen:]:
-            self.run.trace.append({"t": self.now, **entry})
-        self._trace_seen = len(self.engine.trace)
+    def request_resend(self, action: RequestResend) -> None:
+        self.run.counters["resends"] += 1
+        self.run.counters["messages"] += 1
+        self.run.trace.append({"t": self.now, "event": "resend-request", "source": action.source,
+                               "from_dsv": action.from_dsv, "through_dsv": action.through_dsv})
+        msg = Message("resend", action.source, (action.from_dsv, action.through_dsv))
+        if self.queued_queries:
+            self.flight.append(msg)
+        else:
+            self._deliver(msg)
+
+    def acknowledge(self, action: Acknowledge) -> None:
+        # Reached the core; acknowledged (the outbox entry dropped) once durable: commit_batch.
+        self.policies[action.source].heard(self._incarnation, action.dsv, action.beyond, now=self.now)
+
+    def apply_state(self, action: StateApplied) -> None:
+        self.current.update(action.delta)
+        view = {r: c for r, c in self.current.items() if c}
+        self.applied.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
+                             "versions": action.versions, "view": view})
+        self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
+                               "versions": action.versions, "view": _rows(self.view, view)})
+
+    def view_ready(self, action: ViewReady) -> None:
+        self.run.trace.append({"t": self.now, "event": "read",
+                               "view": _rows(self.view, {r: c for r, c in self.current.items() if c})})
+
+    def evaluate_view(self, action: EvaluateView) -> list:
+        # Periodic recomputation's and resynchronisation's job: the live warehouse runs it in
+        # Spark; here it is the core's own evaluation, done at once (simulated time does not move).
+        self.run.counters["view_evaluations"] += 1
+        return [ViewEvaluated(action.round, recompute(action.view, action.relations), self.now)]
+
+    def record(self, trace: list[dict]) -> None:
+        self.run.trace.extend({"t": self.now, **entry} for entry in trace)
 
     def _log(self, what: str, msg: Message) -> None:
         label = msg.payload.txn_id if msg.kind == "notification" else getattr(msg.payload, "id", msg.payload)
@@ -473,6 +478,60 @@ def _rows(view, counts: dict) -> list[tuple]:
         else:
             out.extend([row] * count)
     return out
+
+
+class RandomSchedule:
+    """The decisions of a `random` step, each as the explicit step it amounts to (docs/scenarios.md).
+
+    Which message leaves the network next is the schedule's draw (live, each copy's delay decides
+    it). Whether a notification or an answer is lost or arrives twice is its source's decision,
+    as live: a FaultInjector per source (source_node.faults), seeded with the schedule's seed and
+    the source's name, at the schedule's drop and duplicate rates. Sub-queries and resend requests
+    go from the warehouse, which injects no faults; the network can still lose or repeat them (a
+    cut connection, a retried call), and only such faults exercise the warehouse's recovery
+    (sub-queries sent again, gaps asked for again), so the schedule decides them itself, at the
+    same rates and by the injector's rule (a duplicate is a message not lost that arrives twice).
+    """
+
+    def __init__(self, sim: Simulator, seed: int, drop: float, reorder: float, duplicate: float,
+                 commit_rate: float, restart: float = 0.0, transactions: str = "source-local",
+                 warehouse_restart: float = 0.0):
+        self.sim = sim
+        self.rng = random.Random(seed)
+        self.workload = RandomTransactions(sim.scenario, self.rng, single_update=transactions == "single-update")
+        self.faults = {s: FaultInjector(f"{seed}:{s}", drop=drop, duplicate=duplicate) for s in sim.sources}
+        self.drop, self.reorder, self.duplicate, self.commit_rate = drop, reorder, duplicate, commit_rate
+        self.restart, self.warehouse_restart = restart, warehouse_restart
+
+    def next_step(self) -> dict | None:
+        """The next step; None when the drawn transaction is one its source would refuse."""
+        rng, sim = self.rng, self.sim
+        # Drawn only when asked for, so that schedules without restarts stay as they were.
+        if self.restart and rng.random() < self.restart:
+            return {"restart": {"source": rng.choice(sorted(sim.sources))}}
+        if self.warehouse_restart and rng.random() < self.warehouse_restart:
+            return {"restart": {"warehouse": "mid-batch" if rng.random() < 0.5 else True}}
+        if rng.random() < self.commit_rate:
+            return self._commit(rng.choice(sorted(sim.sources)))
+        if not sim.flight:
+            return {"tick": "timers"}
+        msg = sim.flight[rng.randrange(len(sim.flight)) if rng.random() < self.reorder else 0]
+        return {("drop", "deliver", "duplicate")[self._copies(msg)]: {msg.kind: msg.name}}
+
+    def _commit(self, source: str) -> dict | None:
+        """A random transaction at `source`, named r1, r2, ... past the ids the run already has."""
+        request = self.workload.transaction(self.sim.sources[source])
+        if request is None:
+            return None
+        taken = self.sim.transaction_ids()
+        txn = next(t for t in (f"r{n}" for n in itertools.count(1)) if t not in taken)
+        return commit_step(source, replace(request, txn_id=txn))
+
+    def _copies(self, msg: Message) -> int:
+        """How many copies of `msg` arrive: 0 (lost), 1, or 2 (duplicated)."""
+        if msg.kind in SOURCE_FAULTED:
+            return len(self.faults[msg.source].decide(msg.kind))
+        return 0 if self.rng.random() < self.drop else 2 if self.rng.random() < self.duplicate else 1
 
 
 class RandomTransactions:

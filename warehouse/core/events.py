@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification
 
-
 # ---- events ----
 
 @dataclass(frozen=True)
@@ -102,20 +101,12 @@ class ViewReady:
 
 
 @dataclass(frozen=True)
-class Resynchronise:
-    """A lost notification can no longer be resent: the view must be rebuilt from snapshots."""
-
-    source: str
-    missing_from: int
-    oldest_available: int
-
-
-@dataclass(frozen=True)
 class EvaluateView:
     """Evaluate `view` over whole relations (`relations`: name -> rows), read at one state per
     source, and hand the result back as ViewEvaluated(`round`, ...): periodic recomputation's
-    job. The live warehouse runs it as a Spark job, the simulator with warehouse.core.recompute;
-    the core never evaluates it itself, so it stays free of Spark and of the time a job takes."""
+    job, and a resynchronisation's (warehouse.core.snapshots). The live warehouse runs it as a
+    Spark job, the simulator with warehouse.core.recompute; the core never evaluates it itself,
+    so it stays free of Spark and of the time a job takes."""
 
     round: int
     view: object          # fedmodel.viewdef.ViewDef

@@ -2,11 +2,10 @@
 Example 1 notes that commercial warehouses recompute their views, and section 1 why that is not
 enough: a recomputation that reads sources at different moments is subject to the same anomalies).
 
-Every `period` of time, at a timer event, the warehouse asks every source for each view relation
-whole (a sub-query with no probe: all rows that pass the view's selection on it) and replaces the
-view with the recomputation over the answers. The answers of one source form a snapshot only if
-they were read at one state (one DSV); if not, that source is asked again, so every state is the
-view at the vector of the DSVs its answers were read at, and the state claims that vector. A
+Every `period` of time, at a timer event, the warehouse reads a snapshot of every source
+(warehouse.core.snapshots: each view relation whole, one state per source) and replaces the view
+with the recomputation over it, so every state is the view at the vector of the DSVs its
+snapshot was read at, and the state claims that vector. A
 round that finds every source where the view already is applies nothing. Notifications only tell
 the warehouse how far behind the view is (they are acknowledged as they come); a sub-query
 unanswered for a period is sent again.
@@ -24,13 +23,22 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from fedmodel.subquery import Answer, Subquery, SubqueryRelation
+from fedmodel.subquery import Answer
 from fedmodel.viewdef import ViewDef
 from warehouse.core.algorithm import Counters
-from warehouse.core.events import (AnswerArrived, EvaluateView, NotificationArrived, ResendRefused,
-                                   SendSubquery, StateApplied, TimerFired, ViewEvaluated,
-                                   ViewQueried, ViewReady)
+from warehouse.core.events import (
+    AnswerArrived,
+    EvaluateView,
+    NotificationArrived,
+    ResendRefused,
+    StateApplied,
+    TimerFired,
+    ViewEvaluated,
+    ViewQueried,
+    ViewReady,
+)
 from warehouse.core.notification_log import NotificationLog
+from warehouse.core.snapshots import SnapshotRead
 from warehouse.core.view_state import MaterializedView
 
 
@@ -56,10 +64,8 @@ class PeriodicRecompute:
         self.refreshed = dict(brv)
         self.trace: list[dict] = []
         self.counters = RecomputeCounters()
-        self.outstanding: dict[str, Subquery] = {}
-        self.answers: dict[str, Answer] = {}   # relation -> its answer in this round
+        self.read: SnapshotRead | None = None   # this round's
         self.last_round = 0.0
-        self.asked_at = 0.0
         self.evaluating: dict | None = None   # the round whose EvaluateView is out: round, versions, refreshed
         self._ids = 0
 
@@ -84,57 +90,41 @@ class PeriodicRecompute:
     def _on_timer(self, now: float) -> list:
         if self.evaluating is not None:
             return []   # a job may outlast a period; its adapter reports it either way
-        if self.outstanding:
-            if now - self.asked_at < self.period:
-                return []
-            self.asked_at = now
-            self.counters.retries += len(self.outstanding)
-            return [SendSubquery(sq) for sq in self.outstanding.values()]
+        if self.read is not None and not self.read.complete:
+            retries = self.read.overdue(now, self.period)
+            self.counters.retries += len(retries)
+            return retries
         if now - self.last_round < self.period:
             return []
-        self.last_round = self.asked_at = now
+        self.last_round = now
         self.counters.rounds += 1
-        self.answers.clear()
-        return self._ask(self.view.relations)
+        self.read = SnapshotRead(self.view, self._new_id, now)
+        return self._count(self.read.start())
 
-    def _ask(self, relations) -> list:
-        actions = []
-        for name in relations:
-            self._ids += 1
-            rel = self.view.relation(name)
-            sq = Subquery(f"r{self._ids}", rel.source,
-                          (SubqueryRelation(rel.name, None, (), (), self.view.selection_sql(rel.name)),), ())
-            self.outstanding[sq.id] = sq
-            self.counters.subqueries += 1
-            actions.append(SendSubquery(sq))
-        return actions
+    def _new_id(self) -> str:
+        self._ids += 1
+        return f"r{self._ids}"
+
+    def _count(self, sent: list) -> list:
+        self.counters.subqueries += len(sent)
+        return sent
 
     def _on_answer(self, answer: Answer) -> list:
-        sq = self.outstanding.pop(answer.id, None)
-        if sq is None:
+        if self.read is None or not self.read.expects(answer):
             self.counters.duplicates += 1
             return []
-        self.answers[sq.relations[0].relation] = answer
-        mine = [r for r in self.view.relations if self.view.relation(r).source == answer.source]
-        if any(r not in self.answers for r in mine):
-            return []
-        if len({self.answers[r].dsv for r in mine}) > 1:
+        again = self.read.take(answer)
+        if again:
             self.counters.rereads += 1
-            for r in mine:
-                del self.answers[r]
-            return self._ask(mine)
-        if self.outstanding:
-            return []
-        return self._evaluate()
+            return self._count(again)
+        return self._evaluate() if self.read.complete else []
 
     def _evaluate(self) -> list:
-        versions = {**self._applied_dsv, **{a.source: a.dsv for a in self.answers.values()}}
+        versions = {**self._applied_dsv, **self.read.dsv()}
         if versions == self._applied_dsv:
             return []   # nothing committed since the last round: no job to run
-        relations = {r: list(a.rows_of(r).rows) for r, a in self.answers.items()}
-        action = EvaluateView(self.counters.rounds, self.view, relations)
-        self.evaluating = {"round": action.round, "versions": versions,
-                           "refreshed": {r: a.rows_of(r).brv for r, a in self.answers.items()}}
+        action = EvaluateView(self.counters.rounds, self.view, self.read.relations())
+        self.evaluating = {"round": action.round, "versions": versions, "refreshed": self.read.brv()}
         self.trace.append({"event": "evaluate-view", "round": action.round, "versions": dict(versions)})
         return [action]
 

@@ -28,12 +28,23 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.algorithm import Counters
+from warehouse.core.events import (
+    AnswerArrived,
+    EvaluateView,
+    NotificationArrived,
+    RequestResend,
+    ResendRefused,
+    SendSubquery,
+    StateApplied,
+    TimerFired,
+    ViewEvaluated,
+    ViewQueried,
+    ViewReady,
+)
+from warehouse.core.notification_log import NotificationLog
+from warehouse.core.snapshots import SnapshotRead
 from warehouse.core.sze_ling.computation import Computation, Context
 from warehouse.core.sze_ling.deferral import Deferral, PendingTasks, combine
-from warehouse.core.events import (AnswerArrived, NotificationArrived, RequestResend, ResendRefused,
-                                   Resynchronise, SendSubquery, StateApplied, TimerFired, ViewQueried,
-                                   ViewReady)
-from warehouse.core.notification_log import NotificationLog
 from warehouse.core.sze_ling.transaction_task import TransactionTask
 from warehouse.core.sze_ling.version_state import VersionState
 from warehouse.core.view_state import MaterializedView
@@ -66,6 +77,7 @@ class EngineCounters(Counters):
     duplicates: int = 0
     rejected_answers: int = 0
     jobs: int = 0          # tasks started: one per transaction, or per combined group (lazy)
+    resynchronisations: int = 0   # snapshots read because a lost notification was gone for good
     condensed: int = 0     # base delta rows that condensing combined transactions removed
 
 
@@ -99,6 +111,7 @@ class MaintenanceEngine:
         self._answered_at: dict[str, int] = {}
         self._arrivals = itertools.count()
         self._seq = 0
+        self._resync: SnapshotRead | None = None   # the snapshot a resynchronisation reads
         self._ctx = Context(view, self.log, self.mview, self.versions.refreshed, options.compensate,
                             options.self_maintenance, self._new_id, self._record, options.as_of)
 
@@ -112,9 +125,11 @@ class MaintenanceEngine:
         elif isinstance(event, TimerFired):
             actions = self._on_timer(event.now)
         elif isinstance(event, ResendRefused):
-            actions = [Resynchronise(event.source, event.from_dsv, event.oldest_available)]
+            actions = self._on_resend_refused(event)
         elif isinstance(event, ViewQueried):
             actions = self._on_read()
+        elif isinstance(event, ViewEvaluated):
+            actions = self._on_snapshot_evaluated(event)
         else:
             raise TypeError(f"unknown event {event!r}")
         return actions + self._apply_ready(event.now)
@@ -153,6 +168,8 @@ class MaintenanceEngine:
         return []
 
     def _on_answer(self, answer, now: float) -> list:
+        if self._resync is not None and self._resync.expects(answer):
+            return self._on_snapshot_answer(answer)
         comp = self._routes.get(answer.id)
         if comp is None:
             self.counters.duplicates += 1
@@ -201,6 +218,10 @@ class MaintenanceEngine:
                 actions.append(SendSubquery(sq, getattr(self._routes.get(sid), "label", "")))
         if actions:
             self._round_trip.timed_out()
+        if self._resync is not None:
+            again = self._resync.overdue(now, timeout)
+            self.counters.retries += len(again)
+            actions += again
         if self.options.ordered:
             for source in self.versions.started_dsv:
                 actions += self._ask_resend(source, now)
@@ -237,13 +258,47 @@ class MaintenanceEngine:
 
     # ---- resynchronisation ----
 
-    def resynchronise(self, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int]) -> list:
-        """Rebuilds from a recomputed view when a lost notification can no longer be resent.
+    def _on_resend_refused(self, event: ResendRefused) -> list:
+        """A lost notification can no longer be resent (its source truncated its log): the view
+        is rebuilt from a snapshot of every source (warehouse.core.snapshots), which the adapter
+        evaluates (EvaluateView). One snapshot at a time: one already being read goes on, and if
+        it was read below this gap, the gap shows again after it and is refused again."""
+        self.trace.append({"event": "resynchronise", "source": event.source, "missing_from": event.from_dsv,
+                           "oldest_available": event.oldest_available})
+        if self._resync is not None:
+            return []
+        self.counters.resynchronisations += 1
+        return self._read_snapshot(event.now)
 
-        `rows` is the view over source snapshots read at `dsv` (per source) and `brv`. Tasks in
-        flight are dropped (their sub-queries' late answers are ignored); notifications past the
-        snapshots are kept and started again. The new state skips transactions, so the run can
-        no longer be completely consistent, and the StateApplied (transaction "resync") says so.
+    def _read_snapshot(self, now: float) -> list:
+        self._resync = SnapshotRead(self.view, self._new_id, now)
+        sent = self._resync.start()
+        self.counters.subqueries += len(sent)
+        return sent
+
+    def _on_snapshot_answer(self, answer) -> list:
+        again = self._resync.take(answer)
+        self.counters.subqueries += len(again)
+        if again or not self._resync.complete:
+            return again
+        return [EvaluateView(self.counters.resynchronisations, self.view, self._resync.relations())]
+
+    def _on_snapshot_evaluated(self, event: ViewEvaluated) -> list:
+        if self._resync is None or not self._resync.complete or event.round != self.counters.resynchronisations:
+            self.counters.duplicates += 1   # not the evaluation this core waits for
+            return []
+        if event.rows is None:   # the job failed: read a fresh snapshot
+            return self._read_snapshot(event.now)
+        read, self._resync = self._resync, None
+        return self._on_resynchronised(event.rows, read.brv(), read.dsv(), event.now)
+
+    def _on_resynchronised(self, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
+                           now: float) -> list:
+        """Rebuilds from the view over a snapshot: `rows`, read at `dsv` (per source) and `brv`.
+
+        Tasks in flight are dropped (their sub-queries' late answers are ignored); notifications
+        past the snapshot are kept and started again. The new state skips transactions, so the run
+        can no longer be completely consistent, and the StateApplied (transaction "resync") says so.
         """
         before = self.mview.snapshot()
         self.tasks.clear()
@@ -267,8 +322,8 @@ class MaintenanceEngine:
         actions: list = [StateApplied("*", 0, "resync", {r: c for r, c in delta.items() if c}, dict(dsv))]
         actions += [self.log.acknowledgement(s) for s in dsv]   # the snapshots cover what a gap hid
         for n in pending:
-            actions += self._on_notification(n, 0.0)
-        return actions + self._apply_ready(0.0)
+            actions += self._on_notification(n, now)
+        return actions
 
     # ---- tasks ----
 
