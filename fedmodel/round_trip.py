@@ -13,7 +13,6 @@ and never caught up. Both ends use it: the warehouse core for sub-queries
 
 from __future__ import annotations
 
-
 MAX_BACKOFF = 64
 
 

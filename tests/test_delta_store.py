@@ -16,10 +16,10 @@ import duckdb
 import pytest
 
 from fedmodel.transactions import Notification, RelationChange
+from warehouse.spark_session import JVM_NICE
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
 from warehouse.store.sparktypes import from_spark
-from warehouse.spark_session import JVM_NICE
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,6 @@ import sys
 
 import pytest
 import yaml
-
 from k8s_support import CHART, KUBE_VERSIONS, REPO, load_fedlab_helm, load_render_k8s, split_manifests, validate_strict
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))

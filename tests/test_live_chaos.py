@@ -25,8 +25,8 @@ from live_support import MirroredLoad, refuses
 from fedmodel import message_log
 from fedmodel.transactions import TransactionRequest
 from loadgen.live.check import check
-from loadgen.live.federation import Federation
 from loadgen.live.environment import NO_FAULTS, set_faults
+from loadgen.live.federation import Federation
 from loadgen.live.runfile import RunFile
 from loadgen.simulation.scenario import load_scenario, parse_scenario
 

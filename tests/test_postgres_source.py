@@ -338,8 +338,8 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
     from live_support import MirroredLoad
 
     from loadgen.live.check import check
-    from loadgen.live.federation import Federation
     from loadgen.live.environment import NO_FAULTS, set_faults
+    from loadgen.live.federation import Federation
     from loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources under chaos")

@@ -10,8 +10,8 @@ import time
 
 import grpc
 import pytest
-
 from fake_warehouse import FakeWarehouse
+
 from fedmodel.catalog import Catalog
 from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows, encode_rows

@@ -21,17 +21,17 @@ from pathlib import Path
 import grpc
 import pytest
 import yaml
-
 from fake_warehouse import FakeWarehouse
+
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.messages import to_pb
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.wire import pb, rpc
-from loadgen.roles.certs import write_certificates
-from loadgen.live.check import committed_history
 from loadgen.cli import main
+from loadgen.live.check import committed_history
 from loadgen.live.remote_source import RemoteSource
+from loadgen.roles.certs import write_certificates
 from source_node.node import SourceNode
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -108,10 +108,10 @@ def main(args) -> int:
 def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console) -> list[dict]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loadgen.bench.runner import failed, run_one
-    from loadgen.workloads.driver_process import DataRecipe
-    from loadgen.live.environment import warehouse_spark
     from loadgen.bench.plan import PLACEMENTS
+    from loadgen.bench.runner import failed, run_one
+    from loadgen.live.environment import warehouse_spark
+    from loadgen.workloads.driver_process import DataRecipe
     from loadgen.workloads.tpch import tpch_catalog
     from source_node.ray_runtime import stop_ray
 

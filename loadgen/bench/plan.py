@@ -99,13 +99,12 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
     the machine over the bench spreads over every run alike."""
+    from loadgen.bench.ramp import rates
     from loadgen.live.run import parse_chaos
     from loadgen.workloads.tpch import DEFAULT_PLACEMENT, load_view, view_names
     from loadgen.workloads.workload import WORKLOADS
     from warehouse.core.algorithms import ALGORITHMS
     from warehouse.core.planner import ACCESS_PATHS
-
-    from loadgen.bench.ramp import rates
 
     pairs = []
     for item in _split(algorithms):

@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-
 ACHIEVED_SHARE = 0.9
 BACKLOG_SHARE = 0.25
 BACKLOG_SLACK = 5

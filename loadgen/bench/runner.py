@@ -27,8 +27,8 @@ from loadgen.bench.profile import Stopwatches
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
-from loadgen.workloads.driver_process import DataRecipe, DriverProcess
 from loadgen.live.environment import NO_FAULTS, set_faults
+from loadgen.workloads.driver_process import DataRecipe, DriverProcess
 from warehouse.core.sze_ling.deferral import Deferral
 
 Progress = Callable[[str, float, float | None, str], None]

@@ -51,8 +51,8 @@ from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
 from loadgen.checker.pg_server import PostgresServer, PostgresServerError
 from loadgen.live.remote_source import RemoteSource, read_history, remote_sources
-from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
 from loadgen.live.runfile import RunFile
+from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
 from loadgen.simulation.scenario import LEVELS
 from source_node.engines import open_store
 

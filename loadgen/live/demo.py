@@ -21,9 +21,9 @@ from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
-from loadgen.workloads.driver import drive
 from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
+from loadgen.workloads.driver import drive
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 

@@ -24,7 +24,6 @@ from fedmodel.transactions import Notification
 from fedmodel.wire import pb, rpc
 
 
-
 @dataclass(frozen=True)
 class RemoteSource:
     """Where a running source answers: its gRPC address, the TLS files to reach it with, and how

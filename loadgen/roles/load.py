@@ -32,9 +32,9 @@ from fedmodel.errors import ModelError
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
-from loadgen.workloads.driver import drive, grpc_committer
 from loadgen.roles.process import RoleError, add_tls_arguments, fail, tls_files
 from loadgen.roles.runconfig import RunConfig, load_config
+from loadgen.workloads.driver import drive, grpc_committer
 
 _TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
 _RETRY_UNAVAILABLE = 120.0  # seconds a commit is retried while its source is unreachable

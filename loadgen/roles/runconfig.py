@@ -24,11 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadgen.yamlfile import read_yaml as read_yaml_file
-
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import ViewDef, parse_view
+from loadgen.yamlfile import read_yaml as read_yaml_file
 
 
 class ConfigError(ModelError):

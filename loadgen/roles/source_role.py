@@ -25,8 +25,15 @@ from fedmodel.catalog import check_row
 from fedmodel.errors import ModelError
 from fedmodel.message_log import source_log_path
 from loadgen.roles.faults_file import FaultsFile
-from loadgen.roles.process import Foreground, RoleError, add_source_engine_argument, add_tls_arguments, default_host, fail, \
-    tls_files
+from loadgen.roles.process import (
+    Foreground,
+    RoleError,
+    add_source_engine_argument,
+    add_tls_arguments,
+    default_host,
+    fail,
+    tls_files,
+)
 from loadgen.roles.runconfig import load_catalog, read_yaml
 
 

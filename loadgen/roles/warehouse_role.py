@@ -25,11 +25,19 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.roles.faults_file import FaultsFile
-from loadgen.roles.process import (Foreground, RoleError, add_deferral_arguments, add_tls_arguments, default_host, deferral, fail,
-                          tls_files)
-from loadgen.roles.runconfig import RunConfig, load_config
 from loadgen.live.runfile import RunFile
+from loadgen.roles.faults_file import FaultsFile
+from loadgen.roles.process import (
+    Foreground,
+    RoleError,
+    add_deferral_arguments,
+    add_tls_arguments,
+    default_host,
+    deferral,
+    fail,
+    tls_files,
+)
+from loadgen.roles.runconfig import RunConfig, load_config
 
 _RETRY = 2.0   # seconds between attempts to reach the sources for the first materialisation
 

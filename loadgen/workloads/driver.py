@@ -15,10 +15,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-
-import grpc
 from dataclasses import dataclass, field
 from typing import Callable
+
+import grpc
 
 from fedmodel.errors import ModelError
 from fedmodel.messages import to_pb

@@ -30,12 +30,12 @@ from dataclasses import replace
 
 from fedmodel.viewdef import ViewDef
 from warehouse.core.baselines.c_strobe import CStrobe
-from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
 from warehouse.core.baselines.keyed_view import widen
 from warehouse.core.baselines.periodic_recompute import PeriodicRecompute
-from warehouse.core.planner import ACCESS_PATHS
 from warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
+from warehouse.core.planner import ACCESS_PATHS
+from warehouse.core.sze_ling.deferral import Deferral
+from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
 
 ENGINE_ALGORITHMS = {
     "sze-ling": Options(),

@@ -21,9 +21,9 @@ from typing import Callable
 
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.viewdef import ViewDef
-from warehouse.core.sze_ling.computation import Computation, Context
 from warehouse.core.evaluation import fold, plan_fragment
 from warehouse.core.planner import pin, plan
+from warehouse.core.sze_ling.computation import Computation, Context
 
 Derivation = tuple  # one base row per view relation, in view.relations order
 

@@ -49,12 +49,19 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.algorithm import Counters
-from warehouse.core.events import (AnswerArrived, NotificationArrived, ResendRefused,
-                                   SendSubquery, StateApplied, TimerFired, ViewQueried,
-                                   ViewReady)
 from warehouse.core.baselines.keyed_view import project, widen
-from warehouse.core.notification_log import NotificationLog
 from warehouse.core.baselines.source_evaluate import Derivation, Evaluation
+from warehouse.core.events import (
+    AnswerArrived,
+    NotificationArrived,
+    ResendRefused,
+    SendSubquery,
+    StateApplied,
+    TimerFired,
+    ViewQueried,
+    ViewReady,
+)
+from warehouse.core.notification_log import NotificationLog
 from warehouse.core.view_state import MaterializedView
 
 

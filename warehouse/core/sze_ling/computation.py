@@ -17,10 +17,10 @@ from typing import Callable
 
 from fedmodel.subquery import Answer, Subquery, SubqueryRelation
 from fedmodel.viewdef import ViewDef
-from warehouse.core.sze_ling.compensation import compensate
-from warehouse.core.sze_ling.dependencies import lookup_subtree_ok
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.planner import PlannedRelation, QueryPlan
+from warehouse.core.sze_ling.compensation import compensate
+from warehouse.core.sze_ling.dependencies import lookup_subtree_ok
 from warehouse.core.view_state import MaterializedView
 
 ALL = ()  # the one "join value" of a relation probed with no join (a whole component)

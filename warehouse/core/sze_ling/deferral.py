@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fedmodel.condense import condense, delta_rows
 from fedmodel.transactions import Notification, RelationChange
 from fedmodel.viewdef import ViewDef
-from fedmodel.condense import condense, delta_rows
 
 
 @dataclass(frozen=True)

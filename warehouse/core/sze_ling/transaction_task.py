@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
-from warehouse.core.sze_ling.computation import Computation, Context
-from warehouse.core.sze_ling.dependencies import key_path, ri_irrelevant
 from warehouse.core.evaluation import fold, plan_fragment, view_delta
 from warehouse.core.planner import plan
+from warehouse.core.sze_ling.computation import Computation, Context
+from warehouse.core.sze_ling.dependencies import key_path, ri_irrelevant
 from warehouse.core.view_state import MaterializedView
 
 
