@@ -29,7 +29,6 @@ line for every notification and answer received and every sub-query and resend r
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 import grpc
 
 from fedmodel.catalog import Catalog
+from fedmodel.change_history import ChangeHistory
 from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
@@ -567,44 +567,6 @@ class Warehouse:
                     "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
                     "resynchronisations": list(self.resyncs)}
-
-
-class ChangeHistory:
-    """The warehouse's side of a run's history, as plain files the checker reads without Spark:
-    the view it materialised first (and at which source versions), then each applied source
-    transaction's delta and version vector, appended once its batch is durable in Delta."""
-
-    def __init__(self, folder: Path, columns: list[str]):
-        self.folder = folder
-        self.columns = columns
-
-    def write_initial(self, rows: dict[tuple, int], dsv: dict[str, int]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        doc = {"columns": self.columns, "versions": dsv, "rows": [[*r, c] for r, c in rows.items()]}
-        (self.folder / "initial_view.json").write_text(json.dumps(doc, default=str))
-        (self.folder / "changes.jsonl").write_text("")
-
-    def last_seq(self) -> int:
-        """The seq of the last complete entry; a partial last line (a crash while appending) is cut."""
-        path = self.folder / "changes.jsonl"
-        text = path.read_text() if path.exists() else ""
-        if text and not text.endswith("\n"):
-            text = text[:text.rfind("\n") + 1]
-            path.write_text(text)
-        lines = text.splitlines()
-        return json.loads(lines[-1])["seq"] if lines else 0
-
-    def append(self, applied: list[AppliedTxn], durable_time: float | None = None) -> None:
-        """`durable_time`: when the batch holding them became durable in Delta (what a Spark
-        reader of the view table sees from then on); None when that moment is not known (a
-        batch found in Delta after a crash)."""
-        with open(self.folder / "changes.jsonl", "a") as out:
-            for a in applied:
-                out.write(json.dumps({"seq": a.seq, "source": a.source, "dsv": a.dsv, "txn_id": a.txn_id,
-                                      "commit_time": a.commit_time, "applied_time": a.applied_time,
-                                      "durable_time": durable_time,
-                                      "versions": a.versions, "delta": [[list(r), c] for r, c in a.delta]},
-                                     default=str) + "\n")
 
 
 def from_pb_rows(rel, payload: bytes) -> list[tuple]:

@@ -17,7 +17,6 @@ a note naming it, never an error: a node that writes no log yet still gets a ver
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Iterable
@@ -46,20 +45,6 @@ def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:
 def commit_times(log: dict[str, list]) -> dict[tuple[str, int], float]:
     """(source, DSV) -> commit time, from the sources' logs (loadgen.live.check.LiveHistory.log)."""
     return {(source, n.dsv): n.commit_time for source, notes in log.items() for n in notes}
-
-
-def view_states(history_folder: Path) -> list[dict]:
-    """The warehouse's applied states (changes.jsonl), without their deltas, in apply order."""
-    path = Path(history_folder) / "changes.jsonl"
-    if not path.exists():
-        return []
-    states = []
-    with open(path) as lines:
-        for line in lines:
-            entry = json.loads(line)
-            states.append({"applied_time": entry.get("applied_time"), "durable_time": entry.get("durable_time"),
-                           "versions": entry.get("versions", {})})
-    return states
 
 
 def reflected_at(states: list[dict], start_versions: dict[str, int],

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from fedmodel import change_history
 from loadgen.bench import metrics
 from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
@@ -195,7 +196,7 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
         record["notes"].append(f"staleness: the sources' logs could not be read ({err})")
     commits = metrics.commit_times(log)
     record["transactions"] = len(commits)
-    states = metrics.view_states(run.warehouse_history)
+    states = change_history.applied_states(run.warehouse_history)
     applied = metrics.reflected_at(states, start_versions)
     durable = metrics.reflected_at(states, start_versions, "durable_time")
     lags = metrics.staleness(commits, applied)

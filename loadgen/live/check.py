@@ -6,7 +6,7 @@ The run file (loadgen.live.runfile) says where the two sides of the history are:
   is started again from its data directory in the run directory when it no longer runs): the
   log (outbox) holds every notification from DSV 2 on, with full row images; the source's
   initial state is its final state with the log undone, newest first;
-- the warehouse's view states, from its ChangeHistory files: the view it materialised first
+- the warehouse's view states, from its change history (fedmodel.change_history): the view it materialised first
   (initial_view.json, at some source versions) and each applied transaction's delta and version
   vector (changes.jsonl); the states are the cumulative sums, kept as their deltas (a whole view
   per state would be the states times the view: gigabytes for a benchmark's run).
@@ -32,7 +32,6 @@ import json
 import os
 import sqlite3
 import sys
-from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +40,12 @@ import duckdb
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from fedmodel import message_log
+from fedmodel import change_history, message_log
 from fedmodel.catalog import Catalog
+from fedmodel.change_history import ChangeHistoryError
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
-from loadgen.bench.metrics import commit_times, percentiles, reflected_at, staleness, view_states
+from loadgen.bench.metrics import commit_times, percentiles, reflected_at, staleness
 from loadgen.checker.explain import few, logged_happenings, render
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
@@ -184,39 +184,13 @@ def committed_history(catalog: Catalog, source: str,
 
 def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, int], list[dict], dict[tuple, int]]:
     """(versions of the first view, the first view, every later state with its delta, the view
-    after the last) from the ChangeHistory files."""
+    after the last) from the warehouse's change history (fedmodel.change_history)."""
     if folder is None:
         raise HistoryError("run file: names no warehouse history")
     try:
-        first = json.loads((folder / "initial_view.json").read_text())
-        start_versions = {str(s): int(v) for s, v in first["versions"].items()}
-        view = Counter({tuple(r[:-1]): int(r[-1]) for r in first["rows"]})
-        lines = (folder / "changes.jsonl").read_text().splitlines()
-    except FileNotFoundError as err:
-        raise HistoryError(f"warehouse history: missing {err.filename}") from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError) as err:
-        raise HistoryError(f"warehouse history: {folder / 'initial_view.json'}: malformed ({err})") from None
-    start_view = dict(view)
-    states, last_seq = [], 0
-    for number, line in enumerate(lines, 1):
-        where = f"warehouse history: {folder / 'changes.jsonl'} line {number}"
-        try:
-            entry = json.loads(line)
-            seq = int(entry["seq"])
-            delta = Counter()
-            for row, count in entry["delta"]:
-                delta[tuple(row)] += int(count)
-            state = {"transaction": str(entry["txn_id"]), "source": str(entry["source"]), "dsv": int(entry["dsv"]),
-                     "versions": {str(s): int(v) for s, v in entry["versions"].items()}}
-        except (ValueError, KeyError, TypeError, AttributeError) as err:
-            raise HistoryError(f"{where}: malformed ({err})") from None
-        if seq <= last_seq:
-            raise HistoryError(f"{where}: seq {seq} follows {last_seq}")
-        last_seq = seq
-        state["delta"] = {r: c for r, c in delta.items() if c}
-        view.update(delta)
-        states.append(state)
-    return start_versions, start_view, states, {r: c for r, c in view.items() if c}
+        return change_history.read(folder)
+    except ChangeHistoryError as err:
+        raise HistoryError(str(err)) from None
 
 
 def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
@@ -315,7 +289,7 @@ def staleness_summary(history: LiveHistory) -> dict:
     """Seconds from each source commit to the first view state that reflects it, in the core
     (`applied`) and durable in the warehouse's store (`durable`): p50/p95/p99/max/mean and n."""
     commits = commit_times(history.log)
-    states = view_states(history.run.warehouse_history)
+    states = change_history.applied_states(history.run.warehouse_history)
     return {kind: percentiles((lag for _, lag in staleness(commits, reflected_at(states, history.start_versions,
                                                                                  f"{kind}_time"))), scale=1.0)
             for kind in ("applied", "durable")}

@@ -2,7 +2,7 @@
 
 A live run leaves its history in several places: each source's committed transactions in its
 database file (the outbox log), the warehouse's view states under its data directory
-(warehouse.service.ChangeHistory). The run file says where they are, with what the checker
+(fedmodel.change_history). The run file says where they are, with what the checker
 needs besides (the catalog and the view's SQL), so that `fedlab check RUN_DIR` needs nothing
 else. Written by whoever starts the run (loadgen.live.federation, `fedlab warehouse`).
 
