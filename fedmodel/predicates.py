@@ -49,6 +49,12 @@ def compile_predicate(expr: exp.Expression, relation) -> Callable[[Sequence], bo
     return lambda row: value(row) is True
 
 
+def compile_value(expr: exp.Expression, relation) -> Callable[[Sequence], object]:
+    """Returns row -> the value of the scalar expression `expr` (arithmetic over `relation`'s
+    columns, NULL-propagating as SQL is; what a summarised view aggregates: fedmodel.summary)."""
+    return _compile(expr, relation)
+
+
 # The kind of each catalog type's values: a value compares with values of its kind, text also with dates.
 _KIND = {"BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "text", "DATE": "a date", "BOOLEAN": "a boolean"}
 _COMPARABLE = {frozenset({"text", "a date"})}

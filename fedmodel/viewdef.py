@@ -99,6 +99,12 @@ class ViewDef:
         return tuple(o.name for o in self.outputs) + (("count",) if self.has_count else ())
 
     @property
+    def join(self) -> "ViewDef":
+        """The select-project-join view the algorithms maintain for this one: itself (a
+        summarised view's is the join under it: fedmodel.summary)."""
+        return self
+
+    @property
     def output_types(self) -> tuple[str, ...]:
         """The catalog type of each output column (the count, if any, is not one)."""
         return tuple(self.relation(o.ref.relation).type_of(o.ref.column) for o in self.outputs)
@@ -224,6 +230,10 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         raise ModelError(f"view: expected a single SELECT ... FROM ... statement, got {_clip(tree.sql())}")
     if tree.args.get("with_") or tree.args.get("with"):
         raise ModelError("view: WITH (common table expressions) is not supported; name base relations in FROM")
+    construct = summarised_by(tree)
+    if construct is not None:
+        raise ModelError(f"view: {construct} makes a summarised view, which `fedlab simulate` maintains "
+                         "(fedmodel.summary); live runs take select-project-join views only")
     _refuse_clauses(tree, _SELECT_PARTS, "")
 
     aliases: dict[str, str] = {}
@@ -341,6 +351,23 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog)
     has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
     return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog)
+
+
+def summarised_by(tree: exp.Select) -> str | None:
+    """The construct that makes `tree` a summarised view (fedmodel.summary), as SQL spells it:
+    GROUP BY, DISTINCT, HAVING or an aggregate of the select list itself (not one inside a
+    window function or a subquery, which are other constructs); None for none."""
+    for part, spelled in (("group", "GROUP BY"), ("distinct", "DISTINCT"), ("having", "HAVING")):
+        if tree.args.get(part):
+            return spelled
+    for item in tree.expressions:
+        for function in item.find_all(exp.AggFunc):
+            node = function.parent
+            while node is not item.parent and not isinstance(node, (exp.Window, exp.Subquery)):
+                node = node.parent
+            if node is item.parent:
+                return _select_item(function)
+    return None
 
 
 # The parts of a SELECT, a table in FROM and a join that a select-project-join view may use;

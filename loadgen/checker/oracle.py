@@ -14,7 +14,12 @@ which it existed. The user's view SQL is rewritten with sqlglot in one of two wa
   the rows of the whole history, each view row with the positions at which it exists; its result
   is the view's history (each row once per life), however many states there are: how the
   checker reads the view at every state of a run.
-Either way identical rows are grouped into a count. The tables and the rewrites are built once,
+Either way identical rows are grouped into a count. A summarised view (GROUP BY with aggregates,
+or DISTINCT) is not a union of per-row lives, so it is only evaluated at given states: each
+state's groups apart (GROUP BY the state as well), and its history along a chain is the
+difference of the views at successive states; an aggregate without GROUP BY, which SQL answers
+with one row even over no rows, gets that row at a state where the join is empty (the view's SQL
+evaluated once over empty relations). The tables and the rewrites are built once,
 here, for every engine; an engine only loads the tables, runs the query in its dialect and
 returns the rows.
 """
@@ -106,7 +111,10 @@ class Oracle:
                        for rel in catalog.relations if rel.name.lower() in read}
         self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
         self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
-        self.chain_sql = chain_sql(view_sql, self.engine.dialect)
+        tree = _view_tree(view_sql)
+        self.summarised = _summarised(tree)
+        self.chain_sql = None if self.summarised else chain_sql(view_sql, self.engine.dialect)
+        self._empty_row = _empty_row(tree, self.tables, self.engine) if self.summarised == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
@@ -117,6 +125,10 @@ class Oracle:
         results = [Counter() for _ in vectors]
         for row in rows:
             results[row[0]][tuple(_plain(v) for v in row[1:-1])] += row[-1]
+        if self._empty_row is not None:
+            for result in results:
+                if not result:
+                    result[self._empty_row] = 1
         return [dict(r) for r in results]
 
     def view_at(self, vector: dict[str, int]) -> dict[tuple, int]:
@@ -128,6 +140,8 @@ class Oracle:
         signed counts, none zero). Equal, once summed, to `views_at(vectors)`, at the cost of the
         view's history over the chain rather than of every view (loadgen.checker.chain: cheapest
         when no source's DSV goes back along the chain)."""
+        if self.summarised:
+            return _differences(self.views_at(vectors))
         tables = {name: state_intervals(table, [v.get(self._source_of[name], 1) for v in vectors])
                   for name, table in self.tables.items()}
         changes = [Counter() for _ in vectors]
@@ -174,6 +188,34 @@ def _versioned(rel, initial: list[tuple], history: list[Notification]) -> pa.Tab
     return pa.table(columns, names=[*(c.lower() for c in rel.columns), "__vfrom", "__vto"])
 
 
+def _summarised(tree: exp.Select) -> str | None:
+    """"grouped" (GROUP BY or DISTINCT), "grand total" (aggregates, no GROUP BY) or None."""
+    if tree.args.get("group") or tree.args.get("distinct"):
+        return "grouped"
+    return "grand total" if any(tree.find_all(exp.AggFunc)) else None
+
+
+def _empty_row(tree: exp.Select, tables: dict[str, pa.Table], engine: Engine) -> tuple:
+    """The one row an aggregate without GROUP BY has over relations with no rows."""
+    empty = {name: table.slice(0, 0) for name, table in tables.items()}
+    sql = tree.copy()
+    for identifier in sql.find_all(exp.Identifier):
+        identifier.set("this", identifier.this.lower())
+    (row,) = engine.query(sql.sql(dialect=engine.dialect, identify=True), empty)
+    return tuple(_plain(v) for v in row)
+
+
+def _differences(views: list[dict[tuple, int]]) -> list[dict[tuple, int]]:
+    """The first view, then each one's change from the one before (rows to signed counts)."""
+    changes, before = [], Counter()
+    for view in views:
+        change = Counter(view)
+        change.subtract(before)
+        changes.append({r: c for r, c in change.items() if c})
+        before = Counter(view)
+    return changes
+
+
 def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     """The view SQL read at every state of `__states`, in `dialect`: `SELECT __i, <view>, count`.
 
@@ -200,6 +242,8 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
         at = exp.column(_state_column(sources.index(catalog.relation(table.name).source)), table="__s")
         conditions += [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
     tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross").where(*conditions)
+    if _summarised(tree) and not tree.args.get("distinct"):   # each state's groups apart
+        tree = tree.group_by(exp.column("__i", table="__s"))
     return _counted(tree, [exp.column("__i", table="__s").as_("__i")], dialect)
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from fedmodel.catalog import Catalog, check_row, check_value
 from fedmodel.errors import ModelError
+from fedmodel.summary import Summary, parse_query
 from fedmodel.transactions import Modification, TransactionRequest
-from fedmodel.viewdef import ViewDef, parse_view
+from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml
 from source_node.commit import check_initial_state
 from warehouse.core.sze_ling.deferral import Deferral
@@ -47,7 +48,7 @@ class Scenario:
     name: str
     algorithm: str
     catalog: Catalog
-    view: ViewDef
+    view: ViewDef | Summary   # the user's; the algorithms maintain view.join
     initial: dict[str, list[tuple]]
     steps: list[Step]
     expect_view: list[tuple] | None = None
@@ -88,7 +89,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         if not isinstance(initial_doc, dict):
             raise ScenarioError(f"{where}: 'initial' must map relations to rows")
         catalog = Catalog.from_dict(doc, _mentioned_rows(doc), where)
-        view = parse_view(doc.get("view", ""), catalog)
+        view = parse_query(doc.get("view", ""), catalog)
         initial = {}
         for name, rows in initial_doc.items():
             rel = catalog.relation(str(name))
@@ -304,7 +305,7 @@ def _rows(rel, rows, where: str) -> list[tuple]:
         raise ScenarioError(str(err)) from None
 
 
-def _view_rows(view: ViewDef, rows, where: str) -> list[tuple]:
+def _view_rows(view: ViewDef | Summary, rows, where: str) -> list[tuple]:
     """Expected view rows: the view's columns, each of its type, then a positive count if it has one."""
     width = len(view.column_names)
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == width for r in rows):

@@ -25,7 +25,7 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
     sim = Simulator(scenario, algorithm, access)
     run = sim.execute()
     oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, sim.history())
-    verdict = classify(oracle, run.states, sim.engine.view_rows(),
+    verdict = classify(oracle, run.states, sim.final_view(),
                        global_transactions={txn: g for txn, (g, _) in scenario.global_transactions.items()})
     failures = list(run.failures)
     final = sim.view_rows()
@@ -40,15 +40,18 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
     counters.update({k: v for k, v in run.counters.items() if k not in counters})
     counters.update({f"engine_{k}": v for k, v in sim.engine.counters.as_dict().items()})
     name = algorithm or scenario.algorithm
-    maintained = maintained_view(name, scenario.view)
+    join = scenario.view.join
+    maintained = maintained_view(name, join)
     return {
         "name": scenario.name,
         "algorithm": name,
         "columns": list(scenario.view.column_names),
-        # The Strobe family keeps the view widened with every relation's key (keyed_view).
+        # The Strobe family keeps the view widened with every relation's key (keyed_view); a
+        # summarised view is kept from its join (fedmodel.summary).
         "maintained_columns": list(maintained.column_names),
-        # ...and its final rows, which the user's view (`view`, what the checker judges) projects.
-        "maintained_view": ([list(r) for r in _rows(maintained, sim.engine.maintained_rows())]
+        # ...and its final rows, from which the user's view (`view`, what the checker judges) comes.
+        "maintained_view": ([list(r) for r in _rows(maintained, sim.engine.maintained_rows() if maintained is not join
+                                                     else sim.engine.view_rows())]
                             if maintained is not scenario.view else None),
         "view": [list(r) for r in final],
         "states": [{"transaction": s["transaction"], "view": [list(r) for r in _rows(scenario.view, s["view"])]}
@@ -89,7 +92,7 @@ def _print_text(result: dict) -> None:
         print("  " + _describe(entry))
     print(f"final view ({', '.join(result['columns'])}): {result['view']}")
     if result["maintained_view"] is not None:
-        print(f"maintained view, widened with the relations' keys ({', '.join(result['maintained_columns'])}): "
+        print(f"the view the algorithm maintains ({', '.join(result['maintained_columns'])}): "
               f"{result['maintained_view']}")
     print(f"consistency: {Verdict(**result['checker']).explained_level()}")
     c = result["counters"]

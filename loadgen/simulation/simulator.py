@@ -55,6 +55,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
+from warehouse.core.summarised import user_view
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
 
@@ -104,9 +105,10 @@ class Simulator:
                         for s in catalog.sources}
         self.algorithm = name = algorithm or scenario.algorithm
         self.access = access or scenario.access
-        rows = recompute(self.view, scenario.initial)
-        maintained = maintained_view(name, self.view)
-        self.engine = create(name, self.view, rows if maintained is self.view else recompute(maintained, scenario.initial),
+        join = self.view.join   # what the algorithm maintains (a summarised view is kept from it)
+        rows = recompute(join, scenario.initial)
+        maintained = maintained_view(name, join)
+        self.engine = create(name, join, rows if maintained is join else recompute(maintained, scenario.initial),
                              {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
                              self.access, scenario.force_queries, scenario.global_transactions,
                              scenario.period, scenario.deferral)
@@ -124,7 +126,7 @@ class Simulator:
         self.fifo_answers = False     # inside `run: all`, an answer does not overtake its source's messages
         self.run = Run()
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
-        self.current = Counter(rows)   # the view state by state, rebuilt from the applied deltas
+        self.current = user_view(self.view, rows)   # the view state by state, kept from the applied deltas
 
     # ---- the script ----
 
@@ -311,14 +313,14 @@ class Simulator:
                                "mid_batch": mid_batch})
         self.run.counters["warehouse_restarts"] += 1
         try:
-            self.engine = restore(self.algorithm, self.view, dict(self.durable.rows), self.durable.state, self.access,
+            self.engine = restore(self.algorithm, self.view.join, dict(self.durable.rows), self.durable.state, self.access,
                                   force_queries=self.scenario.force_queries, period=self.scenario.period,
                                   deferral=self.scenario.deferral)
         except ValueError as err:
             raise ScenarioError(f"restart: {err}") from None
         self.incarnation += 1
         self.applied, self.received = [], []
-        self.current = Counter(self.durable.rows)
+        self.current = user_view(self.view, self.durable.rows)
         for msg in [m for m in self.flight if m.kind in ("subquery", "answer", "resend")]:
             self.flight.remove(msg)
             self._log("drop", msg)
@@ -420,8 +422,8 @@ class Simulator:
         self.policies[action.source].heard(self._incarnation, action.dsv, action.beyond, now=self.now)
 
     def apply_state(self, action: StateApplied) -> None:
-        self.current.update(action.delta)
-        view = {r: c for r, c in self.current.items() if c}
+        self.current.apply(action.delta)
+        view = self.current.rows()
         self.applied.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
                              "versions": action.versions, "view": view})
         self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
@@ -429,7 +431,7 @@ class Simulator:
 
     def view_ready(self, action: ViewReady) -> None:
         self.run.trace.append({"t": self.now, "event": "read",
-                               "view": _rows(self.view, {r: c for r, c in self.current.items() if c})})
+                               "view": _rows(self.view, self.current.rows())})
 
     def evaluate_view(self, action: EvaluateView) -> list:
         # Periodic recomputation's and resynchronisation's job: the live warehouse runs it in
@@ -461,8 +463,12 @@ class Simulator:
 
     # ---- results ----
 
+    def final_view(self) -> dict[tuple, int]:
+        """The user's view over the core's view now (row -> multiplicity)."""
+        return user_view(self.view, self.engine.view_rows()).rows()
+
     def view_rows(self) -> list[tuple]:
-        return _rows(self.view, self.engine.view_rows())
+        return _rows(self.view, self.final_view())
 
     def history(self) -> dict[str, list[Notification]]:
         """Every committed transaction per source, in DSV order (sources' logs may be truncated)."""
@@ -550,7 +556,7 @@ class RandomTransactions:
         self.rng = rng
         self.single_update = single_update
         self.fresh = 0
-        view = scenario.view
+        view = scenario.view.join
         self.domains: dict[tuple[str, str], list] = {}
         classes: dict = {}
         for rel in scenario.catalog.relations:

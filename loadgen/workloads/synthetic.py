@@ -13,6 +13,12 @@ from a generator of its own so that the classic shapes of a seed stay as they we
 shown twice, keys and functional-dependency left sides of intermediate relations in the view,
 declared FDs, referential integrity on non-key parent columns, typed value columns (relations of
 equal arity with different types), and NULLs in join columns.
+
+`summarised=True` makes the view a summarised one (fedmodel.summary), from a generator of its own
+as well: SELECT DISTINCT over the drawn columns, GROUP BY some of them with COUNT(*), COUNT, SUM,
+AVG, MIN and MAX over the others, or those aggregates without GROUP BY. SUM and AVG read only
+BIGINT columns, whose sums both sides compute exactly (a DOUBLE sum's last bits depend on the
+order it is added in).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ SHAPES = ("chain", "star", "tree")
 
 def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tuple[int, int] = (2, 4),
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
-                    commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False) -> dict:
+                    commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False,
+                    summarised: bool = False) -> dict:
     rng = random.Random(seed)
     odd = _Adversary(seed) if adversarial else None
     n = rng.randint(*relations)
@@ -94,11 +101,15 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
         select = odd.select_list(names, fds, select, chain)
     three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
     where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(n) if rng.random() < 0.2]
-    sql = f"SELECT {', '.join(dict.fromkeys(select))} FROM {names[0]}"
+    select = list(dict.fromkeys(select))
+    typed = {f"{names[i]}.{c}": typ for i in range(n) for c, typ in zip(columns[i], types[i])}
+    head, group_by = _summary(random.Random(f"summary {seed}"), select, typed) if summarised else (", ".join(select), "")
+    sql = f"SELECT {head} FROM {names[0]}"
     for i in range(1, n):
         sql += f" JOIN {names[i]} ON {conditions[i - 1]}"
     if where:
         sql += " WHERE " + " AND ".join(where)
+    sql += group_by
     extras = {"lazy": LAZY_BOUNDS[seed % len(LAZY_BOUNDS)]} if algorithm == "lazy" else {}
     return {
         "name": f"random federation {seed} ({shape}, {n} relations, {k} sources)",
@@ -113,6 +124,22 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
                   {"run": "all"}],
         "expect": {"consistency": "strong" if algorithm == "lazy" else "complete"},
     }
+
+
+def _summary(rng: random.Random, select: list[str], typed: dict[str, str]) -> tuple[str, str]:
+    """A summarised select list over the drawn columns, and its GROUP BY clause (or "")."""
+    kind = rng.choice(("distinct", "grouped", "grand total"))
+    if kind == "distinct":
+        return "DISTINCT " + ", ".join(select), ""
+    select = list(dict.fromkeys(item.split(" AS ")[0] for item in select))   # a column shown twice: once
+    groups = rng.sample(select, rng.randint(1, min(2, len(select)))) if kind == "grouped" else []
+    others = [c for c in select if c not in groups] or select
+    aggregates = ["COUNT(*)"]
+    for column in rng.sample(others, min(len(others), 3)):
+        functions = ["COUNT", "MIN", "MAX"] + (["SUM", "AVG"] if typed[column] == "BIGINT" else [])
+        aggregates.append(f"{rng.choice(functions)}({column})")
+    items = groups + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
+    return ", ".join(items), (" GROUP BY " + ", ".join(groups) if groups else "")
 
 
 # Lazy's bounds in simulated time (a step is 1, a timer round 2), by seed: from one transaction
