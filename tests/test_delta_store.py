@@ -294,8 +294,9 @@ def run_dir_for(tmp_path, store_root):
     from fedmodel.catalog import Catalog, Relation
     from loadgen.live.runfile import RunFile
 
-    catalog = Catalog((Relation("R1", "ds1", ("k",), ("BIGINT",), ("k",)),))
-    RunFile(catalog, "SELECT k FROM R1", "sze-ling", {"ds1": None}, tmp_path / "history", store_root).write(tmp_path)
+    catalog = Catalog((Relation("R1", "ds1", tuple(COLUMNS), tuple(TYPES), ("k",)),))
+    RunFile(catalog, f"SELECT {', '.join(COLUMNS)} FROM R1", "sze-ling", {"ds1": None}, tmp_path / "history",
+            store_root).write(tmp_path)
     return tmp_path
 
 

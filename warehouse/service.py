@@ -35,7 +35,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import grpc
@@ -48,7 +48,7 @@ from fedmodel.errors import ModelError
 from fedmodel.message_log import WAREHOUSE_LOG, MessageLog, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
-from fedmodel.viewdef import parse_view
+from fedmodel.summary import parse_query
 from fedmodel.wire import pb, rpc
 from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, restore
 from warehouse.core.events import (
@@ -67,6 +67,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.receipts import Receipts
+from warehouse.core.summarised import user_view
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.fifo_order import FifoOrder
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
@@ -112,7 +113,11 @@ class Warehouse:
         `deferral`: the `lazy` algorithm's bounds (warehouse.core.sze_ling.deferral; its defaults without)."""
         self.catalog = catalog
         self.tls = tls
-        self.view = parse_view(view_sql, catalog)
+        # The user's view; the algorithm maintains its join (itself, unless it is summarised:
+        # fedmodel.summary), which Delta keeps, and the user's view is kept from the join's
+        # deltas (self.presented, warehouse.core.summarised) for the history, the checker and reads.
+        self.view = parse_query(view_sql, catalog)
+        join = self.view.join
         check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
         # The core's timings (warehouse.core.sze_ling.engine.EngineOptions); the sub-query timeout is a
@@ -130,12 +135,14 @@ class Warehouse:
             raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
         self.recompute_period = recompute_period
         self.deferral = deferral
-        self.store = DeltaViewStore(spark, delta_dir(self.data_dir),
-                                    list(self.view.column_names[:len(self.view.outputs)]), self._view_types())
+        self.store = DeltaViewStore(spark, delta_dir(self.data_dir), [o.name for o in join.outputs],
+                                    list(join.output_types))
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
-                                     [o.name for o in self.view.outputs])
+                                     self._view_columns())
+        self.presented = None   # the user's view kept from the join's deltas (set by open)
+        self._view_deltas: dict[int, dict] = {}   # seq -> the user's view's delta, until the history has it
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # receipts, received, stored, durable: taken without the core
@@ -240,22 +247,24 @@ class Warehouse:
             snapshots.setdefault(rel.name, (list(rel.columns), list(rel.types), []))
             brv.setdefault(rel.name, 1)
         # The Strobe family maintains the view widened with every relation's key; its
-        # view_rows() are the user's view again.
-        maintained = materialize(self.spark, maintained_view(self.algorithm, self.view).sql, snapshots)
-        self.engine = create(self.algorithm, self.view, maintained, brv, dsv, self.access,
+        # view_rows() are the join's again.
+        join = self.view.join
+        maintained = materialize(self.spark, maintained_view(self.algorithm, join).sql, snapshots)
+        self.engine = create(self.algorithm, join, maintained, brv, dsv, self.access,
                              period=self.recompute_period, deferral=self.deferral, **self.timings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
+        self.presented = user_view(self.view, rows)
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
-        self.history.write_initial(rows, dsv)
+        self.history.write_initial(self.presented.rows(), dsv)
         self.store.initialize(rows, self._version_state())
         self.durable = dict(dsv)
         self.durable_applied = dict(dsv)
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
-            self.engine = restore(self.algorithm, self.view, rows, state, self.access,
+            self.engine = restore(self.algorithm, self.view.join, rows, state, self.access,
                                   period=self.recompute_period, deferral=self.deferral, **self.timings)
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
@@ -264,8 +273,15 @@ class Warehouse:
         self.durable_applied = dict(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
-        # A crash between a batch's Delta commit and its line here: the change log has it.
-        self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
+        # A crash between a batch's Delta commit and its line here: the change log has it, as
+        # deltas of the join, which the user's view goes through again from where the history is.
+        missing = self.store.read_change_log(after_seq=self.history.last_seq())
+        before = Counter(rows)
+        for a in missing:
+            before.subtract(dict(a.delta))
+        self.presented = user_view(self.view, {r: c for r, c in before.items() if c})
+        self._view_deltas = {a.seq: self.presented.apply(dict(a.delta)) for a in missing}
+        self.history.append(self._for_history(missing))
         pending = [n for n in self.store.read_notifications() if n.dsv > dsv.get(n.source, 0)]
         self.stored = {(n.source, n.dsv) for n in self.store.read_notifications()}
         self.durable = {s: max([d for (src, d) in self.stored if src == s] + [dsv.get(s, 0)]) for s in self.sources}
@@ -326,6 +342,7 @@ class Warehouse:
         now = time.time()
         self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                        now, dict(action.versions), list(action.delta.items())))
+        self._view_deltas[self.seq] = self.presented.apply(action.delta)
         if action.commit_time:
             self.staleness.append((now, now - action.commit_time))
 
@@ -494,7 +511,7 @@ class Warehouse:
         for a in applied:
             net.update(dict(a.delta))
         self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received)
-        self.history.append(applied, durable_time=time.time())
+        self.history.append(self._for_history(applied), durable_time=time.time())
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
@@ -525,19 +542,27 @@ class Warehouse:
             self.batch_id = last_batch
             self.durable_seq = max(self.durable_seq, self.store.last_seq)
             self._durable_wake.notify_all()
-        self.history.append([a for a in done if a.seq > self.history.last_seq()])
+        self.history.append(self._for_history([a for a in done if a.seq > self.history.last_seq()]))
 
     # ---- reading ----
+
+    def _for_history(self, applied: list[AppliedTxn]) -> list[AppliedTxn]:
+        """The applied states as the history keeps them: with the user's view's deltas (the
+        change log in Delta keeps the join's)."""
+        with self.lock:
+            return [replace(a, delta=list(self._view_deltas.pop(a.seq).items())) for a in applied]
 
     def _version_state(self) -> dict:
         return self.engine.version_state()
 
-    def _view_types(self) -> list[str]:
-        return list(self.view.output_types)
+    def _view_columns(self) -> list[str]:
+        """The user's view's columns (without the count)."""
+        return list(self.view.column_names[:len(self.view.column_names) - self.view.has_count])
 
     def view_rows(self) -> dict[tuple, int]:
+        """The user's view now."""
         with self.lock:
-            return self.engine.view_rows()
+            return self.presented.rows()
 
     def refresh(self, durable: bool = False, timeout: float = 60.0) -> dict:
         """Brings the view up to date with every notification received (ViewQueried: lazy
@@ -596,11 +621,10 @@ class _Servicer(rpc.WarehouseServicer):
                               incarnation=self.w.incarnation, applied_dsv=applied)
 
     def ReadView(self, request, context):
-        view = self.w.view
         self._refresh(context, durable=False)
         rows = [(*row, count) for row, count in sorted(self.w.view_rows().items(), key=repr)]
-        columns = [o.name for o in view.outputs] + ["count"]
-        types = self.w._view_types() + ["BIGINT"]
+        columns = self.w._view_columns() + ["count"]
+        types = list(self.w.view.output_types) + ["BIGINT"]
         for i in range(0, max(len(rows), 1), 16384):
             yield pb.ViewChunk(columns=columns, rows=encode_rows(columns, types, rows[i:i + 16384]))
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from loadgen.checker.anomalies import named_anomalies
-from loadgen.checker.oracle import Oracle
+from loadgen.checker.oracle import Oracle, comparable
 from loadgen.checker.replay import replay, views, warehouse_views
 
 SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near the claims in doubt
@@ -78,11 +78,22 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
              start_versions: dict[str, int] | None = None, start_view: dict[tuple, int] | None = None,
              global_transactions: dict[str, str] | None = None) -> Verdict:
     """The run's level (`_level`), and what fell short of complete named (loadgen.checker.anomalies)."""
+    states = [{**s, **{k: _comparable(s[k]) for k in ("delta", "view") if k in s}} for s in states]
+    final_view = _comparable(final_view)
+    start_view = None if start_view is None else _comparable(start_view)
     verdict = _level(oracle, states, final_view, start_versions, start_view, global_transactions)
     if verdict.first_violation is not None:
         verdict.first_violation["part_of"] = _part_shown(oracle, states, verdict.first_violation)
     verdict.anomalies = named_anomalies(verdict, states)
     return verdict
+
+
+def _comparable(rows: dict[tuple, int]) -> dict[tuple, int]:
+    """Rows keyed as the oracle keys its own (oracle.comparable); counts of rows that become one add up."""
+    out: Counter = Counter()
+    for row, count in rows.items():
+        out[tuple(comparable(v) for v in row)] += count
+    return {r: c for r, c in out.items() if c}
 
 
 def _part_shown(oracle: Oracle, states: list[dict], f: dict) -> dict | None:

@@ -4,6 +4,7 @@ It reads the warehouse's Delta store (warehouse.store.delta_store: the view's ba
 journal's deltas above it, the snapshot read) as of its last committed batch and prints the
 batch, the source versions it reflects (each source's applied DSV), the row count and the rows
 with their multiplicity, sorted; `--limit` bounds the rows shown, `--json` prints one object.
+For a summarised view (fedmodel.summary) Delta holds its join, which it prints summarised.
 The run file (loadgen.live.runfile) says where the store is. A run directory without a run file or
 a store is refused with one line and exit status 2, before Spark starts.
 """
@@ -16,7 +17,10 @@ import tempfile
 from pathlib import Path
 
 from fedmodel.errors import ModelError
+from fedmodel.summary import Summary, parse_query
+from fedmodel.viewdef import ViewDef
 from loadgen.live.runfile import RunFile
+from warehouse.core.summarised import user_view
 
 SHOWN_ROWS = 20
 
@@ -32,8 +36,9 @@ def main(args) -> int:
     try:
         if args.limit < 0:
             raise ModelError(f"--limit must be 0 (all) or a positive number of rows, got {args.limit}")
-        store_dir = _store_dir(Path(args.run_dir))
-        shown = read(store_dir)
+        run = RunFile.read(Path(args.run_dir))
+        store_dir = _store_dir(Path(args.run_dir), run)
+        shown = read(store_dir, parse_query(run.view_sql, run.catalog))
     except ModelError as err:
         print(f"fedlab view: {err}", file=sys.stderr)
         return 2
@@ -52,8 +57,8 @@ def main(args) -> int:
     return 0
 
 
-def read(store_dir: str) -> dict:
-    """The view as of the store's last batch: {columns, batch, versions, rows: [(row, count)] sorted}."""
+def read(store_dir: str, view: ViewDef | Summary) -> dict:
+    """`view` as of the store's last batch: {columns, batch, versions, rows: [(row, count)] sorted}."""
     from loadgen.live.environment import warehouse_spark
     from warehouse.store.delta_store import DeltaViewStore, StoreError
 
@@ -61,17 +66,18 @@ def read(store_dir: str) -> dict:
     try:
         store = DeltaViewStore.at(spark, store_dir)
         batch = store.newest_batch()   # pinned: a running warehouse may commit more meanwhile
-        view = store.read_view(batch)
+        rows = store.read_view(batch)
         state = store.read_version_state(batch)
     except StoreError as err:
         raise ModelError(f"{store_dir}: {err}") from None
     versions = {source: fields.get("applied_dsv") for source, fields in state.get("sources", {}).items()}
-    return {"columns": list(store.columns), "batch": batch, "versions": versions,
-            "rows": sorted(view.items(), key=lambda kv: tuple((v is None, v) for v in kv[0]))}   # NULLs last
+    rows = user_view(view, rows).rows()
+    columns = view.column_names[:len(view.column_names) - view.has_count]
+    return {"columns": list(columns), "batch": batch, "versions": versions,
+            "rows": sorted(rows.items(), key=lambda kv: tuple((v is None, v) for v in kv[0]))}   # NULLs last
 
 
-def _store_dir(run_dir: Path) -> str:
-    run = RunFile.read(run_dir)
+def _store_dir(run_dir: Path, run: RunFile) -> str:
     if run.warehouse_delta is None:
         raise ModelError(f"{run_dir}: the run file names no Delta store (a run file older than `fedlab view`)")
     if "://" not in run.warehouse_delta and not (Path(run.warehouse_delta) / "view").is_dir():

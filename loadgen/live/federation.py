@@ -20,8 +20,8 @@ from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import to_pb
+from fedmodel.summary import parse_query
 from fedmodel.transactions import TransactionRequest
-from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
 from loadgen.live.environment import stderr_to
@@ -104,7 +104,7 @@ class Federation:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with stderr_to(self.run_dir / "ray.log"):
             start_ray(temp_dir=ray_temp_dir)
-        probes = probed_columns(parse_view(self.view_sql, self.catalog))
+        probes = probed_columns(parse_query(self.view_sql, self.catalog).join)
         if self.source_engine == "postgres":
             self._start_postgres()
         for source in self.catalog.sources:

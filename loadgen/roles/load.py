@@ -111,7 +111,7 @@ def _workload(config: RunConfig, current: dict[str, list[tuple]], seed: int):
     if kind == "synthetic":
         from loadgen.workloads.synthetic_load import SyntheticStream
 
-        stream = SyntheticStream(config.catalog, config.view, current, spec.get("mix"), spec.get("skew", 0.0), seed)
+        stream = SyntheticStream(config.catalog, config.view.join, current, spec.get("mix"), spec.get("skew", 0.0), seed)
         return stream.initial_load(int(spec.get("initialRows", 1000))), stream
     if kind == "tpch":
         from loadgen.workloads.tpch import generate

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.viewdef import ViewDef, parse_view
+from fedmodel.summary import Summary, parse_query
+from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml as read_yaml_file
 
 
@@ -49,7 +50,7 @@ class RunConfig:
     algorithm: str
     seed: int
     catalog: Catalog
-    view: ViewDef
+    view: ViewDef | Summary   # the user's; what sources are probed for and loads draw from is view.join
     sources: list[SourceEntry]
     warehouse_address: str | None
     warehouse_data: str | None
@@ -84,7 +85,7 @@ def load_config(path: str | Path) -> RunConfig:
         run = doc.get("run") or {}
         base = path.parent
         catalog = load_catalog(base / str(doc["catalog"]))
-        view = parse_view(str(doc["view"]), catalog)
+        view = parse_query(str(doc["view"]), catalog)
         sources = [SourceEntry(str(s["name"]), str(s["address"]), base / str(s["db"]) if s.get("db") else None)
                    for s in doc.get("sources") or []]
         warehouse = doc.get("warehouse") or {}

@@ -282,7 +282,7 @@ def view_names() -> list[str]:
 def load_view(name: str) -> str:
     """The SQL of the named view, parsed before anything starts: ModelError naming the available
     views for an unknown name, or the file and the construct for a view the parser refuses."""
-    from fedmodel.viewdef import parse_view
+    from fedmodel.summary import parse_query
 
     names = view_names()
     if name not in names:
@@ -290,7 +290,7 @@ def load_view(name: str) -> str:
     path = VIEWS_DIR / f"{name}.sql"
     sql = path.read_text().strip()
     try:
-        parse_view(sql, tpch_catalog())
+        parse_query(sql, tpch_catalog())
     except ModelError as err:
         raise ModelError(f"{path.relative_to(VIEWS_DIR.parents[2])}: {err}") from None   # from the repository root
     return sql
