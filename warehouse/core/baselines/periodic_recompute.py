@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from fedmodel.subquery import Answer
 from fedmodel.viewdef import ViewDef
 from warehouse.core.algorithm import Counters
+from warehouse.core.baselines.applied_versions import AppliedVersions
 from warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
@@ -37,7 +38,6 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.notification_log import NotificationLog
 from warehouse.core.snapshots import SnapshotRead
 from warehouse.core.view_state import MaterializedView
 
@@ -53,15 +53,13 @@ class RecomputeCounters(Counters):
     failed_evaluations: int = 0
 
 
-class PeriodicRecompute:
+class PeriodicRecompute(AppliedVersions):
     def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
                  period: float = 5.0):
         self.view = view
         self.period = period
         self.mview = MaterializedView(rows)
-        self.transport = NotificationLog(dsv)
-        self._applied_dsv = dict(dsv)
-        self.refreshed = dict(brv)
+        super().__init__(brv, dsv)
         self.trace: list[dict] = []
         self.counters = RecomputeCounters()
         self.read: SnapshotRead | None = None   # this round's
@@ -158,13 +156,3 @@ class PeriodicRecompute:
 
     def view_rows(self) -> dict[tuple, int]:
         return self.mview.snapshot()
-
-    def received_through(self, source: str) -> int:
-        return self.transport.contiguous(source)
-
-    def applied_dsv(self) -> dict[str, int]:
-        return dict(self._applied_dsv)
-
-    def version_state(self) -> dict:
-        return {"relations": {r: {"processing": v, "refreshed": v} for r, v in self.refreshed.items()},
-                "sources": {s: {"applied_dsv": d} for s, d in self._applied_dsv.items()}}

@@ -49,6 +49,7 @@ from fedmodel.subquery import Subquery
 from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.algorithm import Counters
+from warehouse.core.baselines.applied_versions import AppliedVersions
 from warehouse.core.baselines.keyed_view import project, widen
 from warehouse.core.baselines.source_evaluate import Derivation, Evaluation
 from warehouse.core.events import (
@@ -61,7 +62,6 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.notification_log import NotificationLog
 from warehouse.core.view_state import MaterializedView
 
 
@@ -123,7 +123,7 @@ class Query:
         return all(e.done for e in self.evaluations)
 
 
-class StrobeFamily:
+class StrobeFamily(AppliedVersions):
     """What the Strobe algorithms share: the widened view, query routing and retries, applying
     actions to MV, and the Algorithm interface (warehouse.core.algorithm)."""
 
@@ -139,9 +139,7 @@ class StrobeFamily:
         self.query_timeout = query_timeout
         self.global_transactions = dict(global_transactions or {})
         self.mview = MaterializedView(rows)
-        self.transport = NotificationLog(dsv)
-        self._applied_dsv = dict(dsv)
-        self.refreshed = dict(brv)
+        super().__init__(brv, dsv)
         self.uqs: list = []
         self.trace: list[dict] = []
         self.counters = StrobeCounters()
@@ -290,16 +288,6 @@ class StrobeFamily:
     def maintained_rows(self) -> dict[tuple, int]:
         """The widened view's rows, as the algorithm keeps them."""
         return self.mview.snapshot()
-
-    def received_through(self, source: str) -> int:
-        return self.transport.contiguous(source)
-
-    def applied_dsv(self) -> dict[str, int]:
-        return dict(self._applied_dsv)
-
-    def version_state(self) -> dict:
-        return {"relations": {r: {"processing": v, "refreshed": v} for r, v in self.refreshed.items()},
-                "sources": {s: {"applied_dsv": d} for s, d in self._applied_dsv.items()}}
 
 
 class Strobe(StrobeFamily):

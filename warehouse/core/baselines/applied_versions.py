@@ -1,0 +1,28 @@
+"""What the baselines report of the state their view reflects, written once for all of them.
+
+The Strobe family and periodic recomputation keep no per-relation processing versions (Sze-Ling's
+version state, warehouse.core.sze_ling.version_state): each relation is at the one version the
+view reflects, each source at the DSV the view reflects, and the notifications received only say
+how far behind the view is (`transport`).
+"""
+
+from __future__ import annotations
+
+from warehouse.core.notification_log import NotificationLog
+
+
+class AppliedVersions:
+    def __init__(self, brv: dict[str, int], dsv: dict[str, int]):
+        self.transport = NotificationLog(dsv)
+        self._applied_dsv = dict(dsv)
+        self.refreshed = dict(brv)
+
+    def received_through(self, source: str) -> int:
+        return self.transport.contiguous(source)
+
+    def applied_dsv(self) -> dict[str, int]:
+        return dict(self._applied_dsv)
+
+    def version_state(self) -> dict:
+        return {"relations": {r: {"processing": v, "refreshed": v} for r, v in self.refreshed.items()},
+                "sources": {s: {"applied_dsv": d} for s, d in self._applied_dsv.items()}}
