@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 from fedmodel.errors import ModelError
@@ -115,6 +115,35 @@ class Catalog:
 
     def relations_at(self, source: str) -> tuple[Relation, ...]:
         return tuple(r for r in self.relations if r.source == source)
+
+    def with_occurrences(self, occurrences: dict[str, str]) -> "Catalog":
+        """The catalog with each occurrence (name -> the relation it is another name of, as a view
+        that reads a relation twice names it: fedmodel.viewdef) as a relation of its own: the same
+        source, columns, types and key, and the relation's constraints (its FDs, and each
+        referential integrity for every pair of occurrences of its child and parent)."""
+        occurrences = {o: b for o, b in occurrences.items() if not self._declares(o, b)}
+        if not occurrences:
+            return self
+        names = {}   # relation -> itself and its occurrences
+        for occurrence, base in occurrences.items():
+            names.setdefault(base.lower(), [self.relation(base).name]).append(occurrence)
+        def named(relation: str) -> list[str]:
+            return names.get(relation.lower(), [relation])
+        relations = self.relations + tuple(replace(self.relation(base), name=occurrence)
+                                           for occurrence, base in occurrences.items())
+        fds = tuple(replace(fd, relation=r) for fd in self.fds for r in named(fd.relation))
+        ri = tuple(replace(c, child=child, parent=parent) for c in self.ri
+                   for child in named(c.child) for parent in named(c.parent))
+        return Catalog(relations, fds, ri)
+
+    def _declares(self, occurrence: str, base: str) -> bool:
+        """Whether `occurrence` of `base` is a relation here already (a catalog with_occurrences
+        made); ModelError when the name is another relation's."""
+        if not self.has_relation(occurrence):
+            return False
+        if replace(self.relation(occurrence), name=self.relation(base).name) != self.relation(base):
+            raise ModelError(f"the alias {occurrence} of {base} names another relation; choose another alias")
+        return True
 
     def fds_of(self, relation: str) -> Iterable[FunctionalDependency]:
         rel = self.relation(relation)

@@ -12,6 +12,7 @@ A view whose select list lacks the key of some relation carries a trailing count
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -89,7 +90,8 @@ class ViewDef:
     selections: dict  # relation -> Selection
     outputs: tuple[OutputColumn, ...]
     has_count: bool
-    catalog: Catalog
+    catalog: Catalog   # the sources' relations, and the occurrences of those the view reads twice
+    bases: dict = field(default_factory=dict)   # occurrence -> the relation it reads (self-joins)
     # Answers of per_view functions: the view never changes once parsed, and the maintenance core
     # asks the same questions of it (equivalences, key paths, plans) for every transaction.
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
@@ -111,6 +113,10 @@ class ViewDef:
 
     def relation(self, name: str) -> Relation:
         return self.catalog.relation(name)
+
+    def base_of(self, relation: str) -> str:
+        """The sources' relation a relation of the view reads (an occurrence's, or itself)."""
+        return self.bases.get(relation, relation)
 
     @per_view
     def edges_of(self, relation: str) -> tuple[JoinEdge, ...]:
@@ -262,14 +268,23 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         if not isinstance(t, exp.Table):
             raise ModelError(f"view: {_from_item(t)} in FROM is not supported; name base relations, got {_clip(t.sql())}")
         _refuse_clauses(t, _TABLE_PARTS, f" on {t.name}")
-        rel = catalog.relation(t.name) if catalog.has_relation(t.name) else None
-        if rel is None:
+        if not catalog.has_relation(t.name):
             raise ModelError(f"view: unknown relation {t.name!r} in FROM")
-        if rel.name in order:
-            raise ModelError(f"view: relation {rel.name} appears twice (self-joins are not supported)")
-        order.append(rel.name)
-        aliases[(t.alias or t.name).lower()] = rel.name
-        aliases[rel.name.lower()] = rel.name
+    bases = occurrences(tables, catalog)
+    catalog = catalog.with_occurrences(bases)
+    for t in tables:
+        name = occurrence_name(t, bases, catalog)
+        if name in order:
+            raise ModelError(f"view: relation {catalog.relation(t.name).name} appears twice under the name {name}; "
+                             "give each occurrence an alias of its own")
+        order.append(name)
+        if (t.alias or t.name).lower() in aliases:
+            raise ModelError(f"view: the name {t.alias or t.name} is given to two relations in FROM; "
+                             "give each its own alias")
+        aliases[(t.alias or t.name).lower()] = name
+    for name in order:   # a relation read once may be named by itself too, unless an alias took the name
+        if name not in bases:
+            aliases.setdefault(name.lower(), name)
     if tree.args.get("where"):
         conjuncts.extend(_conjuncts(tree.args["where"].this))
 
@@ -348,9 +363,25 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     if not outputs:
         raise ModelError("view: the select list is empty")
 
-    view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog)
+    view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog, bases)
     has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
-    return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog)
+    return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog, bases)
+
+
+def occurrences(tables: list[exp.Table], catalog: Catalog) -> dict[str, str]:
+    """The occurrences of relations a view reads more than once (a self-join), each named by its
+    alias in FROM: occurrence -> relation, for those whose name is not the relation's own. Each is
+    a relation of the view of its own (Catalog.with_occurrences; warehouse.core.occurrences)."""
+    seen = Counter(catalog.relation(t.name).name for t in tables)
+    return {t.alias_or_name: catalog.relation(t.name).name for t in tables
+            if seen[catalog.relation(t.name).name] > 1 and t.alias_or_name.lower() != t.name.lower()}
+
+
+def occurrence_name(table: exp.Table, bases: dict[str, str], catalog: Catalog) -> str:
+    """The name of the view's relation that `table` in FROM is: an occurrence's (`bases`), or
+    the relation's own."""
+    alias = table.alias_or_name.lower()
+    return next((o for o in bases if o.lower() == alias), catalog.relation(table.name).name)
 
 
 def summarised_by(tree: exp.Select) -> str | None:

@@ -14,7 +14,8 @@ from fedmodel.viewdef import ViewDef
 
 
 def probed_columns(view: ViewDef) -> list[tuple[str, tuple[str, ...]]]:
-    """(relation, columns) for each side of each join edge of `view`, each pair once.
+    """(relation, columns) for each side of each join edge of `view`, each pair once (an
+    occurrence of a relation read twice probes its relation: warehouse.core.occurrences).
 
     >>> from fedmodel.catalog import Catalog
     >>> from fedmodel.viewdef import parse_view
@@ -26,6 +27,7 @@ def probed_columns(view: ViewDef) -> list[tuple[str, tuple[str, ...]]]:
     out: list[tuple[str, tuple[str, ...]]] = []
     for edge in view.edges:
         for relation in (edge.a, edge.b):
-            if (relation, edge.columns_of(relation)) not in out:
-                out.append((relation, edge.columns_of(relation)))
+            probe = (view.base_of(relation), edge.columns_of(relation))
+            if probe not in out:
+                out.append(probe)
     return out

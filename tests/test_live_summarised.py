@@ -1,6 +1,7 @@
-"""Summarised views live (issue #15, item 4; fedmodel.summary): Ray source actors, the warehouse on
-Spark with Delta, GROUP BY with aggregates kept from the join's deltas under dropped messages and
-a warehouse restart, judged by the checker (its DuckDB oracle evaluates the user's aggregate SQL)
+"""Summarised views and self-joins live (issue #15, item 4; fedmodel.summary,
+warehouse.core.occurrences): Ray source actors, the warehouse on Spark with Delta, GROUP BY with
+aggregates over a join that reads a relation twice, kept from the join's deltas under dropped
+messages and a warehouse restart, judged by the checker (its DuckDB oracle evaluates the user's aggregate SQL)
 and compared with a recomputation of that SQL over the committed history."""
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ SCENARIO = {
         "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
         "y": {"r2": {"columns": ["K2", "B", "C"], "types": ["BIGINT", "BIGINT", "DOUBLE"], "key": ["K2"]}},
     },
-    "view": "SELECT r1.B, COUNT(*) AS n, SUM(r2.C) AS total, MIN(r2.C) AS low, MAX(r1.A) AS high, AVG(r2.C) AS mean "
-            "FROM r1 JOIN r2 ON r1.B = r2.B GROUP BY r1.B",
+    # Summarised, over a self-join: pairs of r1 rows sharing a B, with r2's rows of that B.
+    "view": "SELECT r1.B, COUNT(*) AS n, SUM(r2.C) AS total, MIN(r2.C) AS low, MAX(r1b.A) AS high, AVG(r2.C) AS mean "
+            "FROM r1 JOIN r2 ON r1.B = r2.B JOIN r1 AS r1b ON r1b.B = r2.B GROUP BY r1.B",
     "initial": {"r1": [[1, 2], [2, 2], [3, 3]], "r2": [[1, 2, 0.5], [2, 3, 1.25], [3, 3, 2.0]]},
     "steps": [],
 }
 
 
-def test_a_summarised_view_is_kept_live_through_lost_messages_and_a_warehouse_restart(spark, ray_runtime, tmp_path):
+def test_a_summarised_self_join_is_kept_live_through_lost_messages_and_a_warehouse_restart(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(dict(SCENARIO), "live summarised")
     run_dir = tmp_path / "run"
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "sze-ling")

@@ -14,6 +14,8 @@ shown twice, keys and functional-dependency left sides of intermediate relations
 declared FDs, referential integrity on non-key parent columns, typed value columns (relations of
 equal arity with different types), and NULLs in join columns.
 
+`self_join=True` reads one relation a second time under an alias (warehouse.core.occurrences),
+joined to itself on its value column: `R2 AS R2b ON R2.V2 = R2b.V2`, its key in the select list.
 `summarised=True` makes the view a summarised one (fedmodel.summary), from a generator of its own
 as well: SELECT DISTINCT over the drawn columns, GROUP BY some of them with COUNT(*), COUNT, SUM,
 AVG, MIN and MAX over the others, or those aggregates without GROUP BY. SUM and AVG read only
@@ -31,7 +33,7 @@ SHAPES = ("chain", "star", "tree")
 def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tuple[int, int] = (2, 4),
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
                     commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False,
-                    summarised: bool = False) -> dict:
+                    summarised: bool = False, self_join: bool = False) -> dict:
     rng = random.Random(seed)
     odd = _Adversary(seed) if adversarial else None
     n = rng.randint(*relations)
@@ -101,12 +103,17 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
         select = odd.select_list(names, fds, select, chain)
     three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
     where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(n) if rng.random() < 0.2]
-    select = list(dict.fromkeys(select))
+    joins = [f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, n)]
     typed = {f"{names[i]}.{c}": typ for i in range(n) for c, typ in zip(columns[i], types[i])}
+    if self_join:
+        twice = random.Random(f"self-join {seed}").randrange(n)
+        again = f"{names[twice]}b"
+        joins.append(f" JOIN {names[twice]} AS {again} ON {names[twice]}.V{twice + 1} = {again}.V{twice + 1}")
+        select.append(f"{again}.K{twice + 1} AS K{twice + 1}b")
+        typed.update({f"{again}.{c}": typ for c, typ in zip(columns[twice], types[twice])})
+    select = list(dict.fromkeys(select))
     head, group_by = _summary(random.Random(f"summary {seed}"), select, typed) if summarised else (", ".join(select), "")
-    sql = f"SELECT {head} FROM {names[0]}"
-    for i in range(1, n):
-        sql += f" JOIN {names[i]} ON {conditions[i - 1]}"
+    sql = f"SELECT {head} FROM {names[0]}" + "".join(joins)
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += group_by
@@ -131,14 +138,16 @@ def _summary(rng: random.Random, select: list[str], typed: dict[str, str]) -> tu
     kind = rng.choice(("distinct", "grouped", "grand total"))
     if kind == "distinct":
         return "DISTINCT " + ", ".join(select), ""
-    select = list(dict.fromkeys(item.split(" AS ")[0] for item in select))   # a column shown twice: once
-    groups = rng.sample(select, rng.randint(1, min(2, len(select)))) if kind == "grouped" else []
-    others = [c for c in select if c not in groups] or select
+    columns: dict[str, str] = {}   # a column shown twice: once, as first named
+    for item in select:
+        columns.setdefault(item.split(" AS ")[0], item)
+    groups = rng.sample(list(columns), rng.randint(1, min(2, len(columns)))) if kind == "grouped" else []
+    others = [c for c in columns if c not in groups] or list(columns)
     aggregates = ["COUNT(*)"]
     for column in rng.sample(others, min(len(others), 3)):
         functions = ["COUNT", "MIN", "MAX"] + (["SUM", "AVG"] if typed[column] == "BIGINT" else [])
         aggregates.append(f"{rng.choice(functions)}({column})")
-    items = groups + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
+    items = [columns[g] for g in groups] + [f"{a} AS a{i}" for i, a in enumerate(aggregates)]
     return ", ".join(items), (" GROUP BY " + ", ".join(groups) if groups else "")
 
 

@@ -33,6 +33,7 @@ from warehouse.core.baselines.c_strobe import CStrobe
 from warehouse.core.baselines.keyed_view import widen
 from warehouse.core.baselines.periodic_recompute import PeriodicRecompute
 from warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
+from warehouse.core.occurrences import Occurrences
 from warehouse.core.planner import ACCESS_PATHS
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
@@ -89,14 +90,18 @@ def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None
     takes only the first, recompute none).
     """
     check(name, access)
+    brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}
     if name in ENGINE_ALGORITHMS:
-        return MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access, deferral), **timings),
-                                 force_queries)
-    if name == "recompute":
-        return PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))
-    kwargs = {"query_timeout": timings["query_timeout"]} if "query_timeout" in timings else {}
-    return STROBE_FAMILY[name](view, rows, brv, dsv, access or "scan", global_transactions=global_transactions,
-                               **kwargs)
+        algorithm = MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access, deferral), **timings),
+                                      force_queries)
+    elif name == "recompute":
+        algorithm = PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))
+    else:
+        kwargs = {"query_timeout": timings["query_timeout"]} if "query_timeout" in timings else {}
+        algorithm = STROBE_FAMILY[name](view, rows, brv, dsv, access or "scan",
+                                        global_transactions=global_transactions, **kwargs)
+    # A view that reads a relation twice: the algorithm maintains it over its occurrences.
+    return Occurrences(algorithm, view) if view.bases else algorithm
 
 
 def restore(name: str, view, rows: dict, state: dict, access: str | None = None, **kwargs):

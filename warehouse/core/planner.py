@@ -5,7 +5,8 @@ Two access paths, a named choice so that a run can separate their effect from co
 - `join-graph` (Sze-Ling section 4.1): from the updated relation, follow the view's join graph;
   each not-yet-queried neighbour of a queried relation starts a sub-query that also takes every
   not-yet-queried relation of the same source connected to it, so several relations of one source
-  travel in one sub-query and no cartesian product is ever asked for. Sub-queries whose parent is
+  travel in one sub-query and no cartesian product is ever asked for (but never two occurrences
+  of one relation: a source answers by relation, warehouse.core.occurrences). Sub-queries whose parent is
   answered go out in parallel. A join graph with several components (cartesian products in the
   view) queries each other component whole.
   Beyond the paper, the tree follows key edges first (an edge whose columns hold a key of one of
@@ -162,7 +163,8 @@ def _join_graph_plan(view: ViewDef, updated: str, only) -> QueryPlan:
         while i < len(members):
             cur = members[i].relation
             for n in view.neighbours(cur):
-                if n in allowed and n not in queried and view.relation(n).source == source and follows(cur, n):
+                if (n in allowed and n not in queried and view.relation(n).source == source and follows(cur, n)
+                        and view.base_of(n) not in {view.base_of(m.relation) for m in members}):
                     queried.add(n)
                     members.append(_link(view, n, cur))
             i += 1

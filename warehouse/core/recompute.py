@@ -11,6 +11,8 @@ from warehouse.core.planner import plan
 
 
 def recompute(view: ViewDef, relations: dict[str, list[tuple]]) -> dict[tuple, int]:
+    """`relations`: the sources' relations' rows by name (an occurrence of a relation reads its rows)."""
+    relations = {name: relations[view.base_of(name)] for name in view.relations}
     first = view.relations[0]
     qplan = plan(view, first, "join-graph")
     rows = {}

@@ -17,7 +17,7 @@ from collections import Counter
 import sqlglot
 from sqlglot import exp
 
-from fedmodel.viewdef import ViewDef, parse_view
+from fedmodel.viewdef import ViewDef, occurrence_name, parse_view
 
 
 def widen(view: ViewDef) -> ViewDef:
@@ -35,7 +35,7 @@ def widen(view: ViewDef) -> ViewDef:
     if not missing:
         return view
     tree = sqlglot.parse_one(view.sql)
-    written = {t.name.lower(): t.alias_or_name for t in tree.find_all(exp.Table)}
+    written = {occurrence_name(t, view.bases, view.catalog).lower(): t.alias_or_name for t in tree.find_all(exp.Table)}
     taken = {o.name.lower() for o in view.outputs}
     for relation, column in missing:
         name = column if column.lower() not in taken else f"{relation}_{column}"
