@@ -85,19 +85,8 @@ def parse_query(sql: str, catalog: Catalog) -> ViewDef | Summary:
     if distinct is not None and grouped:
         raise ModelError("view: SELECT DISTINCT with GROUP BY is not supported; GROUP BY alone gives each group once")
 
-    join_columns: dict[str, exp.Column] = {}   # the join's select list by name, each column once
-
-    def join_name(column: exp.Column) -> str:
-        """The join's name for `column`: its own, or qualified by its relation if taken."""
-        for name, c in join_columns.items():
-            if _same(c, column):
-                return name
-        name = column.name if column.name.lower() not in {n.lower() for n in join_columns} else \
-            f"{column.table or 'c'}_{column.name}"
-        while name.lower() in {n.lower() for n in join_columns} | {"count"}:
-            name += "_"
-        join_columns[name] = column
-        return name
+    join_columns = _JoinColumns()
+    join_name = join_columns.name
 
     groups = list(dict.fromkeys(join_name(g) for g in grouped))
     names, layout, arguments = [], [], []
@@ -125,8 +114,7 @@ def parse_query(sql: str, catalog: Catalog) -> ViewDef | Summary:
     join_tree = tree.copy()
     for part in ("group", "distinct", "order"):
         join_tree.set(part, None)
-    join_tree.set("expressions", [c.copy().as_(name) for name, c in join_columns.items()] or
-                  [_any_column(tree, catalog)])
+    join_tree.set("expressions", join_columns.select_list() or [_any_column(tree, catalog)])
     join = parse_view(join_tree.sql(), catalog)
     positions = {o.name: i for i, o in enumerate(join.outputs)}
     aggregates = [_aggregate(f, written, positions, join.output_types) for f, written in arguments]
@@ -134,6 +122,28 @@ def parse_query(sql: str, catalog: Catalog) -> ViewDef | Summary:
                   for kind, i in layout)
     return Summary(sql, join, tuple(positions[g] for g in groups), tuple(a for a, _ in aggregates),
                    tuple(names), types, tuple(layout))
+
+
+class _JoinColumns:
+    """The join's select list: each column a summarised view groups by or aggregates, once, named
+    by its own name or, when that is taken, qualified by its relation."""
+
+    def __init__(self):
+        self._columns: dict[str, exp.Column] = {}
+
+    def name(self, column: exp.Column) -> str:
+        for name, c in self._columns.items():
+            if _same(c, column):
+                return name
+        taken = {n.lower() for n in self._columns} | {"count"}   # count: the join's multiplicity
+        name = column.name if column.name.lower() not in taken else f"{column.table or 'c'}_{column.name}"
+        while name.lower() in taken:
+            name += "_"
+        self._columns[name] = column
+        return name
+
+    def select_list(self) -> list[exp.Expression]:
+        return [c.copy().as_(name) for name, c in self._columns.items()]
 
 
 def _parse(sql: str) -> exp.Select | None:
