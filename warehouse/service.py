@@ -35,7 +35,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent import futures
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -114,8 +114,8 @@ class Warehouse:
         self.catalog = catalog
         self.tls = tls
         # The user's view; the algorithm maintains its join (itself, unless it is summarised:
-        # fedmodel.summary), which Delta keeps, and the user's view is kept from the join's
-        # deltas (self.presented, warehouse.core.summarised) for the history, the checker and reads.
+        # fedmodel.summary), whose states Delta and the history keep, and reads see the user's
+        # view, kept from the join's deltas (self.presented, warehouse.core.summarised).
         self.view = parse_query(view_sql, catalog)
         join = self.view.join
         check(algorithm, access)   # an unknown name fails here, before anything starts
@@ -140,9 +140,8 @@ class Warehouse:
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
-                                     self._view_columns())
+                                     [o.name for o in join.outputs])
         self.presented = None   # the user's view kept from the join's deltas (set by open)
-        self._view_deltas: dict[int, dict] = {}   # seq -> the user's view's delta, until the history has it
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # receipts, received, stored, durable: taken without the core
@@ -257,7 +256,7 @@ class Warehouse:
         self.presented = user_view(self.view, rows)
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
-        self.history.write_initial(self.presented.rows(), dsv)
+        self.history.write_initial(rows, dsv)
         self.store.initialize(rows, self._version_state())
         self.durable = dict(dsv)
         self.durable_applied = dict(dsv)
@@ -273,15 +272,9 @@ class Warehouse:
         self.durable_applied = dict(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
-        # A crash between a batch's Delta commit and its line here: the change log has it, as
-        # deltas of the join, which the user's view goes through again from where the history is.
-        missing = self.store.read_change_log(after_seq=self.history.last_seq())
-        before = Counter(rows)
-        for a in missing:
-            before.subtract(dict(a.delta))
-        self.presented = user_view(self.view, {r: c for r, c in before.items() if c})
-        self._view_deltas = {a.seq: self.presented.apply(dict(a.delta)) for a in missing}
-        self.history.append(self._for_history(missing))
+        self.presented = user_view(self.view, rows)
+        # A crash between a batch's Delta commit and its line here: the change log has it.
+        self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
         pending = [n for n in self.store.read_notifications() if n.dsv > dsv.get(n.source, 0)]
         self.stored = {(n.source, n.dsv) for n in self.store.read_notifications()}
         self.durable = {s: max([d for (src, d) in self.stored if src == s] + [dsv.get(s, 0)]) for s in self.sources}
@@ -342,7 +335,7 @@ class Warehouse:
         now = time.time()
         self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                        now, dict(action.versions), list(action.delta.items())))
-        self._view_deltas[self.seq] = self.presented.apply(action.delta)
+        self.presented.apply(action.delta)
         if action.commit_time:
             self.staleness.append((now, now - action.commit_time))
 
@@ -511,7 +504,7 @@ class Warehouse:
         for a in applied:
             net.update(dict(a.delta))
         self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received)
-        self.history.append(self._for_history(applied), durable_time=time.time())
+        self.history.append(applied, durable_time=time.time())
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
@@ -542,15 +535,9 @@ class Warehouse:
             self.batch_id = last_batch
             self.durable_seq = max(self.durable_seq, self.store.last_seq)
             self._durable_wake.notify_all()
-        self.history.append(self._for_history([a for a in done if a.seq > self.history.last_seq()]))
+        self.history.append([a for a in done if a.seq > self.history.last_seq()])
 
     # ---- reading ----
-
-    def _for_history(self, applied: list[AppliedTxn]) -> list[AppliedTxn]:
-        """The applied states as the history keeps them: with the user's view's deltas (the
-        change log in Delta keeps the join's)."""
-        with self.lock:
-            return [replace(a, delta=list(self._view_deltas.pop(a.seq).items())) for a in applied]
 
     def _version_state(self) -> dict:
         return self.engine.version_state()

@@ -76,7 +76,7 @@ class LiveHistory:
     final_view: dict[tuple, int]                 # the view after the last state
 
     def oracle(self, engine: Engine | None = None) -> Oracle:
-        return Oracle(self.run.catalog, self.run.view_sql, self.initial, self.log, engine)
+        return Oracle(self.run.catalog, self.run.judged_sql, self.initial, self.log, engine)
 
 
 def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None) -> LiveHistory:

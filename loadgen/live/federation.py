@@ -25,7 +25,7 @@ from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
 from loadgen.live.environment import stderr_to
-from loadgen.live.runfile import RunFile
+from loadgen.live.runfile import RunFile, history_sql
 from loadgen.workloads.driver import batch_outcomes
 from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
@@ -119,7 +119,8 @@ class Federation:
         RunFile(self.catalog, self.view_sql, self.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
                 self.warehouse.history.folder, self.warehouse.store.root,
-                self.postgres.data if self.postgres else None).write(self.run_dir)
+                self.postgres.data if self.postgres else None,
+                history_sql=history_sql(self.warehouse.view)).write(self.run_dir)
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])

@@ -8,7 +8,7 @@ else. Written by whoever starts the run (loadgen.live.federation, `fedlab wareho
 
     {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
      "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history",
-     "warehouse_delta": "warehouse/delta"}
+     "warehouse_delta": "warehouse/delta", "history_sql": null}
 
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
@@ -49,6 +49,13 @@ class RunFile:
     warehouse_delta: str | None = None   # the warehouse's Delta tables (warehouse.store.delta_store)
     postgres: Path | None = None         # the data directory of the sources' private PostgreSQL server
     folder: Path | None = None           # the run directory (set when read)
+    # The SQL of the states the history holds, when it is not the view's: a summarised view's join
+    # (fedmodel.summary), which the checker judges; the summary is a function of its states.
+    history_sql: str | None = None
+
+    @property
+    def judged_sql(self) -> str:
+        return self.history_sql or self.view_sql
 
     def write(self, run_dir: str | os.PathLike) -> Path:
         run_dir = Path(run_dir)
@@ -58,7 +65,7 @@ class RunFile:
                "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
                "warehouse_history": _relative(self.warehouse_history, run_dir),
                "warehouse_delta": _relative(self.warehouse_delta, run_dir),
-               "postgres": _relative(self.postgres, run_dir)}
+               "postgres": _relative(self.postgres, run_dir), "history_sql": self.history_sql}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -92,9 +99,15 @@ class RunFile:
                             for s, p in sources.items()},
                            _absolute(doc["warehouse_history"], run_dir),
                            _location(doc.get("warehouse_delta"), run_dir), _absolute(doc.get("postgres"), run_dir),
-                           run_dir)
+                           run_dir, doc.get("history_sql"))
         except (KeyError, TypeError, AttributeError) as err:
             raise RunFileError(f"{path}: missing or malformed field {err}") from None
+
+
+def history_sql(view) -> str | None:
+    """The SQL of the states a warehouse of `view` (a ViewDef or a fedmodel.summary.Summary) keeps
+    in its history, when it is not the view's own: a summarised view's join."""
+    return None if view.join is view else view.join.sql
 
 
 def _relative(path: Path | str | None, run_dir: Path) -> str | None:

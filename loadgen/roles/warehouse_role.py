@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.live.runfile import RunFile
+from loadgen.live.runfile import RunFile, history_sql
 from loadgen.roles.faults_file import FaultsFile
 from loadgen.roles.process import (
     Foreground,
@@ -109,7 +109,7 @@ def write_run_file(config: RunConfig, data: str) -> Path | None:
 
     history = config.run_dir / "warehouse" / "history"
     RunFile(config.catalog, config.view.sql, config.algorithm, {s.name: s.db for s in config.sources},
-            history, delta_dir(data)).write(config.run_dir)
+            history, delta_dir(data), history_sql=history_sql(config.view)).write(config.run_dir)
     return history
 
 
