@@ -12,7 +12,7 @@ import pytest
 
 from fedmodel.catalog import Catalog, FunctionalDependency, check_row
 from fedmodel.errors import ModelError
-from fedmodel.viewdef import parse_view
+from fedmodel.summary import parse_query
 from loadgen.workloads.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
 from loadgen.workloads.workload import STREAMS, UpdateStream, Workload, zipf_rank
 from source_node.memory_store import MemoryStore
@@ -91,8 +91,13 @@ def test_placement_decides_which_foreign_keys_are_declared():
 def test_every_view_parses_with_the_expected_shape():
     cat = tpch_catalog()
     assert {"q3", "q3_keys", "q5", "star", "demo4"} <= set(view_names())
-    views = {name: parse_view(load_view(name), cat) for name in view_names()}
+    views = {name: parse_query(load_view(name), cat) for name in view_names()}
     assert views["q3"].has_count and not views["q3_keys"].has_count
+    # TPC-H's own Q3 and Q5: summarised views over the joins of q3 and q5 (fedmodel.summary)
+    q3_revenue, q5_revenue = views["q3_revenue"], views["q5_revenue"]
+    assert q3_revenue.columns == ("l_orderkey", "revenue", "o_orderdate", "o_shippriority")
+    assert q3_revenue.join.relations == views["q3"].relations and q3_revenue.output_types[1] == "DOUBLE"
+    assert q5_revenue.columns == ("n_name", "revenue") and q5_revenue.join.edges == views["q5"].edges
     assert views["q3"].selection_sql("customer") == "c_mktsegment = 'BUILDING'"
     q5 = views["q5"]
     assert len(q5.relations) == 6 and len(q5.edges) == 6  # one edge more than a tree: a cycle
