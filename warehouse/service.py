@@ -67,7 +67,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.receipts import Receipts
-from warehouse.core.summarised import user_view
+from warehouse.core.summarised import summary_of
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.fifo_order import FifoOrder
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
@@ -115,7 +115,8 @@ class Warehouse:
         self.tls = tls
         # The user's view; the algorithm maintains its join (itself, unless it is summarised:
         # fedmodel.summary), whose states Delta and the history keep, and reads see the user's
-        # view, kept from the join's deltas (self.presented, warehouse.core.summarised).
+        # view: the join's rows, or a summarised view's kept from its deltas (self.summary,
+        # warehouse.core.summarised).
         self.view = parse_query(view_sql, catalog)
         join = self.view.join
         check(algorithm, access)   # an unknown name fails here, before anything starts
@@ -141,7 +142,7 @@ class Warehouse:
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      [o.name for o in join.outputs])
-        self.presented = None   # the user's view kept from the join's deltas (set by open)
+        self.summary = None   # a summarised view's rows, kept from the join's deltas (set by open)
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # receipts, received, stored, durable: taken without the core
@@ -253,7 +254,7 @@ class Warehouse:
                              period=self.recompute_period, deferral=self.deferral, **self.timings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
-        self.presented = user_view(self.view, rows)
+        self.summary = summary_of(self.view, rows)
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
         self.history.write_initial(rows, dsv)
@@ -272,7 +273,7 @@ class Warehouse:
         self.durable_applied = dict(dsv)
         self.batch_id = last_batch or 0
         self.seq = log_length
-        self.presented = user_view(self.view, rows)
+        self.summary = summary_of(self.view, rows)
         # A crash between a batch's Delta commit and its line here: the change log has it.
         self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
         pending = [n for n in self.store.read_notifications() if n.dsv > dsv.get(n.source, 0)]
@@ -335,7 +336,8 @@ class Warehouse:
         now = time.time()
         self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                        now, dict(action.versions), list(action.delta.items())))
-        self.presented.apply(action.delta)
+        if self.summary is not None:
+            self.summary.apply(action.delta)
         if action.commit_time:
             self.staleness.append((now, now - action.commit_time))
 
@@ -549,7 +551,7 @@ class Warehouse:
     def view_rows(self) -> dict[tuple, int]:
         """The user's view now."""
         with self.lock:
-            return self.presented.rows()
+            return self.summary.rows() if self.summary is not None else self.engine.view_rows()
 
     def refresh(self, durable: bool = False, timeout: float = 60.0) -> dict:
         """Brings the view up to date with every notification received (ViewQueried: lazy

@@ -27,7 +27,13 @@ from fedmodel.viewdef import ViewDef
 
 def user_view(view: ViewDef | Summary, join_rows: dict[tuple, int]) -> "SummaryState | JoinRows":
     """The user's view of `view`, kept from its join's deltas (`apply`) from `join_rows` on."""
-    return SummaryState(view, join_rows) if isinstance(view, Summary) else JoinRows(join_rows)
+    return summary_of(view, join_rows) or JoinRows(join_rows)
+
+
+def summary_of(view: ViewDef | Summary, join_rows: dict[tuple, int]) -> "SummaryState | None":
+    """The summary kept beside a summarised view's join, from `join_rows` on; None for a
+    select-project-join view, whose rows are its join's (whoever holds the join has them)."""
+    return SummaryState(view, join_rows) if isinstance(view, Summary) else None
 
 
 class JoinRows:
