@@ -45,13 +45,13 @@ class Summary:
     join: ViewDef                 # the select-project-join view the algorithms maintain
     groups: tuple[int, ...]       # the join columns grouped by, in GROUP BY order
     aggregates: tuple[Aggregate, ...]
-    columns: tuple[str, ...]      # the user's view's columns, in select-list order
+    output_names: tuple[str, ...]  # the user's view's columns, in select-list order
     output_types: tuple[str, ...]  # their catalog types
     layout: tuple[tuple[str, int], ...]   # each column: ("group", i) of groups or ("aggregate", j)
 
     @property
     def column_names(self) -> tuple[str, ...]:
-        return self.columns
+        return self.output_names   # no count: each group is one row
 
     @property
     def has_count(self) -> bool:

@@ -97,8 +97,13 @@ class ViewDef:
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
+    def output_names(self) -> tuple[str, ...]:
+        """The view's columns, without the count."""
+        return tuple(o.name for o in self.outputs)
+
+    @property
     def column_names(self) -> tuple[str, ...]:
-        return tuple(o.name for o in self.outputs) + (("count",) if self.has_count else ())
+        return self.output_names + (("count",) if self.has_count else ())
 
     @property
     def join(self) -> "ViewDef":

@@ -95,9 +95,9 @@ def test_every_view_parses_with_the_expected_shape():
     assert views["q3"].has_count and not views["q3_keys"].has_count
     # TPC-H's own Q3 and Q5: summarised views over the joins of q3 and q5 (fedmodel.summary)
     q3_revenue, q5_revenue = views["q3_revenue"], views["q5_revenue"]
-    assert q3_revenue.columns == ("l_orderkey", "revenue", "o_orderdate", "o_shippriority")
+    assert q3_revenue.output_names == ("l_orderkey", "revenue", "o_orderdate", "o_shippriority")
     assert q3_revenue.join.relations == views["q3"].relations and q3_revenue.output_types[1] == "DOUBLE"
-    assert q5_revenue.columns == ("n_name", "revenue") and q5_revenue.join.edges == views["q5"].edges
+    assert q5_revenue.output_names == ("n_name", "revenue") and q5_revenue.join.edges == views["q5"].edges
     assert views["q3"].selection_sql("customer") == "c_mktsegment = 'BUILDING'"
     q5 = views["q5"]
     assert len(q5.relations) == 6 and len(q5.edges) == 6  # one edge more than a tree: a cycle

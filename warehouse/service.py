@@ -136,12 +136,12 @@ class Warehouse:
             raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
         self.recompute_period = recompute_period
         self.deferral = deferral
-        self.store = DeltaViewStore(spark, delta_dir(self.data_dir), [o.name for o in join.outputs],
+        self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
                                     list(join.output_types))
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
-                                     [o.name for o in join.outputs])
+                                     list(join.output_names))
         self.summary = None   # a summarised view's rows, kept from the join's deltas (set by open)
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
@@ -544,10 +544,6 @@ class Warehouse:
     def _version_state(self) -> dict:
         return self.engine.version_state()
 
-    def _view_columns(self) -> list[str]:
-        """The user's view's columns (without the count)."""
-        return list(self.view.column_names[:len(self.view.column_names) - self.view.has_count])
-
     def view_rows(self) -> dict[tuple, int]:
         """The user's view now."""
         with self.lock:
@@ -612,7 +608,7 @@ class _Servicer(rpc.WarehouseServicer):
     def ReadView(self, request, context):
         self._refresh(context, durable=False)
         rows = [(*row, count) for row, count in sorted(self.w.view_rows().items(), key=repr)]
-        columns = self.w._view_columns() + ["count"]
+        columns = [*self.w.view.output_names, "count"]
         types = list(self.w.view.output_types) + ["BIGINT"]
         for i in range(0, max(len(rows), 1), 16384):
             yield pb.ViewChunk(columns=columns, rows=encode_rows(columns, types, rows[i:i + 16384]))

@@ -72,8 +72,7 @@ def read(store_dir: str, view: ViewDef | Summary) -> dict:
         raise ModelError(f"{store_dir}: {err}") from None
     versions = {source: fields.get("applied_dsv") for source, fields in state.get("sources", {}).items()}
     rows = user_view(view, rows).rows()
-    columns = view.column_names[:len(view.column_names) - view.has_count]
-    return {"columns": list(columns), "batch": batch, "versions": versions,
+    return {"columns": list(view.output_names), "batch": batch, "versions": versions,
             "rows": sorted(rows.items(), key=lambda kv: tuple((v is None, v) for v in kv[0]))}   # NULLs last
 
 
