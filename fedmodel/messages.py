@@ -166,7 +166,7 @@ def _subquery_from_pb(msg: pb.Subquery, catalog: Catalog) -> Subquery:
 @to_pb.register
 def _answer_to_pb(answer: Answer, catalog: Catalog) -> pb.Answer:
     where = f"answer {answer.id}"
-    return pb.Answer(id=answer.id, source=answer.source, dsv=answer.dsv, relations=[
+    return pb.Answer(id=answer.id, source=answer.source, dsv=answer.dsv, read_time=answer.read_time, relations=[
         pb.RelationAnswer(relation=r.relation, brv=r.brv,
                           rows=_encode(catalog.relation(r.relation), r.rows, where))
         for r in answer.relations])
@@ -178,7 +178,7 @@ def _answer_from_pb(msg: pb.Answer, catalog: Catalog) -> Answer:
     for r in msg.relations:
         rel = _relation(catalog, r.relation, where, source=msg.source)
         relations.append(RelationAnswer(rel.name, r.brv, tuple(_decode(rel, r.rows, f"{where}: rows of {rel.name}"))))
-    return Answer(msg.id, msg.source, msg.dsv, tuple(relations))
+    return Answer(msg.id, msg.source, msg.dsv, tuple(relations), msg.read_time)
 
 
 _FROM_PB = {

@@ -57,6 +57,7 @@ class Answer:
     source: str
     dsv: int
     relations: tuple[RelationAnswer, ...]
+    read_time: float = 0.0    # the source's clock when it read state `dsv` (warehouse.core.salem.timeline)
 
     def rows_of(self, relation: str) -> RelationAnswer:
         for r in self.relations:

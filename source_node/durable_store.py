@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import deque
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
@@ -251,6 +252,7 @@ class DurableStore(GroupCommit):
         where = f"sub-query {sq.id}"
         relations = check_subquery(self.catalog, self.source, sq)
         self._prepare_probes(sq, relations)
+        read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
         try:
             with self._reading() as query:
                 dsv, brv = self._versions(query)
@@ -260,7 +262,8 @@ class DurableStore(GroupCommit):
             raise ModelError(f"{where}: {first_line(err)}") from None
         brv = answered_versions(sq, brv, nets)
         return Answer(sq.id, self.source, dsv,
-                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
+                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)),
+                      read_time)
 
     def _prepare_probes(self, sq: Subquery, relations: list[Relation]) -> None:
         """Before a sub-query is read (an engine may index the column sets it probes)."""

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
@@ -408,6 +409,7 @@ class PostgresStore(GroupCommit):
         `sq.as_of` names rebuilt at those versions from that state and the changes since
         (formula 12, fedmodel.as_of) while the recent changes reach back to them."""
         relations = check_subquery(self.catalog, self.source, sq)
+        read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
         try:
             with self._reading() as cur:
                 dsv, brv = self._versions(cur)
@@ -420,7 +422,8 @@ class PostgresStore(GroupCommit):
             raise ModelError(f"sub-query {sq.id}: {first_line(err)}") from None
         brv = answered_versions(sq, brv, nets)
         return Answer(sq.id, self.source, dsv,
-                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)))
+                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)),
+                      read_time)
 
     def _matching(self, cur, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
         """`rel`'s rows whose columns at `positions` hold one of `wanted` (a NULL matches nothing)."""
