@@ -54,7 +54,7 @@ RESTART_CONDITIONS = {
     "warehouse-restart": {"warehouse_restart": 0.03},
     "everything": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03, "warehouse_restart": 0.03},
 }
-ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "lazy", "versioned", "sze-ling")
+ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "lazy", "versioned", "salem", "sze-ling")
 JUDGED = LEVELS[1:]   # the levels a schedule can fall short of: convergence .. complete
 SHRINK_REPLAYS = 200  # replays a counterexample's shrinking may take (a schedule's takes 10-50 ms)
 

@@ -18,11 +18,12 @@ from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml
 from source_node.commit import check_initial_state
+from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 
 LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read", "tick", "queries")
+              "restart", "read", "tick", "queries", "refresh")
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
 # its id, an answer by the sub-query it answers, a resend request by the source it goes to.
 MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
@@ -60,6 +61,7 @@ class Scenario:
     global_transactions: dict[str, tuple[str, int]] = field(default_factory=dict)  # txn -> (global id, parts)
     period: float | None = None    # recompute's period
     deferral: Deferral | None = None   # lazy's bounds
+    salem: SalemOptions | None = None  # salem's apply mode, step and rolling intervals
 
 
 def _deferral(doc, where: str) -> Deferral:
@@ -81,7 +83,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError(f"{where}: a scenario is a YAML mapping")
     unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps",
-                          "expect", "log_retention", "period", "lazy"}
+                          "expect", "log_retention", "period", "lazy", "salem"}
     if unknown:
         raise ScenarioError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}")
     try:
@@ -118,6 +120,8 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         scenario.period = float(period)
     if "lazy" in doc:
         scenario.deferral = _deferral(doc["lazy"], f"{where}: lazy")
+    if "salem" in doc:
+        scenario.salem = _salem(doc["salem"], scenario, f"{where}: salem")
     committed: set[str] = set()
     for i, step in enumerate(doc.get("steps") or []):
         scenario.steps.append(parse_step(scenario, step, committed, f"{where}: steps[{i}]"))
@@ -161,6 +165,39 @@ def _mentioned_rows(doc: dict) -> dict[str, list]:
     return rows
 
 
+def _salem(doc, scenario: Scenario, where: str) -> SalemOptions:
+    """`salem: {apply: continuous|on-demand, step_commits: N, intervals: {RELATION: SECONDS}}`
+    (warehouse.core.salem.propagate)."""
+    if scenario.algorithm != "salem":
+        raise ScenarioError(f"{where}: these are salem's options; the algorithm is {scenario.algorithm}")
+    if not isinstance(doc, dict) or set(doc) - {"apply", "step_commits", "intervals"}:
+        raise ScenarioError(f"{where}: takes apply, step_commits and intervals")
+    intervals = doc.get("intervals") or {}
+    if not isinstance(intervals, dict) or (intervals and set(intervals) != set(scenario.view.join.relations)):
+        raise ScenarioError(f"{where}: intervals map each of the view's relations "
+                            f"({', '.join(scenario.view.join.relations)}) to seconds")
+    try:
+        return SalemOptions(apply=doc.get("apply", "continuous"), step_commits=doc.get("step_commits"),
+                            intervals=tuple(intervals.items()))
+    except ValueError as err:
+        raise ScenarioError(f"{where}: {err}") from None
+
+
+def _refresh(scenario: Scenario, args, where: str) -> dict:
+    """`refresh: high-water`, `refresh: {as_of: TIME}` or `refresh: {vector: {SOURCE: DSV, ...}}`:
+    salem's point-in-time refresh (warehouse.core.events.RefreshRequested)."""
+    if scenario.algorithm != "salem":
+        raise ScenarioError(f"{where}: refresh is salem's point-in-time refresh; the algorithm is {scenario.algorithm}")
+    if args == "high-water":
+        return {}
+    if isinstance(args, dict) and set(args) == {"as_of"} and _is_number(args["as_of"]):
+        return {"as_of": float(args["as_of"])}
+    if (isinstance(args, dict) and set(args) == {"vector"} and isinstance(args["vector"], dict)
+            and all(s in scenario.catalog.sources and _is_integer(d) for s, d in args["vector"].items())):
+        return {"vector": tuple(sorted(args["vector"].items()))}
+    raise ScenarioError(f"{where}: refresh takes 'high-water', {{as_of: TIME}} or {{vector: {{SOURCE: DSV}}}}")
+
+
 def parse_step(scenario: Scenario, step, committed: set[str], where: str) -> Step:
     """One step, checked against the scenario and the transaction ids `committed` before it (a
     commit adds its own). The simulator reads the steps a `random` step decides with it too, so
@@ -198,6 +235,8 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
         if args != "view":
             raise ScenarioError(f"{where}: read takes 'view'")
         return {}
+    if kind == "refresh":
+        return _refresh(scenario, args, where)
     if kind == "tick":
         if args != "timers":
             raise ScenarioError(f"{where}: tick takes 'timers'")

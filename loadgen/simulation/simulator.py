@@ -44,17 +44,20 @@ from warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
+    RefreshRequested,
     RequestResend,
     ResendRefused,
     SendSubquery,
     StateApplied,
     TimerFired,
+    ViewDeltaPropagated,
     ViewEvaluated,
     ViewQueried,
     ViewReady,
 )
 from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
+from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import user_view
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
@@ -111,7 +114,7 @@ class Simulator:
         self.engine = create(name, join, rows if maintained is join else recompute(maintained, scenario.initial),
                              {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
                              self.access, scenario.force_queries, scenario.global_transactions,
-                             scenario.period, scenario.deferral)
+                             scenario.period, scenario.deferral, scenario.salem)
         self.now = 0.0
         self.incarnation = 1            # the warehouse process; a restart starts another
         self.durable = Durable(dict(rows), self.engine.version_state())
@@ -179,6 +182,15 @@ class Simulator:
             self._handle(ViewQueried(self.now))
         elif step.kind == "tick":
             self._fire_timers()
+        elif step.kind == "refresh":
+            self.refresh(RefreshRequested(a.get("as_of"), a.get("vector"), self.now))
+
+    def refresh(self, request: RefreshRequested) -> None:
+        """Salem's point-in-time refresh; a point it cannot reach is traced with its reason."""
+        try:
+            self._handle(request)
+        except PointError as err:
+            self.run.trace.append({"t": self.now, "event": "refresh-refused", "reason": str(err)})
 
     def commit(self, source: str, request: TransactionRequest, where: str = "commit") -> Notification:
         try:
@@ -315,7 +327,7 @@ class Simulator:
         try:
             self.engine = restore(self.algorithm, self.view.join, dict(self.durable.rows), self.durable.state, self.access,
                                   force_queries=self.scenario.force_queries, period=self.scenario.period,
-                                  deferral=self.scenario.deferral)
+                                  deferral=self.scenario.deferral, salem=self.scenario.salem)
         except ValueError as err:
             raise ScenarioError(f"restart: {err}") from None
         self.incarnation += 1
@@ -368,7 +380,7 @@ class Simulator:
 
     def _answer_now(self, sq: Subquery) -> list:
         """The source answers at its current state; returns the warehouse event, if it is immediate."""
-        answer = self.sources[sq.source].answer(sq)
+        answer = replace(self.sources[sq.source].answer(sq), read_time=self.now)   # the source's clock is the run's
         self.run.counters["messages"] += 1
         for ra in answer.relations:
             self._count_rows(ra.relation, ra.rows)
@@ -438,6 +450,10 @@ class Simulator:
         # Spark; here it is the core's own evaluation, done at once (simulated time does not move).
         self.run.counters["view_evaluations"] += 1
         return [ViewEvaluated(action.round, recompute(action.view, action.relations), self.now)]
+
+    def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
+        """Salem's view delta lives in the core (which counts its rows); only the live warehouse
+        also keeps it durable, in Delta, for Spark readers."""
 
     def record(self, trace: list[dict]) -> None:
         self.run.trace.extend({"t": self.now, **entry} for entry in trace)

@@ -20,6 +20,10 @@
   relation's key (warehouse.core.baselines.keyed_view), scan access by default.
 - `recompute`: periodic recomputation from whole-relation answers
   (warehouse.core.baselines.periodic_recompute), every `period` of time.
+- `salem`: Salem, Beyer, Lindsay & Cochrane 2000: Propagate's asynchronous steps
+  (ComputeDelta's forward queries and recursive compensation) into a timestamped view delta,
+  applied one commit at a time or, with `apply="on-demand"`, rolled to a point in time when asked
+  (warehouse.core.salem).
 Any incremental one can be paired with another access path (`join-graph` or `scan`), so that a
 run can separate the effect of compensation from that of the access path.
 """
@@ -35,6 +39,7 @@ from warehouse.core.baselines.periodic_recompute import PeriodicRecompute
 from warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
 from warehouse.core.occurrences import Occurrences
 from warehouse.core.planner import ACCESS_PATHS
+from warehouse.core.salem.propagate import Salem, SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
 
@@ -45,7 +50,7 @@ ENGINE_ALGORITHMS = {
     "versioned": Options(as_of=True),
 }
 STROBE_FAMILY = {"strobe": Strobe, "t-strobe": TStrobe, "g-strobe": GStrobe, "c-strobe": CStrobe}
-ALGORITHMS = (*ENGINE_ALGORITHMS, *STROBE_FAMILY, "recompute")
+ALGORITHMS = (*ENGINE_ALGORITHMS, *STROBE_FAMILY, "recompute", "salem")
 # The Strobe paper assumes each source's messages are processed in the order it sent them
 # (section 3.3); an adapter whose messages may overtake each other restores that order for these.
 ASSUMES_FIFO = frozenset(STROBE_FAMILY)
@@ -80,20 +85,23 @@ def maintained_view(name: str, view: ViewDef) -> ViewDef:
 
 def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None = None,
            force_queries=(), global_transactions: dict | None = None, period: float | None = None,
-           deferral: Deferral | None = None, **timings):
+           deferral: Deferral | None = None, salem: SalemOptions | None = None, **timings):
     """The algorithm `name` over `view`, whose maintained view (`maintained_view(name, view)`)
     is `rows`, materialised at source states `dsv` / relation versions `brv`.
 
     `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
-    Strobe Example 5) come from scenarios; `period` is recompute's, `deferral` lazy's; `timings` are
-    `query_timeout`, `resend_timeout` and `reorder_allowance` (EngineOptions; the Strobe family
-    takes only the first, recompute none).
+    Strobe Example 5) come from scenarios; `period` is recompute's, `deferral` lazy's, `salem`
+    salem's (apply mode, step, rolling intervals); `timings` are `query_timeout`, `resend_timeout` and `reorder_allowance`
+    (EngineOptions; salem takes the first two, the Strobe family the first, recompute none).
     """
     check(name, access)
     brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}
     if name in ENGINE_ALGORITHMS:
         algorithm = MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access, deferral), **timings),
                                       force_queries)
+    elif name == "salem":
+        timing = {k: v for k, v in timings.items() if k in ("query_timeout", "resend_timeout")}
+        algorithm = Salem(view, rows, brv, dsv, replace(salem or SalemOptions(), **timing))
     elif name == "recompute":
         algorithm = PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))
     else:

@@ -47,6 +47,19 @@ class ViewQueried:
     now: float = 0.0
 
 
+@dataclass(frozen=True)
+class RefreshRequested:
+    """Roll the view forward to a point in time (Salem et al. 2000: point-in-time refresh): the
+    point a wall time `as_of` names, or a `vector` of DSVs ((source, DSV) pairs), or with
+    neither the high-water mark. Only `salem` keeps a view delta to roll with; it answers with
+    the states applied, or raises warehouse.core.salem.timeline.PointError for a point outside
+    [the view's point, the high-water mark]."""
+
+    as_of: float | None = None
+    vector: tuple[tuple[str, int], ...] | None = None
+    now: float = 0.0
+
+
 # ---- actions ----
 
 @dataclass(frozen=True)
@@ -93,6 +106,16 @@ class StateApplied:
     versions: dict
     commit_time: float = 0.0
     notes: tuple = field(default=())
+
+
+@dataclass(frozen=True)
+class ViewDeltaPropagated:
+    """Salem's propagation step added `rows` to the timed view delta: (view row, signed count,
+    timestamp key (commit time, source, DSV)) each, none applied to the view yet. The live
+    warehouse keeps them in Delta with the batch that moves the high-water mark, so that a Spark
+    reader can roll the view to a point itself (warehouse.store.delta_store.view_as_of)."""
+
+    rows: tuple
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from warehouse.core.algorithm import Algorithm
-from warehouse.core.events import Acknowledge, EvaluateView, RequestResend, SendSubquery, StateApplied, ViewReady
+from warehouse.core.events import (
+    Acknowledge,
+    EvaluateView,
+    RequestResend,
+    SendSubquery,
+    StateApplied,
+    ViewDeltaPropagated,
+    ViewReady,
+)
 
 
 class Ports(Protocol):
@@ -30,11 +38,14 @@ class Ports(Protocol):
 
     def evaluate_view(self, action: EvaluateView) -> list | None: ...
 
+    def keep_view_delta(self, action: ViewDeltaPropagated) -> list | None: ...
+
     def record(self, trace: list[dict]) -> None: ...   # what the algorithm traced while handling an event
 
 
 _PORT = {SendSubquery: "send_subquery", RequestResend: "request_resend", Acknowledge: "acknowledge",
-         StateApplied: "apply_state", ViewReady: "view_ready", EvaluateView: "evaluate_view"}
+         StateApplied: "apply_state", ViewReady: "view_ready", EvaluateView: "evaluate_view",
+         ViewDeltaPropagated: "keep_view_delta"}
 
 
 def perform(action, ports: Ports) -> list:

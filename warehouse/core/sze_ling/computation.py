@@ -55,7 +55,9 @@ class Context:
 class Computation:
     def __init__(self, ctx: Context, qplan: QueryPlan, delta: list[tuple[tuple, int]],
                  alpha: dict[str, int], label: str, pinned: dict[str, tuple[tuple, ...]] | None = None):
-        """`pinned` gives relations whose rows are known and never queried (Strobe's Q<U_p>)."""
+        """`pinned` gives relations whose rows are known and never queried (Strobe's Q<U_p>, the
+        change intervals of Salem's propagation queries); they are held by row, since one key may
+        appear twice among them (a modification's old and new images)."""
         self.ctx = ctx
         self.plan = qplan
         self.delta = delta
@@ -68,7 +70,7 @@ class Computation:
         self.waiting: list[Answer] = []
         self.pinned = dict(pinned or {})
         for relation, rows in self.pinned.items():
-            self.rows[relation] = {ctx.view.relation(relation).key_of(row): row for row in rows}
+            self.rows[relation] = {row: row for row in rows}
 
     # ---- progress ----
 

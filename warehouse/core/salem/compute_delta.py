@@ -1,0 +1,206 @@
+"""ComputeDelta (Salem et al. 2000, Figure 4): a propagation query's change between two states,
+computed by forward queries run later than their interval and recursively compensated.
+
+A propagation query Q has, at each position of the view's FROM list, either the base relation
+R^i or its change interval R^i_{x,y} (the changes of R^i at its source's DSVs in (x, y], half
+open as in section 2). ComputeDelta(Q, tau_old, tau_new) runs, for each base position i with
+tau_old[i] < tau_new[i], the query Q' that puts R^i_{old[i],new[i]} there; the base relations of Q'
+are read at whatever state their sources are in when asked (the *execution* state), so Q' is
+recursively compensated with ComputeDelta(-Q', tau_intended, tau_exec), where tau_intended sees
+positions left of i at tau_old and right of i at tau_new (Equation 2).
+
+Two departures from the figure, both forced by the federation and both checked by the oracle
+test (Definition 4.2 for every a < b up to the high-water mark, random n-way joins):
+- Times are vectors of DSVs throughout, one per position: a query's base relations live at
+  several sources, each read at its own state, so tau_exec is a vector, not one execution time.
+  The recursion is the same multilinear telescoping, position by position, and it needs only
+  that every execution state is at or after the intended one and after the propagation target;
+  a source answers at its current state, which is after every state the warehouse has heard of.
+- The queries of one call go out together rather than one after another (the figure's loop does
+  not use one query's result in the next); a query's compensation starts when its answers are in.
+A base relation the query never had to ask (its probe was already empty) counts as read at its
+intended state: the query's result is empty either way.
+
+Each result row carries a count, the product of its change rows' counts and the query's sign,
+and a timestamp, the minimum of its change rows' keys on the time line (section 3.3;
+warehouse.core.salem.timeline): base rows have none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Callable
+
+from fedmodel.subquery import Answer, Subquery
+from fedmodel.viewdef import ViewDef
+from warehouse.core.evaluation import fold, plan_fragment
+from warehouse.core.planner import pin, plan
+from warehouse.core.sze_ling.computation import Computation, Context
+
+Interval = tuple[int, int]           # (x, y]: a relation's changes at its source's DSVs x+1..y
+Query = tuple                        # per view position: None (the base relation) or an Interval
+Entry = tuple[int, tuple]            # (count, timestamp key) of one change of one row
+Changes = Callable[[str, Interval], dict[tuple, list[Entry]]]   # relation, interval -> row -> entries
+TimedRow = tuple[tuple, int, tuple]  # (view row, count, timestamp key)
+
+
+@dataclass
+class Execution:
+    """One query Q' of a ComputeDelta call: its change rows, its base relations being fetched."""
+
+    query: Query
+    sign: int
+    intended: dict[int, int]          # base position -> the state it should be seen at
+    entries: dict[int, dict[tuple, list[Entry]]]      # change position -> row -> its changes
+    computation: Computation | None = None
+    exec: dict[int, int] = field(default_factory=dict)   # base position -> the DSV it was read at
+
+    @property
+    def done(self) -> bool:
+        return self.computation is None or self.computation.done
+
+
+class ComputeDelta:
+    """The calls of one propagation step, and the queries they run, as a set of tasks in flight.
+
+    `start(query, sign, old, new)` begins a call; `take(answer)` feeds an answer; `ready(through)`
+    runs the compensations whose change intervals have been received; `rows` holds the timed
+    view delta rows produced so far. The step is `done` when nothing is in flight or waiting.
+    """
+
+    def __init__(self, view: ViewDef, changes: Changes, new_id: Callable[[], str]):
+        self.view = view
+        self.positions = view.relations
+        self.changes = changes
+        self._new_id = new_id
+        self.executions: dict[str, Execution] = {}          # sub-query id -> its execution
+        self.running: list[Execution] = []
+        self.waiting: list[tuple[Query, int, dict[int, int], dict[int, int]]] = []   # calls waiting for changes
+        self.rows: list[TimedRow] = []
+        self.queries = 0
+
+    @property
+    def done(self) -> bool:
+        return not self.running and not self.waiting
+
+    def source_of(self, position: int) -> str:
+        return self.view.relation(self.positions[position]).source
+
+    def start(self, query: Query, sign: int, old: dict[int, int], new: dict[int, int]) -> list[Subquery]:
+        """ComputeDelta(sign * query, old, new) (Figure 4), its queries sent at once."""
+        sent: list[Subquery] = []
+        for i, slot in enumerate(query):
+            if slot is not None or old[i] >= new[i]:
+                continue
+            q = query[:i] + ((old[i], new[i]),) + query[i + 1:]
+            intended = {j: (old[j] if j < i else new[j]) for j, s in enumerate(q) if s is None}
+            sent += self._execute(q, sign, intended)
+        return sent
+
+    def waiting_for(self) -> dict[str, int]:
+        """Per source, the DSV through which changes must be received before a call can start."""
+        need: dict[str, int] = {}
+        for _q, _s, _old, new in self.waiting:
+            for i, d in new.items():
+                need[self.source_of(i)] = max(need.get(self.source_of(i), 0), d)
+        return need
+
+    def ready(self, received_through: Callable[[str], int]) -> list[Subquery]:
+        """Starts the waiting calls whose change intervals have all been received."""
+        sent: list[Subquery] = []
+        still = []
+        for call in self.waiting:
+            if all(received_through(self.source_of(i)) >= d for i, d in call[3].items()):
+                sent += self.start(*call)
+            else:
+                still.append(call)
+        self.waiting = still
+        return sent
+
+    def expects(self, answer: Answer) -> bool:
+        return answer.id in self.executions
+
+    def take(self, answer: Answer) -> list[Subquery]:
+        execution = self.executions.pop(answer.id)
+        for relation in answer.relations:
+            execution.exec[self.positions.index(relation.relation)] = answer.dsv
+        execution.computation.on_answer(answer)
+        sent = self._track(execution, execution.computation.advance())
+        if execution.done:
+            self._finish(execution)
+        return sent
+
+    # ---- one query ----
+
+    def _execute(self, q: Query, sign: int, intended: dict[int, int]) -> list[Subquery]:
+        self.queries += 1
+        entries = {i: self.changes(self.positions[i], slot) for i, slot in enumerate(q) if slot is not None}
+        for i, rows in entries.items():
+            test = self.view.selection_test(self.positions[i])
+            entries[i] = {row: e for row, e in rows.items() if test(row)}
+        execution = Execution(q, sign, intended, entries)
+        if all(entries.values()) and intended:
+            first, *others = sorted(entries)
+            qplan = pin(plan(self.view, self.positions[first]), [self.positions[i] for i in others])
+            ctx = Context(self.view, None, None, {}, False, False, self._new_id, lambda _entry: None)
+            execution.computation = Computation(ctx, qplan, [(row, 1) for row in entries[first]], {},
+                                                "salem", {self.positions[i]: tuple(entries[i]) for i in others})
+            sent = self._track(execution, execution.computation.advance())
+            if not execution.done:
+                return sent
+        self._finish(execution)
+        return []
+
+    def _track(self, execution: Execution, sent: list[Subquery]) -> list[Subquery]:
+        for sq in sent:
+            self.executions[sq.id] = execution
+        if sent and execution not in self.running:
+            self.running.append(execution)
+        return sent
+
+    def _finish(self, execution: Execution) -> None:
+        if execution in self.running:
+            self.running.remove(execution)
+        if not all(execution.entries.values()):
+            return   # an empty change interval: Q' is empty at every state, nothing to compensate
+        self.rows += self._result(execution)
+        if execution.intended:
+            read = {j: execution.exec.get(j, d) for j, d in execution.intended.items()}
+            # ComputeDelta(-Q', tau_intended, tau_exec): its intervals must be received first.
+            self.waiting.append((execution.query, -execution.sign, execution.intended, read))
+
+    def _result(self, execution: Execution) -> list[TimedRow]:
+        rows = {}
+        for i, slot in enumerate(execution.query):
+            name = self.positions[i]
+            if slot is not None:
+                rows[name] = list(execution.entries[i])
+            else:
+                rows[name] = list(execution.computation.rows[name].values()) if execution.computation else []
+        out: list[TimedRow] = []
+        for derivation, view_row in join(self.view, rows):
+            changed = [execution.entries[i][derivation[self.positions[i]]] for i in execution.entries]
+            for combination in product(*changed):
+                count = execution.sign
+                for c, _ in combination:
+                    count *= c
+                out.append((view_row, count, min(ts for _, ts in combination)))
+        return out
+
+
+def join(view: ViewDef, rows: dict[str, list[tuple]]) -> list[tuple[dict[str, tuple], tuple]]:
+    """The view over the given rows of every relation (rows already selected), with the rows each
+    view row derives from: (relation -> row, view row) per derivation."""
+    first = view.relations[0]
+    qplan = plan(view, first)
+    base = plan_fragment(view, qplan)
+
+    def fragment(relation: str, row: tuple) -> dict:
+        return {**base(relation, row), ("row", relation): row}
+
+    keyed = {r: {row: row for row in rows[r]} for r in qplan.relations}
+    width = len(view.outputs)
+    return [({r: f[("row", r)] for r in view.relations}, tuple(f[i] for i in range(width)))
+            for _row, _sign, frags in fold(view, qplan, [(r, 1) for r in rows[first]], keyed, {}, fragment)
+            for f in frags]
