@@ -202,6 +202,75 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
     assert DeltaViewStore(spark, root, COLUMNS, TYPES).read_view() == expected_view(1)
 
 
+# The salem algorithm's timed view delta: rows (view row, count, (commit_time, source, dsv), epoch),
+# journaled beside the batch and read as the view as of a wall time. Epoch 7 is the live one.
+R1 = (1, "a", "2024-01-01", 1.5)
+R2 = (2, "b", None, 2.0)
+R6 = (6, "f", "2024-03-06", 6.5)
+TIMED = {1: [(R5, 2, (1002.0, "ds2", 1), 7),        # applied by batch 2: ignored from then on
+             (R1, -1, (1003.0, "ds1", 2), 7),       # the count may be negative
+             (R6, 1, (1004.0, "ds2", 2), 7),
+             (R6, -1, (1005.0, "ds1", 3), 7),       # R6 gone again
+             (R4, 0, (1005.5, "ds2", 2), 7),        # dropped
+             (R4, 1, (1001.0, "ds1", 1), 7),        # at ds1's applied_dsv: already in the view
+             ((9, "z", None, 0.0), 5, (1002.5, "ds2", 3), 6)],   # an older epoch: dead
+         2: [(R2, -1, (1006.0, "ds1", 4), 7),       # the view's only R2: gone
+             (R5, 1, (1007.0, "ds2", 3), 7)]}
+SALEM = [(1, [txn(0, 1, [(R4, 1)])], {"ds1": 1, "ds2": 0}, 1001_000_000, 1008_000_000),
+         (2, [txn(1, 1, [(R5, 2)], source="ds2")], {"ds1": 1, "ds2": 1}, 1002_000_000, 1009_500_000)]
+
+
+def salem_state(applied_dsv, materialized_us, reach_us):
+    return {"sources": {s: {"applied_dsv": d} for s, d in applied_dsv.items()},
+            "salem": {"view_delta": {"epoch": 7, "materialized_us": materialized_us, "reach_us": reach_us}}}
+
+
+def expected_as_of(upto, at):
+    """The view of batch `upto` plus its live timed rows beyond the view committed by `at`, by Counter."""
+    view, applied_dsv = Counter(INITIAL), SALEM[upto - 1][2]
+    for _, applied, *_ in SALEM[:upto]:
+        for a in applied:
+            for row, change in a.delta:
+                view[row] += change
+    for batch_id in range(1, upto + 1):
+        for row, change, (time, source, dsv), epoch in TIMED[batch_id]:
+            if epoch == 7 and dsv > applied_dsv[source] and time <= at:
+                view[row] += change
+    return {row: c for row, c in view.items() if c}
+
+
+def test_the_view_as_of_a_time_adds_the_timed_view_delta(spark, tmp_path):
+    root = str(tmp_path / "salem")
+    store = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+    with pytest.raises(StoreError, match="^the view in Delta has no view delta: only the salem algorithm keeps one$"):
+        store.view_as_of(1001.0)
+    with pytest.raises(StoreError, match="timed rows are"):
+        store.commit_batch(1, SALEM[0][1], net_delta(SALEM[0][1]), salem_state(*SALEM[0][2:]),
+                           timed=[(R6, 1, (1004.0, "ds2"), 7)])
+    for n, (batch_id, applied, *point) in enumerate(SALEM):
+        # batch 2 by a store object that learnt everything from Delta: the epochs in `seq` must not
+        # pass for change-log seq numbers
+        writer = store if n == 0 else DeltaViewStore(spark, root, COLUMNS, TYPES)
+        assert writer.commit_batch(batch_id, applied, net_delta(applied), salem_state(*point),
+                                   timed=TIMED[batch_id]) is True
+    plain = Counter(INITIAL) + Counter({R4: 1, R5: 2})
+    assert store.read_view() == plain and store.read_view(1) == {**INITIAL, R4: 1}   # timed rows are not applied
+    for at in (1002.0, 1003.0, 1004.5, 1009.4999):
+        assert store.view_as_of(at) == expected_as_of(2, at), at
+    assert expected_as_of(2, 1009.0) == {R1: 1, (3, "c", "2024-01-03", None): 1, R4: 1, R5: 3}   # by hand
+    assert store.view_as_of(1005.0, batch=1) == expected_as_of(1, 1005.0) == {**INITIAL, R1: 1, R4: 1, R5: 2}
+    assert store.view_as_of_df(1004.5).columns == COLUMNS + ["count"]
+    with pytest.raises(StoreError, match=r"^time 1009.5 is beyond the view delta's high-water mark "
+                                         r"\(readable up to 1009.500000 \(1970-01-01T00:16:49.500000Z\), exclusive\)$"):
+        store.view_as_of(1009.5)
+    with pytest.raises(StoreError, match=r"^time 1001.5 is before the view's state in Delta \(at 1002.000000 "):
+        store.view_as_of(1001.5)
+    assert store.view_as_of(1001.5, batch=1) == expected_as_of(1, 1001.5)
+    assert writer.compact() is True   # up to batch 2, the writer's: folds the deltas, not the timed rows
+    assert read_optimized(spark, root) == plain and store.view_as_of(1006.0) == expected_as_of(2, 1006.0)
+
+
 def collected(df):
     return {tuple(from_spark(v) for v in r[:-1]): r[-1] for r in df.collect()}
 
@@ -318,6 +387,19 @@ def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, caps
                              f"({sum(expected_view(3).values())} with multiplicity)")
     assert lines[1] == "k\tname\tday\tprice\tcount" and len(lines) == 4
     assert lines[3] == f"... {len(expected_view(3)) - 1} more rows (--limit 0 prints all)"
+
+
+def test_fedlab_view_as_of_refuses_a_store_without_a_view_delta(committed, tmp_path, capsys):
+    import argparse
+
+    from loadgen.live import delta_view
+
+    root, _ = committed
+    run = run_dir_for(tmp_path, root)
+    assert delta_view.main(argparse.Namespace(run_dir=str(run), limit=0, json=False, as_of=1003.0)) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        f"fedlab view: {root}: the view in Delta has no view delta: only the salem algorithm keeps one"]
 
 
 @pytest.mark.parametrize("layout, message", [

@@ -4,9 +4,13 @@ It reads the warehouse's Delta store (warehouse.store.delta_store: the view's ba
 journal's deltas above it, the snapshot read) as of its last committed batch and prints the
 batch, the source versions it reflects (each source's applied DSV), the row count and the rows
 with their multiplicity, sorted; `--limit` bounds the rows shown, `--json` prints one object.
+`--as-of TIME` (seconds since the epoch) prints the view as of that wall time instead: the last
+batch's view plus its timed view delta up to TIME (DeltaViewStore.view_as_of; only the salem
+algorithm keeps one, and only times between the view's point and the delta's reach are readable).
 For a summarised view (fedmodel.summary) Delta holds its join, which it prints summarised.
 The run file (loadgen.live.runfile) says where the store is. A run directory without a run file or
-a store is refused with one line and exit status 2, before Spark starts.
+a store is refused with one line and exit status 2, before Spark starts; so is a store that
+cannot answer --as-of (after Spark started).
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=SHOWN_ROWS, metavar="N",
                         help=f"rows to print (default {SHOWN_ROWS}; 0: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object: batch, versions, rows")
+    parser.add_argument("--as-of", type=float, default=None, metavar="TIME",
+                        help="the view as of this wall time (seconds since the epoch), from the salem "
+                             "algorithm's timed view delta")
 
 
 def main(args) -> int:
@@ -38,7 +45,7 @@ def main(args) -> int:
             raise ModelError(f"--limit must be 0 (all) or a positive number of rows, got {args.limit}")
         run = RunFile.read(Path(args.run_dir))
         store_dir = _store_dir(Path(args.run_dir), run)
-        shown = read(store_dir, parse_query(run.view_sql, run.catalog))
+        shown = read(store_dir, parse_query(run.view_sql, run.catalog), getattr(args, "as_of", None))
     except ModelError as err:
         print(f"fedlab view: {err}", file=sys.stderr)
         return 2
@@ -47,7 +54,9 @@ def main(args) -> int:
         print(json.dumps({**shown, "rows": [[*row, count] for row, count in rows]}, default=str))
         return 0
     total = sum(count for _, count in shown["rows"])
-    print(f"{store_dir}: batch {shown['batch']}, reflecting {_versions(shown['versions'])}; "
+    reflecting = f"reflecting {_versions(shown['versions'])}" if shown.get("as_of") is None else \
+        f"as of time {shown['as_of']} (the view at {_versions(shown['versions'])} plus its view delta)"
+    print(f"{store_dir}: batch {shown['batch']}, {reflecting}; "
           f"{len(shown['rows'])} rows ({total} with multiplicity)")
     print("\t".join([*shown["columns"], "count"]))
     for row, count in rows:
@@ -57,8 +66,9 @@ def main(args) -> int:
     return 0
 
 
-def read(store_dir: str, view: ViewDef | Summary) -> dict:
-    """`view` as of the store's last batch: {columns, batch, versions, rows: [(row, count)] sorted}."""
+def read(store_dir: str, view: ViewDef | Summary, as_of: float | None = None) -> dict:
+    """`view` as of the store's last batch, or as of wall time `as_of` read from it:
+    {columns, batch, versions, rows: [(row, count)] sorted} (and as_of, if given)."""
     from loadgen.live.environment import warehouse_spark
     from warehouse.store.delta_store import DeltaViewStore, StoreError
 
@@ -66,14 +76,15 @@ def read(store_dir: str, view: ViewDef | Summary) -> dict:
     try:
         store = DeltaViewStore.at(spark, store_dir)
         batch = store.newest_batch()   # pinned: a running warehouse may commit more meanwhile
-        rows = store.read_view(batch)
+        rows = store.read_view(batch) if as_of is None else store.view_as_of(as_of, batch)
         state = store.read_version_state(batch)
     except StoreError as err:
         raise ModelError(f"{store_dir}: {err}") from None
     versions = {source: fields.get("applied_dsv") for source, fields in state.get("sources", {}).items()}
     rows = user_view(view, rows).rows()
-    return {"columns": list(view.output_names), "batch": batch, "versions": versions,
-            "rows": sorted(rows.items(), key=lambda kv: tuple((v is None, v) for v in kv[0]))}   # NULLs last
+    shown = {"columns": list(view.output_names), "batch": batch, "versions": versions,
+             "rows": sorted(rows.items(), key=lambda kv: tuple((v is None, v) for v in kv[0]))}   # NULLs last
+    return shown if as_of is None else {**shown, "as_of": as_of}
 
 
 def _store_dir(run_dir: Path, run: RunFile) -> str:

@@ -11,7 +11,11 @@ Two path-based Delta tables live under `root_dir` (one writer process per root):
     view's columns) and `count` (the signed change);
   - `notification`: every received notification once, keyed by (source, dsv): txn_id,
     commit_time and body (JSON, fedmodel.transactions.notification_to_dict);
-  - `state`: one row per batch, body the version state after it (JSON).
+  - `state`: one row per batch, body the version state after it (JSON);
+  - `view_delta`: the salem algorithm's timed view delta, the rows the batch added to it (not in
+    the view: past the view's point), one per (view row, timestamp key): `row` and `count` as for
+    `delta`, the key in commit_time, source and dsv, and in `seq` the delta's epoch (a row of an
+    epoch other than the state's is dead).
 - `view`: the view's base, its columns plus `count` (BIGINT multiplicity, CHECK count > 0), as
   of the batch its newest tagged commit names (commit-info userMetadata `fedlab-batch=b`).
   `compact()` folds the journal's deltas into it, in one overwrite tagged with the batch folded up to.
@@ -21,6 +25,12 @@ the base's, summed per row (`view_df()`, `read_view()`): a merge-on-read table, 
 terms, and this read its snapshot query; reading `view` alone is its read-optimized query
 (cheaper, as of the last compaction). The reader pins the base version whose tag it read, so a
 compaction in between cannot make it count a delta twice.
+
+The view as of a wall time T (`view_as_of_df()`, `view_as_of()`; salem only) is that snapshot
+plus the `view_delta` rows of batches up to it beyond the view's point -- of the state's epoch,
+dsv above the source's applied_dsv -- committed at or before T, summed per row. The batch's state
+says which times it answers: "salem" -> "view_delta" -> {"epoch", "materialized_us", "reach_us"},
+T readable when materialized_us <= T * 1e6 < reach_us. Compaction folds only `delta` rows.
 
 Why merge-on-read: a MERGE into the view costs five Spark jobs whatever the batch holds, measured
 on 2 idle cores at 2.0 s wall and 2.5 s of JVM CPU for 2,000 transactions into a 3,000-row view,
@@ -48,11 +58,13 @@ extra Spark jobs and ~2-4 s per write -- while the batch-id column costs nothing
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Iterable, Mapping, Sequence
 
 import pyarrow as pa
@@ -70,6 +82,7 @@ _JOURNAL = (("batch_id", "BIGINT"), ("kind", "VARCHAR"), ("seq", "BIGINT"), ("so
             ("versions", "VARCHAR"), ("body", "VARCHAR"))
 _ROW, _COUNT = "row", "count"   # the journal's view-delta columns: struct of the view's columns, change
 _TXN, _DELTA, _NOTIFICATION, _STATE = "txn", "delta", "notification", "state"
+_VIEW_DELTA = "view_delta"      # a timed view delta's rows (the salem algorithm): not in the view yet
 # SQL settings of the store's child session, for many small jobs (measured on 2 cores): without
 # AQE and code generation (whole-stage and expression codegen: Spark then evaluates interpreted,
 # as it does when codegen fails) each new plan no longer compiles Java source (the test file ran
@@ -160,19 +173,25 @@ class DeltaViewStore:
         return create_df(self._spark, self.columns + [_COUNT], self.types + ["BIGINT"],
                          [r + (c,) for r, c in rows.items()])
 
-    def _journal_frame(self, records: list[tuple], batch_id: int, delta: Mapping[tuple, int]):
+    def _journal_frame(self, records: list[tuple], batch_id: int, delta: Mapping[tuple, int],
+                       timed: Sequence[tuple] = ()):
         """One batch's journal rows: `records` (txn, notification and state rows, in the journal's
-        columns, `row` and `count` null) and one `delta` row per changed view row."""
+        columns, `row` and `count` null), then the rows that carry a view row in `row` and `count`:
+        one `delta` row per changed view row and one `view_delta` row per timed row (row, count,
+        (commit_time, source, dsv), epoch) -- its key in source/dsv/commit_time, its epoch in seq."""
         blank = (None,) * (len(_JOURNAL) - 2)
-        heads = records + [(batch_id, _DELTA) + blank] * len(delta)
-        view_rows = [(None,) * len(self.columns)] * len(records) + list(delta)
+        carried = [((batch_id, _DELTA) + blank, row, change) for row, change in delta.items()]
+        carried += [((batch_id, _VIEW_DELTA, epoch, source, dsv, None, time, None, None, None), row, change)
+                    for row, change, (time, source, dsv), epoch in timed]
+        heads = records + [head for head, _, _ in carried]
+        view_rows = [(None,) * len(self.columns)] * len(records) + [row for _, row, _ in carried]
         columns, types = zip(*_JOURNAL)
         table = to_arrow(columns, types, heads)
         rows = to_arrow(self.columns, self.types, view_rows)
         struct = pa.StructArray.from_arrays([c.combine_chunks() for c in rows.columns], fields=list(rows.schema),
-                                            mask=pa.array([True] * len(records) + [False] * len(delta)))
+                                            mask=pa.array([True] * len(records) + [False] * len(carried)))
         table = table.append_column(_ROW, struct).append_column(
-            _COUNT, pa.array([None] * len(records) + list(delta.values()), pa.int64()))
+            _COUNT, pa.array([None] * len(records) + [change for _, _, change in carried], pa.int64()))
         schema = StructType([*spark_schema(columns, types).fields,
                              StructField(_ROW, spark_schema(self.columns, self.types)),
                              StructField(_COUNT, LongType())])
@@ -216,8 +235,9 @@ class DeltaViewStore:
         self._last_batch = None
         if not self._exists("journal"):
             raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
-        committed, log_len, last_seq = self._spark.sql(
-            f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(seq) FROM {self._sql_name('journal')}").first()
+        committed, log_len, last_seq = self._spark.sql(   # seq: view_delta rows keep their epoch there
+            f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(CASE WHEN kind = '{_TXN}' THEN seq END) "
+            f"FROM {self._sql_name('journal')}").first()
         want = [c.lower() for c in self.columns]
         stored = self._read("view").columns
         logged = self._read("journal").schema[_ROW].dataType.fieldNames()
@@ -231,9 +251,14 @@ class DeltaViewStore:
 
     # ------------------------------------------------------------------ commit
     def commit_batch(self, batch_id: int, applied: list[AppliedTxn], view_delta, version_state: Mapping,
-                     notifications: Sequence[Notification] = ()) -> bool:
+                     notifications: Sequence[Notification] = (), timed: Sequence[tuple] = ()) -> bool:
         """Durably commits one batch (one journal append); False (nothing written) if that batch
         id is committed already.
+
+        `timed` is the batch's new rows of a timed view delta (the salem algorithm), each
+        (view row, signed count, (commit_time, source, dsv), epoch): journaled as `view_delta`
+        rows in the same append (zero counts dropped), read by view_as_of(); they change neither
+        the view nor its counts, and are not part of the check below.
 
         Re-committing a committed batch id with entries the change log does not hold (seq above
         `last_seq`) raises StoreError instead: they must go into a new batch.
@@ -252,12 +277,13 @@ class DeltaViewStore:
                 self._check_no_new_entries(batch_id, applied)
                 return False
             net = self._check_batch(batch_id, applied, view_delta, version_state)
+            timed = self._check_timed(batch_id, timed)
             fresh = self._fresh(notifications)
             records = [*(_txn_row(batch_id, a) for a in applied),
                        *(_notification_row(batch_id, n) for n in fresh.values()),
                        _state_row(batch_id, version_state)]
             try:
-                self._write("journal", self._journal_frame(records, batch_id, net), batch_id)
+                self._write("journal", self._journal_frame(records, batch_id, net, timed), batch_id)
             except Exception:
                 self._last_batch = None
                 raise
@@ -301,6 +327,30 @@ class DeltaViewStore:
             raise StoreError(f"batch {batch_id}: the view delta would leave row {below[0]} with count < 0 "
                              "(it removes rows the view does not hold); nothing was applied")
         return net
+
+    def _check_timed(self, batch_id: int, timed: Sequence[tuple]) -> list[tuple]:
+        """The timed rows with a nonzero count, as (row tuple, int, (float, str, int), int), each
+        checked against the view's columns and types before anything is written."""
+        kept = []
+        for entry in timed:
+            try:
+                row, change, (time, source, dsv), epoch = entry
+                row = tuple(row)
+            except (TypeError, ValueError):
+                row = change = time = source = dsv = epoch = None
+            if (not all(_is_int(v) for v in (change, dsv, epoch)) or not isinstance(source, str)
+                    or isinstance(time, bool) or not isinstance(time, (int, float))):
+                raise StoreError(f"batch {batch_id}: timed rows are (view row, count, (commit_time, source, dsv), "
+                                 f"epoch) with int count, dsv and epoch, got {entry!r}")
+            if len(row) != len(self.columns):
+                raise StoreError(f"batch {batch_id}: view rows need {len(self.columns)} values, got {row!r}")
+            if change:
+                kept.append((row, int(change), (float(time), source, int(dsv)), int(epoch)))
+        try:
+            to_arrow(self.columns, self.types, [row for row, *_ in kept])
+        except ValueError as err:
+            raise StoreError(f"batch {batch_id}: a timed row does not match the view's types: {err}") from None
+        return kept
 
     def _fresh(self, notifications: Sequence[Notification]) -> dict[tuple[str, int], Notification]:
         """The notifications not journaled yet, once each."""
@@ -359,16 +409,63 @@ class DeltaViewStore:
                 return int(version), batch
         raise StoreError(f"the view under {self.root} has no commit tagged with a batch")
 
-    def _snapshot(self, version: int, base_batch: int, upto: int | None = None):
-        """The base at `version` plus the deltas of the batches in (base_batch, upto], summed per row."""
+    def _snapshot(self, version: int, base_batch: int, upto: int | None = None, also=None):
+        """The base at `version` plus the deltas of the batches in (base_batch, upto], summed per
+        row; with `also` (a condition on the journal: view_as_of's) the journal rows it picks too.
+        Only `delta` rows otherwise: compaction never folds a timed view delta into the view."""
         columns = [F.col(quote(c)) for c in self.columns]
-        deltas = self._journal(_DELTA).where(f"batch_id > {int(base_batch)}")
+        picked = (F.col("kind") == _DELTA) & (F.col("batch_id") > int(base_batch))
         if upto is not None:
-            deltas = deltas.where(f"batch_id <= {int(upto)}")
-        deltas = deltas.select(*(F.col(_ROW).getField(c).alias(c) for c in self.columns), F.col(_COUNT))
+            picked = picked & (F.col("batch_id") <= int(upto))
+        if also is not None:
+            picked = picked | also
+        deltas = self._read("journal").where(picked).select(
+            *(F.col(_ROW).getField(c).alias(c) for c in self.columns), F.col(_COUNT))
         rows = self._read("view", version).select(*columns, F.col(quote(_COUNT))).unionByName(deltas)
         summed = rows.groupBy(*columns).agg(F.sum(quote(_COUNT)).alias(_COUNT))
         return summed.where(F.col(quote(_COUNT)) != 0)   # a negative count shows (and fails a compaction)
+
+    def view_as_of_df(self, as_of: float, batch: int | None = None):
+        """The view as of wall time `as_of` (seconds since the epoch), a Spark DataFrame of its
+        columns plus `count` (rows with a nonzero count), read from `batch` (default: the last
+        committed): the view of that batch (view_df) plus the rows of the timed view delta the
+        salem algorithm journals (kind `view_delta`) of batches up to it that lie beyond the
+        view's point -- of the state's epoch, dsv above the source's applied_dsv -- and committed
+        at or before `as_of`, summed per row. The batch's version state scopes it:
+        state["salem"]["view_delta"] = {"epoch", "materialized_us", "reach_us"} (wall times in
+        microseconds: the view's point, floored, and the delta's exclusive high-water mark) and
+        state["sources"][source]["applied_dsv"] (a source it does not name has applied none).
+        StoreError unless materialized_us <= as_of * 1e6 < reach_us."""
+        if isinstance(as_of, bool) or not isinstance(as_of, (int, float)) or not math.isfinite(as_of):
+            raise StoreError(f"a time to read the view as of is seconds since the epoch, got {as_of!r}")
+        batch, state = self._state_at(batch)
+        timed = state.get("salem", {}).get("view_delta")
+        if timed is None:
+            raise StoreError("the view in Delta has no view delta: only the salem algorithm keeps one")
+        if not {"epoch", "materialized_us", "reach_us"} <= set(timed):
+            raise StoreError(f"batch {batch}'s view delta state {timed} lacks epoch, materialized_us or reach_us")
+        at_us = float(as_of) * 1e6
+        if at_us >= timed["reach_us"]:
+            raise StoreError(f"time {as_of} is beyond the view delta's high-water mark (readable up to "
+                             f"{_when(timed['reach_us'])}, exclusive)")
+        if at_us < timed["materialized_us"]:
+            raise StoreError(f"time {as_of} is before the view's state in Delta (at {_when(timed['materialized_us'])})")
+        bound = None   # the source's applied_dsv, per journal row
+        for source, fields in sorted(state.get("sources", {}).items()):
+            if "applied_dsv" in fields:
+                bound = (F.when if bound is None else bound.when)(F.col("source") == source,
+                                                                  F.lit(int(fields["applied_dsv"])))
+        beyond = F.lit(True) if bound is None else bound.isNull() | (F.col("dsv") > bound)
+        picked = ((F.col("kind") == _VIEW_DELTA) & (F.col("batch_id") <= batch)
+                  & (F.col("seq") == int(timed["epoch"])) & beyond & (F.col("commit_time") <= float(as_of)))
+        version, base_batch = self._base()
+        if base_batch > batch:
+            raise StoreError(f"the view's base was compacted past batch {batch} meanwhile; read again")
+        return self._snapshot(version, base_batch, batch, also=picked)
+
+    def view_as_of(self, as_of: float, batch: int | None = None) -> dict[tuple, int]:
+        """The view as of wall time `as_of` as {row: count} (see view_as_of_df; DATEs as ISO strings)."""
+        return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self.view_as_of_df(as_of, batch).collect()}
 
     def read_change_log(self, after_seq: int | None = None, batch_id: int | None = None) -> list[AppliedTxn]:
         """Change-log entries in apply order (optionally only seq > after_seq, or one batch)."""
@@ -380,11 +477,20 @@ class DeltaViewStore:
         return [_log_entry(r) for r in df.orderBy("seq").collect()]
 
     def read_version_state(self, batch_id: int | None = None) -> dict:
-        """The version state after `batch_id` (default: the last batch)."""
-        states = self._journal(_STATE)
+        """The version state after `batch_id` (default: the last batch); {} if there is no such batch."""
+        try:
+            return self._state_at(batch_id)[1]
+        except StoreError:
+            return {}
+
+    def _state_at(self, batch_id: int | None) -> tuple[int, dict]:
+        """(batch, its version state), the last batch's by default: one Spark job; StoreError if
+        the journal holds no such batch."""
         which = f"(SELECT max(batch_id) FROM {self._sql_name('journal')})" if batch_id is None else str(int(batch_id))
-        row = states.where(f"batch_id = {which}").select("body").first()
-        return json.loads(row[0]) if row is not None else {}
+        row = self._journal(_STATE).where(f"batch_id = {which}").select("batch_id", "body").first()
+        if row is None:
+            raise StoreError(f"the journal under {self.root} holds no batch {batch_id}")
+        return int(row[0]), json.loads(row[1])
 
     def read_notifications(self, source: str | None = None) -> list[Notification]:
         """Stored notifications, ordered by (source, dsv)."""
@@ -417,6 +523,12 @@ def _absolute(root_dir) -> str:
     return root if "://" in root else os.path.abspath(root)
 
 
+def _when(us: int) -> str:
+    """A wall time in microseconds since the epoch, as seconds and in UTC."""
+    at = datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="microseconds")
+    return f"{us / 1e6:.6f} ({at.replace('+00:00', 'Z')})"
+
+
 def _batch_of(user_metadata: str | None) -> int | None:
     match = re.fullmatch(re.escape(_TAG) + r"(-?\d+)", user_metadata or "")
     return int(match.group(1)) if match else None
@@ -428,6 +540,10 @@ def _net(pairs: Iterable) -> dict[tuple, int]:
     for row, change in pairs:
         total[tuple(row)] += int(change)
     return {r: c for r, c in total.items() if c}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _counted_rows(rows_with_counts, width: int) -> dict[tuple, int]:
