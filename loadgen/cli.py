@@ -26,6 +26,7 @@ COMMANDS = {
                                                              "costs a writer"),
     "check": ("loadgen.live.check", "classify a live run's consistency from its run directory"),
     "view": ("loadgen.live.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
+    "refresh": ("loadgen.live.refresh", "roll a running salem warehouse's view forward to a point in time"),
     "tls-certs": ("loadgen.roles.certs", "write a throwaway CA and a certificate for mutual TLS (ca.crt, tls.crt, "
                                    "tls.key: a Secret for the chart's tls)"),
     "source": ("loadgen.roles.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),

@@ -18,6 +18,10 @@
   seconds (warehouse.store.delta_store: the view is merge-on-read).
 - An evaluator thread runs periodic recomputation's view evaluations (EvaluateView) as Spark jobs
   over the relations the core gathered, and hands the rows back (ViewEvaluated).
+- With `salem`, each batch also holds the timed view delta rows propagated since the last one
+  (ViewDeltaPropagated), tagged with this warehouse's epoch (restarts re-propagate from the view's
+  point, and a reader takes only the newest epoch's rows), and Refresh may name a point in time
+  (RefreshRequested): the view is rolled there, and the reply waits for the batch that holds it.
 - For the Strobe family, which assumes FIFO channels, each source's notifications and answers
   reach the core in the order the source sent them (warehouse.fifo_order).
 The core keeps the view in memory (partial self-maintenance reads it; ReadView serves it); Delta
@@ -56,17 +60,21 @@ from warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
+    RefreshRequested,
     RequestResend,
     ResendRefused,
     SendSubquery,
     StateApplied,
     TimerFired,
+    ViewDeltaPropagated,
     ViewEvaluated,
     ViewQueried,
     ViewReady,
 )
 from warehouse.core.ports import drive
 from warehouse.core.receipts import Receipts
+from warehouse.core.salem.propagate import SalemOptions
+from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import summary_of
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.fifo_order import FifoOrder
@@ -104,13 +112,14 @@ class Warehouse:
                  batch_interval: float = 0.5, tick: float = 0.1, query_timeout: float = 1.5,
                  resend_timeout: float = 1.0, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, compact_interval: float = 60.0,
-                 deferral: Deferral | None = None):
+                 deferral: Deferral | None = None, salem: SalemOptions = SalemOptions()):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
         `history_dir`: where the plain-file history goes (default <data_dir>/history);
         `tls`: mutual TLS on its server and its channels to the sources;
         `recompute_period`: seconds between rounds of the `recompute` algorithm;
         `compact_interval`: seconds between compactions of the Delta view's base;
-        `deferral`: the `lazy` algorithm's bounds (warehouse.core.sze_ling.deferral; its defaults without)."""
+        `deferral`: the `lazy` algorithm's bounds (warehouse.core.sze_ling.deferral; its defaults without);
+        `salem`: the `salem` algorithm's apply mode, propagation steps and time line allowances."""
         self.catalog = catalog
         self.tls = tls
         # The user's view; the algorithm maintains its join (itself, unless it is summarised:
@@ -136,6 +145,9 @@ class Warehouse:
             raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
         self.recompute_period = recompute_period
         self.deferral = deferral
+        self.salem = salem
+        self.epoch = 0                 # salem: which propagation of the view delta this process is
+        self.timed: list = []          # salem: view delta rows propagated since the last batch
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
                                     list(join.output_types))
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
@@ -251,7 +263,7 @@ class Warehouse:
         join = self.view.join
         maintained = materialize(self.spark, maintained_view(self.algorithm, join).sql, snapshots)
         self.engine = create(self.algorithm, join, maintained, brv, dsv, self.access,
-                             period=self.recompute_period, deferral=self.deferral, **self.timings)
+                             period=self.recompute_period, deferral=self.deferral, salem=self.salem, **self.timings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         self.summary = summary_of(self.view, rows)
@@ -265,10 +277,11 @@ class Warehouse:
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
             self.engine = restore(self.algorithm, self.view.join, rows, state, self.access,
-                                  period=self.recompute_period, deferral=self.deferral, **self.timings)
+                                  period=self.recompute_period, deferral=self.deferral, salem=self.salem, **self.timings)
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
         dsv = self.engine.applied_dsv()
+        self.epoch = state.get("salem", {}).get("view_delta", {}).get("epoch", 0) + 1
         self.receipts = Receipts(dsv)
         self.durable_applied = dict(dsv)
         self.batch_id = last_batch or 0
@@ -340,6 +353,9 @@ class Warehouse:
             self.summary.apply(action.delta)
         if action.commit_time:
             self.staleness.append((now, now - action.commit_time))
+
+    def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
+        self.timed += [(*row, self.epoch) for row in action.rows]
 
     def view_ready(self, action: ViewReady) -> None:
         for reader in self._readers:
@@ -497,19 +513,21 @@ class Warehouse:
             applied = list(self.applied)
             state = self._version_state()
             received = list(self.received)
+            timed = list(self.timed)
             # Every DSV up to the receipts' mark is in this batch's notifications or an earlier
             # one's, or was read past by a resynchronisation this batch's state holds.
             contiguous = {s: self.receipts.contiguous(s) for s in self.sources}
-        if not applied and not received:
+        if not applied and not received and not timed:
             return
         net = Counter()
         for a in applied:
             net.update(dict(a.delta))
-        self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received)
+        self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received, timed=timed)
         self.history.append(applied, durable_time=time.time())
         with self.lock:
             self.batch_id += 1
             self.applied = self.applied[len(applied):]
+            self.timed = self.timed[len(timed):]
             if applied:
                 self.durable_seq = applied[-1].seq
             self._durable_wake.notify_all()
@@ -542,34 +560,46 @@ class Warehouse:
     # ---- reading ----
 
     def _version_state(self) -> dict:
-        return self.engine.version_state()
+        state = self.engine.version_state()
+        if "salem" in state:   # the epoch of the view delta rows this process writes
+            state["salem"]["view_delta"]["epoch"] = self.epoch
+        return state
 
     def view_rows(self) -> dict[tuple, int]:
         """The user's view now."""
         with self.lock:
             return self.summary.rows() if self.summary is not None else self.engine.view_rows()
 
-    def refresh(self, durable: bool = False, timeout: float = 60.0) -> dict:
+    def refresh(self, durable: bool = False, timeout: float = 60.0, point: RefreshRequested | None = None) -> dict:
         """Brings the view up to date with every notification received (ViewQueried: lazy
-        maintenance on demand, Zhou-Larson 3.5) and waits for it; with `durable`, also for the
-        Delta batch that holds that state. Returns {"applied_dsv", "seq", "batch"}; TimeoutError
-        when it takes longer than `timeout` seconds."""
-        ready = threading.Event()
+        maintenance on demand, Zhou-Larson 3.5) and waits for it, or with `point` rolls salem's
+        view to that point in time (PointError, with the reason, for one it cannot reach); with
+        `durable`, also waits for the Delta batch that holds that state. Returns {"applied_dsv",
+        "seq", "batch", "high_water"}; TimeoutError when it takes longer than `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        with self.lock:
-            self._readers.append(ready)
-            self._handle(ViewQueried(time.monotonic()))
-        if not ready.wait(timeout):
+        if point is not None:
             with self.lock:
-                if ready in self._readers:   # nobody waits for it any more
-                    self._readers.remove(ready)
-            raise TimeoutError(f"the view did not catch up with what was received within {timeout:g} s")
+                if self.algorithm != "salem":
+                    raise PointError(f"point-in-time refresh needs the salem algorithm, which keeps a timed "
+                                     f"view delta; this warehouse runs {self.algorithm}")
+                self._handle(point)
+        else:
+            ready = threading.Event()
+            with self.lock:
+                self._readers.append(ready)
+                self._handle(ViewQueried(time.monotonic()))
+            if not ready.wait(timeout):
+                with self.lock:
+                    if ready in self._readers:   # nobody waits for it any more
+                        self._readers.remove(ready)
+                raise TimeoutError(f"the view did not catch up with what was received within {timeout:g} s")
         with self.lock:
             seq, applied = self.seq, self.engine.applied_dsv()
             while durable and self.durable_seq < seq:
                 if not self._durable_wake.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
                     raise TimeoutError(f"the refreshed view was not durable in Delta within {timeout:g} s")
-            return {"applied_dsv": applied, "seq": seq, "batch": self.batch_id}
+            high_water = {s: v["high_water"] for s, v in self.engine.version_state()["sources"].items() if "high_water" in v}
+            return {"applied_dsv": applied, "seq": seq, "batch": self.batch_id, "high_water": high_water}
 
     def status(self) -> dict:
         with self.lock:
@@ -614,15 +644,21 @@ class _Servicer(rpc.WarehouseServicer):
             yield pb.ViewChunk(columns=columns, rows=encode_rows(columns, types, rows[i:i + 16384]))
 
     def Refresh(self, request, context) -> pb.RefreshReply:
-        done = self._refresh(context, durable=True)
-        return pb.RefreshReply(applied_dsv=done["applied_dsv"], batch=done["batch"])
+        point = None
+        if request.HasField("as_of_time") or request.as_of_vector or self.w.salem.apply == "on-demand":
+            point = RefreshRequested(request.as_of_time if request.HasField("as_of_time") else None,
+                                     tuple(sorted(request.as_of_vector.items())) or None, time.monotonic())
+        done = self._refresh(context, durable=True, point=point)
+        return pb.RefreshReply(applied_dsv=done["applied_dsv"], batch=done["batch"], high_water=done["high_water"])
 
-    def _refresh(self, context, durable: bool) -> dict:
+    def _refresh(self, context, durable: bool, point: RefreshRequested | None = None) -> dict:
         remaining = context.time_remaining()
         try:
-            return self.w.refresh(durable, timeout=remaining if remaining is not None else 600.0)
+            return self.w.refresh(durable, timeout=remaining if remaining is not None else 600.0, point=point)
         except TimeoutError as err:
             context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
+        except PointError as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
 
     def Status(self, request, context) -> pb.StatusReply:
         s = self.w.status()

@@ -31,6 +31,7 @@ from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
+from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.service import Warehouse, from_pb_rows
 from warehouse.store.materialize import materialize
@@ -69,6 +70,7 @@ class Federation:
                  spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
                  compact_interval: float = 60.0, deferral: Deferral | None = None,
+                 salem: SalemOptions = SalemOptions(),
                  log_retention: dict[str, int] | None = None):
         """`initial`: the initial rows per relation, or a folder of source databases holding them
         already (prepare_source_files), copied for the sources to start from instead of loading
@@ -77,6 +79,7 @@ class Federation:
         between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
         (source_node.engines), each told the column sets the view's sub-queries probe; `compact_interval`:
         seconds between compactions of the Delta view's base; `deferral`: the `lazy` algorithm's bounds;
+        `salem`: the `salem` algorithm's options;
         `log_retention`: per source, how many notifications its outbox keeps at most (unbounded by
         default), so that a lost one can be gone for good."""
         self.catalog = catalog
@@ -91,6 +94,7 @@ class Federation:
         self.recompute_period = recompute_period
         self.compact_interval = compact_interval
         self.deferral = deferral
+        self.salem = salem
         self.log_retention = log_retention or {}
         self.source_engine = source_engine
         self.actors: dict = {}
@@ -116,15 +120,21 @@ class Federation:
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self.warehouse = self._new_warehouse()
+        self._write_run_file()
+        self.warehouse.open()
+        self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
+        self._write_run_file()
+        ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
+        return self
+
+    def _write_run_file(self) -> None:
+        """The run file, naming the warehouse's address once it serves (a restarted one's anew)."""
         RunFile(self.catalog, self.view_sql, self.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
                 self.warehouse.history.folder, self.warehouse.store.root,
                 self.postgres.data if self.postgres else None,
-                history_sql=history_sql(self.warehouse.view)).write(self.run_dir)
-        self.warehouse.open()
-        self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
-        ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
-        return self
+                history_sql=history_sql(self.warehouse.view),
+                warehouse_address=self.warehouse_address or None).write(self.run_dir)
 
     def restart_warehouse(self) -> None:
         """Stops the warehouse as a crash would (nothing more committed) and starts a new one on the
@@ -135,13 +145,14 @@ class Federation:
         self.warehouse = self._new_warehouse()
         self.warehouse.open()
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
+        self._write_run_file()
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
 
     def _new_warehouse(self) -> Warehouse:
         return Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
                          self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
                          recompute_period=self.recompute_period, compact_interval=self.compact_interval,
-                         deferral=self.deferral)
+                         deferral=self.deferral, salem=self.salem)
 
     def _db_path(self, source: str) -> Path | str:
         """The source's database file, or for PostgreSQL its database's connection string."""

@@ -25,9 +25,17 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
+from fedmodel.summary import parse_query
 from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
-from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
+from loadgen.roles.process import (
+    RoleError,
+    add_deferral_arguments,
+    add_salem_arguments,
+    add_source_engine_argument,
+    deferral,
+    salem_options,
+)
 from loadgen.simulation.scenario import LEVELS
 from source_node.faults import parse_rates
 
@@ -86,6 +94,7 @@ def main(args) -> int:
             raise ModelError("--recompute-period must be a positive number of seconds")
         bounds = deferral(args)
         view_sql = load_view(args.view)
+        salem = salem_options(args, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
@@ -101,7 +110,7 @@ def main(args) -> int:
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, args.access,
-                     recompute_period=args.recompute_period, deferral=bounds,
+                     recompute_period=args.recompute_period, deferral=bounds, salem=salem,
                      tls=_throwaway_tls(run_dir) if args.tls else None,
                      source_engine=args.source_engine)
     events: list[str] = []
@@ -174,6 +183,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
                         help="seconds between the recompute algorithm's rounds (default 5)")
     add_deferral_arguments(parser)
+    add_salem_arguments(parser)
     parser.add_argument("--duration", default="60s", help="load duration, e.g. 60s or 2m")
     parser.add_argument("--rate", type=float, default=10.0, help="offered source transactions per second")
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor")

@@ -8,7 +8,7 @@ else. Written by whoever starts the run (loadgen.live.federation, `fedlab wareho
 
     {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
      "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history",
-     "warehouse_delta": "warehouse/delta", "history_sql": null}
+     "warehouse_delta": "warehouse/delta", "history_sql": null, "warehouse_address": "127.0.0.1:5051"}
 
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
@@ -16,7 +16,8 @@ file is not reachable from here is null; so is the Delta store in run files writ
 `fedlab view` read it. A PostgreSQL source is its connection string; when the run started a
 private server for its sources, `postgres` names that server's data directory, which the checker
 starts again to read them (each source's database is named after it), and their message logs are
-`<source>.messages.jsonl` in the run directory.
+`<source>.messages.jsonl` in the run directory. `warehouse_address` is where the run's warehouse
+serves (gRPC) while it runs: `fedlab refresh` asks it to roll the view to a point in time.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class RunFile:
     # The SQL of the states the history holds, when it is not the view's: a summarised view's join
     # (fedmodel.summary), which the checker judges; the summary is a function of its states.
     history_sql: str | None = None
+    warehouse_address: str | None = None   # host:port of the warehouse's gRPC service, once it serves
 
     @property
     def judged_sql(self) -> str:
@@ -65,7 +67,8 @@ class RunFile:
                "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
                "warehouse_history": _relative(self.warehouse_history, run_dir),
                "warehouse_delta": _relative(self.warehouse_delta, run_dir),
-               "postgres": _relative(self.postgres, run_dir), "history_sql": self.history_sql}
+               "postgres": _relative(self.postgres, run_dir), "history_sql": self.history_sql,
+               "warehouse_address": self.warehouse_address}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -99,7 +102,7 @@ class RunFile:
                             for s, p in sources.items()},
                            _absolute(doc["warehouse_history"], run_dir),
                            _location(doc.get("warehouse_delta"), run_dir), _absolute(doc.get("postgres"), run_dir),
-                           run_dir, doc.get("history_sql"))
+                           run_dir, doc.get("history_sql"), doc.get("warehouse_address"))
         except (KeyError, TypeError, AttributeError) as err:
             raise RunFileError(f"{path}: missing or malformed field {err}") from None
 

@@ -1,6 +1,7 @@
 """What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags
 (`fedlab check` takes them too), the source engine flag (the live commands that start sources take
-it too), lazy maintenance's bounds (the commands that start a warehouse take them), the default
+it too), lazy maintenance's bounds and salem's propagation and apply (the commands that start a
+warehouse take them), the default
 listening address, and running in the foreground until SIGTERM or SIGINT.
 
 The chart runs each role as a container's main process, so SIGTERM (pod deletion, `helm
@@ -21,6 +22,7 @@ import time
 from fedmodel.channels import TlsFiles
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE, ENGINES
+from warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
@@ -54,6 +56,45 @@ def add_deferral_arguments(parser) -> None:
                        help=f"seconds without a notification that count as free cycles (default {d.idle_after:g})")
     group.add_argument("--max-jobs", type=int, default=d.max_jobs, metavar="N",
                        help=f"maintenance jobs in progress at once (default {d.max_jobs}, the paper's)")
+
+
+def add_salem_arguments(parser) -> None:
+    group = parser.add_argument_group("the salem algorithm's propagation and apply (warehouse/core/salem/propagate.py)")
+    group.add_argument("--apply", choices=APPLY_MODES, default="continuous",
+                       help="continuous: every commit applied once the view delta passes it; on-demand: the view "
+                            "moves only when refreshed to a point (fedlab refresh) (default continuous)")
+    group.add_argument("--step-commits", type=int, metavar="N",
+                       help="Propagate: at most N commits per propagation step (default: all the stable ones)")
+    group.add_argument("--intervals", metavar="RELATION=SECONDS,...",
+                       help="rolling propagation: each relation's propagation interval, in seconds of commit time")
+
+
+def salem_options(args, relations) -> SalemOptions:
+    """The options the flags give, for a view over `relations`; RoleError naming the flag when one is wrong."""
+    try:
+        intervals = _intervals(args.intervals, relations) if args.intervals else ()
+        return SalemOptions(apply=args.apply, step_commits=args.step_commits, intervals=intervals)
+    except ValueError as err:
+        raise RoleError(f"--intervals: {err}" if args.intervals else f"--step-commits: {err}") from None
+
+
+def _intervals(text: str, relations) -> tuple[tuple[str, float], ...]:
+    pairs = {}
+    for item in text.split(","):
+        name, sep, seconds = item.partition("=")
+        if not sep:
+            raise ValueError(f"{item!r} is not RELATION=SECONDS")
+        match = [r for r in relations if r.lower() == name.strip().lower()]
+        if not match:
+            raise ValueError(f"{name!r} is not a relation of the view ({', '.join(relations)})")
+        try:
+            pairs[match[0]] = float(seconds)
+        except ValueError:
+            raise ValueError(f"{seconds!r} is not a number of seconds") from None
+    missing = [r for r in relations if r not in pairs]
+    if missing:
+        raise ValueError(f"no interval for {', '.join(missing)}: rolling propagation needs one per relation")
+    return tuple(pairs.items())
 
 
 def deferral(args) -> Deferral:

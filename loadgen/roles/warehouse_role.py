@@ -31,9 +31,11 @@ from loadgen.roles.process import (
     Foreground,
     RoleError,
     add_deferral_arguments,
+    add_salem_arguments,
     add_tls_arguments,
     default_host,
     deferral,
+    salem_options,
     fail,
     tls_files,
 )
@@ -56,6 +58,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
                         help="seconds between the recompute algorithm's rounds, each a Spark job (default 5)")
     add_deferral_arguments(parser)
+    add_salem_arguments(parser)
     add_tls_arguments(parser)
 
 
@@ -71,6 +74,7 @@ def main(args) -> int:
         if not args.recompute_period > 0:
             raise RoleError(f"--recompute-period must be a positive number of seconds, got {args.recompute_period:g}")
         bounds = deferral(args)
+        salem = salem_options(args, config.view.join.relations)
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"
@@ -86,10 +90,11 @@ def main(args) -> int:
     try:
         warehouse = Warehouse(config.catalog, config.view.sql, data, config.addresses, spark, config.algorithm,
                               batch_interval=args.batch_interval, history_dir=history, tls=tls,
-                              recompute_period=args.recompute_period, deferral=bounds)
+                              recompute_period=args.recompute_period, deferral=bounds, salem=salem)
         if not _open(warehouse, args.wait_sources, foreground):
             return 1 if not foreground.stopping.is_set() else 0
         port = warehouse.serve(args.port, args.host or default_host())
+        write_run_file(config, data, f"{args.host or default_host()}:{port}")
         print(f"warehouse serving on {args.host or default_host()}:{port} ({config.algorithm}, "
               f"{warehouse.status()['view_rows']} view rows, Delta under {data})", flush=True)
         foreground.wait()
@@ -101,15 +106,17 @@ def main(args) -> int:
     return 0
 
 
-def write_run_file(config: RunConfig, data: str) -> Path | None:
-    """The run file in the run directory (if the config names one); returns the history folder."""
+def write_run_file(config: RunConfig, data: str, address: str | None = None) -> Path | None:
+    """The run file in the run directory (if the config names one), with the warehouse's address
+    once it serves; returns the history folder."""
     if config.run_dir is None:
         return None
     from warehouse.service import delta_dir
 
     history = config.run_dir / "warehouse" / "history"
     RunFile(config.catalog, config.view.sql, config.algorithm, {s.name: s.db for s in config.sources},
-            history, delta_dir(data), history_sql=history_sql(config.view)).write(config.run_dir)
+            history, delta_dir(data), history_sql=history_sql(config.view),
+            warehouse_address=address).write(config.run_dir)
     return history
 
 
