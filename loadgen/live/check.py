@@ -254,7 +254,7 @@ def main(args) -> int:
     if args.json:
         print(json.dumps({**{k: verdict.to_dict()[k] for k in
                              ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions", "states",
-                              "first_violation", "order_violation", "anomalies")},
+                              "first_violation", "order_violation", "anomalies", "off_time_line")},
                           "oracle": args.oracle, "messages": messages, "staleness": lag}, default=str))
     else:
         # The logs are read again only to explain a run that fell short.
@@ -303,6 +303,10 @@ def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict, 
     print(f"messages: {_message_line(messages)}")
     print(f"lost: {few(v.lost) if v.lost else 'none'}")
     print(f"doubled: {few(v.doubled) if v.doubled else 'none'}")
+    off = v.off_time_line
+    print("points in time: every state" if off is None else
+          f"points in time: not state {off['state']} ({off['txn']}): it includes {off['includes']} "
+          f"but leaves out {off['leaves_out']}")
     for line in render(v, happenings):
         print(line)
 
