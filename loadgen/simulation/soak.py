@@ -23,12 +23,13 @@ from loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, run_matrix
 from loadgen.simulation.scenario import LEVELS
 from warehouse.core.algorithms import ENGINE_ALGORITHMS
 
+RESTARTABLE = (*ENGINE_ALGORITHMS, "recompute", "salem")
 CLAIMS = {"lazy": "strong", "recompute": "strong"}   # the others: complete
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--algorithm", default="sze-ling",
-                        help=f"one that can restart: {', '.join([*ENGINE_ALGORITHMS, 'recompute'])} (sze-ling)")
+                        help=f"one that can restart: {', '.join(RESTARTABLE)} (sze-ling)")
     parser.add_argument("--schedules", type=int, default=10_000, metavar="N", help="schedules in all (10,000)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="first federation seed (0)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
@@ -36,9 +37,9 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    if args.algorithm not in [*ENGINE_ALGORITHMS, "recompute"]:
+    if args.algorithm not in RESTARTABLE:
         print(f"fedlab soak: --algorithm {args.algorithm}: one that can restart the warehouse "
-              f"({', '.join([*ENGINE_ALGORITHMS, 'recompute'])})", file=sys.stderr)
+              f"({', '.join(RESTARTABLE)})", file=sys.stderr)
         return 2
     if args.schedules < 1:
         print("fedlab soak: --schedules must be at least 1", file=sys.stderr)
