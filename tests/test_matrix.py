@@ -34,8 +34,8 @@ def test_every_algorithm_meets_every_condition_in_one_cell(matrix):
         assert all(cell["short_of"][lv] >= 1 for lv in above)
 
 
-@pytest.mark.parametrize("algorithm", ["sze-ling", "versioned"])
-def test_sze_ling_and_versioned_are_complete_under_every_condition(matrix, algorithm):
+@pytest.mark.parametrize("algorithm", ["sze-ling", "versioned", "salem"])
+def test_sze_ling_versioned_and_salem_are_complete_under_every_condition(matrix, algorithm):
     cells, _ = matrix
     assert {c["condition"]: c["level"] for c in cells if c["algorithm"] == algorithm} == dict.fromkeys(CONDITIONS, "complete")
 

@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from fedmodel.errors import ModelError
+from loadgen.cli import main
+from loadgen.live.refresh import parse_point
+from loadgen.live.runfile import RunFile
 from loadgen.simulation.scenario import ScenarioError, Step, load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
@@ -159,3 +163,28 @@ def test_the_checker_names_a_state_no_wall_time_names():
     assert off is not None
     included, left_out = (float(off[k].split("committed at ")[1].rstrip(")")) for k in ("includes", "leaves_out"))
     assert left_out <= included
+
+
+# ---- fedlab refresh, without a warehouse ----
+
+def test_fedlab_refresh_reads_a_time_or_a_vector_and_refuses_anything_else_in_one_line():
+    assert parse_point("1795766400.25").as_of_time == 1795766400.25
+    assert parse_point("2026-11-27T14:00:00+00:00").as_of_time == 1795788000.0
+    assert dict(parse_point("ds1=40, ds2=12").as_of_vector) == {"ds1": 40, "ds2": 12}
+    with pytest.raises(ModelError, match=r"--as-of: 'ds1=x' is not SOURCE=DSV"):
+        parse_point("ds1=x")
+    with pytest.raises(ModelError, match="neither a time"):
+        parse_point("noon")
+
+
+@pytest.mark.parametrize("address, message", [
+    (None, "the run file names no warehouse address"),
+    ("127.0.0.1:1", "no warehouse answers at 127.0.0.1:1"),
+])
+def test_fedlab_refresh_says_in_one_line_when_there_is_no_warehouse_to_ask(tmp_path, capsys, address, message):
+    scenario = load_scenario(SCENARIOS / "salem_point_in_time_refresh.yaml")
+    RunFile(scenario.catalog, scenario.view.sql, "salem", {s: None for s in scenario.catalog.sources},
+            tmp_path / "history", warehouse_address=address).write(tmp_path)
+    assert main(["refresh", str(tmp_path), "--as-of", "12.5", "--timeout", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err

@@ -62,7 +62,8 @@ def test_the_strobe_family_cannot_restart_and_says_so():
     assert main(["matrix", "--algorithms", "strobe", "--conditions", "warehouse-restart", "--schedules", "1"]) == 2
 
 
-@pytest.mark.parametrize("algorithm, claim", [("sze-ling", "complete"), ("versioned", "complete"), ("lazy", "strong")])
+@pytest.mark.parametrize("algorithm, claim", [("sze-ling", "complete"), ("versioned", "complete"), ("lazy", "strong"),
+                                             ("salem", "complete")])
 def test_random_schedules_with_warehouse_crashes_keep_the_algorithms_level(algorithm, claim):
     crashes = 0
     for seed in range(40):

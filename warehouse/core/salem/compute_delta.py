@@ -45,6 +45,17 @@ Changes = Callable[[str, Interval], dict[tuple, list[Entry]]]   # relation, inte
 TimedRow = tuple[tuple, int, tuple]  # (view row, count, timestamp key)
 
 
+@dataclass(frozen=True)
+class Call:
+    """ComputeDelta(sign * query, old, new): the change of `query` from the states `old` to the
+    states `new` (per view position, a DSV of its relation's source)."""
+
+    query: Query
+    sign: int
+    old: dict[int, int]
+    new: dict[int, int]
+
+
 @dataclass
 class Execution:
     """One query Q' of a ComputeDelta call: its change rows, its base relations being fetched."""
@@ -54,7 +65,7 @@ class Execution:
     intended: dict[int, int]          # base position -> the state it should be seen at
     entries: dict[int, dict[tuple, list[Entry]]]      # change position -> row -> its changes
     computation: Computation | None = None
-    exec: dict[int, int] = field(default_factory=dict)   # base position -> the DSV it was read at
+    read_at: dict[int, int] = field(default_factory=dict)   # base position -> the DSV it was read at
 
     @property
     def done(self) -> bool:
@@ -64,7 +75,7 @@ class Execution:
 class ComputeDelta:
     """The calls of one propagation step, and the queries they run, as a set of tasks in flight.
 
-    `start(query, sign, old, new)` begins a call; `take(answer)` feeds an answer; `ready(through)`
+    `start(call)` begins a call; `take(answer)` feeds an answer; `ready(received_through)`
     runs the compensations whose change intervals have been received; `rows` holds the timed
     view delta rows produced so far. The step is `done` when nothing is in flight or waiting.
     """
@@ -76,7 +87,7 @@ class ComputeDelta:
         self._new_id = new_id
         self.executions: dict[str, Execution] = {}          # sub-query id -> its execution
         self.running: list[Execution] = []
-        self.waiting: list[tuple[Query, int, dict[int, int], dict[int, int]]] = []   # calls waiting for changes
+        self.waiting: list[Call] = []      # compensations waiting for their change intervals
         self.rows: list[TimedRow] = []
         self.queries = 0
 
@@ -87,32 +98,24 @@ class ComputeDelta:
     def source_of(self, position: int) -> str:
         return self.view.relation(self.positions[position]).source
 
-    def start(self, query: Query, sign: int, old: dict[int, int], new: dict[int, int]) -> list[Subquery]:
-        """ComputeDelta(sign * query, old, new) (Figure 4), its queries sent at once."""
+    def start(self, call: Call) -> list[Subquery]:
+        """The call (Figure 4), its queries sent at once."""
         sent: list[Subquery] = []
-        for i, slot in enumerate(query):
-            if slot is not None or old[i] >= new[i]:
+        for i, slot in enumerate(call.query):
+            if slot is not None or call.old[i] >= call.new[i]:
                 continue
-            q = query[:i] + ((old[i], new[i]),) + query[i + 1:]
-            intended = {j: (old[j] if j < i else new[j]) for j, s in enumerate(q) if s is None}
-            sent += self._execute(q, sign, intended)
+            q = call.query[:i] + ((call.old[i], call.new[i]),) + call.query[i + 1:]
+            intended = {j: (call.old[j] if j < i else call.new[j]) for j, s in enumerate(q) if s is None}
+            sent += self._execute(q, call.sign, intended)
         return sent
-
-    def waiting_for(self) -> dict[str, int]:
-        """Per source, the DSV through which changes must be received before a call can start."""
-        need: dict[str, int] = {}
-        for _q, _s, _old, new in self.waiting:
-            for i, d in new.items():
-                need[self.source_of(i)] = max(need.get(self.source_of(i), 0), d)
-        return need
 
     def ready(self, received_through: Callable[[str], int]) -> list[Subquery]:
         """Starts the waiting calls whose change intervals have all been received."""
         sent: list[Subquery] = []
         still = []
         for call in self.waiting:
-            if all(received_through(self.source_of(i)) >= d for i, d in call[3].items()):
-                sent += self.start(*call)
+            if all(received_through(self.source_of(i)) >= d for i, d in call.new.items()):
+                sent += self.start(call)
             else:
                 still.append(call)
         self.waiting = still
@@ -124,7 +127,7 @@ class ComputeDelta:
     def take(self, answer: Answer) -> list[Subquery]:
         execution = self.executions.pop(answer.id)
         for relation in answer.relations:
-            execution.exec[self.positions.index(relation.relation)] = answer.dsv
+            execution.read_at[self.positions.index(relation.relation)] = answer.dsv
         execution.computation.on_answer(answer)
         sent = self._track(execution, execution.computation.advance())
         if execution.done:
@@ -166,9 +169,9 @@ class ComputeDelta:
             return   # an empty change interval: Q' is empty at every state, nothing to compensate
         self.rows += self._result(execution)
         if execution.intended:
-            read = {j: execution.exec.get(j, d) for j, d in execution.intended.items()}
+            read = {j: execution.read_at.get(j, d) for j, d in execution.intended.items()}
             # ComputeDelta(-Q', tau_intended, tau_exec): its intervals must be received first.
-            self.waiting.append((execution.query, -execution.sign, execution.intended, read))
+            self.waiting.append(Call(execution.query, -execution.sign, execution.intended, read))
 
     def _result(self, execution: Execution) -> list[TimedRow]:
         rows = {}

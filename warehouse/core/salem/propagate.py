@@ -9,6 +9,8 @@ A propagation step is one ComputeDelta(V, tau_old, tau_new) (warehouse.core.sale
 with tau_old the cursors and tau_new the cursors moved:
 - Propagate (Figure 5): every cursor moves together to the latest point no unknown commit can
   precede (or `step_commits` commits past the mark: the propagation interval as a tuning knob);
+  up to `steps_in_flight` steps are under way at once, each from where the one before leaves the
+  cursors (their deltas add up, Lemma 4.2), and the mark moves as they finish, in order;
 - rolling (`intervals`: relation -> seconds of the time line): the relation with the earliest
   cursor moves by its own interval (at least one commit, never past that point), as Figure 10
   chooses it; its forward query sees the other relations intended at their cursors, and is
@@ -58,7 +60,7 @@ from warehouse.core.events import (
     ViewReady,
 )
 from warehouse.core.notification_log import NotificationLog
-from warehouse.core.salem.compute_delta import ComputeDelta, Interval
+from warehouse.core.salem.compute_delta import Call, ComputeDelta, Interval
 from warehouse.core.salem.timeline import INITIAL, PointError, Timeline, describe
 from warehouse.core.view_state import MaterializedView
 
@@ -69,6 +71,7 @@ APPLY_MODES = ("continuous", "on-demand")
 class SalemOptions:
     apply: str = "continuous"
     step_commits: int | None = None   # Propagate: at most this many commits per step (None: all stable ones)
+    steps_in_flight: int = 4          # Propagate: steps under way at once (rolling: one)
     intervals: tuple[tuple[str, float], ...] = ()   # rolling: (relation, seconds) for each relation
     query_timeout: float = 2.0
     resend_timeout: float = 1.0
@@ -86,8 +89,18 @@ class SalemOptions:
             raise ValueError(f"step_commits must be at least 1, not {self.step_commits}")
         if any(not seconds > 0 for _, seconds in self.intervals):
             raise ValueError("a rolling interval must be a positive number of seconds")
+        if self.steps_in_flight < 1:
+            raise ValueError(f"steps_in_flight must be at least 1, not {self.steps_in_flight}")
         if self.intervals and self.step_commits is not None:
             raise ValueError("step_commits is Propagate's; rolling propagation takes intervals per relation")
+
+
+@dataclass
+class Step:
+    """One propagation step under way: its ComputeDelta, and the cursors it moves, to where."""
+
+    delta: ComputeDelta
+    moves: dict[str, tuple]
 
 
 @dataclass
@@ -118,13 +131,14 @@ class Salem:
         self.materialized = INITIAL           # the point the view is at
         self.cursors = {r: INITIAL for r in view.relations}   # each relation's forward progress
         self.view_delta: dict[tuple, Counter] = {}   # timestamp key -> view row -> count, past `materialized`
-        self.step: ComputeDelta | None = None
-        self.moved: dict[str, tuple] = {}     # the cursors the step in flight moves, to where
+        self.steps: list[Step] = []          # under way, in start order
+        self.ahead = dict(self.cursors)       # the cursors once every step under way is done
         self.propagated: list = []            # view delta rows not yet handed to the adapter
         self.sent: dict[str, tuple[float, Subquery]] = {}
         self.probed_at: dict[str, float] = {}   # source -> when its last probe went out
         self.answered_at: dict[str, int] = {}
         self.asked_resend: dict[str, float] = {}
+        self.gap_at: dict[str, int] = {}      # per source, the contiguous DSV the last timer saw
         self.stopped: set[str] = set()        # sources whose lost notifications cannot be resent
         self.trace: list[dict] = []
         self.counters = SalemCounters()
@@ -165,7 +179,8 @@ class Salem:
             return []
         self.answered_at[answer.source] = max(self.answered_at.get(answer.source, 0), answer.dsv)
         self.timeline.heard(answer.source, answer.dsv, answer.read_time - self.options.clock_allowance)
-        actions = self._send(self.step.take(answer), now) if self.step and self.step.expects(answer) else []
+        step = next((s for s in self.steps if s.delta.expects(answer)), None)
+        actions = self._send(step.delta.take(answer), now) if step else []
         return actions + self._progress(now)
 
     def _on_timer(self, now: float) -> list:
@@ -180,10 +195,13 @@ class Salem:
         return actions + self._progress(now)
 
     def _ask_resend(self, source: str, now: float) -> list:
-        """The DSVs of `source` known to exist and not received: below a later notification, or up
-        to a state an answer was read at."""
+        """The DSVs of `source` known to exist and not received (below a later notification, or up
+        to a state an answer was read at), once the gap has stood since the last timer (a reordered
+        notification closes it meanwhile) and at most every `resend_timeout`."""
         last = max(self.log.highest(source), self.answered_at.get(source, 0))
-        if last <= self.log.contiguous(source) or now - self.asked_resend.get(source, float("-inf")) < self.options.resend_timeout:
+        received = self.log.contiguous(source)
+        stood, self.gap_at[source] = self.gap_at.get(source) == received, received
+        if last <= received or not stood or now - self.asked_resend.get(source, float("-inf")) < self.options.resend_timeout:
             return []
         self.asked_resend[source] = now
         self.counters.resends += 1
@@ -198,11 +216,12 @@ class Salem:
     def _progress(self, now: float) -> list:
         actions = []
         while True:
-            if self.step is not None:
-                actions += self._send(self.step.ready(self.log.contiguous), now)
-                if not self.step.done:
-                    break
-                self._finish_step()
+            for step in self.steps:
+                actions += self._send(step.delta.ready(self.log.contiguous), now)
+            while self.steps and self.steps[0].delta.done:   # the mark moves in step order
+                self._finish_step(self.steps.pop(0))
+            if len(self.steps) >= (1 if self.options.intervals else self.options.steps_in_flight):
+                break
             moves = self._next_moves()
             if not moves:
                 actions += self._probe(now)
@@ -216,43 +235,46 @@ class Salem:
         return actions
 
     def _next_moves(self) -> dict[str, tuple]:
-        """The cursors the next step moves, to where: all of them to the target (Propagate), or
-        the earliest one by its interval (rolling); {} when nothing stable lies past them."""
+        """The cursors the next step moves, from where the steps under way leave them, to where:
+        all of them to the target (Propagate), or the earliest one by its interval (rolling); {}
+        when nothing stable lies past them."""
         stable = self.timeline.stable_point()
+        start = min(self.ahead.values())
         if not self.options.intervals:
-            if stable <= self.high_water:
+            if stable <= start:
                 return {}
             target = stable
             if self.options.step_commits is not None:
-                target = self.timeline.commits_between(self.high_water, stable)[:self.options.step_commits][-1].key
+                target = self.timeline.commits_between(start, stable)[:self.options.step_commits][-1].key
             return {r: target for r in self.cursors}
-        relation = min(self.cursors, key=lambda r: self.cursors[r])
-        cursor = self.cursors[relation]
-        ahead = self.timeline.commits_between(cursor, stable)
+        relation = min(self.ahead, key=lambda r: self.ahead[r])
+        ahead = self.timeline.commits_between(start, stable)
         if not ahead:
             return {}
-        start = ahead[0].time if cursor == INITIAL else cursor[0]
-        within = [c for c in ahead if c.time <= start + dict(self.options.intervals)[relation]] or ahead[:1]
+        since = ahead[0].time if start == INITIAL else start[0]
+        within = [c for c in ahead if c.time <= since + dict(self.options.intervals)[relation]] or ahead[:1]
         return {relation: within[-1].key}
 
     def _start_step(self, moves: dict[str, tuple], now: float) -> list:
-        self.moved = moves
-        self.step = ComputeDelta(self.view, self._changes, self._new_id)
-        old = self._positions(self.cursors)
-        new = self._positions({**self.cursors, **moves})
-        return self._send(self.step.start((None,) * len(self.view.relations), 1, old, new), now)
+        """ComputeDelta(V, cursors, cursors moved), the cursors as the steps under way leave them:
+        consecutive steps' intervals meet, so their deltas add up (Lemma 4.2)."""
+        step = Step(ComputeDelta(self.view, self._changes, self._new_id), moves)
+        old = self._positions(self.ahead)
+        self.ahead.update(moves)
+        self.steps.append(step)
+        view = Call((None,) * len(self.view.relations), 1, old, self._positions(self.ahead))
+        return self._send(step.delta.start(view), now)
 
-    def _finish_step(self) -> None:
-        step, self.step = self.step, None
+    def _finish_step(self, step: Step) -> None:
         self.counters.steps += 1
-        self.counters.queries += step.queries
-        self.counters.delta_rows += len(step.rows)
-        for row, count, ts in step.rows:
+        self.counters.queries += step.delta.queries
+        self.counters.delta_rows += len(step.delta.rows)
+        for row, count, ts in step.delta.rows:
             self.view_delta.setdefault(ts, Counter())[row] += count
-        self.propagated += step.rows
-        self.trace.append({"event": "propagated", "moved": {r: describe(p) for r, p in self.moved.items()},
-                           "queries": step.queries, "delta_rows": len(step.rows)})
-        self.cursors.update(self.moved)
+        self.propagated += step.delta.rows
+        self.trace.append({"event": "propagated", "moved": {r: describe(p) for r, p in step.moves.items()},
+                           "queries": step.delta.queries, "delta_rows": len(step.delta.rows)})
+        self.cursors.update(step.moves)
         for source, dsv in self.timeline.vector(self.high_water).items():
             self.log.forget_through(source, dsv)   # every cursor's next interval starts past them
 
