@@ -92,7 +92,7 @@ def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None
     `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
     Strobe Example 5) come from scenarios; `period` is recompute's, `deferral` lazy's, `salem`
     salem's (apply mode, step, rolling intervals); `timings` are `query_timeout`, `resend_timeout` and `reorder_allowance`
-    (EngineOptions; salem takes the first two, the Strobe family the first, recompute none).
+    (EngineOptions; salem takes them too, the Strobe family the first, recompute none).
     """
     check(name, access)
     brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}
@@ -100,7 +100,7 @@ def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None
         algorithm = MaintenanceEngine(view, rows, brv, dsv, replace(options_for(name, access, deferral), **timings),
                                       force_queries)
     elif name == "salem":
-        timing = {k: v for k, v in timings.items() if k in ("query_timeout", "resend_timeout")}
+        timing = {k: v for k, v in timings.items() if k in ("query_timeout", "resend_timeout", "reorder_allowance")}
         algorithm = Salem(view, rows, brv, dsv, replace(salem or SalemOptions(), **timing))
     elif name == "recompute":
         algorithm = PeriodicRecompute(view, rows, brv, dsv, **({"period": period} if period else {}))

@@ -30,8 +30,8 @@ commit at a time as soon as the mark passes it, which makes every commit a view 
 in the time line's order); `on-demand` apply leaves the view where it is until RefreshRequested
 names a point (point-in-time refresh), which may be decided long after that point passed.
 
-Lost notifications are found by DSV gaps and asked again (Sze-Ling's detection, which Salem's
-log capture does not need); a sub-query unanswered for `query_timeout` is sent again. A source
+Lost notifications are found by DSV gaps and asked again as Sze-Ling's engine asks
+(warehouse.core.missing_notifications; Salem's log capture does not need it); a sub-query unanswered for `query_timeout` is sent again. A source
 whose log can no longer resend a lost notification stops the line there: the view delta past it
 could not be computed (traced as `resend-refused`).
 """
@@ -50,7 +50,6 @@ from warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
     RefreshRequested,
-    RequestResend,
     ResendRefused,
     SendSubquery,
     StateApplied,
@@ -59,6 +58,7 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
+from warehouse.core.missing_notifications import MissingNotifications
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.salem.compute_delta import Call, ComputeDelta, Interval
 from warehouse.core.salem.timeline import INITIAL, PointError, Timeline, describe
@@ -75,6 +75,7 @@ class SalemOptions:
     intervals: tuple[tuple[str, float], ...] = ()   # rolling: (relation, seconds) for each relation
     query_timeout: float = 2.0
     resend_timeout: float = 1.0
+    reorder_allowance: float = 0.0    # ask for a missing notification once it has been missing this long
     # How long after its commit time a source's commit may still be invisible to its reads: an
     # answer read at time T vouches only for the commits stamped before T - clock_allowance
     # (Timeline.heard). Live, a commit is stamped when its call arrives and is visible a group
@@ -136,9 +137,7 @@ class Salem:
         self.propagated: list = []            # view delta rows not yet handed to the adapter
         self.sent: dict[str, tuple[float, Subquery]] = {}
         self.probed_at: dict[str, float] = {}   # source -> when its last probe went out
-        self.answered_at: dict[str, int] = {}
-        self.asked_resend: dict[str, float] = {}
-        self.gap_at: dict[str, int] = {}      # per source, the contiguous DSV the last timer saw
+        self.missing = MissingNotifications(self.log, options.reorder_allowance, options.resend_timeout)
         self.stopped: set[str] = set()        # sources whose lost notifications cannot be resent
         self.trace: list[dict] = []
         self.counters = SalemCounters()
@@ -177,7 +176,7 @@ class Salem:
         if sent is None:
             self.counters.duplicates += 1
             return []
-        self.answered_at[answer.source] = max(self.answered_at.get(answer.source, 0), answer.dsv)
+        self.missing.answered(answer.source, answer.dsv)
         self.timeline.heard(answer.source, answer.dsv, answer.read_time - self.options.clock_allowance)
         step = next((s for s in self.steps if s.delta.expects(answer)), None)
         actions = self._send(step.delta.take(answer), now) if step else []
@@ -191,21 +190,10 @@ class Salem:
                 self.counters.retries += 1
                 actions.append(SendSubquery(sq, "salem"))
         for source in self.timeline.start:
-            actions += self._ask_resend(source, now)
+            asked = self.missing.ask(source, now)
+            self.counters.resends += len(asked)
+            actions += asked
         return actions + self._progress(now)
-
-    def _ask_resend(self, source: str, now: float) -> list:
-        """The DSVs of `source` known to exist and not received (below a later notification, or up
-        to a state an answer was read at), once the gap has stood since the last timer (a reordered
-        notification closes it meanwhile) and at most every `resend_timeout`."""
-        last = max(self.log.highest(source), self.answered_at.get(source, 0))
-        received = self.log.contiguous(source)
-        stood, self.gap_at[source] = self.gap_at.get(source) == received, received
-        if last <= received or not stood or now - self.asked_resend.get(source, float("-inf")) < self.options.resend_timeout:
-            return []
-        self.asked_resend[source] = now
-        self.counters.resends += 1
-        return [RequestResend(source, self.log.contiguous(source) + 1, last)]
 
     # ---- the propagate process ----
 

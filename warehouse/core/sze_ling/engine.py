@@ -32,7 +32,6 @@ from warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
-    RequestResend,
     ResendRefused,
     SendSubquery,
     StateApplied,
@@ -41,6 +40,7 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
+from warehouse.core.missing_notifications import MissingNotifications
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.snapshots import SnapshotRead
 from warehouse.core.sze_ling.computation import Computation, Context
@@ -100,15 +100,11 @@ class MaintenanceEngine:
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
         self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
-        # source -> {missing DSV: (the tick that first found it missing, when last asked for)}
-        self._gaps: dict[str, dict[int, tuple[float, float]]] = {}
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
         # it makes contiguous, without looking at the others.
         self._parked: dict[str, list[tuple[int, int, Computation]]] = {}
-        # The latest DSV each source answered at: past the notifications received, one is
-        # probably lost (end of section 5.2), whether or not the answer waits for it.
-        self._answered_at: dict[str, int] = {}
+        self.missing = MissingNotifications(self.log, options.reorder_allowance, options.resend_timeout)
         self._arrivals = itertools.count()
         self._seq = 0
         self._resync: SnapshotRead | None = None   # the snapshot a resynchronisation reads
@@ -184,7 +180,7 @@ class MaintenanceEngine:
                                "reason": "read at a version older than one the source already reported"})
             return []
         self._measure_round_trip(answer.id, now)
-        self._answered_at[answer.source] = max(self._answered_at.get(answer.source, 0), answer.dsv)
+        self.missing.answered(answer.source, answer.dsv)
         if comp.on_answer(answer):
             self._routes.pop(answer.id, None)
             return self._advance(comp, now)
@@ -228,33 +224,10 @@ class MaintenanceEngine:
         return actions
 
     def _ask_resend(self, source: str, now: float) -> list:
-        """Asks for the DSVs of `source` the core lacks, each gap on its own clock: once it has
-        been missing for `reorder_allowance` (a reordered notification closes its gap within its
-        delay, a lost one never does: waiting saves asking for the reordered and receiving them
-        twice), and again every `resend_timeout` (its resent copy may be lost too), however many
-        gaps open meanwhile. (Under 5% loss at 170 txn/s a source opens a gap every 0.1 s; one
-        ask per source per timeout stalled its notifications behind a gap.)"""
-        last = self._last_missing(source)
-        received = self.log.contiguous(source)
-        missing = [] if last is None else [d for d in range(received + 1, last + 1) if self.log.get(source, d) is None]
-        gaps = self._gaps[source] = {d: self._gaps.get(source, {}).get(d, (now, float("-inf"))) for d in missing}
-        due = [d for d, (seen, asked) in gaps.items()
-               if seen <= now - self.options.reorder_allowance and now - asked >= self.options.resend_timeout]
-        if not due:
-            return []
-        gaps.update((d, (gaps[d][0], now)) for d in due)
-        self.counters.resends += 1
-        return [RequestResend(source, due[0], due[-1])]
-
-    def _last_missing(self, source: str) -> int | None:
-        """The last DSV of `source` the core knows it lacks, or None: below a later notification
-        (a gap in the received DSVs), or up to the latest state an answer was read at. The resend asks
-        for no more, so notifications received after a gap do not travel again."""
-        highest = self.log.highest(source)
-        lacking = [d for d in [self.log.last_missing(source)] if d is not None]
-        if self._answered_at.get(source, 0) > highest:
-            lacking.append(self._answered_at[source])
-        return max(lacking, default=None)
+        """Asks for the DSVs of `source` the core lacks (warehouse.core.missing_notifications)."""
+        asked = self.missing.ask(source, now)
+        self.counters.resends += len(asked)
+        return asked
 
     # ---- resynchronisation ----
 
@@ -306,7 +279,7 @@ class MaintenanceEngine:
         self._routes.clear()
         self._sent_at.clear()
         self._parked.clear()
-        self._answered_at.clear()
+        self.missing.forget_answers()
         self.mview = MaterializedView(rows, strict=self.options.compensate)
         self._ctx.mview = self.mview
         self.versions.highest_processing.update(brv)
