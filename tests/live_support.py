@@ -20,6 +20,21 @@ from loadgen.simulation.simulator import RandomTransactions
 from source_node.memory_store import MemoryStore
 
 
+# The Strobe paper's Fixture A (Examples 1, 3, 6, 7) with a few more rows: a chain of three
+# relations at three sources, a scenario document (loadgen.simulation.scenario.parse_scenario).
+FIXTURE_A = {
+    "name": "Fixture A, extended",
+    "sources": {
+        "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
+        "y": {"r2": {"columns": ["K2", "B", "C"], "types": ["BIGINT"] * 3, "key": ["K2"]}},
+        "z": {"r3": {"columns": ["C", "D"], "types": ["BIGINT", "BIGINT"], "key": ["C"]}},
+    },
+    "view": "SELECT r1.A, r3.D FROM r1 JOIN r2 ON r1.B = r2.B JOIN r3 ON r2.C = r3.C",
+    "initial": {"r1": [[1, 2], [2, 2], [3, 3]], "r2": [[1, 2, 3], [2, 3, 4]], "r3": [[3, 4], [4, 5]]},
+    "steps": [],
+}
+
+
 class MirroredLoad:
     """Random transactions against per-source mirrors, committed through `commit(source, request)`
     (anything that returns a reply with the committed `dsv`: Federation.commit, a Source stub)."""

@@ -15,7 +15,7 @@ import time
 
 import pytest
 import ray
-from live_support import MirroredLoad
+from live_support import FIXTURE_A, MirroredLoad
 
 from loadgen.checker.oracle import Oracle
 from loadgen.live.check import check
@@ -30,26 +30,15 @@ pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
 TRANSACTIONS = 16
 
-# The Strobe paper's Fixture A (Examples 1, 3, 6, 7) with a few more rows: a chain of three
-# relations at three sources. The user's view lacks r2's and r3's keys, so the Strobe family
-# maintains a widened view (warehouse.core.baselines.keyed_view) and the user's view carries a count.
-SCENARIO = {
-    "name": "live baselines: Fixture A, extended",
-    "sources": {
-        "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
-        "y": {"r2": {"columns": ["K2", "B", "C"], "types": ["BIGINT"] * 3, "key": ["K2"]}},
-        "z": {"r3": {"columns": ["C", "D"], "types": ["BIGINT", "BIGINT"], "key": ["C"]}},
-    },
-    "view": "SELECT r1.A, r3.D FROM r1 JOIN r2 ON r1.B = r2.B JOIN r3 ON r2.C = r3.C",
-    "initial": {"r1": [[1, 2], [2, 2], [3, 3]], "r2": [[1, 2, 3], [2, 3, 4]], "r3": [[3, 4], [4, 5]]},
-    "steps": [],
-}
+# The scenario: the Strobe paper's Fixture A, extended (live_support.FIXTURE_A). The user's view
+# lacks r2's and r3's keys, so the Strobe family maintains a widened view
+# (warehouse.core.baselines.keyed_view) and the user's view carries a count.
 
 
 def run_live(tmp_path, spark, algorithm: str, single_update: bool, **federation) -> dict:
     """Starts a federation, commits TRANSACTIONS random transactions one after another, waits
     until the view reflects them, stops everything and checks the run directory."""
-    scenario = parse_scenario(dict(SCENARIO), "live baselines")
+    scenario = parse_scenario(dict(FIXTURE_A), "live baselines")
     run_dir = tmp_path / algorithm
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, algorithm, **federation)
     load = MirroredLoad(scenario, fed.commit, workload_seed=3, choice_seed=4)
@@ -122,7 +111,7 @@ def test_lazy_maintains_on_demand_when_the_view_is_read(spark, ray_runtime, tmp_
     """With bounds that never start a job, nothing is applied until a read: ReadView brings the
     view up to date with everything received, and so does the Spark read path (Refresh, then the
     Delta view as of the committed batch)."""
-    scenario = parse_scenario(dict(SCENARIO), "live baselines")
+    scenario = parse_scenario(dict(FIXTURE_A), "live baselines")
     run_dir = tmp_path / "lazy-on-demand"
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "lazy",
                      deferral=Deferral(combine_max=10**6, max_delay=1e6, idle_after=1e6))
@@ -169,7 +158,7 @@ def test_a_lost_notification_gone_from_the_log_resynchronises_live_from_a_spark_
     dropped) and the next commit pushes it out of the log, so the warehouse's resend request is
     refused and it rebuilds the view from a snapshot of every source, evaluated in Spark, as the
     simulator does (warehouse.core.snapshots), then goes on maintaining."""
-    scenario = parse_scenario(dict(SCENARIO), "live resynchronisation")
+    scenario = parse_scenario(dict(FIXTURE_A), "live resynchronisation")
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark, "sze-ling",
                      log_retention={"y": 1})
     load = MirroredLoad(scenario, fed.commit, workload_seed=3, choice_seed=4)

@@ -13,7 +13,7 @@ import time
 
 import grpc
 import pytest
-from live_support import MirroredLoad
+from live_support import FIXTURE_A, MirroredLoad
 
 from fedmodel.channels import client_channel
 from fedmodel.wire import pb, rpc
@@ -29,17 +29,6 @@ from warehouse.store.delta_store import StoreError
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
-SCENARIO = {
-    "name": "live salem",
-    "sources": {
-        "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
-        "y": {"r2": {"columns": ["K2", "B", "C"], "types": ["BIGINT"] * 3, "key": ["K2"]}},
-        "z": {"r3": {"columns": ["C", "D"], "types": ["BIGINT", "BIGINT"], "key": ["C"]}},
-    },
-    "view": "SELECT r1.A, r3.D FROM r1 JOIN r2 ON r1.B = r2.B JOIN r3 ON r2.C = r3.C",
-    "initial": {"r1": [[1, 2], [2, 2], [3, 3]], "r2": [[1, 2, 3], [2, 3, 4]], "r3": [[3, 4], [4, 5]]},
-    "steps": [],
-}
 TRANSACTIONS = 14
 
 
@@ -78,7 +67,7 @@ def _refresh_to_the_mark(fed: Federation, final: dict[str, int], timeout: float 
 
 
 def test_the_view_is_rolled_to_points_in_time_chosen_after_they_passed(spark, ray_runtime, tmp_path):
-    scenario = parse_scenario(dict(SCENARIO), "live salem")
+    scenario = parse_scenario(dict(FIXTURE_A), "live salem")
     run_dir = tmp_path / "salem"
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "salem",
                      salem=SalemOptions(apply="on-demand"))
