@@ -10,6 +10,7 @@ high-water mark: the oracle test NOTES.md asks of any rolling variant.
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import random
 from pathlib import Path
@@ -20,6 +21,7 @@ from fedmodel.errors import ModelError
 from loadgen.cli import main
 from loadgen.live.refresh import parse_point
 from loadgen.live.runfile import RunFile
+from loadgen.roles.process import RoleError, salem_options
 from loadgen.simulation.scenario import ScenarioError, Step, load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
@@ -188,3 +190,19 @@ def test_fedlab_refresh_says_in_one_line_when_there_is_no_warehouse_to_ask(tmp_p
     assert main(["refresh", str(tmp_path), "--as-of", "12.5", "--timeout", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_the_salem_flags_name_what_is_wrong_in_one_line():
+    def options(**flags):
+        return salem_options(argparse.Namespace(**{"apply": "continuous", "step_commits": None, "intervals": None,
+                                                   **flags}), ("customer", "orders", "lineitem"))
+    assert options(intervals="customer=60,ORDERS=1,lineitem=0.5").intervals == (
+        ("customer", 60.0), ("orders", 1.0), ("lineitem", 0.5))
+    assert options(apply="on-demand", step_commits=10) == SalemOptions(apply="on-demand", step_commits=10)
+    for flags, message in [({"intervals": "customer=60"}, "--intervals: no interval for orders, lineitem"),
+                           ({"intervals": "part=1"}, "--intervals: 'part' is not a relation of the view"),
+                           ({"intervals": "customer=soon,orders=1,lineitem=1"}, "'soon' is not a number"),
+                           ({"intervals": "customer=-1,orders=1,lineitem=1"}, "positive number of seconds"),
+                           ({"step_commits": 0}, "--step-commits: step_commits must be at least 1")]:
+        with pytest.raises(RoleError, match=message):
+            options(**flags)
