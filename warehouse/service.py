@@ -645,7 +645,8 @@ class _Servicer(rpc.WarehouseServicer):
 
     def Refresh(self, request, context) -> pb.RefreshReply:
         point = None
-        if request.HasField("as_of_time") or request.as_of_vector or self.w.salem.apply == "on-demand":
+        on_demand = self.w.algorithm == "salem" and self.w.salem.apply == "on-demand"
+        if request.HasField("as_of_time") or request.as_of_vector or on_demand:
             point = RefreshRequested(request.as_of_time if request.HasField("as_of_time") else None,
                                      tuple(sorted(request.as_of_vector.items())) or None, time.monotonic())
         done = self._refresh(context, durable=True, point=point)
