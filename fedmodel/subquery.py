@@ -10,7 +10,7 @@ joins nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from fedmodel.catalog import Catalog
@@ -57,7 +57,9 @@ class Answer:
     source: str
     dsv: int
     relations: tuple[RelationAnswer, ...]
-    read_time: float = 0.0    # the source's clock when it read state `dsv` (warehouse.core.salem.timeline)
+    # The source's clock when it read state `dsv` (warehouse.core.salem.timeline): when the
+    # answer was read, not what it says, so two answers of one state are equal whatever it is.
+    read_time: float = field(default=0.0, compare=False)
 
     def rows_of(self, relation: str) -> RelationAnswer:
         for r in self.relations:
