@@ -9,8 +9,9 @@ are read at whatever state their sources are in when asked (the *execution* stat
 recursively compensated with ComputeDelta(-Q', tau_intended, tau_exec), where tau_intended sees
 positions left of i at tau_old and right of i at tau_new (Equation 2).
 
-Two departures from the figure, both forced by the federation and both checked by the oracle
-test (Definition 4.2 for every a < b up to the high-water mark, random n-way joins):
+Two departures from the figure, both forced by the federation and both checked against
+Definition 4.2 for every a < b up to the high-water mark on random n-way joins (by brute force in
+tests/test_salem_algebra.py, and through the simulator against the checker's oracle):
 - Times are vectors of DSVs throughout, one per position: a query's base relations live at
   several sources, each read at its own state, so tau_exec is a vector, not one execution time.
   The recursion is the same multilinear telescoping, position by position, and it needs only
