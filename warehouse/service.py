@@ -148,6 +148,7 @@ class Warehouse:
         self.salem = salem
         self.epoch = 0                 # salem: which propagation of the view delta this process is
         self.timed: list = []          # salem: view delta rows propagated since the last batch
+        self._timed_committing = 0     # how many of them the batch being written holds
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
                                     list(join.output_types))
         self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
@@ -522,6 +523,7 @@ class Warehouse:
         net = Counter()
         for a in applied:
             net.update(dict(a.delta))
+        self._timed_committing = len(timed)
         self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received, timed=timed)
         self.history.append(applied, durable_time=time.time())
         with self.lock:
@@ -552,6 +554,7 @@ class Warehouse:
         with self.lock:
             done = [a for a in self.applied if a.seq <= self.store.last_seq]
             self.applied = self.applied[len(done):]
+            self.timed = self.timed[self._timed_committing:]   # that batch holds them
             self.batch_id = last_batch
             self.durable_seq = max(self.durable_seq, self.store.last_seq)
             self._durable_wake.notify_all()
