@@ -203,6 +203,21 @@ def test_a_database_that_holds_another_source_is_refused(dsn):
         open_store(other, "ds2", dsn, "postgres")
 
 
+def heard_every_commit(fed, timeout: float = 30.0) -> None:
+    """Waits until each source node reports the DSV its database holds: a node learns of another
+    application's commit from its listener, a moment after the commit returns, and until then
+    `wait_until_applied` would wait only for what the node had heard of."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    for source in fed.catalog.sources:
+        with psycopg.connect(fed.postgres.dsn_for(source)) as con:
+            (committed,), = con.execute("SELECT dsv FROM fedlab.source").fetchall()
+        while fed.source_versions()[source] < committed:
+            assert time.monotonic() < deadline, (source, committed, fed.source_versions())
+            time.sleep(0.1)
+
+
 LIVE = {"name": "postgres sources", "steps": [],
         "sources": {"x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
                     "y": {"r2": {"columns": ["B", "C"], "types": ["BIGINT", "BIGINT"], "key": ["B"]}}},
@@ -243,6 +258,7 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
                                'INSERT INTO r2 VALUES (9, 7); UPDATE r2 SET "C" = 4 WHERE "B" = 2'],
                               capture_output=True, text=True, timeout=30)
         assert done.returncode == 0, done.stderr
+        heard_every_commit(fed)
         assert fed.wait_until_applied(timeout=60), fed.warehouse.status()
         assert fed.read_view() == {(1, 4): 1, (5, 4): 1, (2, 7): 1}
     finally:
@@ -310,6 +326,7 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
             y.execute("SELECT pg_terminate_backend(%s)", [victim.info.backend_pid])
         for t in threads:
             t.join()
+        heard_every_commit(fed)
         assert fed.wait_until_applied(timeout=90), fed.warehouse.status()
         view, recomputed = fed.read_view(), fed.recompute()
         counters = fed.warehouse.status()["counters"]
