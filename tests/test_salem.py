@@ -79,7 +79,7 @@ def test_a_source_clock_that_goes_back_is_counted_at_the_time_before_it():
     line = Timeline({"ds1": 0})
     line.add("ds1", 1, 5.0, "a", {})
     line.add("ds1", 2, 4.0, "b", {})
-    assert line.commit((0, "ds1", 2)).time == 5.0
+    assert line.commit("ds1", 2).time == 5.0
 
 
 # ---- point-in-time refresh ----

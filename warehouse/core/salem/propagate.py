@@ -279,7 +279,7 @@ class Salem:
             change = self.log.get(source, dsv).change(relation)
             if change is None:
                 continue
-            key = self.timeline.commit((0, source, dsv)).key
+            key = self.timeline.commit(source, dsv).key
             for row in change.removed:
                 out.setdefault(row, []).append((-1, key))
             for row in change.added:

@@ -133,8 +133,8 @@ class Timeline:
         return {s: (commits[i - 1].dsv if (i := bisect_right(commits, point, key=_key)) else self.start[s])
                 for s, commits in self._commits.items()}
 
-    def commit(self, point: tuple) -> Commit:
-        source, dsv = point[1], point[2]
+    def commit(self, source: str, dsv: int) -> Commit:
+        """The known commit of `source` at `dsv`."""
         return self._commits[source][dsv - self.start[source] - 1]
 
     def reach(self, within: tuple) -> float:
@@ -150,7 +150,7 @@ class Timeline:
             raise PointError(f"time {wall_time} is beyond the high-water mark ({describe(within)})")
         point = INITIAL
         for commits in self._commits.values():
-            i = bisect_right([c.time for c in commits], wall_time)
+            i = bisect_right(commits, wall_time, key=_time)
             if i:
                 point = max(point, commits[i - 1].key)
         return point
@@ -167,10 +167,10 @@ class Timeline:
             if d > self.known_through(s):
                 raise PointError(f"vector's DSV {d} of {s!r} is beyond what the warehouse has received "
                                  f"(DSV {self.known_through(s)})")
-        point = max((self.commit((0, s, d)).key for s, d in full.items() if d > self.start[s]), default=INITIAL)
+        point = max((self.commit(s, d).key for s, d in full.items() if d > self.start[s]), default=INITIAL)
         for s, d in full.items():
-            if d < self.known_through(s) and self._commits[s][d - self.start[s]].key < point:
-                left_out, last = self._commits[s][d - self.start[s]], self.commit(point)
+            if d < self.known_through(s) and self.commit(s, d + 1).key < point:
+                left_out, last = self.commit(s, d + 1), self.commit(point[1], point[2])
                 raise PointError(
                     f"vector is not a point in time: it leaves out {s!r} DSV {left_out.dsv} (committed at "
                     f"{left_out.time:.6f}) but includes {last.source!r} DSV {last.dsv} (committed at {last.time:.6f})")
@@ -183,3 +183,7 @@ def describe(point: tuple) -> str:
 
 def _key(c: Commit) -> tuple:
     return c.key
+
+
+def _time(c: Commit) -> float:
+    return c.time
