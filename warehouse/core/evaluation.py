@@ -86,5 +86,20 @@ def view_delta(view: ViewDef, folded) -> dict[tuple, int]:
     return {r: c for r, c in delta.items() if c}
 
 
+def derivations(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
+                rows: Mapping[str, Mapping[tuple, tuple]]) -> list[tuple[tuple, tuple]]:
+    """Each way the delta rows join the plan's other rows: the rows it derives from, one per view
+    relation in `view.relations` order, and its view row (Strobe's answers keep the derivation,
+    Salem's propagation queries the change each row comes from)."""
+    base = plan_fragment(view, qplan)
+
+    def fragment(relation: str, row: tuple) -> Fragment:
+        return {**base(relation, row), ("row", relation): row}
+
+    width = len(view.outputs)
+    return [(tuple(f[("row", r)] for r in view.relations), tuple(f[i] for i in range(width)))
+            for _row, _sign, frags in fold(view, qplan, delta, rows, {}, fragment) for f in frags]
+
+
 def _product(left: list[Fragment], right: list[Fragment]) -> list[Fragment]:
     return [{**a, **b} for a in left for b in right]

@@ -21,7 +21,7 @@ from typing import Callable
 
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.viewdef import ViewDef
-from warehouse.core.evaluation import fold, plan_fragment
+from warehouse.core.evaluation import derivations
 from warehouse.core.planner import pin, plan
 from warehouse.core.sze_ling.computation import Computation, Context
 
@@ -55,18 +55,8 @@ class Evaluation:
 
     def answer(self) -> dict[Derivation, tuple]:
         """The answer A: derivation -> view row; a set, as the paper's answers are."""
-        comp, view = self.computation, self.view
-        base = plan_fragment(view, comp.plan)
-
-        def fragment(relation: str, row: tuple) -> dict:
-            return {**base(relation, row), ("row", relation): row}
-
-        width = len(view.outputs)
-        out: dict[Derivation, tuple] = {}
-        for _row, _sign, frags in fold(view, comp.plan, comp.delta, comp.rows, {}, fragment):
-            for f in frags:
-                out[tuple(f[("row", r)] for r in view.relations)] = tuple(f[i] for i in range(width))
-        return out
+        comp = self.computation
+        return dict(derivations(self.view, comp.plan, comp.delta, comp.rows))
 
 
 def joining(view: ViewDef, relation: str, rows, known: dict[str, tuple[tuple, ...]]) -> tuple[tuple, ...]:

@@ -35,7 +35,7 @@ from typing import Callable
 
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.viewdef import ViewDef
-from warehouse.core.evaluation import fold, plan_fragment
+from warehouse.core.evaluation import derivations
 from warehouse.core.planner import pin, plan
 from warehouse.core.sze_ling.computation import Computation, Context
 
@@ -175,16 +175,14 @@ class ComputeDelta:
             self.waiting.append(Call(execution.query, -execution.sign, execution.intended, read))
 
     def _result(self, execution: Execution) -> list[TimedRow]:
-        rows = {}
-        for i, slot in enumerate(execution.query):
-            name = self.positions[i]
-            if slot is not None:
-                rows[name] = list(execution.entries[i])
-            else:
-                rows[name] = list(execution.computation.rows[name].values()) if execution.computation else []
+        # Rows by row, not by key: a change interval may hold a key twice (a modification's images).
+        rows = {name: {row: row for row in (execution.entries[i] if execution.query[i] is not None
+                                            else execution.computation.rows[name].values())}
+                for i, name in enumerate(self.positions)}
+        first = self.positions[0]
         out: list[TimedRow] = []
-        for derivation, view_row in join(self.view, rows):
-            changed = [execution.entries[i][derivation[self.positions[i]]] for i in execution.entries]
+        for derivation, view_row in derivations(self.view, plan(self.view, first), [(r, 1) for r in rows[first]], rows):
+            changed = [execution.entries[i][derivation[i]] for i in execution.entries]
             for combination in product(*changed):
                 count = execution.sign
                 for c, _ in combination:
@@ -192,19 +190,3 @@ class ComputeDelta:
                 out.append((view_row, count, min(ts for _, ts in combination)))
         return out
 
-
-def join(view: ViewDef, rows: dict[str, list[tuple]]) -> list[tuple[dict[str, tuple], tuple]]:
-    """The view over the given rows of every relation (rows already selected), with the rows each
-    view row derives from: (relation -> row, view row) per derivation."""
-    first = view.relations[0]
-    qplan = plan(view, first)
-    base = plan_fragment(view, qplan)
-
-    def fragment(relation: str, row: tuple) -> dict:
-        return {**base(relation, row), ("row", relation): row}
-
-    keyed = {r: {row: row for row in rows[r]} for r in qplan.relations}
-    width = len(view.outputs)
-    return [({r: f[("row", r)] for r in view.relations}, tuple(f[i] for i in range(width)))
-            for _row, _sign, frags in fold(view, qplan, [(r, 1) for r in rows[first]], keyed, {}, fragment)
-            for f in frags]
