@@ -54,8 +54,8 @@ def main(args) -> int:
         print(json.dumps({**shown, "rows": [[*row, count] for row, count in rows]}, default=str))
         return 0
     total = sum(count for _, count in shown["rows"])
-    reflecting = f"reflecting {_versions(shown['versions'])}" if shown.get("as_of") is None else \
-        f"as of time {shown['as_of']} (the view at {_versions(shown['versions'])} plus its view delta)"
+    reflecting = f"reflecting {versions_text(shown['versions'])}" if shown.get("as_of") is None else \
+        f"as of time {shown['as_of']} (the view at {versions_text(shown['versions'])} plus its view delta)"
     print(f"{store_dir}: batch {shown['batch']}, {reflecting}; "
           f"{len(shown['rows'])} rows ({total} with multiplicity)")
     print("\t".join([*shown["columns"], "count"]))
@@ -95,5 +95,6 @@ def _store_dir(run_dir: Path, run: RunFile) -> str:
     return run.warehouse_delta
 
 
-def _versions(versions: dict) -> str:
+def versions_text(versions: dict) -> str:
+    """`ds1 DSV 40, ds2 DSV 12`: a vector of source versions as the commands print one."""
     return ", ".join(f"{source} DSV {dsv}" for source, dsv in sorted(versions.items())) or "no source"

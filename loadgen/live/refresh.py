@@ -25,6 +25,7 @@ import grpc
 from fedmodel.channels import client_channel
 from fedmodel.errors import ModelError
 from fedmodel.wire import pb, rpc
+from loadgen.live.delta_view import versions_text
 from loadgen.live.runfile import RunFile
 from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
 
@@ -77,10 +78,6 @@ def main(args) -> int:
         reason = err.details() if err.code() != grpc.StatusCode.UNAVAILABLE else f"no warehouse answers at {address}"
         print(f"fedlab refresh: {reason}", file=sys.stderr)
         return 2
-    print(f"refreshed: the view reflects {_vector(reply.applied_dsv)}, durable in Delta batch {reply.batch}"
-          + (f"; the view delta reaches {_vector(reply.high_water)}" if reply.high_water else ""))
+    print(f"refreshed: the view reflects {versions_text(reply.applied_dsv)}, durable in Delta batch {reply.batch}"
+          + (f"; the view delta reaches {versions_text(reply.high_water)}" if reply.high_water else ""))
     return 0
-
-
-def _vector(versions) -> str:
-    return ", ".join(f"{s} DSV {d}" for s, d in sorted(versions.items()))
