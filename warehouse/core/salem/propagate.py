@@ -315,11 +315,12 @@ class Salem:
     # ---- the apply process: point-in-time refresh ----
 
     def point(self, request: RefreshRequested) -> tuple:
-        """The point a refresh names: a wall time, a vector of DSVs, or (neither) the high-water mark."""
+        """The point a refresh names: a wall time, a vector of DSVs (a source it leaves out where
+        the view is), or (neither) the high-water mark."""
         if request.as_of is not None:
             return self.timeline.point_at_time(request.as_of, self.high_water)
         if request.vector is not None:
-            return self.timeline.point_of(dict(request.vector))
+            return self.timeline.point_of({**self.applied_dsv(), **dict(request.vector)})
         return self.high_water
 
     def refresh(self, point: tuple) -> list[StateApplied]:

@@ -156,11 +156,12 @@ class Timeline:
         return point
 
     def point_of(self, vector: dict[str, int]) -> tuple:
-        """The point whose vector is `vector`; PointError when it is not a point of the line."""
+        """The point whose vector is `vector` (a source it leaves out at its first state);
+        PointError when it is not a point of the line."""
         unknown = sorted(set(vector) - set(self.start))
         if unknown:
             raise PointError(f"vector names {unknown[0]!r}, which is not a source of the view")
-        full = {**self.start, **{s: self.start[s] for s in self.start if s not in vector}, **vector}
+        full = {**self.start, **vector}
         for s, d in full.items():
             if d < self.start[s]:
                 raise PointError(f"vector's DSV {d} of {s!r} is before the view's first state (DSV {self.start[s]})")
