@@ -26,7 +26,7 @@ def bench(tmp_path_factory):
         [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling,lazy", "--combine-max", "1,100",
          "--views", "q3", "--scale", "0.01", "--orders", "300",
          "--rate", "5", "--duration", "2", "--ramp-start", "5", "--ramp-max", "5", "--ramp-step", "2",
-         "--settle", "30", "--out", str(out), "--json"],
+         "--settle", "30", "--profile", "--out", str(out), "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out, json.loads(done.stdout.strip().splitlines()[-1])
@@ -74,6 +74,28 @@ def test_short_bench_has_every_figure_for_every_run(bench):
     assert {t["name"] for t in summary["targets"]} >= {"max sustained rate with complete consistency",
                                                      "staleness p99 to the Delta table at 500 txn/s",
                                                      "peak memory of all processes at SF 1"}
+
+
+@pytest.mark.slow
+def test_profile_samples_every_process_and_links_its_flame_graph(bench):
+    out, summary = bench
+    html = (out / "summary.html").read_text()
+    for run in summary["runs"]:
+        profile = run["profilers"]
+        roles = set(profile["processes"])
+        assert {"warehouse (python)", "load driver", "spark JVM"} <= roles, (roles, profile["notes"])
+        assert sum(r.startswith("source ") for r in roles) == len(run["sources"])
+        for role, figures in profile["processes"].items():
+            graph = Path(figures["flame_graph"])
+            assert graph.read_text().startswith("<svg") and graph.parent == Path(run["run_dir"]) / "profile"
+            assert f'href="{graph.relative_to(out)}"' in html
+            shares = [h["share"] for h in figures["hottest"]]
+            assert len(shares) <= 10 and shares == sorted(shares, reverse=True)
+        # the JVM ran Delta batches in the load phase: JFR sampled it
+        assert profile["processes"]["spark JVM"]["samples"] > 0
+        # what profiling cost is measured, and counted apart in the CPU by process
+        assert profile["overhead_cpu_seconds"]["py-spy"] > 0 and 0 < profile["overhead_share_of_machine"] < 1
+        assert "profilers (py-spy)" in run["cpu"][0]["by_role"]
 
 
 @pytest.mark.slow

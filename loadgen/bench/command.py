@@ -66,6 +66,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--orders", type=int, default=0,
                         help="keep only the first N orders and their line items (quick runs; default all)")
     parser.add_argument("--json", action="store_true", help="print summary.json (the progress goes to stderr)")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample every process during the load phase (py-spy on the Python processes, Java Flight "
+                             "Recorder in the Spark JVM): a flame graph per process in RUN_DIR/profile, the hottest "
+                             "frames in the summary")
     add_source_engine_argument(parser)
 
 
@@ -93,7 +97,7 @@ def main(args) -> int:
     started = time.time()
     machine = _machine()
     console.print(f"[bold]fedlab bench[/]: {len(specs)} runs -> {bench_dir}")
-    runs = _run_all(specs, bench_dir, args.data_dir, args.orders, console)
+    runs = _run_all(specs, bench_dir, args.data_dir, args.orders, console, args.profile)
     summary = _summary(specs, runs, bench_dir, started, machine, args)
     from loadgen.bench.report import write
 
@@ -105,7 +109,7 @@ def main(args) -> int:
     return 0
 
 
-def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console) -> list[dict]:
+def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console, profile: bool = False) -> list[dict]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from loadgen.bench.plan import PLACEMENTS
@@ -142,7 +146,7 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console)
                                         info=f"the sources' {spec.source_engine} files")
                         _prepare_source_files(catalog, recipe, files, spec.source_engine)
                         progress.update(setup, total=1, completed=1, info=f"{files.name} written")
-                    record = run_one(spec, catalog, files, recipe, spark, bench_dir / folder, report)
+                    record = run_one(spec, catalog, files, recipe, spark, bench_dir / folder, report, profile)
                 except Exception as err:  # one failed run is reported; the others still compare
                     record = failed(spec, bench_dir / folder, err)
                 record["folder"] = folder
@@ -190,7 +194,8 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
-                         "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat},
+                         "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat,
+                         "profile": args.profile},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             "targets": evaluate([r for r in runs if r.get("trial", 1) == 1]),
             "trials": trials(runs),

@@ -107,6 +107,27 @@ def _versioned_blocks(runs: list[dict]) -> list[tuple]:
             ("p", c["finding"])]
 
 
+def _profile_blocks(r: dict) -> list[tuple]:
+    """The sampled profile of the load phase (fedlab bench --profile): each process's hottest
+    frames by self time and a link to its flame graph."""
+    p = r.get("profilers")
+    if not p:
+        return []
+    cost = p["overhead_cpu_seconds"]
+    blocks = [("p", f"Profile of the load phase ({p['seconds']:g} s; py-spy at {p['pyspy_rate']} samples/s, "
+                    f"Java Flight Recorder every {p['jfr_period_ms']} ms). Profiling used "
+                    f"{cost['py-spy']:g} CPU-s (py-spy) and {cost['JFR']:g} CPU-s (JFR threads): "
+                    f"{p['overhead_share_of_machine']:.1%} of the machine."),
+              ("table", ("process", "samples", "GIL held / CPU", "hottest frames by self time (share of the process's samples)"),
+               [[role, str(q["samples"]), f"{q['python_share']:.0%}" if "python_share" in q else "-", "; ".join(f"{h['frame']} {h['share']:.0%}" for h in q["hottest"])
+                 + (f" (JVM started {q['processes_started']} processes)" if "processes_started" in q else "")]
+                for role, q in p["processes"].items()])]
+    base = Path(r["run_dir"]).parent
+    for role, q in p["processes"].items():
+        blocks.append(("link", str(Path(q["flame_graph"]).relative_to(base)), f"flame graph: {role}"))
+    return blocks + [("p", f"Note: {note}") for note in p.get("notes", [])]
+
+
 def document(summary: dict) -> list[tuple]:
     m, st = summary["machine"], summary["settings"]
     blocks = [("h1", "fedlab bench"),
@@ -163,6 +184,7 @@ def document(summary: dict) -> list[tuple]:
                                      f"mean of the slowest 1% ({slow['n']}) ms"),
                            [[name, _fmt(part["p50"]), _fmt(part["p99"]), _fmt(slow["mean_ms"][name])]
                             for name, part in lag["parts_ms"].items()]))
+        blocks += _profile_blocks(r)
         memory = r.get("peak_memory_by_process_mb") or {}
         if memory:
             blocks.append(("p", "Peak memory by process (MB): " + ", ".join(f"{k} {v:g}" for k, v in memory.items())))
@@ -182,6 +204,8 @@ def markdown(blocks: list[tuple]) -> str:
             out.append(rest[0])
         elif kind == "img":
             out.append(f"![{rest[1]}]({rest[0]})")
+        elif kind == "link":
+            out.append(f"[{rest[1]}]({rest[0]})")
         elif kind == "table":
             header, rows = rest
             cell = lambda x: str(x).replace("|", "\\|")  # noqa: E731
@@ -196,6 +220,8 @@ def to_html(blocks: list[tuple]) -> str:
     for kind, *rest in blocks:
         if kind in ("h1", "h2", "h3", "p"):
             body.append(f"<{kind}>{e(rest[0])}</{kind}>")
+        elif kind == "link":
+            body.append(f'<p><a href="{e(rest[0])}">{e(rest[1])}</a></p>')
         elif kind == "img":
             body.append(f'<figure><img src="{e(rest[0])}" alt="{e(rest[1])}"><figcaption>{e(rest[1])}</figcaption></figure>')
         elif kind == "table":

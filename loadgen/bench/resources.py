@@ -21,6 +21,7 @@ import psutil
 WAREHOUSE = "warehouse (python)"
 JVM = "spark JVM"
 DRIVER = "load driver"
+PROFILER = "profilers (py-spy)"   # fedlab bench --profile: counted apart, as its overhead
 
 
 class ResourceSampler:

@@ -25,9 +25,10 @@ from fedmodel import change_history
 from loadgen.bench import metrics
 from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
+from loadgen.bench.profilers import Profilers, python_shares
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
-from loadgen.bench.resources import DRIVER, ResourceSampler, cpu_use
+from loadgen.bench.resources import DRIVER, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
 from loadgen.live.environment import NO_FAULTS, set_faults
 from loadgen.workloads.driver_process import DataRecipe, DriverProcess
 from warehouse.core.sze_ling.deferral import Deferral
@@ -57,10 +58,11 @@ class _Phases:
 
 
 def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spark, run_dir: Path,
-            progress: Progress) -> dict:
+            progress: Progress, profile: bool = False) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
     `source_files` are the sources' databases holding the initial data
-    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same."""
+    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same;
+    with `profile`, every process is sampled during the load phase (loadgen.bench.profilers)."""
     from loadgen.live.check import HistoryError, check, load_history
     from loadgen.live.federation import Federation
     from loadgen.workloads.tpch import load_view
@@ -101,6 +103,12 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
             watches.add_commits(timings)
             return result
 
+        profilers = None
+        if profile:
+            profilers = Profilers(run_dir / "profile", {WAREHOUSE: os.getpid(), DRIVER: driver.pid,
+                                                        **{f"source {s}": p for s, p in pids.items() if p}}, spark)
+            for pid in profilers.start().profiler_pids:
+                sampler.name(pid, PROFILER)
         load_from = time.time()
         wall0 = time.monotonic()
         reads = ReadProbe(fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
@@ -108,6 +116,10 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
                      lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                  f"committed {r.committed}/{r.offered}"))
         record["read_latency_ms"] = reads.stop()
+        if profilers is not None:
+            progress("load", spec.duration, spec.duration, "writing the profiles")
+            record["profilers"] = profilers.stop()
+            record["profilers"]["processes"] = python_shares(record["profilers"], record["cpu"][0]["by_role"])
         if reads.errors:
             record["notes"].append(f"{len(reads.errors)} reads of the view failed, first: {reads.errors[0]}")
         load_until = time.time()
