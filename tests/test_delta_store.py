@@ -17,6 +17,7 @@ import pytest
 
 from fedmodel.transactions import Notification, RelationChange
 from warehouse.spark_session import JVM_NICE
+from warehouse.store.delta_append import DeltaAppender
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
 from warehouse.store.sparktypes import from_spark
@@ -160,23 +161,23 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
     store = DeltaViewStore(spark, root, COLUMNS, TYPES)
     store.initialize(INITIAL, state(0))
     batch1 = BATCHES[0][1]
-    real_write = DeltaViewStore._write
+    real_write, real_append = DeltaViewStore._write, DeltaAppender.append
 
     # 1. A crash before the journal append (the commit point) leaves nothing of the batch.
     def crash(self, table, *args, **kwargs):
         raise RuntimeError(f"simulated crash before writing {table}")
-    monkeypatch.setattr(DeltaViewStore, "_write", crash)
+    monkeypatch.setattr(DeltaAppender, "append", crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         commit(store, 1, batch1)
     # 2. The journal append reached Delta but the caller never heard back: batch 1 is committed;
     #    the next call recovers and re-committing it is a no-op.
-    def write_then_crash(self, table, *args, **kwargs):
-        real_write(self, table, *args, **kwargs)
-        raise RuntimeError(f"simulated crash after writing {table}")
-    monkeypatch.setattr(DeltaViewStore, "_write", write_then_crash)
+    def append_then_crash(self, table, *args, **kwargs):
+        real_append(self, table, *args, **kwargs)
+        raise RuntimeError("simulated crash after writing journal")
+    monkeypatch.setattr(DeltaAppender, "append", append_then_crash)
     with pytest.raises(RuntimeError, match="simulated crash"):
         commit(store, 1, batch1)
-    monkeypatch.setattr(DeltaViewStore, "_write", real_write)
+    monkeypatch.setattr(DeltaAppender, "append", real_append)
     assert commit(store, 1, batch1) is False
     view, version_state, log_len, last_batch = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
     assert (view, version_state, log_len, last_batch) == (expected_view(1), state(2), 2, 1)
@@ -345,6 +346,69 @@ def test_the_spark_jvm_yields_the_cpu_to_the_sources_and_the_core(spark):
     tasks = list(Path(f"/proc/{spark.sparkContext._gateway.proc.pid}/task").iterdir())
     nices = {os.getpriority(os.PRIO_PROCESS, int(t.name)) for t in tasks if t.exists()}
     assert min(nices) >= int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)), nices
+
+
+def test_a_plain_spark_reader_reads_the_appended_batches_and_their_tags(committed):
+    """Batches are appended without a Spark job (warehouse.store.delta_append): any Delta reader
+    still reads every batch's rows, and the table's history names each batch."""
+    root, store = committed
+    spark = spark_of(committed)
+    journal = spark.read.format("delta").load(f"{root}/journal")
+    assert sorted(r[0] for r in journal.where("kind = 'state'").select("batch_id").collect()) == [0, 1, 2, 3]
+    changes = journal.where("kind = 'txn'").orderBy("seq").select("seq", "dsv").collect()
+    assert [(r[0], r[1]) for r in changes] == [(a.seq, a.dsv) for _, applied in BATCHES for a in applied]
+    deltas = journal.where("kind = 'delta' AND batch_id = 2").select("row.k", "count").collect()
+    assert sorted((r[0], r[1]) for r in deltas) == sorted((row[0], c) for row, c in net_delta(BATCHES[1][1]))
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/journal`").select("version", "userMetadata").collect()
+    assert sorted(h[1] for h in history) == [f"fedlab-batch={b}" for b in range(4)]
+
+
+def test_a_batch_commit_starts_no_process_in_the_jvm(spark, tmp_path):
+    """Hadoop's local file system starts chmod and readlink for most files a commit writes;
+    fedlab's (warehouse/jvm) does the same in-process. Flight Recorder counts the processes."""
+    assert spark.sparkContext._jsc.hadoopConfiguration().get("fs.file.impl") == "fedlab.hadoop.LocalFileSystem"
+    store = DeltaViewStore(spark, str(tmp_path / "store"), COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+    jvm = spark._jvm
+    recording = jvm.jdk.jfr.Recording()
+    recording.enable("jdk.ProcessStart")
+    recording.start()
+    for batch_id, applied in BATCHES:
+        commit(store, batch_id, applied)
+    recording.stop()
+    events = jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(_dump(jvm, recording, tmp_path / "commit.jfr"))
+    recording.close()
+    assert [e.getString("command") for e in events] == []
+    assert store.read_view() == expected_view(3)
+
+
+def test_the_local_file_system_renames_only_onto_a_free_name(spark, tmp_path):
+    """Delta's log store commits a version by renaming onto its file name: the rename must fail
+    when another writer took that name first (FileContext's put-if-absent)."""
+    jvm = spark._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(conf)
+    assert context.getDefaultFileSystem().getClass().getName() == "fedlab.hadoop.LocalFs"
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_text(name)
+    path = lambda name: jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path / name}")  # noqa: E731
+    no_overwrite = spark.sparkContext._gateway.new_array(jvm.org.apache.hadoop.fs.Options.Rename, 1)
+    no_overwrite[0] = jvm.org.apache.hadoop.fs.Options.Rename.NONE
+    with pytest.raises(Exception, match="FileAlreadyExists"):
+        context.rename(path("a"), path("b"), no_overwrite)
+    context.rename(path("a"), path("d"), no_overwrite)
+    assert not (tmp_path / "a").exists() and (tmp_path / "d").read_text() == "a" and (tmp_path / "b").read_text() == "b"
+    # a file created through it gets the permissions Hadoop asks for, set without a chmod process
+    fs = path("e").getFileSystem(conf)
+    fs.create(path("e"), jvm.org.apache.hadoop.fs.permission.FsPermission.createImmutable(0o640), False, 4096, 1,
+              1 << 20, None).close()
+    assert (tmp_path / "e").stat().st_mode & 0o777 == 0o640
+
+
+def _dump(jvm, recording, path):
+    target = jvm.java.io.File(str(path)).toPath()
+    recording.dump(target)
+    return target
 
 
 def test_a_relative_directory_opens_the_same_view(committed, monkeypatch):

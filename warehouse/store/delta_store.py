@@ -72,6 +72,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
+from warehouse.store.delta_append import DeltaAppender
 from warehouse.store.sparktypes import SPARK_TYPES, check_types, create_df, from_spark, quote, spark_schema, to_arrow
 
 INITIAL_BATCH = 0
@@ -137,6 +138,7 @@ class DeltaViewStore:
         self._log_len = 0
         self._notified: set[tuple[str, int]] = set()
         self._counts: dict[tuple, int] = {}   # the view as of _last_batch: refuses a count below 0
+        self._appender: DeltaAppender | None = None   # the journal's batches (warehouse.store.delta_append)
 
     @classmethod
     def at(cls, spark, root_dir: str) -> "DeltaViewStore":
@@ -173,12 +175,13 @@ class DeltaViewStore:
         return create_df(self._spark, self.columns + [_COUNT], self.types + ["BIGINT"],
                          [r + (c,) for r, c in rows.items()])
 
-    def _journal_frame(self, records: list[tuple], batch_id: int, delta: Mapping[tuple, int],
-                       timed: Sequence[tuple] = ()):
+    def _journal_table(self, records: list[tuple], batch_id: int, delta: Mapping[tuple, int],
+                       timed: Sequence[tuple] = ()) -> pa.Table:
         """One batch's journal rows: `records` (txn, notification and state rows, in the journal's
         columns, `row` and `count` null), then the rows that carry a view row in `row` and `count`:
         one `delta` row per changed view row and one `view_delta` row per timed row (row, count,
-        (commit_time, source, dsv), epoch) -- its key in source/dsv/commit_time, its epoch in seq."""
+        (commit_time, source, dsv), epoch) -- its key in source/dsv/commit_time, its epoch in seq.
+        The table's schema is the journal's (`_journal_schema`)."""
         blank = (None,) * (len(_JOURNAL) - 2)
         carried = [((batch_id, _DELTA) + blank, row, change) for row, change in delta.items()]
         carried += [((batch_id, _VIEW_DELTA, epoch, source, dsv, None, time, None, None, None), row, change)
@@ -190,12 +193,13 @@ class DeltaViewStore:
         rows = to_arrow(self.columns, self.types, view_rows)
         struct = pa.StructArray.from_arrays([c.combine_chunks() for c in rows.columns], fields=list(rows.schema),
                                             mask=pa.array([True] * len(records) + [False] * len(carried)))
-        table = table.append_column(_ROW, struct).append_column(
+        return table.append_column(_ROW, struct).append_column(
             _COUNT, pa.array([None] * len(records) + [change for _, _, change in carried], pa.int64()))
-        schema = StructType([*spark_schema(columns, types).fields,
-                             StructField(_ROW, spark_schema(self.columns, self.types)),
-                             StructField(_COUNT, LongType())])
-        return self._spark.createDataFrame(table, schema=schema)
+
+    def _journal_schema(self) -> StructType:
+        columns, types = zip(*_JOURNAL)
+        return StructType([*spark_schema(columns, types).fields, StructField(_ROW, spark_schema(self.columns, self.types)),
+                           StructField(_COUNT, LongType())])
 
     # ------------------------------------------------------------------ initialize / load
     def initialize(self, rows_with_counts, version_state: Mapping) -> bool:
@@ -211,7 +215,9 @@ class DeltaViewStore:
             state_row = _state_row(INITIAL_BATCH, version_state)
             self._write("view", self._view_frame(rows), INITIAL_BATCH, "overwrite")
             self._add_count_constraint()
-            self._write("journal", self._journal_frame([state_row], INITIAL_BATCH, {}), INITIAL_BATCH)
+            # Created by the DataFrame writer, which fixes its schema; batches append (delta_append).
+            self._write("journal", self._spark.createDataFrame(self._journal_table([state_row], INITIAL_BATCH, {}),
+                                                               schema=self._journal_schema()), INITIAL_BATCH)
             self._last_batch, self._last_seq, self._log_len, self._notified = INITIAL_BATCH, -1, 0, set()
             self._counts = rows
             return True
@@ -283,7 +289,9 @@ class DeltaViewStore:
                        *(_notification_row(batch_id, n) for n in fresh.values()),
                        _state_row(batch_id, version_state)]
             try:
-                self._write("journal", self._journal_frame(records, batch_id, net, timed), batch_id)
+                if self._appender is None:
+                    self._appender = DeltaAppender(self._spark, self.path("journal"))
+                self._appender.append(self._journal_table(records, batch_id, net, timed), f"{_TAG}{batch_id}")
             except Exception:
                 self._last_batch = None
                 raise
