@@ -66,6 +66,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--orders", type=int, default=0,
                         help="keep only the first N orders and their line items (quick runs; default all)")
     parser.add_argument("--json", action="store_true", help="print summary.json (the progress goes to stderr)")
+    parser.add_argument("--idle", type=float, default=30.0, metavar="SECONDS",
+                        help="measure every process's CPU for this long with the federation up and no load, "
+                             "before the load phase (default 30; 0 skips it)")
     parser.add_argument("--profile", action="store_true",
                         help="sample every process during the load phase (py-spy on the Python processes, Java Flight "
                              "Recorder in the Spark JVM): a flame graph per process in RUN_DIR/profile, the hottest "
@@ -77,6 +80,8 @@ def main(args) -> int:
     try:
         if args.orders < 0:
             raise PlanError("--orders must be 0 (all) or a positive number")
+        if args.idle < 0:
+            raise PlanError(f"--idle must be 0 (not measured) or a positive number of seconds, got {args.idle:g}")
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
@@ -86,6 +91,7 @@ def main(args) -> int:
         return 2
     from rich.console import Console
 
+    from loadgen.bench.runner import Instruments
     from loadgen.live.environment import prepare_environment
 
     prepare_environment()
@@ -97,7 +103,7 @@ def main(args) -> int:
     started = time.time()
     machine = _machine()
     console.print(f"[bold]fedlab bench[/]: {len(specs)} runs -> {bench_dir}")
-    runs = _run_all(specs, bench_dir, args.data_dir, args.orders, console, args.profile)
+    runs = _run_all(specs, bench_dir, args.data_dir, args.orders, console, Instruments(args.idle, args.profile))
     summary = _summary(specs, runs, bench_dir, started, machine, args)
     from loadgen.bench.report import write
 
@@ -109,7 +115,7 @@ def main(args) -> int:
     return 0
 
 
-def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console, profile: bool = False) -> list[dict]:
+def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console, instruments) -> list[dict]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from loadgen.bench.plan import PLACEMENTS
@@ -146,7 +152,7 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
                                         info=f"the sources' {spec.source_engine} files")
                         _prepare_source_files(catalog, recipe, files, spec.source_engine)
                         progress.update(setup, total=1, completed=1, info=f"{files.name} written")
-                    record = run_one(spec, catalog, files, recipe, spark, bench_dir / folder, report, profile)
+                    record = run_one(spec, catalog, files, recipe, spark, bench_dir / folder, report, instruments)
                 except Exception as err:  # one failed run is reported; the others still compare
                     record = failed(spec, bench_dir / folder, err)
                 record["folder"] = folder
@@ -195,7 +201,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
                          "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat,
-                         "profile": args.profile},
+                         "idle_seconds": args.idle, "profile": args.profile},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             "targets": evaluate([r for r in runs if r.get("trial", 1) == 1]),
             "trials": trials(runs),

@@ -184,6 +184,11 @@ def document(summary: dict) -> list[tuple]:
                                      f"mean of the slowest 1% ({slow['n']}) ms"),
                            [[name, _fmt(part["p50"]), _fmt(part["p99"]), _fmt(slow["mean_ms"][name])]
                             for name, part in lag["parts_ms"].items()]))
+        idle = r.get("idle")
+        if idle:
+            blocks.append(("p", f"Idle federation ({idle['seconds']:g} s up with no load): "
+                                f"{idle['share_of_a_core']:.1%} of one core in all; by process (CPU-s): "
+                                + ", ".join(f"{role} {s:g}" for role, s in idle["by_role"].items())))
         blocks += _profile_blocks(r)
         memory = r.get("peak_memory_by_process_mb") or {}
         if memory:

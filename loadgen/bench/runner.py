@@ -2,6 +2,7 @@
 
 Phases, each reported to `progress(phase, done, total, info)`:
   start   the source actors and the warehouse (initial materialisation), the message faults;
+  idle    every process's CPU over some seconds with nothing offered (Instruments.idle_seconds);
   load    the workload at the run's rate for its duration: staleness is reported for the
           transactions committed in this window (the rate the staleness target is about), and
           the view is read every 5 s meanwhile (twice in a shorter load; loadgen.bench.reads);
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -34,6 +36,7 @@ from loadgen.workloads.driver_process import DataRecipe, DriverProcess
 from warehouse.core.sze_ling.deferral import Deferral
 
 Progress = Callable[[str, float, float | None, str], None]
+IDLE_SETTLE = 2.0   # seconds after the driver's start before the idle federation is measured
 
 
 class _Phases:
@@ -57,12 +60,21 @@ class _Phases:
         self._phase, self._since = None, now
 
 
+@dataclass(frozen=True)
+class Instruments:
+    """What a run measures beyond its figures: `idle_seconds` of every process's CPU with the
+    federation up and no load (0: not measured), and with `profile` the load phase sampled
+    (loadgen.bench.profilers)."""
+
+    idle_seconds: float = 30.0
+    profile: bool = False
+
+
 def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spark, run_dir: Path,
-            progress: Progress, profile: bool = False) -> dict:
+            progress: Progress, instruments: Instruments = Instruments()) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
     `source_files` are the sources' databases holding the initial data
-    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same;
-    with `profile`, every process is sampled during the load phase (loadgen.bench.profilers)."""
+    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same."""
     from loadgen.live.check import HistoryError, check, load_history
     from loadgen.live.federation import Federation
     from loadgen.workloads.tpch import load_view
@@ -103,8 +115,10 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
             watches.add_commits(timings)
             return result
 
+        if instruments.idle_seconds:
+            record["idle"] = _idle(sampler, instruments.idle_seconds, progress)
         profilers = None
-        if profile:
+        if instruments.profile:
             profilers = Profilers(run_dir / "profile", {WAREHOUSE: os.getpid(), DRIVER: driver.pid,
                                                         **{f"source {s}": p for s, p in pids.items() if p}}, spark)
             for pid in profilers.start().profiler_pids:
@@ -171,6 +185,19 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spar
     (run_dir / "bench_run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "series"},
                                                        indent=2, default=str))
     return record
+
+
+def _idle(sampler: ResourceSampler, seconds: float, progress) -> dict:
+    """Every process's CPU over `seconds` with the federation up and nothing offered: what the
+    testbed costs by itself (timers, heartbeats, pollers), after IDLE_SETTLE seconds of quiet."""
+    progress("idle", 0, seconds, "no load: what the federation costs by itself")
+    time.sleep(IDLE_SETTLE)
+    before, since = sampler.cpu_seconds(), time.monotonic()
+    while (elapsed := time.monotonic() - since) < seconds:
+        progress("idle", elapsed, seconds, "no load: what the federation costs by itself")
+        time.sleep(min(1.0, seconds - elapsed))
+    use = cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count())
+    return {**use, "share_of_a_core": round(sum(use["by_role"].values()) / use["seconds"], 4)}
 
 
 def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:
