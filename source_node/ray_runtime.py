@@ -16,6 +16,10 @@ from pathlib import Path
 import ray
 
 NAMESPACE = "fedlab"
+# Ray's work that a federation of a few actors does not need, each of it CPU in every measurement:
+# idle workers started ahead for tasks (the sources are actors; 1% of a core each, idle) and the
+# statistics of every internal event handler.
+SYSTEM_CONFIG = {"enable_worker_prestart": False, "prestart_worker_first_driver": False, "event_stats": False}
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -28,7 +32,7 @@ def start_ray(temp_dir: str | None = None, num_cpus: int = 2) -> None:
         # Ray puts Unix sockets ~65 characters deep under its temp dir, and a socket path may
         # not exceed 107 bytes: a deep run directory gets a short folder in /tmp instead.
         temp_dir = tempfile.mkdtemp(prefix="fedlab-ray-")
-    ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=NAMESPACE,
+    ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=NAMESPACE, _system_config=SYSTEM_CONFIG,
              _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
              # Workers import the project's packages from the checkout, installed or not.
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(

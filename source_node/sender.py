@@ -227,17 +227,18 @@ class NotificationSender:
         self._backoff = min(max(2 * self._backoff, MIN_BACKOFF), MAX_BACKOFF)
         self._retry_at = time.monotonic() + self._backoff
 
-    def _next_wake(self) -> float:
+    def _next_wake(self) -> float | None:
+        """Seconds until the sender has something to do of its own accord, or None: a commit,
+        set_warehouse, a resend request and stop wake it; the rest is a held copy coming due,
+        the resend policy's next copy, or the backoff after a failed call."""
         now = time.monotonic()
         if self._stub is None:
-            return self.resend_interval  # nothing can leave before set_warehouse, which wakes the thread
+            return None   # nothing can leave before set_warehouse, which wakes the thread
         if self._retry_at > now:
             return self._retry_at - now
-        times = [now + self.resend_interval]
-        if self._held:
-            times.append(self._held[0][0])
+        times = [self._held[0][0]] if self._held else []
         due = self.policy.next_due()
         if due is not None:
             times.append(due)
-        return max(0.0, min(times) - now)
+        return max(0.0, min(times) - now) if times else None
 

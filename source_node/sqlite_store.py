@@ -143,6 +143,7 @@ class SQLiteStore(DurableStore):
             self._con.execute("ROLLBACK")
             raise
         self._con.execute("COMMIT")
+        self._checkpointer.written()
 
     @contextmanager
     def _reading(self):
@@ -316,22 +317,35 @@ class SQLiteStore(DurableStore):
 
 
 class _Checkpointer:
-    """Checkpoints the WAL every CHECKPOINT_INTERVAL seconds on its own thread and connection."""
+    """Checkpoints the WAL on its own thread and connection, at most every CHECKPOINT_INTERVAL
+    seconds and only after something was written: an idle source's checkpointer sleeps."""
 
     def __init__(self, con: sqlite3.Connection, name: str):
         self._con = con
         self._stop = threading.Event()
+        self._dirty = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
+    def written(self) -> None:
+        """A write transaction committed."""
+        self._dirty.set()
+
     def _run(self) -> None:
-        while not self._stop.wait(CHECKPOINT_INTERVAL):
+        while True:
+            self._dirty.wait()
+            if self._stop.is_set():
+                return
+            self._dirty.clear()
             try:
                 self._con.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:   # the next round tries again; the WAL keeps everything meanwhile
                 log.exception("checkpoint of %s", self._thread.name)
+            if self._stop.wait(CHECKPOINT_INTERVAL):
+                return
 
     def stop(self) -> None:
         self._stop.set()
+        self._dirty.set()
         self._thread.join()
         self._con.close()

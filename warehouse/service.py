@@ -11,7 +11,9 @@
   no RPC waits for the core, and the core is never entered by two threads.
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
   Query RPC (beyond the paper: fewer round trips), and its resend requests.
-- A timer thread hands the core the time, so it can retry lost sub-queries and ask for gaps.
+- A timer thread hands the core the time when the core said it would next need it (a sub-query
+  to send again, a gap to ask for: the algorithm's `next_timer`), or every `tick` for an
+  algorithm that does not say; an idle warehouse's threads all sleep.
 - A committer thread writes what the core applied to Delta in batches: one journal append per
   batch holds the batch's net view delta and each transaction's own delta (its change log).
 - A compactor thread folds those deltas into the Delta view's base every `compact_interval`
@@ -178,6 +180,10 @@ class Warehouse:
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
         self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
         self._stop = threading.Event()
+        self._timer_wake = threading.Condition(threading.Lock())
+        self._timer_at: float | None = time.monotonic()   # the core's next timer; the first at once
+        self._timer_queued = False                         # a TimerFired is in the inbox
+        self._batch_due = threading.Event()          # something applied or received since the last batch
         self._evaluations: list[EvaluateView] = []   # recomputations for the evaluator thread (Spark)
         self._evaluate_wake = threading.Condition(self.lock)
         self._readers: list[threading.Event] = []    # reads waiting for the core's ViewReady
@@ -221,6 +227,9 @@ class Warehouse:
 
     def close(self, commit: bool = True) -> None:
         self._stop.set()
+        self._batch_due.set()
+        with self._timer_wake:
+            self._timer_wake.notify_all()
         with self.lock:
             for cond in self._wake.values():
                 cond.notify_all()
@@ -305,11 +314,12 @@ class Warehouse:
         while not self._stop.is_set():
             with self._inbox_wake:
                 while not self._inbox and not self._stop.is_set():
-                    self._inbox_wake.wait(timeout=1.0)
+                    self._inbox_wake.wait()
                 items, self._inbox = self._inbox, []
             with self.lock:
                 for item in items:
                     self._take(item)
+                self._arm_timer(fired=any(isinstance(e, TimerFired) for item in items for e in item.events))
 
     def _take(self, item: Inbound) -> None:
         if item.kind == "query_sent":
@@ -350,6 +360,7 @@ class Warehouse:
         now = time.time()
         self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                        now, dict(action.versions), list(action.delta.items())))
+        self._batch_due.set()
         if self.summary is not None:
             self.summary.apply(action.delta)
         if action.commit_time:
@@ -357,6 +368,7 @@ class Warehouse:
 
     def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
         self.timed += [(*row, self.epoch) for row in action.rows]
+        self._batch_due.set()
 
     def view_ready(self, action: ViewReady) -> None:
         for reader in self._readers:
@@ -392,6 +404,7 @@ class Warehouse:
                 if (n.source, n.dsv) not in self.stored:
                     self.stored.add((n.source, n.dsv))
                     self.received.append(n)
+                    self._batch_due.set()
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             acked = {s: self.durable.get(s, 0) for s in by_source}
             reached = {s: self.receipts.acknowledgement(s) for s in by_source}
@@ -406,7 +419,7 @@ class Warehouse:
         while not self._stop.is_set():
             with self.lock:
                 while not self._queues[source] and not self._stop.is_set():
-                    self._wake[source].wait(timeout=1.0)
+                    self._wake[source].wait()
                 items, self._queues[source] = self._queues[source], []
                 stub = self._stubs[source]   # read each time: set_source_address may swap it
             # A retry of a sub-query still waiting here would only travel twice.
@@ -463,8 +476,34 @@ class Warehouse:
                                                         time.monotonic())])
 
     def _timer(self) -> None:
-        while not self._stop.wait(self.tick):
+        """Hands the core the time when its algorithm said a timer is due (`next_timer`), or
+        every `tick` for one that does not say; one TimerFired at a time, the next armed once
+        the core has handled it. While nothing waits on time the thread sleeps."""
+        while True:
+            with self._timer_wake:
+                while not self._stop.is_set():
+                    now = time.monotonic()
+                    if not self._timer_queued and self._timer_at is not None and self._timer_at <= now:
+                        break
+                    self._timer_wake.wait(None if self._timer_queued or self._timer_at is None
+                                          else self._timer_at - now)
+                if self._stop.is_set():
+                    return
+                self._timer_queued, self._timer_at = True, None
             self._queue("event", None, [TimerFired(time.monotonic())])
+
+    def _arm_timer(self, fired: bool = False) -> None:
+        """After the core handled events (`fired`: a TimerFired among them): when the next timer
+        is due. Called with the core's lock held."""
+        next_timer = getattr(self.engine, "next_timer", None)
+        at = next_timer() if next_timer is not None else time.monotonic() + self.tick
+        with self._timer_wake:
+            if fired:
+                self._timer_queued = False
+            earlier = at is not None and (self._timer_at is None or at < self._timer_at)
+            self._timer_at = at
+            if earlier or fired:
+                self._timer_wake.notify()
 
     def _evaluator(self) -> None:
         """Runs periodic recomputation's EvaluateView as a Spark job over the relations the core
@@ -473,7 +512,7 @@ class Warehouse:
         while not self._stop.is_set():
             with self.lock:
                 while not self._evaluations and not self._stop.is_set():
-                    self._evaluate_wake.wait(timeout=1.0)
+                    self._evaluate_wake.wait()
                 jobs, self._evaluations = self._evaluations, []
             for job in jobs:
                 snapshots = {name: (list(rel.columns), list(rel.types), rows) for name, rows in job.relations.items()
@@ -486,25 +525,36 @@ class Warehouse:
                 self._queue("event", None, [ViewEvaluated(job.round, rows, time.monotonic())])
 
     def _committer(self) -> None:
-        """Commits a batch every `batch_interval` seconds, or back to back when a commit takes
-        longer: then each batch holds everything applied while the previous one was written, so
-        batches grow with the load and the core never waits for Delta."""
-        while not self._stop.is_set():
+        """Commits a batch once something is there to commit, at most every `batch_interval`
+        seconds, or back to back when a commit takes longer: then each batch holds everything
+        applied while the previous one was written, so batches grow with the load and the core
+        never waits for Delta. An idle warehouse's committer sleeps."""
+        started = float("-inf")
+        while True:
+            self._batch_due.wait()
+            if self._stop.wait(max(0.0, self.batch_interval - (time.monotonic() - started))):
+                return
+            self._batch_due.clear()
             started = time.monotonic()
             try:
                 self._commit_batch()
             except Exception:  # a failed batch is retried at the next interval
                 log.exception("batch commit failed; it will be retried")
                 self._after_failed_commit()
-            self._stop.wait(max(0.0, self.batch_interval - (time.monotonic() - started)))
+                self._batch_due.set()
 
     def _compactor(self) -> None:
-        """Compacts the Delta view every `compact_interval` seconds, beside the committer: reads
-        of the view (base plus the journal's deltas above it) stay short, and a reader of the view
-        table alone is at most that far behind."""
+        """Compacts the Delta view every `compact_interval` seconds, beside the committer, when
+        batches were committed since the last time: reads of the view (base plus the journal's
+        deltas above it) stay short, and a reader of the view table alone is at most that far behind."""
+        compacted = None
         while not self._stop.wait(self.compact_interval):
+            if self.batch_id == compacted:
+                continue
             try:
+                batch = self.batch_id
                 self.store.compact()
+                compacted = batch
             except Exception:  # the deltas stay in the journal; the next interval folds them
                 log.exception("compacting the Delta view failed; the next interval tries again")
 
@@ -586,11 +636,13 @@ class Warehouse:
                     raise PointError(f"point-in-time refresh needs the salem algorithm, which keeps a timed "
                                      f"view delta; this warehouse runs {self.algorithm}")
                 self._handle(point)
+                self._arm_timer()
         else:
             ready = threading.Event()
             with self.lock:
                 self._readers.append(ready)
                 self._handle(ViewQueried(time.monotonic()))
+                self._arm_timer()
             if not ready.wait(timeout):
                 with self.lock:
                     if ready in self._readers:   # nobody waits for it any more

@@ -129,8 +129,9 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
                "chaos": len({s.chaos for s in specs}) > 1, "placement": len({s.placement for s in specs}) > 1,
                "trial": len({s.trial for s in specs}) > 1}
     runs = []
+    # Twice a second: rich's default of ten redraws a second is CPU in the process being measured.
     progress = Progress(TextColumn("{task.description:<34}"), BarColumn(), TextColumn("{task.fields[info]}"),
-                        TimeElapsedColumn(), console=console)
+                        TimeElapsedColumn(), console=console, refresh_per_second=2)
     with progress:
         setup = progress.add_task("setup: Spark with Delta", total=None, info="")
         spark = warehouse_spark(bench_dir)

@@ -34,6 +34,10 @@ class Algorithm(Protocol):
 
     def received_through(self, source: str) -> int: ...   # every DSV up to this one is received
 
+    # Optional: `next_timer() -> float | None`, the earliest time a TimerFired could make the
+    # algorithm act (None: none is needed). The live warehouse then fires timers only when due;
+    # an algorithm without it gets a TimerFired every `tick` (warehouse.service).
+
     def applied_dsv(self) -> dict[str, int]: ...          # per source, the DSV the view reflects
 
     def version_state(self) -> dict: ...     # {"relations": {R: {"processing", "refreshed"}}, "sources": ...}

@@ -48,6 +48,20 @@ class MissingNotifications:
         gaps.update((d, (gaps[d][0], now)) for d in due)
         return [RequestResend(source, due[0], due[-1])]
 
+    def next_due(self, sources) -> float | None:
+        """When `ask` may next have a request for one of `sources`: -inf for a gap no timer has
+        seen yet (its allowance counts from the first look), else the earliest a seen gap is due;
+        None with no gap. A gap closed meanwhile makes that time early, never late."""
+        times = []
+        for source in sources:
+            if self._last_missing(source) is None:
+                continue
+            seen = self._gaps.get(source)
+            if not seen:
+                return float("-inf")
+            times += [max(first + self.reorder_allowance, asked + self.resend_timeout) for first, asked in seen.values()]
+        return min(times, default=None)
+
     def _last_missing(self, source: str) -> int | None:
         """The last DSV of `source` known missing, or None: below a later notification, or up to
         the latest state an answer was read at."""

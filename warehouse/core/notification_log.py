@@ -87,7 +87,9 @@ class NotificationLog:
         """Drops notifications of `source` up to `dsv` (applied and no longer needed)."""
         received = self._by_source.get(source, {})
         # Applies come in DSV order: what is left to drop starts above the last one dropped.
-        start = self._forgotten.get(source, min(received, default=dsv + 1) - 1)
+        start = self._forgotten.get(source)
+        if start is None:   # (not as get's default: that would scan every received DSV at each call)
+            start = min(received, default=dsv + 1) - 1
         for d in range(start + 1, dsv + 1):
             if d not in received:
                 continue

@@ -52,6 +52,10 @@ class SnapshotRead:
         self.asked_at = now
         return [SendSubquery(sq) for sq in self.outstanding.values()]
 
+    def next_due(self, timeout: float) -> float | None:
+        """When `overdue` may next send again (None: nothing outstanding)."""
+        return self.asked_at + timeout if self.outstanding else None
+
     @property
     def complete(self) -> bool:
         return not self.outstanding and len(self.answers) == len(self.view.relations)

@@ -18,7 +18,9 @@ class MaterializedView:
         legitimately drive counts negative, and the checker then reports the anomaly."""
         self.strict = strict
         self.counts: Counter = Counter()
-        self._indexes: dict[tuple[int, ...], dict[tuple, set[tuple]]] = {}
+        # positions -> values there -> the rows holding them, in the order they came (a dict: the
+        # same operations give the same order in every process, which a set of strings would not)
+        self._indexes: dict[tuple[int, ...], dict[tuple, dict[tuple, None]]] = {}
         self.apply(dict(rows or {}))
 
     def apply(self, delta: dict[tuple, int]) -> None:
@@ -36,8 +38,11 @@ class MaterializedView:
                 del self.counts[row]
             if (before == 0) != (after == 0):  # indexes hold every row with a nonzero count
                 for positions, index in self._indexes.items():
-                    bucket = index.setdefault(tuple(row[i] for i in positions), set())
-                    (bucket.add if after else bucket.discard)(row)
+                    bucket = index.setdefault(tuple(row[i] for i in positions), {})
+                    if after:
+                        bucket[row] = None
+                    else:
+                        bucket.pop(row, None)
 
     def rows_where(self, positions: Sequence[int], values: tuple) -> list[tuple]:
         """View rows whose columns at `positions` equal `values` (an index per position list)."""
@@ -46,9 +51,9 @@ class MaterializedView:
         if index is None:
             index = {}
             for row in self.counts:
-                index.setdefault(tuple(row[i] for i in positions), set()).add(row)
+                index.setdefault(tuple(row[i] for i in positions), {})[row] = None
             self._indexes[positions] = index
-        return sorted(index.get(tuple(values), ()), key=repr)
+        return list(index.get(tuple(values), ()))
 
     def delete_where(self, positions: Sequence[int], keys: Iterable[tuple]) -> dict[tuple, int]:
         """The delta of `DELETE FROM V WHERE cols = key` for each key."""

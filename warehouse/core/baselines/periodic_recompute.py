@@ -99,6 +99,15 @@ class PeriodicRecompute(AppliedVersions):
         self.read = SnapshotRead(self.view, self._new_id, now)
         return self._count(self.read.start())
 
+    def next_timer(self) -> float | None:
+        """When a TimerFired could next act: the next round, or a sub-query of this one to send
+        again; None while a round's evaluation is out (ViewEvaluated ends it)."""
+        if self.evaluating is not None:
+            return None
+        if self.read is not None and not self.read.complete:
+            return self.read.next_due(self.period)
+        return self.last_round + self.period
+
     def _new_id(self) -> str:
         self._ids += 1
         return f"r{self._ids}"

@@ -117,6 +117,13 @@ class PendingTasks:
             return min(len(self._queue), deferral.combine_max)
         return 0
 
+    def next_due(self, deferral: Deferral) -> float | None:
+        """When `due` may next say a job should start of its own accord (None: nothing pending);
+        a read or a full queue starts one without a timer."""
+        if not self._queue:
+            return None
+        return min(self._queue[0][1] + deferral.max_delay, self.last_arrival + deferral.idle_after)
+
     def take(self, count: int) -> list[Notification]:
         """The `count` oldest, removed from the queue."""
         taken, self._queue = self._queue[:count], self._queue[count:]

@@ -105,12 +105,30 @@ def ri_irrelevant(view: ViewDef, notification: Notification, relation: str, row:
     when several parent rows share a value, a new one joins the children of the others, and a
     deleted one leaves behind view rows joined through it.
     """
+    children = _referring_children(view, relation)
+    if not children:
+        return False
     rel = view.relation(relation)
     change = notification.change(relation)
     key = rel.key_of(row)
     other_side = change.removed if inserted else change.added
     if any(rel.key_of(r) == key for r in other_side):
         return False
+    for child in children:
+        if notification.change(child) is None:
+            return True
+        child_after = order.index(child) > order.index(relation)
+        if child_after == inserted:
+            return True
+    return False
+
+
+@per_view
+def _referring_children(view: ViewDef, relation: str) -> tuple[str, ...]:
+    """The view's relations X under a constraint "every row of X refers to a row of `relation`"
+    that is exactly X's view edge to it, through parent columns that determine its key: the
+    constraints ri_irrelevant may use, which depend on the view alone."""
+    children = []
     for ri in view.catalog.ri:
         if ri.parent != relation or ri.child not in view.relations:
             continue
@@ -118,15 +136,9 @@ def ri_irrelevant(view: ViewDef, notification: Notification, relation: str, row:
         if edge is None or set(zip(edge.columns_of(ri.child), edge.columns_of(relation))) != set(
                 zip(ri.columns, ri.parent_columns)):
             continue
-        if not key_refs(view, relation) <= closure(view, {ColumnRef(relation, c) for c in ri.parent_columns},
-                                                   [relation]):
-            continue
-        if notification.change(ri.child) is None:
-            return True
-        child_after = order.index(ri.child) > order.index(relation)
-        if child_after == inserted:
-            return True
-    return False
+        if key_refs(view, relation) <= closure(view, {ColumnRef(relation, c) for c in ri.parent_columns}, [relation]):
+            children.append(ri.child)
+    return tuple(children)
 
 
 @per_view

@@ -223,6 +223,20 @@ class MaintenanceEngine:
                 actions += self._ask_resend(source, now)
         return actions
 
+    def next_timer(self) -> float | None:
+        """The earliest time a TimerFired could make the engine act: a sub-query to send again, a
+        snapshot's, a lost notification to ask for, a lazy job due; None while nothing waits on
+        time. Adapters fire no timer before it (a timer fired early does nothing)."""
+        timeout = self.query_timeout
+        times = [sent + timeout for sent, _sq, _retried in self._sent_at.values()]
+        if self._resync is not None:
+            times.append(self._resync.next_due(timeout))
+        if self.options.ordered:
+            times.append(self.missing.next_due(self.versions.started_dsv))
+        if self.options.deferral is not None:
+            times.append(self.pending.next_due(self.options.deferral))
+        return min((t for t in times if t is not None), default=None)
+
     def _ask_resend(self, source: str, now: float) -> list:
         """Asks for the DSVs of `source` the core lacks (warehouse.core.missing_notifications)."""
         asked = self.missing.ask(source, now)
