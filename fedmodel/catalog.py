@@ -262,6 +262,39 @@ _FITS = {
 }
 
 
+# The exact types each column type takes without a closer look (NULL included): what nearly every
+# row holds. A value of another type (a subclass, an int out of range) goes to check_row.
+_PLAIN = {"BIGINT": {int}, "DOUBLE": {int, float}, "BOOLEAN": {bool}, "VARCHAR": {str}, "DATE": {str, datetime.date}}
+_PLAIN = {typ: frozenset(kinds | {type(None)}) for typ, kinds in _PLAIN.items()}
+
+
+def check_rows(relation: Relation, rows: Sequence[Sequence], where: str) -> list[tuple]:
+    """check_row for many rows, column by column: one pass of C over each column's types
+    instead of a Python call per value (the warehouse decodes every notification and answer
+    with it). Rows that need a closer look get check_row's, and its error.
+
+    >>> rel = Relation("R", "ds1", ("a", "b"), ("BIGINT", "VARCHAR"), ("a",))
+    >>> check_rows(rel, [[1, "x"], (2, None)], "test")
+    [(1, 'x'), (2, None)]
+    >>> check_rows(rel, [(1, "x"), (2, 3)], "test")
+    Traceback (most recent call last):
+    fedmodel.errors.ModelError: test: R.b is VARCHAR, got 3
+    """
+    width = len(relation.columns)
+    checked = [tuple(r) if isinstance(r, (list, tuple)) and len(r) == width else None for r in rows]
+    if None in checked:
+        return [check_row(relation, r, where) for r in rows]
+    for typ, column in zip(relation.types, zip(*checked)):
+        if not set(map(type, column)) <= _PLAIN[typ] or (typ == "BIGINT" and not _within_64_bits(column)):
+            return [check_row(relation, r, where) for r in rows]
+    return checked
+
+
+def _within_64_bits(values: Sequence[int | None]) -> bool:
+    numbers = [v for v in values if v is not None]
+    return not numbers or (_INT64_MIN <= min(numbers) and max(numbers) <= _INT64_MAX)
+
+
 def check_row(relation: Relation, row: Sequence, where: str) -> tuple:
     """Validates one row against the relation's arity and column types; returns it as a tuple."""
     if not isinstance(row, (list, tuple)) or len(row) != len(relation.columns):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import singledispatch
 from typing import Sequence
 
-from fedmodel.catalog import Catalog, Relation, check_row
+from fedmodel.catalog import Catalog, Relation, check_row, check_rows
 from fedmodel.codec import decode_rows, encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
@@ -195,7 +195,7 @@ def _encode(rel: Relation, rows: Sequence[Sequence], where: str) -> bytes:
     """Full rows of `rel`, checked against its types; no rows travel as an empty field."""
     if not rows:
         return b""
-    return encode_rows(rel.columns, rel.types, [check_row(rel, r, where) for r in rows])
+    return encode_rows(rel.columns, rel.types, check_rows(rel, rows, where))
 
 
 def _encode_rows_or_keys(rel: Relation, rows: Sequence[Sequence], where: str) -> bytes:
@@ -215,7 +215,7 @@ def _decode(rel: Relation, payload: bytes, where: str, keys_allowed: bool = Fals
     expected = [rel] + ([_key_relation(rel)] if keys_allowed else [])
     for shape in expected:
         if [n.lower() for n in names] == [c.lower() for c in shape.columns]:
-            return [check_row(shape, r, where) for r in rows]
+            return check_rows(shape, rows, where)
     wanted = " or ".join(str(list(s.columns)) for s in expected)
     raise ModelError(f"{where}: expected columns {wanted}, got {names}")
 

@@ -73,7 +73,7 @@ def per_view(fn):
     the result must not be changed by callers): for questions about the view's structure only."""
     @functools.wraps(fn)
     def memoized(view: "ViewDef", *args, **kwargs):
-        key = (fn.__qualname__, args, tuple(sorted(kwargs.items())))
+        key = (fn.__qualname__, args, tuple(sorted(kwargs.items())) if kwargs else ())
         try:
             return view._memo[key]
         except KeyError:

@@ -56,7 +56,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.summary import parse_query
 from fedmodel.wire import pb, rpc
-from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, restore
+from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, not_reflected, restore
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -360,7 +360,8 @@ class Warehouse:
         now = time.time()
         self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                        now, dict(action.versions), list(action.delta.items())))
-        self._batch_due.set()
+        if not self._batch_due.is_set():   # (set wakes the committer: once per batch is enough)
+            self._batch_due.set()
         if self.summary is not None:
             self.summary.apply(action.delta)
         if action.commit_time:
@@ -404,7 +405,8 @@ class Warehouse:
                 if (n.source, n.dsv) not in self.stored:
                     self.stored.add((n.source, n.dsv))
                     self.received.append(n)
-                    self._batch_due.set()
+                    if not self._batch_due.is_set():
+                        self._batch_due.set()
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             acked = {s: self.durable.get(s, 0) for s in by_source}
             reached = {s: self.receipts.acknowledgement(s) for s in by_source}
@@ -574,7 +576,8 @@ class Warehouse:
         for a in applied:
             net.update(dict(a.delta))
         self._timed_committing = len(timed)
-        self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, received, timed=timed)
+        self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, not_reflected(received, state),
+                                timed=timed)
         self.history.append(applied, durable_time=time.time())
         with self.lock:
             self.batch_id += 1

@@ -38,7 +38,7 @@ from source_node.faults import KINDS as SOURCE_FAULTED
 from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
-from warehouse.core.algorithms import create, maintained_view, restore
+from warehouse.core.algorithms import create, maintained_view, not_reflected, restore
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -309,10 +309,10 @@ class Simulator:
         """The batch's Delta commit, which is atomic: all of it is durable, or none."""
         self.durable.states += self.applied
         self.applied = []
-        self.durable.notifications.update(((n.source, n.dsv), n) for n in self.received)
+        self.durable.state = self.engine.version_state()
+        self.durable.notifications.update(((n.source, n.dsv), n) for n in not_reflected(self.received, self.durable.state))
         self.received = []
         self.durable.rows = self.engine.view_rows()   # a copy of the core's
-        self.durable.state = self.engine.version_state()
 
     def restart_warehouse(self, mid_batch: bool = False) -> None:
         """The warehouse's process crashes and starts again from its durable store (see the

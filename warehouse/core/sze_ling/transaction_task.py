@@ -118,7 +118,7 @@ def _split(view: ViewDef, n: Notification, relation: str, order, key_shortcuts: 
     shown = {c for c in rel.columns if view.output_positions(relation, c)}
     deletes, inserts, updates = list(change.deleted), list(change.inserted), []
     for m in change.modified:
-        changed = {c for c in rel.columns if m.old[rel.index(c)] != m.new[rel.index(c)]}
+        changed = {c for c, old, new in zip(rel.columns, m.old, m.new) if old != new}
         if rel.key_of(m.old) != rel.key_of(m.new) or changed & shape:
             deletes.append(m.old)
             inserts.append(m.new)
@@ -134,8 +134,7 @@ def _split(view: ViewDef, n: Notification, relation: str, order, key_shortcuts: 
         signed = [(row, sign) for row, sign in signed if sign > 0]
         for m in updates:
             by_key.append(m.old)
-            assign[m.old] = {pos: m.new[rel.index(c)] for c in rel.columns
-                             if m.old[rel.index(c)] != m.new[rel.index(c)]
+            assign[m.old] = {pos: new for c, old, new in zip(rel.columns, m.old, m.new) if old != new
                              for pos in view.output_positions(relation, c)}
     else:
         signed += [(m.old, -1) for m in updates] + [(m.new, +1) for m in updates]
