@@ -1,6 +1,7 @@
 """The synthetic federations `fedlab bench --federation` grows (loadgen.workloads.federation_shapes):
 one relation per source, a view that joins all of them in the shape asked for, initial rows that
-keep every foreign key and are the same for the same seed."""
+keep every foreign key and are the same for the same seed, and an update stream over them that
+the sources accept (loadgen.workloads.driver_process.SyntheticRecipe)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 
 from fedmodel.errors import ModelError
 from fedmodel.summary import parse_query
+from loadgen.workloads.driver_process import SyntheticRecipe
 from loadgen.workloads.federation_shapes import SHAPES, shaped_federation
+from source_node.memory_store import MemoryStore
 
 
 @pytest.mark.parametrize("size", [2, 3, 12, 24])
@@ -61,3 +64,23 @@ def test_initial_rows_are_the_same_per_seed_and_keep_every_foreign_key(shape):
 def test_a_bad_shape_or_size_is_one_clear_error(shape, size, message):
     with pytest.raises(ModelError, match=message.replace("(", r"\(").replace(")", r"\)")):
         shaped_federation(shape, size)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_the_recipes_update_stream_is_deterministic_and_accepted_by_every_source(shape):
+    recipe = SyntheticRecipe(shape, 4, 300, seed=1)
+    catalog = recipe.federation.catalog
+
+    def first(seed, n=300):
+        stream = recipe.stream(catalog, "mixed", seed)
+        return [stream.next() for _ in range(n)]
+
+    emitted = first(3)
+    assert [(s, r.to_dict()) for s, r in emitted] == [(s, r.to_dict()) for s, r in first(3)]
+    assert [r.to_dict() for _, r in emitted] != [r.to_dict() for _, r in first(4)]
+    data = recipe.data()
+    stores = {s: MemoryStore(catalog, s, {r.name: data[r.name] for r in catalog.relations_at(s)})
+              for s in catalog.sources}
+    for source, request in emitted:   # MemoryStore refuses a duplicate key or a missing row
+        stores[source].commit(request)
+    assert {s for s, _ in emitted} == set(catalog.sources)
