@@ -223,11 +223,13 @@ def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) ->
 
 
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
+    from loadgen.bench.federation_size import finding, growth
     from loadgen.bench.plots import plot_all
     from loadgen.bench.targets import evaluate
     from loadgen.bench.trials import trials
 
     plots = plot_all(runs, bench_dir / "plots")
+    sizes = growth(runs)
     first = specs[0]
     return {"bench_dir": str(bench_dir), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1), "machine": machine,
@@ -246,6 +248,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
             # issue #12's targets are about the TPC-H views
             "targets": [] if args.federation else evaluate([r for r in runs if r.get("trial", 1) == 1]),
             "trials": trials(runs),
+            **({"federation_size": {"rows": sizes, "finding": finding(sizes)}} if sizes else {}),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
             "notes": ["The driver runs in a process of its own (loadgen.workloads.driver_process) and commits with one "
                       "client thread per source, in stream order (the update stream's picture of the keys "
