@@ -135,16 +135,14 @@ def _federation_size(runs, several):
     labels = {r["label"] for r in rows}
     sizes = sorted({r["sources"] for r in rows})
     for ax, figures, title in panels:
-        for line_of in dict.fromkeys((r["label"], r["shape"]) for r in rows):
+        # one color per line in every panel, whichever figures a run could not measure
+        for color, line_of in enumerate(dict.fromkeys((r["label"], r["shape"]) for r in rows)):
             points = [r for r in rows if (r["label"], r["shape"]) == line_of]
             name = line_of[1] + (f" ({line_of[0]})" if len(labels) > 1 else "")
-            color = None
-            for key, style in figures:
+            for i, (key, style) in enumerate(figures):
                 measured = [(r["sources"], r[key]) for r in points if r[key] is not None]
                 if measured:
-                    line, = ax.plot(*zip(*measured), style, marker="o", color=color,
-                                    label=name if color is None else None)
-                    color = line.get_color()
+                    ax.plot(*zip(*measured), style, marker="o", color=f"C{color}", label=None if i else name)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(n) for n in sizes])
         ax.minorticks_off()
