@@ -9,8 +9,9 @@ sub-queries per transaction (loadgen.bench.metrics, from the nodes' message logs
 and p99 to the core's view and to the Delta table; memory per source, the sources' peak resident
 sets (each process's own peak) summed over the sources and divided by their number. With --idle,
 also the share of a core the federation used with nothing offered, and the CPU per transaction
-above it: the load phase's CPU less what the idle federation used in as long, which at a low
-rate is most of it (every source actor, Ray's services, the warehouse's loops keep running).
+above it: the load phase's CPU less what the idle federation used in as long (every source
+actor, Ray's services and the warehouse's loops keep running), a part that grows with the
+number of sources and weighs the more the lower the rate.
 """
 
 from __future__ import annotations
