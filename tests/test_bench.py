@@ -141,6 +141,12 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     (["--orders", "-1"], "--orders must be"),
     (["--repeat", "0"], "--repeat must be 1 or more"),
     (["--combine-max", "0,10"], "--combine-max: expected whole numbers of at least 1"),
+    (["--federation", "ring"], "--federation: unknown shape 'ring' (one of chain, star)"),
+    (["--federation", "chain", "--sources", "1,3"], "--sources: a view joins two sources at least"),
+    (["--federation", "chain", "--sources", "six"], "--sources: expected whole numbers"),
+    (["--federation", "chain", "--relation-rows", "0"], "--relation-rows must be 1 or more"),
+    (["--federation", "star", "--views", "q3", "--orders", "10"], "--views and --orders are for TPC-H"),
+    (["--sources", "3,6"], "give --federation too"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message):
     done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *argv], cwd=ROOT,

@@ -1,7 +1,7 @@
 """`fedlab bench` (issues #6 and #12): maintenance algorithms side by side on one workload and seed.
 
-- plan: the runs one invocation asks for (algorithms x access paths x views x scales x chaos),
-  checked before anything starts;
+- plan: the runs one invocation asks for (algorithms x access paths x views x scales x chaos, or
+  x synthetic federations of each shape and size with --federation), checked before anything starts;
 - runner: one run live (Federation, driver, ramp, checker) and its raw figures;
 - ramp: the search for the highest sustained rate;
 - resources: peak memory and CPU seconds of every process, sampled with psutil;
@@ -9,6 +9,7 @@
 - metrics: percentiles, staleness per source transaction and cost on the wire, from the files a
   run leaves (warehouse history, message logs, the sources' logs);
 - targets: the issue's targets against the figures, with the shortfall and what dominates;
+- federation_size: cost per transaction against the number of sources (issue 31, item 7);
 - plots: the PNGs (matplotlib, Agg);
 - report: summary.json, summary.md and summary.html;
 - command: the CLI (`add_arguments`, `main`) and its progress bar.

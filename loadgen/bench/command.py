@@ -5,11 +5,15 @@
                                                    # notifications dropped, a ramp to 8,192 txn/s
     fedlab bench --algorithms sze-ling --views q3 --scale 0.1,1   # how cost and staleness grow with the data
     fedlab bench --algorithms sze-ling,sze-ling:scan,recompute --scale 0.1 --rate 50 --json
+    fedlab bench --algorithms sze-ling --federation chain,star --sources 3,6,12,24 --rate 50 --ramp-max 0
+                                                   # cost as the federation grows: synthetic chain and
+                                                   # star views over 3 to 24 sources, one relation each
 
-Each run (algorithm x view x scale x chaos) gets its own run directory under the bench
-directory (`fedlab check` can judge it again); the bench directory gets summary.json (every
-figure; printed with --json), summary.md and summary.html with the PNG plots under plots/. A
-progress bar shows each phase. Spark and Ray start once and serve every run.
+Each run (algorithm x view x scale x chaos, or algorithm x federation x chaos with --federation)
+gets its own run directory under the bench directory (`fedlab check` can judge it again); the
+bench directory gets summary.json (every figure; printed with --json), summary.md and
+summary.html with the PNG plots under plots/. A progress bar shows each phase. Spark and Ray
+start once and serve every run.
 """
 
 from __future__ import annotations
@@ -23,8 +27,13 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.bench.plan import DEFAULT_ALGORITHMS, DEFAULT_CHAOS, DEFAULT_COMBINE, PlanError, plan
+from loadgen.bench.plan import (DEFAULT_ALGORITHMS, DEFAULT_CHAOS, DEFAULT_COMBINE, DEFAULT_RELATION_ROWS,
+                                 DEFAULT_SOURCES, PlanError, plan, synthetic_federations)
 from loadgen.roles.process import add_source_engine_argument
+
+# The TPC-H bench's data arguments and their defaults (None in the parser, so that --federation
+# can tell that one was given: a synthetic federation has no use for them).
+TPCH_DEFAULTS = {"views": "q3,q5", "scale": "0.1", "placement": "spread", "orders": 0, "data_dir": None}
 
 
 def add_arguments(parser) -> None:
@@ -35,8 +44,16 @@ def add_arguments(parser) -> None:
                              f"(default {DEFAULT_COMBINE})")
     parser.add_argument("--max-jobs", type=int, default=1, metavar="J",
                         help="lazy's maintenance jobs in progress at once (default 1, the paper's)")
-    parser.add_argument("--views", default="q3,q5", help="comma-separated views from loadgen/workloads/views (default q3,q5)")
-    parser.add_argument("--scale", default="0.1", help="TPC-H scale factor(s), comma-separated (default 0.1)")
+    parser.add_argument("--views", help="comma-separated views from loadgen/workloads/views (default q3,q5)")
+    parser.add_argument("--scale", help="TPC-H scale factor(s), comma-separated (default 0.1)")
+    parser.add_argument("--federation", metavar="SHAPES",
+                        help="bench synthetic federations instead of TPC-H: chain, star or both, comma-separated, "
+                             "each over every --sources count with one relation per source "
+                             "(loadgen.workloads.federation_shapes)")
+    parser.add_argument("--sources", metavar="N,N,...",
+                        help=f"with --federation: how many sources, comma-separated (default {DEFAULT_SOURCES})")
+    parser.add_argument("--relation-rows", type=int, metavar="N",
+                        help=f"with --federation: initial rows per relation (default {DEFAULT_RELATION_ROWS})")
     parser.add_argument("--rate", type=float, default=500.0,
                         help="offered txn/s during the load phase, where staleness is measured (default 500)")
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of the load phase (default 15)")
@@ -53,7 +70,7 @@ def add_arguments(parser) -> None:
                              "back to back, each holding what was applied meanwhile (default 1)")
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
-    parser.add_argument("--placement", default="spread",
+    parser.add_argument("--placement",
                         help="TPC-H relations over sources, comma-separated: spread (Q3 over three sources; "
                              "the default) or default (loadgen.workloads.tpch's, Q3 at one source)")
     parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed (default mixed)")
@@ -63,7 +80,7 @@ def add_arguments(parser) -> None:
                              "(default 1)")
     parser.add_argument("--out", help="the bench directory (default runs/bench-TIMESTAMP)")
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
-    parser.add_argument("--orders", type=int, default=0,
+    parser.add_argument("--orders", type=int,
                         help="keep only the first N orders and their line items (quick runs; default all)")
     parser.add_argument("--json", action="store_true", help="print summary.json (the progress goes to stderr)")
     parser.add_argument("--idle", type=float, default=30.0, metavar="SECONDS",
@@ -78,6 +95,7 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     try:
+        synthetic = _synthetic_federations(args)
         if args.orders < 0:
             raise PlanError("--orders must be 0 (all) or a positive number")
         if args.idle < 0:
@@ -85,7 +103,7 @@ def main(args) -> int:
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
-                     args.max_jobs)
+                     args.max_jobs, synthetic)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -115,14 +133,32 @@ def main(args) -> int:
     return 0
 
 
+def _synthetic_federations(args) -> list | None:
+    """The synthetic federations --federation asks for (None: the TPC-H bench), with the chosen
+    bench's data arguments defaulted in `args`; PlanError for an argument of the other bench."""
+    if args.federation is None:
+        if args.sources is not None or args.relation_rows is not None:
+            raise PlanError("--sources and --relation-rows size the synthetic federations: give --federation too")
+        for name, default in TPCH_DEFAULTS.items():
+            if getattr(args, name) is None:
+                setattr(args, name, default)
+        return None
+    given = [f"--{name.replace('_', '-')}" for name in TPCH_DEFAULTS if getattr(args, name) is not None]
+    if given:
+        named = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]} are"
+        raise PlanError(f"--federation benches synthetic federations: {named}{' is' * (len(given) == 1)} for TPC-H")
+    args.sources = DEFAULT_SOURCES if args.sources is None else args.sources
+    args.relation_rows = DEFAULT_RELATION_ROWS if args.relation_rows is None else args.relation_rows
+    args.orders = 0
+    return synthetic_federations(args.federation, args.sources, args.relation_rows, args.seed)
+
+
 def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console, instruments) -> list[dict]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loadgen.bench.plan import PLACEMENTS
     from loadgen.bench.runner import failed, run_one
     from loadgen.live.environment import warehouse_spark
     from loadgen.workloads.driver_process import DataRecipe
-    from loadgen.workloads.tpch import tpch_catalog
     from source_node.ray_runtime import stop_ray
 
     several = {"view": len({s.view for s in specs}) > 1, "scale": len({s.scale for s in specs}) > 1,
@@ -138,9 +174,9 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
         progress.update(setup, total=1, completed=1, info="started")
         try:
             for i, spec in enumerate(specs, 1):
-                catalog = tpch_catalog(PLACEMENTS[spec.placement])
-                recipe = DataRecipe(spec.scale, data_dir, orders)
-                files = bench_dir / "sources" / f"sf{spec.scale:g}-{spec.placement}-{spec.source_engine}"
+                catalog = spec.catalog()
+                recipe = spec.synthetic or DataRecipe(spec.scale, data_dir, orders)
+                files = bench_dir / "sources" / f"{spec.data}-{spec.source_engine}"
                 folder = spec.folder(i, several)
                 task = progress.add_task(f"[{i}/{len(specs)}] {spec.label}", total=None, info="")
 
@@ -149,7 +185,8 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
 
                 try:
                     if not files.exists():
-                        progress.update(setup, description=f"setup: TPC-H SF {spec.scale:g}", total=None,
+                        what = f"the {spec.view} federation" if spec.synthetic else f"TPC-H SF {spec.scale:g}"
+                        progress.update(setup, description=f"setup: {what}", total=None,
                                         info=f"the sources' {spec.source_engine} files")
                         _prepare_source_files(catalog, recipe, files, spec.source_engine)
                         progress.update(setup, total=1, completed=1, info=f"{files.name} written")
@@ -187,25 +224,32 @@ def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) ->
 
 
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
+    from loadgen.bench.federation_size import finding, growth
     from loadgen.bench.plots import plot_all
     from loadgen.bench.targets import evaluate
     from loadgen.bench.trials import trials
 
     plots = plot_all(runs, bench_dir / "plots")
+    sizes = growth(runs)
     first = specs[0]
     return {"bench_dir": str(bench_dir), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1), "machine": machine,
-            "settings": {"algorithms": args.algorithms, "views": args.views, "scale": args.scale,
+            "settings": {"algorithms": args.algorithms,
+                         **({"federation": args.federation, "sources": args.sources,
+                             "relation_rows": args.relation_rows} if args.federation else
+                            {"views": args.views, "scale": args.scale, "orders": args.orders or "all",
+                             "placement": args.placement}),
                          "chaos": [s or "none" for s in dict.fromkeys(s.chaos for s in specs)],
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
-                         "seed": first.seed, "orders": args.orders or "all", "placement": args.placement,
-                         "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat,
+                         "seed": first.seed, "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat,
                          "idle_seconds": args.idle, "profile": args.profile},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
-            "targets": evaluate([r for r in runs if r.get("trial", 1) == 1]),
+            # issue #12's targets are about the TPC-H views
+            "targets": [] if args.federation else evaluate([r for r in runs if r.get("trial", 1) == 1]),
             "trials": trials(runs),
+            **({"federation_size": {"rows": sizes, "finding": finding(sizes)}} if sizes else {}),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
             "notes": ["The driver runs in a process of its own (loadgen.workloads.driver_process) and commits with one "
                       "client thread per source, in stream order (the update stream's picture of the keys "

@@ -9,14 +9,24 @@ value of the combine bound (`--combine-max 1,10,100,1000`), labelled `lazy@N` (`
 source holds which TPC-H relation: `default` (loadgen.workloads.tpch: customer, orders and lineitem all at
 "sales", so Q3 is a one-source view) or `spread` (customer, orders and lineitem at three
 different sources, so Q3 joins across all three).
+
+With `--federation` the runs are over synthetic federations instead of TPC-H
+(`synthetic_federations`: every shape at every `--sources` count, each relation at a source of
+its own, loadgen.workloads.federation_shapes): the view of a run is then its federation's, named
+like `chain-6`, and it has no scale factor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE
+
+if TYPE_CHECKING:   # the driver's module imports gRPC: `fedlab bench --help` need not wait for it
+    from loadgen.workloads.driver_process import SyntheticRecipe
 
 DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what issue 12's targets compare
 DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
@@ -26,6 +36,9 @@ PLACEMENTS = {
     "spread": {"crm": ["customer", "nation", "region"], "ordering": ["orders"],
                "fulfilment": ["lineitem", "part", "partsupp", "supplier"]},
 }
+ONE_PER_SOURCE = "one per source"   # the placement of a synthetic federation's relations
+DEFAULT_SOURCES = "3,6,12,24"       # --sources: how many sources the synthetic federations have
+DEFAULT_RELATION_ROWS = 2000
 
 
 class PlanError(ValueError):
@@ -37,7 +50,7 @@ class RunSpec:
     algorithm: str
     access: str | None
     view: str
-    scale: float
+    scale: float | None           # TPC-H's scale factor; None for a synthetic federation
     chaos: str
     faults: dict = field(hash=False)
     rate: float
@@ -53,6 +66,7 @@ class RunSpec:
     trial: int = 1                # which repetition of the same run (--repeat)
     combine_max: int | None = None   # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
     max_jobs: int = 1                # lazy's jobs in progress at once
+    synthetic: SyntheticRecipe | None = None   # the synthetic federation the run is over, instead of TPC-H
 
     @property
     def label(self) -> str:
@@ -70,6 +84,23 @@ class RunSpec:
         if self.algorithm == "recompute":
             return "whole relations"
         return "scan" if self.algorithm in STROBE_FAMILY else "join-graph"
+
+    @property
+    def data(self) -> str:
+        """The sources' initial data, naming the database files prepared from it (runs of one name
+        share them): TPC-H's scale factor and placement, or the synthetic federation."""
+        return self.synthetic.name if self.synthetic else f"sf{self.scale:g}-{self.placement}"
+
+    def catalog(self) -> Catalog:
+        """The relations of the run's sources: TPC-H's in the run's placement, or the synthetic federation's."""
+        from loadgen.workloads.tpch import tpch_catalog
+
+        return self.synthetic.federation.catalog if self.synthetic else tpch_catalog(PLACEMENTS[self.placement])
+
+    def view_sql(self) -> str:
+        from loadgen.workloads.tpch import load_view
+
+        return self.synthetic.federation.view_sql if self.synthetic else load_view(self.view)
 
     def folder(self, index: int, several: dict[str, bool]) -> str:
         """The run directory's name: its index and whatever differs between the bench's runs."""
@@ -91,17 +122,43 @@ def _split(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def synthetic_federations(shapes: str, sizes: str, rows: int, seed: int) -> list[SyntheticRecipe]:
+    """The synthetic federations `--federation` and `--sources` ask for: every shape at every
+    size, the smallest size first (an interrupted bench has compared the shapes as far as it got),
+    `rows` rows per relation drawn with `seed`; PlanError naming the first bad argument."""
+    from loadgen.workloads.driver_process import SyntheticRecipe
+    from loadgen.workloads.federation_shapes import SHAPES
+
+    shape_list = list(dict.fromkeys(_split(shapes)))
+    for shape in shape_list:
+        if shape not in SHAPES:
+            raise PlanError(f"--federation: unknown shape {shape!r} (one of {', '.join(SHAPES)})")
+    if not shape_list:
+        raise PlanError(f"--federation: name at least one shape ({', '.join(SHAPES)})")
+    try:
+        size_list = sorted({int(n) for n in _split(sizes)})
+    except ValueError:
+        raise PlanError(f"--sources: expected whole numbers such as {DEFAULT_SOURCES}, got {sizes!r}") from None
+    if not size_list or size_list[0] < 2:
+        raise PlanError(f"--sources: a view joins two sources at least; expected whole numbers of at least 2, "
+                        f"got {sizes!r}")
+    if rows < 1:
+        raise PlanError(f"--relation-rows must be 1 or more, got {rows}")
+    return [SyntheticRecipe(shape, n, rows, seed) for n in size_list for shape in shape_list]
+
+
 def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
          source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0, repeat: int = 1,
-         combine: str = DEFAULT_COMBINE, max_jobs: int = 1) -> list[RunSpec]:
+         combine: str = DEFAULT_COMBINE, max_jobs: int = 1,
+         synthetic: list[SyntheticRecipe] | None = None) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
-    the machine over the bench spreads over every run alike."""
+    the machine over the bench spreads over every run alike. `synthetic` (synthetic_federations)
+    replaces the TPC-H views, scale factors and placements: one run per federation."""
     from loadgen.bench.ramp import rates
     from loadgen.live.run import parse_chaos
-    from loadgen.workloads.tpch import DEFAULT_PLACEMENT, load_view, view_names
     from loadgen.workloads.workload import WORKLOADS
     from warehouse.core.algorithms import ALGORITHMS
     from warehouse.core.planner import ACCESS_PATHS
@@ -127,28 +184,13 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     if max_jobs < 1:
         raise PlanError(f"--max-jobs must be 1 or more, got {max_jobs}")
     pairs = [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
-    view_list = _split(views)
-    for v in view_list:
-        if v not in view_names():
-            raise PlanError(f"--views: unknown view {v!r} (one of {', '.join(view_names())})")
-        try:
-            load_view(v)
-        except ModelError as err:
-            raise PlanError(f"--views: {err}") from None
-    try:
-        scale_list = [float(s) for s in _split(scales)]
-    except ValueError:
-        raise PlanError(f"--scale: expected numbers such as 0.01,0.1, got {scales!r}") from None
-    if not view_list or not scale_list or any(not s > 0 for s in scale_list):
-        raise PlanError("--views and --scale need at least one view and positive scale factors")
-    placement_list = _split(placements)
-    for p in placement_list:
-        if p not in PLACEMENTS:
-            raise PlanError(f"--placement: unknown placement {p!r} (one of {', '.join(PLACEMENTS)})")
-    if not placement_list:
-        raise PlanError("--placement: name at least one placement")
-    # A fault for one source must name a source of every placement compared.
-    sources = sorted(set.intersection(*(set(PLACEMENTS[p] or DEFAULT_PLACEMENT) for p in placement_list)))
+    if synthetic:
+        # (view, scale, placement, synthetic federation) of each run
+        data = [(recipe.name, None, ONE_PER_SOURCE, recipe) for recipe in synthetic]
+        # A fault for one source must name a source of every federation compared.
+        sources = sorted(set.intersection(*(set(recipe.federation.catalog.sources) for recipe in synthetic)))
+    else:
+        data, sources = _tpch(views, scales, placements)
     chaos_list = chaos if chaos else [DEFAULT_CHAOS]
     faults = {}
     for spec in chaos_list:
@@ -172,7 +214,38 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
                     step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
-                    combine_max, max_jobs)
+                    combine_max, max_jobs, recipe)
             for trial in range(1, repeat + 1)
-            for placement in placement_list for view in view_list for scale in scale_list for spec in chaos_list
+            for view, scale, placement, recipe in data for spec in chaos_list
             for name, access, combine_max in pairs]
+
+
+def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:
+    """(view, scale, placement, None) of each TPC-H run, placement by placement, and the sources
+    every placement has."""
+    from loadgen.workloads.tpch import DEFAULT_PLACEMENT, load_view, view_names
+
+    view_list = _split(views)
+    for v in view_list:
+        if v not in view_names():
+            raise PlanError(f"--views: unknown view {v!r} (one of {', '.join(view_names())})")
+        try:
+            load_view(v)
+        except ModelError as err:
+            raise PlanError(f"--views: {err}") from None
+    try:
+        scale_list = [float(s) for s in _split(scales)]
+    except ValueError:
+        raise PlanError(f"--scale: expected numbers such as 0.01,0.1, got {scales!r}") from None
+    if not view_list or not scale_list or any(not s > 0 for s in scale_list):
+        raise PlanError("--views and --scale need at least one view and positive scale factors")
+    placement_list = _split(placements)
+    for p in placement_list:
+        if p not in PLACEMENTS:
+            raise PlanError(f"--placement: unknown placement {p!r} (one of {', '.join(PLACEMENTS)})")
+    if not placement_list:
+        raise PlanError("--placement: name at least one placement")
+    # A fault for one source must name a source of every placement compared.
+    sources = sorted(set.intersection(*(set(PLACEMENTS[p] or DEFAULT_PLACEMENT) for p in placement_list)))
+    return [(view, scale, placement, None) for placement in placement_list for view in view_list
+            for scale in scale_list], sources

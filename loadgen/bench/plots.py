@@ -5,7 +5,10 @@
 - cost_per_txn.png: sub-queries, messages, rows and bytes per source transaction, per algorithm;
 - consistency.png: the checker's verdict for every run;
 - staleness_vs_throughput.png: each run's staleness against its highest sustained rate, so lazy
-  maintenance at each combine bound shows its trade-off beside Sze-Ling (issue 16).
+  maintenance at each combine bound shows its trade-off beside Sze-Ling (issue 16);
+- federation_size.png, when the bench ran synthetic federations (--federation): CPU and bytes per
+  transaction, staleness p99 and memory per source against the number of sources, a line per
+  shape (loadgen.bench.federation_size; issue 31, item 7).
 `plot_all(runs, folder)` writes them and returns {name: path}.
 """
 
@@ -18,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 
+from loadgen.bench.federation_size import growth  # noqa: E402
 from loadgen.simulation.scenario import LEVELS  # noqa: E402
 
 COLORS = {"none": "#b22222", "convergence": "#e07b39", "weak": "#e0c339", "strong": "#7fb24a",
@@ -32,8 +36,11 @@ def plot_all(runs: list[dict], folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     several = len({r["label"] for r in runs}) < len(runs)   # the same algorithm twice: tell them apart
     out = {}
-    for name, draw in (("staleness", _staleness), ("throughput_ramp", _ramp), ("cost_per_txn", _cost),
-                       ("consistency", _consistency), ("staleness_vs_throughput", _tradeoff)):
+    plots = [("staleness", _staleness), ("throughput_ramp", _ramp), ("cost_per_txn", _cost),
+             ("consistency", _consistency), ("staleness_vs_throughput", _tradeoff)]
+    if any(r.get("synthetic") for r in runs):
+        plots.append(("federation_size", _federation_size))
+    for name, draw in plots:
         fig = draw(runs, several)
         out[name] = folder / f"{name}.png"
         fig.savefig(out[name], dpi=100, bbox_inches="tight")
@@ -114,6 +121,38 @@ def _tradeoff(runs, several):
     ax.set_ylabel("staleness in the load phase, s")
     ax.set_title("Staleness against throughput (lazy at each combine bound, and the others)")
     ax.legend(fontsize=8)
+    return fig
+
+
+def _federation_size(runs, several):
+    rows = [r for r in growth(runs) if r["trial"] == 1]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    panels = ((axes[0][0], (("cpu_ms_per_txn", "-"),), "CPU of every process per txn, ms"),
+              (axes[0][1], (("bytes_per_txn", "-"),), "bytes on the wire per txn"),
+              (axes[1][0], (("staleness_p99_ms", "-"), ("to_delta_p99_ms", "--")),
+               "staleness p99, ms (solid: the core's view; dashed: Delta)"),
+              (axes[1][1], (("memory_per_source_mb", "-"),), "peak memory per source, MB"))
+    labels = {r["label"] for r in rows}
+    sizes = sorted({r["sources"] for r in rows})
+    for ax, figures, title in panels:
+        # one color per line in every panel, whichever figures a run could not measure
+        for color, line_of in enumerate(dict.fromkeys((r["label"], r["shape"]) for r in rows)):
+            points = [r for r in rows if (r["label"], r["shape"]) == line_of]
+            name = line_of[1] + (f" ({line_of[0]})" if len(labels) > 1 else "")
+            for i, (key, style) in enumerate(figures):
+                measured = [(r["sources"], r[key]) for r in points if r[key] is not None]
+                if measured:
+                    ax.plot(*zip(*measured), style, marker="o", color=f"C{color}", label=None if i else name)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(n) for n in sizes])
+        ax.minorticks_off()
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.1)   # from 0, room above a flat line
+        ax.set_xlabel("sources (one relation each)")
+        ax.set_title(title, fontsize=10)
+        if ax.get_legend_handles_labels()[0]:   # none when every run failed
+            ax.legend(fontsize=8)
+    fig.suptitle("Cost as the federation grows (load phase, per committed source transaction)")
+    fig.tight_layout()
     return fig
 
 

@@ -74,6 +74,40 @@ def _trial_blocks(trials: list[dict]) -> list[tuple]:
                   "are judged on each run's first trial.")]
 
 
+def _federation_blocks(growth: dict | None) -> list[tuple]:
+    """Cost against the number of sources (loadgen.bench.federation_size), when the bench ran
+    synthetic federations (--federation)."""
+    if not growth:
+        return []
+    columns = ("run", "shape", "sources", "rate offered/achieved", "CPU ms/txn",
+               "CPU ms/txn: sources / warehouse / driver / other", "CPU ms/txn above idle", "bytes/txn",
+               "sub-queries/txn",
+               "staleness p50/p99 ms", "to Delta p50/p99 ms", "memory per source MB", "idle, share of a core",
+               "consistency")
+    rows = []
+    for r in growth["rows"]:
+        parts = r["cpu_ms_per_txn_by_part"]
+        rows.append([r["label"] + (f" #{r['trial']}" if r["trial"] > 1 else ""), r["shape"], str(r["sources"]),
+                     f"{_fmt(r['rate_target'])} / {_fmt(r['rate_achieved'])}", _fmt(r["cpu_ms_per_txn"]),
+                     " / ".join(_fmt(v) for v in parts.values()) if parts else "-",
+                     _fmt(r["cpu_ms_per_txn_above_idle"]), _fmt(r["bytes_per_txn"]), _fmt(r["subqueries_per_txn"]),
+                     f"{_fmt(r['staleness_p50_ms'])} / {_fmt(r['staleness_p99_ms'])}",
+                     f"{_fmt(r['to_delta_p50_ms'])} / {_fmt(r['to_delta_p99_ms'])}",
+                     _fmt(r["memory_per_source_mb"]) + ("" if r["sources_measured"] == r["sources"]
+                                                        else f" ({r['sources_measured']} measured)"),
+                     f"{r['idle_share_of_a_core']:.1%}" if r["idle_share_of_a_core"] is not None else "-",
+                     r["consistency"] or "-"])
+    return [("h2", "Cost as the federation grows"), ("table", columns, rows),
+            ("p", "Synthetic federations (loadgen.workloads.federation_shapes): each relation at a source of its "
+                  "own, the chain view joining them one after the other, the star view joining each to the "
+                  "centre's foreign keys. Over the load phase: CPU of every process per committed source "
+                  "transaction (the profilers left out), bytes sent and sub-queries per transaction, staleness to "
+                  "the core's view and to the Delta table; memory per source is the sources' peak resident "
+                  "memory over their number; idle is the whole federation with nothing offered (--idle), and the CPU "
+                  "above idle what the load phase used beyond what the idle federation uses in as long."),
+            *([("p", growth["finding"])] if growth["finding"] else [])]
+
+
 def _combining_blocks(runs: list[dict]) -> list[tuple]:
     """Lazy maintenance against its combine bound (loadgen.bench.combining), when lazy ran."""
     t = tradeoff(runs)
@@ -146,13 +180,15 @@ def document(summary: dict) -> list[tuple]:
                     "rate; per_txn_whole_run in summary.json covers the ramp too); peak MB is the highest sum over every process (Python with the warehouse "
                     "and the driver, the Spark JVM, Ray, the source actors)."),
               *_trial_blocks(summary.get("trials") or []),
+              *_federation_blocks(summary.get("federation_size")),
               *_combining_blocks(summary["runs"]),
-              *_versioned_blocks(summary["runs"]),
-              ("h2", "Targets (issue #12)"),
-              ("table", ("target", "wanted", "measured", "met", "shortfall"),
-               [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),
-                 {True: "yes", False: "NO", None: "n/a"}[t["met"]], t.get("shortfall") or "-"]
-                for t in summary["targets"]])]
+              *_versioned_blocks(summary["runs"])]
+    if summary["targets"]:   # none for synthetic federations: the targets are about the TPC-H views
+        blocks += [("h2", "Targets (issue #12)"),
+                   ("table", ("target", "wanted", "measured", "met", "shortfall"),
+                    [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),
+                      {True: "yes", False: "NO", None: "n/a"}[t["met"]], t.get("shortfall") or "-"]
+                     for t in summary["targets"]])]
     said = set()
     for t in summary["targets"]:
         why = t.get("what_dominates")

@@ -32,7 +32,7 @@ from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
 from loadgen.live.environment import NO_FAULTS, set_faults
-from loadgen.workloads.driver_process import DataRecipe, DriverProcess
+from loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe
 from warehouse.core.sze_ling.deferral import Deferral
 
 Progress = Callable[[str, float, float | None, str], None]
@@ -70,21 +70,22 @@ class Instruments:
     profile: bool = False
 
 
-def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe, spark, run_dir: Path,
+def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | SyntheticRecipe, spark, run_dir: Path,
             progress: Progress, instruments: Instruments = Instruments()) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
     `source_files` are the sources' databases holding the initial data
-    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same."""
+    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same;
+    the view is the spec's (a TPC-H view, or its synthetic federation's)."""
     from loadgen.live.check import HistoryError, check, load_history
     from loadgen.live.federation import Federation
-    from loadgen.workloads.tpch import load_view
 
-    view_sql = load_view(spec.view)
+    view_sql = spec.view_sql()
     record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
               "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
               "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
               "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
-              "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": []}
+              "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": [],
+              **_synthetic(spec)}
     fed = Federation(catalog, view_sql, source_files, run_dir, spark, spec.algorithm, spec.access,
                      source_engine=spec.source_engine, batch_interval=spec.batch_interval,
                      deferral=Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None)
@@ -210,7 +211,13 @@ def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:
             "combine_max": spec.combine_max, "read_latency_ms": empty,
             "staleness_ms": empty, "staleness_delta_ms": empty, "floor_ms": None, "per_txn": {k: None for k in ("subqueries", "messages", "rows", "bytes")},
             "peak_memory_mb": None, "warehouse_cpu_seconds": None, "consistency": "failed", "ramp": [],
-            "run_dir": str(run_dir), "notes": [f"the run failed: {type(error).__name__}: {error}"]}
+            "run_dir": str(run_dir), "notes": [f"the run failed: {type(error).__name__}: {error}"], **_synthetic(spec)}
+
+
+def _synthetic(spec: RunSpec) -> dict:
+    """The synthetic federation a run is over, for the table of cost against its size (none for TPC-H)."""
+    recipe = spec.synthetic
+    return {"synthetic": {"shape": recipe.shape, "sources": recipe.sources, "rows_per_relation": recipe.rows}} if recipe else {}
 
 
 def _health(actor) -> dict:

@@ -3,8 +3,10 @@
 Generating a TPC-H transaction and encoding it costs the driver about 0.1 ms; at a few thousand
 per second that is most of a core, and in the warehouse's process it would compete with the
 maintenance core for the interpreter. `DriverProcess` runs `loadgen.workloads.driver.drive` in a spawned
-process that builds the same update stream from the same data (read from the TPC-H cache's files
-as the stream needs it, loadgen.workloads.tpch.TblRows, not copied through a pipe) and commits at the
+process that builds the same update stream from the same data, which a recipe says how to obtain
+rather than copying it through a pipe: `DataRecipe`, TPC-H read from the cache's files as the
+stream needs it (loadgen.workloads.tpch.TblRows); `SyntheticRecipe`, a synthetic federation's
+rows drawn again from their seed (loadgen.workloads.federation_shapes). It commits at the
 sources' gRPC addresses, one client per source. The stream lives as long as the process, so
 successive `drive` calls (the load phase, then each ramp step) continue one stream, as they do
 in-process.
@@ -23,6 +25,7 @@ from typing import Callable
 from fedmodel.catalog import Catalog
 from fedmodel.channels import TlsFiles
 from loadgen.workloads.driver import DriveResult
+from loadgen.workloads.federation_shapes import ShapedFederation, shaped_federation
 
 PROGRESS_EVERY = 0.5   # seconds between progress messages from the child
 
@@ -51,9 +54,45 @@ class DataRecipe:
 
         return TblRows(ensure_generated(self.scale, tpch_folder(self.scale, self.data_dir)), self.orders)
 
+    def stream(self, catalog: Catalog, workload: str, seed: int):
+        """The `workload` update stream (loadgen.workloads.workload.WORKLOADS) over the rows."""
+        from loadgen.workloads.workload import Workload
+
+        return Workload.named(workload).stream(catalog, self.rows(), seed=seed)
+
+
+@dataclass(frozen=True)
+class SyntheticRecipe:
+    """The synthetic federation `shape` over `sources` sources (loadgen.workloads.federation_shapes),
+    `rows` rows per relation drawn with `seed`; its update stream is loadgen.workloads.synthetic_load's."""
+
+    shape: str
+    sources: int
+    rows: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.shape}-{self.sources}"
+
+    @property
+    def federation(self) -> ShapedFederation:
+        return shaped_federation(self.shape, self.sources)
+
+    def data(self) -> dict[str, list[tuple]]:
+        return self.federation.rows(self.rows, self.seed)
+
+    def stream(self, catalog: Catalog, workload: str, seed: int):
+        """The synthetic stream over the rows, its mix and skew those `workload` names (synthetic_load.named_mix)."""
+        from fedmodel.viewdef import parse_view
+        from loadgen.workloads.synthetic_load import SyntheticStream, named_mix
+
+        view = parse_view(self.federation.view_sql, catalog)
+        return SyntheticStream(catalog, view, self.data(), seed=seed, **named_mix(workload))
+
 
 class DriverProcess:
-    def __init__(self, catalog: Catalog, recipe: DataRecipe, workload: str, seed: int,
+    def __init__(self, catalog: Catalog, recipe: DataRecipe | SyntheticRecipe, workload: str, seed: int,
                  addresses: dict[str, str], tls: TlsFiles | None = None, timeout: float = 600.0):
         """Starts the process and waits (up to `timeout` seconds) until its stream is built."""
         context = multiprocessing.get_context("spawn")   # fork would copy gRPC's and Spark's threads
@@ -113,17 +152,16 @@ class DriverProcess:
             raise RuntimeError(f"load driver: the process ended (exit code {self._process.exitcode})") from None
 
 
-def _serve(pipe, catalog_dict: dict, recipe: DataRecipe, workload: str, seed: int, addresses: dict[str, str],
+def _serve(pipe, catalog_dict: dict, recipe: DataRecipe | SyntheticRecipe, workload: str, seed: int, addresses: dict[str, str],
            tls: TlsFiles | None) -> None:
     """The child: builds the stream, then drives at the parent's request until told to stop."""
     from fedmodel.channels import client_channel
     from fedmodel.wire import rpc
     from loadgen.workloads.driver import drive, grpc_committer
-    from loadgen.workloads.workload import Workload
 
     try:
         catalog = Catalog.from_dict(catalog_dict)
-        stream = Workload.named(workload).stream(catalog, recipe.rows(), seed=seed)
+        stream = recipe.stream(catalog, workload, seed)
         stubs = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in addresses.items()}
         commit = grpc_committer(catalog, stubs)
     except Exception as err:   # anything: the parent gets one line instead of a silent child

@@ -11,7 +11,8 @@ transactions.
 Like loadgen.workloads.workload's TPC-H streams it keeps its own picture of each source (a MemoryStore
 mirror, which also validates keys, FDs and RI) and assumes every emitted transaction commits, in
 emission order per source (what loadgen.workloads.driver does). The mirrors start from the sources'
-current rows, so a load can follow an earlier one.
+current rows, so a load can follow an earlier one. `named_mix(workload)` reads the bench's workload
+names (rf, mixed, skewed) as this stream's mix and skew.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ColumnRef, ViewDef
-from loadgen.workloads.workload import KeyPool
+from loadgen.workloads.workload import KeyPool, Workload
 from source_node.memory_store import MemoryStore
 
 KINDS = ("insert", "delete", "modify")
@@ -32,6 +33,17 @@ _REUSE = 0.8          # probability that a non-key value comes from its domain (
 _OPERATIONS = (1, 3)  # rows touched per transaction
 _LOAD_BATCH = 200     # rows per transaction of the initial load
 _FIRST_DATE = datetime.date(1992, 1, 1).toordinal()
+
+
+def named_mix(workload: str) -> dict:
+    """The `mix` and `skew` for one of the TPC-H streams' names (loadgen.workloads.workload.WORKLOADS):
+    rf inserts and deletes rows only, as TPC-H's refresh functions do; skewed picks rows by the
+    same Zipf law as the TPC-H streams do.
+
+    >>> named_mix("rf"), named_mix("skewed")
+    ({'mix': {'insert': 1.0, 'delete': 1.0}, 'skew': 0.0}, {'mix': None, 'skew': 1.1})
+    """
+    return {"mix": {"insert": 1.0, "delete": 1.0} if workload == "rf" else None, "skew": Workload.named(workload).zipf}
 
 
 class SyntheticStream:
