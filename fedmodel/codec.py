@@ -16,7 +16,6 @@ does a value the format cannot carry (an integer beyond 64 bits).
 from __future__ import annotations
 
 import datetime
-import itertools
 from typing import Sequence
 
 import msgpack
@@ -56,14 +55,10 @@ def decode_rows(payload: bytes) -> tuple[list[str], list[tuple]]:
         raise ModelError(f"garbled row payload: {err}") from None
     if not (isinstance(columns, tuple) and all(isinstance(c, str) for c in columns) and isinstance(rows, tuple)):
         raise ModelError("garbled row payload: not [columns, rows]")
-    # Every row a tuple of the columns' width, every value plain: one C pass over the types first;
-    # the row-by-row look only to name the row that is not.
-    if {type(r) for r in rows} <= {tuple} and {len(r) for r in rows} <= {len(columns)} and \
-            set(map(type, itertools.chain.from_iterable(rows))) <= _PLAIN_TYPES:
-        return list(columns), list(rows)
-    for row in rows:
-        if not isinstance(row, tuple) or len(row) != len(columns) or not all(isinstance(v, _VALUE_TYPES) for v in row):
-            raise ModelError(f"garbled row payload: a row of {len(columns)} plain values expected, got {row!r:.80}")
+    width = len(columns)
+    for row in rows:   # each row's types in one C pass (msgpack gives plain types or tuples only)
+        if type(row) is not tuple or len(row) != width or not set(map(type, row)) <= _PLAIN_TYPES:
+            raise ModelError(f"garbled row payload: a row of {width} plain values expected, got {row!r:.80}")
     return list(columns), list(rows)
 
 

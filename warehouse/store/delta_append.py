@@ -64,7 +64,11 @@ class DeltaAppender:
             jvm.java.util.Collections.singletonList(self._action.fromJson(add))).toList()
         operation = self._write.apply(jvm.org.apache.spark.sql.SaveMode.Append, none, none,
                                       jvm.scala.Some(user_metadata), none, none, none, none, none)
-        return self._log.startTransaction().commit(actions, operation)
+        # From the snapshot this object's last commit left: no listing of the log to find it (the
+        # journal has one writer; another's commit in between would fail this one's put-if-absent
+        # and Delta would check the two for conflicts, as for any stale snapshot).
+        snapshot = jvm.scala.Some(self._log.unsafeVolatileSnapshot())
+        return self._log.startTransaction(none, snapshot).commit(actions, operation)
 
 
 def _scala_object(package, name: str):
