@@ -242,8 +242,14 @@ def _start(builder, ivy: bool):
         builder = configure_spark_with_delta_pip(builder)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
-    _lower_priority(session.sparkContext._gateway.proc.pid, int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)))
+    _lower_priority(jvm_pid(session), int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)))
     return session
+
+
+def jvm_pid(spark) -> int | None:
+    """The process id of the session's driver JVM when this process started it (None otherwise)."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    return proc.pid if proc is not None else None
 
 
 def _lower_priority(pid: int, nice: int) -> None:

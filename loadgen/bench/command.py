@@ -66,8 +66,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ramp-step", type=float, default=8.0,
                         help="seconds per ramp step, the second half judged (default 8)")
     parser.add_argument("--batch-interval", type=float, default=1.0,
-                        help="seconds between the warehouse's Delta batch commits, at least; under load they run "
-                             "back to back, each holding what was applied meanwhile (default 1)")
+                        help="the longest time between the starts of the warehouse's Delta batches; sooner when "
+                             "commits are quick (three times a commit's duration, warehouse.service), back to back "
+                             "when one takes longer than that (default 1)")
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
     parser.add_argument("--placement",

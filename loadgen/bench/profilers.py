@@ -30,6 +30,8 @@ from pathlib import Path
 import psutil
 
 from loadgen.bench.flamegraph import hottest, read_collapsed, read_jfr, svg
+from loadgen.bench.resources import stat_cpu_seconds
+from warehouse.spark_session import jvm_pid
 
 PYSPY_RATE = 100
 JFR_PERIOD_MS = 10
@@ -89,9 +91,7 @@ class Profilers:
             self.notes.append(f"profile: Java Flight Recorder could not start in the Spark JVM ({err})")
 
     def _jvm_pid(self) -> int | None:
-        gateway = getattr(self.spark.sparkContext, "_gateway", None)
-        proc = getattr(gateway, "proc", None)
-        return proc.pid if proc is not None else None
+        return jvm_pid(self.spark)
 
     def stop(self) -> dict:
         """Stops every profiler and writes its flame graph; returns the figures for the summary."""
@@ -172,12 +172,11 @@ def _jfr_thread_cpu(pid: int | None) -> float:
     """CPU seconds used so far by the JVM's Flight Recorder threads (named "JFR ...")."""
     if pid is None:
         return 0.0
-    total = 0
+    total = 0.0
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             if (task / "comm").read_text().startswith("JFR"):
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):   # a thread that ended meanwhile
+                total += stat_cpu_seconds(task / "stat")
+        except OSError:   # a thread that ended meanwhile
             pass
-    return total / os.sysconf("SC_CLK_TCK")
+    return total

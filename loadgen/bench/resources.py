@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import psutil
 
@@ -127,6 +128,16 @@ class ResourceSampler:
                 # short-lived helpers Ray spawns (bash, chmod) show up with next to nothing
                 "peak_memory_by_process_mb": {r: round(mb, 1) for r, mb in sorted(self.peak_by_role.items()) if mb >= 1},
                 "warehouse_cpu_seconds": self.warehouse_cpu_seconds, "memory_samples": self.samples}
+
+
+def stat_cpu_seconds(stat_path: str | Path) -> float:
+    """User + system CPU seconds in a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat file
+    (read directly: cheap enough to take around every Delta batch); 0.0 once it is gone."""
+    try:
+        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int) -> dict:
