@@ -227,6 +227,7 @@ def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) ->
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
     from loadgen.bench.federation_size import finding, growth
     from loadgen.bench.plots import plot_all
+    from loadgen.bench.efficiency import evaluate as efficiency, steadiness
     from loadgen.bench.targets import evaluate
     from loadgen.bench.trials import trials
 
@@ -248,7 +249,9 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "idle_seconds": args.idle, "profile": args.profile},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             # issue #12's targets are about the TPC-H views
-            "targets": [] if args.federation else evaluate([r for r in runs if r.get("trial", 1) == 1]),
+            "targets": [] if args.federation else (evaluate([r for r in runs if r.get("trial", 1) == 1])
+                                                   + efficiency([r for r in runs if r.get("trial", 1) == 1])
+                                                   + steadiness(runs)),
             "trials": trials(runs),
             **({"federation_size": {"rows": sizes, "finding": finding(sizes)}} if sizes else {}),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},

@@ -1,4 +1,5 @@
-"""Issue #12's targets against a bench's figures: met or not, by how much, and what dominates.
+"""Issue #12's targets against a bench's figures: met or not, by how much, and what dominates
+(issue #31's, on the testbed's own cost, are loadgen.bench.efficiency's).
 
 The targets are about Sze-Ling on the join graph (the reference run: the first such run, a
 Q3-like view over three sources preferred, SF 0.1 preferred) under message faults; the scale
@@ -15,8 +16,7 @@ from __future__ import annotations
 from loadgen.bench.ramp import top_sustained
 from loadgen.bench.resources import shares
 
-MAX_RATE = 1000.0          # txn/s sustained, with complete consistency ...
-AIM_RATE = 2000.0          # ... and what to aim for
+MAX_RATE = 2000.0          # txn/s sustained, with complete consistency (issue #31 raised it from 1,000)
 STALENESS_RATE = 500.0     # txn/s at which ...
 STALENESS_P99_MS = 2000.0  # ... staleness p99 to the Delta table must stay under this
 SCALE_GROWTH = 1.5         # bytes per txn and staleness p50 at SF 1 against SF 0.1, at most
@@ -139,7 +139,7 @@ def _rate(ref: dict) -> dict:
                 f"< {first:g} txn/s (not even the first ramp step)" if first else "unknown (no ramp)")
     complete = ref.get("consistency") == "complete"
     return {"name": "max sustained rate with complete consistency",
-            "target": f">= {MAX_RATE:g} txn/s (aim {AIM_RATE:g})",
+            "target": f">= {MAX_RATE:g} txn/s",
             "measured": f"{sustains}, {ref.get('consistency')}", "met": rate >= MAX_RATE and complete,
             "shortfall": None if rate >= MAX_RATE else
             (f"{MAX_RATE / rate:.2f}x below" if rate else
