@@ -365,8 +365,7 @@ class Warehouse:
         now = time.time()
         self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                        now, dict(action.versions), list(action.delta.items())))
-        if not self._batch_due.is_set():   # (set wakes the committer: once per batch is enough)
-            self._batch_due.set()
+        self._note_batch_due()
         if self.summary is not None:
             self.summary.apply(action.delta)
         if action.commit_time:
@@ -374,7 +373,13 @@ class Warehouse:
 
     def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
         self.timed += [(*row, self.epoch) for row in action.rows]
-        self._batch_due.set()
+        self._note_batch_due()
+
+    def _note_batch_due(self) -> None:
+        """Something for the next Delta batch: the committer wakes (once per batch is enough:
+        setting an Event takes its lock, and this runs for every applied transaction)."""
+        if not self._batch_due.is_set():
+            self._batch_due.set()
 
     def view_ready(self, action: ViewReady) -> None:
         for reader in self._readers:
@@ -410,8 +415,7 @@ class Warehouse:
                 if (n.source, n.dsv) not in self.stored:
                     self.stored.add((n.source, n.dsv))
                     self.received.append(n)
-                    if not self._batch_due.is_set():
-                        self._batch_due.set()
+                    self._note_batch_due()
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             acked = {s: self.durable.get(s, 0) for s in by_source}
             reached = {s: self.receipts.acknowledgement(s) for s in by_source}

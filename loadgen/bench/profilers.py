@@ -33,7 +33,7 @@ from loadgen.bench.flamegraph import hottest, read_collapsed, read_jfr, svg
 from loadgen.bench.resources import stat_cpu_seconds
 from warehouse.spark_session import jvm_pid
 
-PYSPY_RATE = 100
+PYSPY_RATE = 50
 JFR_PERIOD_MS = 10
 JVM = "spark JVM"
 
