@@ -8,7 +8,13 @@ of timeouts doubles the wait until a sample arrives again. Without that doubling
 than the wait are never sampled (each one answers a retried message) and the retries feed on
 themselves: a bench on the Q5-like view made 106,959 sub-query retries for 9,036 transactions
 and never caught up. Both ends use it: the warehouse core for sub-queries
-(warehouse.core.sze_ling.engine), the source for notifications (source_node.resend_policy).
+(warehouse.core.sze_ling.engine) and for lost notifications (warehouse.core.missing_notifications),
+the source for notifications (source_node.resend_policy).
+
+A round is one wait long. TCP has one timer per connection; here every message in flight has its
+own, and messages sent at different times run out at different times. Doubling for each of them
+made seven stuck sub-queries wait 64 times the floor (96 s) after a source restart under 15% loss;
+so timeouts within one wait of the last doubling belong to its round and do not double again.
 """
 
 from __future__ import annotations
@@ -17,18 +23,25 @@ MAX_BACKOFF = 64
 
 
 class RoundTrip:
-    def __init__(self):
+    def __init__(self, floor: float):
+        self.floor = floor            # the configured wait: never less
         self.smoothed: float | None = None
         self.backoff = 1
+        self._doubled_at: float | None = None
 
     def sample(self, seconds: float) -> None:
         self.smoothed = seconds if self.smoothed is None else 0.875 * self.smoothed + 0.125 * seconds
         self.backoff = 1
+        self._doubled_at = None
 
-    def timed_out(self) -> None:
-        """A round of waits ran out: the next ones wait twice as long (up to 64 times)."""
+    def timed_out(self, now: float) -> None:
+        """Waits ran out at `now`: unless the wait doubled less than a wait ago (the same round),
+        the next ones wait twice as long (up to 64 times)."""
+        if self._doubled_at is not None and now - self._doubled_at < self.timeout():
+            return
+        self._doubled_at = now
         self.backoff = min(2 * self.backoff, MAX_BACKOFF)
 
-    def timeout(self, floor: float) -> float:
-        """How long a message waits for its reply before a copy goes again (at least `floor`)."""
-        return max(floor, 4 * (self.smoothed or 0.0)) * self.backoff
+    def timeout(self) -> float:
+        """How long a message waits for its reply before a copy goes again."""
+        return max(self.floor, 4 * (self.smoothed or 0.0)) * self.backoff

@@ -42,7 +42,7 @@ class ResendPolicy:
         self._heard_at = float("-inf")             # when that report came
         self._received = 0                         # every DSV up to it reached that process's core
         self._beyond: frozenset[int] = frozenset()  # and these above the mark
-        self.round_trip = RoundTrip()               # of the calls that carry notifications
+        self.round_trip = RoundTrip(resend_interval)   # of the calls that carry notifications
 
     def due(self, unacknowledged: Sequence[Notification], now: float) -> list[Notification]:
         """The notifications to send now (never sent, or waited their interval), marked as left.
@@ -132,4 +132,4 @@ class ResendPolicy:
         """When the copy of `dsv` that left last goes again, unless acknowledged meanwhile."""
         if self.held(dsv):
             return max(self._last_left[dsv], self._heard_at) + self.safety_interval
-        return self._last_left[dsv] + self.round_trip.timeout(self.resend_interval)
+        return self._last_left[dsv] + self.round_trip.timeout()

@@ -234,6 +234,35 @@ def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     assert waits == pytest.approx([base, 2 * base, 4 * base, 8 * base], abs=step)
 
 
+def test_subqueries_sent_at_different_times_double_the_wait_once_per_round():
+    """A round of timeouts is one wait long (fedmodel.round_trip): the retries of a sub-query sent
+    half a wait after another follow the wait the first one's rounds doubled (it is shared, as
+    TCP's one timer), and do not double it again. Doubling for each sub-query made a few stuck
+    ones wait 64 times the timeout after a source came back."""
+    from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
+    from warehouse.core.sze_ling.engine import MaintenanceEngine
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    base = engine.query_timeout
+    step = base / 8
+    sent = []
+    for dsv, at in ((2, 0.0), (3, base / 2)):
+        change = RelationChange("R1", dsv, inserted=((f"a{dsv}", "b", "c"),))
+        actions = engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (change,)), at))
+        sent += [(a.subquery.id, [at]) for a in actions if isinstance(a, SendSubquery)]
+    assert len(sent) == 2
+    times = dict(sent)
+    now = base / 2
+    while min(len(t) for t in times.values()) < 4:
+        now += step
+        for a in engine.handle(TimerFired(now)):
+            if isinstance(a, SendSubquery):
+                times[a.subquery.id].append(now)
+    (_, first), (_, second) = sent
+    assert [b - a for a, b in zip(first, first[1:])] == pytest.approx([base, 2 * base, 4 * base], abs=step)
+    assert [b - a for a, b in zip(second, second[1:])] == pytest.approx([2 * base, 4 * base, 8 * base], abs=step)
+
+
 def test_a_refused_resend_rebuilds_the_view_from_a_snapshot_read_at_one_state_per_source():
     """Resynchronisation (warehouse.core.snapshots): every relation asked for whole; ds2's answers
     read at two states are asked again; a second refusal meanwhile starts nothing; a failed

@@ -117,7 +117,7 @@ class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, algorithm: str = "sze-ling", access: str | None = None,
                  batch_interval: float = 0.5, tick: float = 0.1, query_timeout: float = 1.5,
-                 resend_timeout: float = 1.0, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
+                 resend_timeout: float = 0.25, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
                  tls: TlsFiles | None = None, recompute_period: float = 5.0, compact_interval: float = 60.0,
                  deferral: Deferral | None = None, salem: SalemOptions = SalemOptions()):
         """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;

@@ -8,10 +8,17 @@ does: waiting saves asking for the reordered and receiving them twice), and agai
 loss at 170 txn/s a source opens a gap every 0.1 s; one ask per source per timeout stalled its
 notifications behind a gap.) The resend asks for no more than the last DSV known missing, so
 notifications received after a gap do not travel again. Sze-Ling's engine and salem use it.
+
+How long a gap asked for waits before it is asked for again follows the round trip of the asks
+(fedmodel.round_trip, TCP's timer): from a request to the arrival of the notification it brought,
+sampled for gaps asked for once (Karn's rule), four smoothed round trips or `resend_timeout` if
+that is longer, doubled for every round that asked again until a sample comes. So a resent copy
+lost again costs a few round trips of the resend path, not a fixed timeout.
 """
 
 from __future__ import annotations
 
+from fedmodel.round_trip import RoundTrip
 from warehouse.core.events import RequestResend
 from warehouse.core.notification_log import NotificationLog
 
@@ -21,8 +28,9 @@ class MissingNotifications:
         self.log = log
         self.reorder_allowance = reorder_allowance
         self.resend_timeout = resend_timeout
-        # source -> {missing DSV: (the tick that first found it missing, when last asked for)}
-        self._gaps: dict[str, dict[int, tuple[float, float]]] = {}
+        # source -> {missing DSV: (the tick that first found it missing, when last asked for, how often)}
+        self._gaps: dict[str, dict[int, tuple[float, float, int]]] = {}
+        self.round_trip = RoundTrip(resend_timeout)   # from a resend request to the notification it brought
         # The latest DSV each source answered at: past the notifications received, one is
         # probably lost, whether or not the answer waits for it.
         self._answered_at: dict[str, int] = {}
@@ -30,6 +38,13 @@ class MissingNotifications:
     def answered(self, source: str, dsv: int) -> None:
         """An answer of `source` was read at `dsv`."""
         self._answered_at[source] = max(self._answered_at.get(source, 0), dsv)
+
+    def received(self, source: str, dsv: int, now: float) -> None:
+        """A notification of `source` arrived at `now`: one that closes a gap asked for once
+        times the round trip of the asks (one asked for twice may answer either request)."""
+        gap = self._gaps.get(source, {}).get(dsv)
+        if gap is not None and gap[2] == 1:
+            self.round_trip.sample(now - gap[1])
 
     def forget_answers(self) -> None:
         """The answers read so far no longer tell anything (a resynchronisation read past them)."""
@@ -40,12 +55,14 @@ class MissingNotifications:
         last = self._last_missing(source)
         received = self.log.contiguous(source)
         missing = [] if last is None else [d for d in range(received + 1, last + 1) if self.log.get(source, d) is None]
-        gaps = self._gaps[source] = {d: self._gaps.get(source, {}).get(d, (now, float("-inf"))) for d in missing}
-        due = [d for d, (seen, asked) in gaps.items()
-               if seen <= now - self.reorder_allowance and now - asked >= self.resend_timeout]
+        gaps = self._gaps[source] = {d: self._gaps.get(source, {}).get(d, (now, float("-inf"), 0)) for d in missing}
+        wait = self.round_trip.timeout()
+        due = [d for d, (seen, asked, _n) in gaps.items() if seen <= now - self.reorder_allowance and now - asked >= wait]
         if not due:
             return []
-        gaps.update((d, (gaps[d][0], now)) for d in due)
+        if any(gaps[d][2] for d in due):   # asked for before and still missing: wait longer next time
+            self.round_trip.timed_out(now)
+        gaps.update((d, (gaps[d][0], now, gaps[d][2] + 1)) for d in due)
         return [RequestResend(source, due[0], due[-1])]
 
     def next_due(self, sources) -> float | None:
@@ -59,7 +76,8 @@ class MissingNotifications:
             seen = self._gaps.get(source)
             if not seen:
                 return float("-inf")
-            times += [max(first + self.reorder_allowance, asked + self.resend_timeout) for first, asked in seen.values()]
+            wait = self.round_trip.timeout()
+            times += [max(first + self.reorder_allowance, asked + wait) for first, asked, _n in seen.values()]
         return min(times, default=None)
 
     def _last_missing(self, source: str) -> int | None:

@@ -3,14 +3,17 @@
 Two path-based Delta tables live under `root_dir` (one writer process per root):
 
 - `journal`: append-only, ONE append per batch -- the batch's COMMIT POINT, so a batch is in
-  Delta whole or not at all. Every row is tagged with its batch_id and `kind`:
+  Delta whole or not at all (one Parquet file and one delta-spark commit, without a Spark job:
+  warehouse.store.delta_append). Every row is tagged with its batch_id and `kind`:
   - `txn`: the change log, one row per applied source transaction, in apply order: seq, source,
     dsv, txn_id, commit_time, applied_time, versions (JSON {source: dsv}: the versions the view
     reflects after this transaction) and body (JSON [[row, signed count change], ...]);
   - `delta`: the batch's net view delta, one row per view row it changes: `row` (a struct of the
     view's columns) and `count` (the signed change);
-  - `notification`: every received notification once, keyed by (source, dsv): txn_id,
-    commit_time and body (JSON, fedmodel.transactions.notification_to_dict);
+  - `notification`: each received notification the batch's state does not reflect yet, once,
+    keyed by (source, dsv): txn_id, commit_time and body (JSON, fedmodel.transactions.
+    notification_to_dict); a restart maintains those again (the warehouse passes no others:
+    warehouse.core.algorithms.not_reflected);
   - `state`: one row per batch, body the version state after it (JSON);
   - `view_delta`: the salem algorithm's timed view delta, the rows the batch added to it (not in
     the view: past the view's point), one per (view row, timestamp key): `row` and `count` as for

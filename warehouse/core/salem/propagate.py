@@ -163,6 +163,7 @@ class Salem:
         raise TypeError(f"unknown event {event!r}")
 
     def _on_notification(self, n: Notification, now: float) -> list:
+        self.missing.received(n.source, n.dsv, now)
         if not self.log.add(n):
             self.counters.duplicates += 1
         for dsv in range(self.timeline.known_through(n.source) + 1, self.log.contiguous(n.source) + 1):

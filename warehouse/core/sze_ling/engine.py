@@ -58,7 +58,7 @@ class Options:
     key_shortcuts: bool = True       # delete / update the view by key (4.3)
     access: str = "join-graph"       # or "scan"
     query_timeout: float = 2.0       # re-send a sub-query unanswered for this long (at least)
-    resend_timeout: float = 1.0      # ask again for a gap already asked for after this long
+    resend_timeout: float = 1.0      # ask again for a gap already asked for after this long, at least
     reorder_allowance: float = 0.0   # ask for a gap once it has lasted this long
     deferral: Deferral | None = None  # lazy maintenance: defer and combine (needs `ordered`)
     as_of: bool = False              # versioned: sub-queries read at the initial versions (fedmodel.as_of)
@@ -99,7 +99,7 @@ class MaintenanceEngine:
         self._ids = 0
         self._routes: dict[str, Computation] = {}
         self._sent_at: dict[str, tuple[float, Subquery, bool]] = {}   # id -> (last sent, it, retried)
-        self._round_trip = RoundTrip()   # of sub-queries, time in the dispatcher's queue included
+        self._round_trip = RoundTrip(options.query_timeout)   # of sub-queries, time in the dispatcher's queue included
         # Answers read past the notifications received, by source, as a heap of (the DSV the
         # answer was read at, arrival, its computation): a notification from s releases those of s
         # it makes contiguous, without looking at the others.
@@ -131,6 +131,7 @@ class MaintenanceEngine:
         return actions + self._apply_ready(event.now)
 
     def _on_notification(self, n: Notification, now: float) -> list:
+        self.missing.received(n.source, n.dsv, now)
         fresh = self.log.add(n)
         if not fresh:
             self.counters.duplicates += 1
@@ -202,7 +203,7 @@ class MaintenanceEngine:
         """How long a sub-query waits for its answer before it is sent again: the configured
         timeout, or four smoothed round trips when the sources answer more slowly than that,
         doubled for every timer round that retried one since the last answer (fedmodel.round_trip)."""
-        return self._round_trip.timeout(self.options.query_timeout)
+        return self._round_trip.timeout()
 
     def _on_timer(self, now: float) -> list:
         actions: list = []
@@ -213,7 +214,7 @@ class MaintenanceEngine:
                 self.counters.retries += 1
                 actions.append(SendSubquery(sq, getattr(self._routes.get(sid), "label", "")))
         if actions:
-            self._round_trip.timed_out()
+            self._round_trip.timed_out(now)
         if self._resync is not None:
             again = self._resync.overdue(now, timeout)
             self.counters.retries += len(again)
