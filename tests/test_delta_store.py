@@ -306,7 +306,7 @@ def test_compaction_folds_the_deltas_into_the_base_and_reads_stay_exact(spark, t
 
 
 def readme_sql(spark, root):
-    """The snapshot read in SQL, as the README gives it to Spark users."""
+    """The snapshot read in SQL, as docs/guide.md gives it to Spark users."""
     history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/view`").collect()
     v, b = next((h["version"], h["userMetadata"].split("=")[1]) for h in history if h["userMetadata"])
     return (f"SELECT {', '.join(COLUMNS)}, sum(count) AS count "
@@ -412,7 +412,7 @@ def _dump(jvm, recording, path):
 
 
 def test_a_relative_directory_opens_the_same_view(committed, monkeypatch):
-    # The README opens runs/demo-.../warehouse/delta: Spark SQL took a relative path for a table name.
+    # docs/guide.md opens runs/demo-.../warehouse/delta: Spark SQL took a relative path for a table name.
     root, _ = committed
     monkeypatch.chdir(Path(root).parent)
     assert DeltaViewStore.at(spark_of(committed), Path(root).name).read_view() == expected_view(3)

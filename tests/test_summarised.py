@@ -20,7 +20,7 @@ CATALOG = Catalog.from_dict({"sources": {
     "x": {"R1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
     "y": {"R2": {"columns": ["K", "B", "C"], "types": ["BIGINT", "BIGINT", "BIGINT"], "key": ["K"]}}}})
 SCENARIOS = sorted((Path(__file__).parent / "scenarios").glob("summarised_*.yaml"))
-# What each algorithm claims (the README's matrix): the summarised view has its join's consistency.
+# What each algorithm claims (docs/results.md's matrix): the summarised view has its join's consistency.
 CLAIMS = {"conventional": "none", "strobe": "convergence", "t-strobe": "strong", "g-strobe": "strong",
           "c-strobe": "complete", "recompute": "strong", "lazy": "strong"}
 

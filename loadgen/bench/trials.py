@@ -1,7 +1,7 @@
 """How far repeated trials of the same run differ (`fedlab bench --repeat N`).
 
 On a 2-core machine that runs every process of the federation, one trial's highest sustained
-ramp step can differ from the next one's by a step or two (the bench's README section says why),
+ramp step can differ from the next one's by a step or two (docs/results.md, "Benchmark", says why),
 so a comparison of algorithms needs the spread, not one draw. Runs that differ only in their
 trial are grouped; each figure is given as its median and its range over the trials.
 """
