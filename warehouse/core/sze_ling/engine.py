@@ -250,11 +250,12 @@ class MaintenanceEngine:
         """A lost notification can no longer be resent (its source truncated its log): the view
         is rebuilt from a snapshot of every source (warehouse.core.snapshots), which the adapter
         evaluates (EvaluateView). One snapshot at a time: one already being read goes on, and if
-        it was read below this gap, the gap shows again after it and is refused again."""
+        it was read below this gap, the gap shows again after it and is refused again. A refusal
+        of an ask sent before a snapshot read past the gap asks for nothing missing: ignored."""
+        if event.from_dsv <= self.log.contiguous(event.source) or self._resync is not None:
+            return []
         self.trace.append({"event": "resynchronise", "source": event.source, "missing_from": event.from_dsv,
                            "oldest_available": event.oldest_available})
-        if self._resync is not None:
-            return []
         self.counters.resynchronisations += 1
         return self._read_snapshot(event.now)
 
