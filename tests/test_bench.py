@@ -26,7 +26,7 @@ def bench(tmp_path_factory):
         [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling,lazy", "--combine-max", "1,100",
          "--views", "q3", "--scale", "0.01", "--orders", "300",
          "--rate", "5", "--duration", "2", "--ramp-start", "5", "--ramp-max", "5", "--ramp-step", "2",
-         "--settle", "30", "--profile", "--out", str(out), "--json"],
+         "--settle", "30", "--idle", "2", "--profile", "--out", str(out), "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out, json.loads(done.stdout.strip().splitlines()[-1])
@@ -58,6 +58,9 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         roles = set(run["cpu"][0]["by_role"])
         assert {"warehouse (python)", "spark JVM", "load driver"} <= roles, roles
         assert any(r.startswith("source ") for r in roles) and 0 < run["cpu"][0]["busy"] <= 1.05
+        # the idle federation's CPU, read before the load (2 s here, 30 s by default)
+        assert run["idle"]["seconds"] >= 2 and run["idle"]["share_of_a_core"] >= 0
+        assert any(r.startswith("source ") for r in run["idle"]["by_role"])
         # the parts of each transaction's staleness add up to its staleness to Delta
         parts = run["staleness_parts"]
         assert parts["n"] > 0 and set(parts["parts_ms"]) == {"delivery", "at the warehouse", "to Delta"}
