@@ -305,6 +305,33 @@ def test_compaction_folds_the_deltas_into_the_base_and_reads_stay_exact(spark, t
     assert collected(spark.sql(readme_sql(spark, root))) == after
 
 
+def test_checkpoints_are_written_beside_the_commits_and_read_back(spark, tmp_path, monkeypatch):
+    """No batch commit writes a checkpoint (it was a Spark job that held the next batch back);
+    `checkpoint` writes one per table once CHECKPOINT_EVERY commits have accrued, and a store
+    opened afterwards reads the view through it."""
+    from warehouse.store import delta_store
+
+    monkeypatch.setattr(delta_store, "CHECKPOINT_EVERY", 3)
+    root = tmp_path / "checkpoints"
+    store = DeltaViewStore(spark, str(root), COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+
+    def checkpoints(table):
+        return sorted(p.name for p in (root / table / "_delta_log").glob("*.checkpoint.parquet"))
+
+    commit(store, 1, BATCHES[0][1])
+    assert store.checkpoint() == [] and checkpoints("journal") == []   # versions 0-1: too few
+    for batch_id, applied in BATCHES[1:]:
+        commit(store, batch_id, applied)
+    assert checkpoints("journal") == []                                 # the commits wrote none,
+    properties = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{root}/journal`").collect())
+    assert int(properties["delta.checkpointInterval"]) > 10**6          # nor will they
+    assert store.checkpoint() == ["journal"]
+    assert checkpoints("journal") == ["00000000000000000003.checkpoint.parquet"]
+    assert store.checkpoint() == []                                     # nothing new since
+    assert DeltaViewStore(spark, str(root), COLUMNS, TYPES).load()[0] == expected_view(3)
+
+
 def readme_sql(spark, root):
     """The snapshot read in SQL, as docs/guide.md gives it to Spark users."""
     history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/view`").collect()

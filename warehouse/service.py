@@ -561,7 +561,9 @@ class Warehouse:
     def _compactor(self) -> None:
         """Compacts the Delta view every `compact_interval` seconds, beside the committer, when
         batches were committed since the last time: reads of the view (base plus the journal's
-        deltas above it) stay short, and a reader of the view table alone is at most that far behind."""
+        deltas above it) stay short, and a reader of the view table alone is at most that far behind.
+        Then writes the tables' checkpoints that are due (DeltaViewStore.checkpoint): here, so that
+        no batch commit waits for one."""
         compacted = None
         while not self._stop.wait(self.compact_interval):
             if self.batch_id == compacted:
@@ -570,6 +572,7 @@ class Warehouse:
                 batch = self.batch_id
                 self.store.compact()
                 compacted = batch
+                self.store.checkpoint()
             except Exception:  # the deltas stay in the journal; the next interval folds them
                 log.exception("compacting the Delta view failed; the next interval tries again")
 
