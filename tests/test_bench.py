@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from live_support import run_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = ("algorithm", "access_path", "view", "scale", "chaos", "rate_target", "rate_achieved",
@@ -22,14 +23,9 @@ REQUIRED = ("algorithm", "access_path", "view", "scale", "chaos", "rate_target",
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "b"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling,lazy", "--combine-max", "1,100",
-         "--views", "q3", "--scale", "0.01", "--orders", "300",
-         "--rate", "5", "--duration", "2", "--ramp-start", "5", "--ramp-max", "5", "--ramp-step", "2",
-         "--settle", "30", "--idle", "2", "--profile", "--out", str(out), "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return out, json.loads(done.stdout.strip().splitlines()[-1])
+    return out, run_bench(out, "--algorithms", "sze-ling,lazy", "--combine-max", "1,100", "--views", "q3",
+                          "--scale", "0.01", "--orders", "300", "--rate", "5", "--duration", "2", "--ramp-start", "5",
+                          "--ramp-max", "5", "--ramp-step", "2", "--settle", "30", "--idle", "2", "--profile")
 
 
 @pytest.mark.slow

@@ -6,13 +6,10 @@ three sources measures every figure of every run, each judged complete by the ch
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from live_support import run_bench
 
-ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ("cpu_ms_per_txn", "bytes_per_txn", "staleness_p50_ms", "staleness_p99_ms", "to_delta_p50_ms",
            "to_delta_p99_ms", "memory_per_source_mb")
 
@@ -83,13 +80,9 @@ def test_the_summary_has_the_table_and_no_tpch_targets():
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "b"
-    done = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", "bench", "--algorithms", "sze-ling", "--federation", "chain",
-         "--sources", "2,3", "--relation-rows", "300", "--rate", "10", "--duration", "2", "--ramp-max", "0",
-         "--idle", "0", "--settle", "30", "--out", str(out), "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return out, json.loads(done.stdout.strip().splitlines()[-1])
+    return out, run_bench(out, "--algorithms", "sze-ling", "--federation", "chain", "--sources", "2,3",
+                          "--relation-rows", "300", "--rate", "10", "--duration", "2", "--ramp-max", "0",
+                          "--idle", "0", "--settle", "30", timeout=600)
 
 
 @pytest.mark.slow

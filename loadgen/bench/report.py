@@ -184,7 +184,7 @@ def document(summary: dict) -> list[tuple]:
               *_combining_blocks(summary["runs"]),
               *_versioned_blocks(summary["runs"])]
     if summary["targets"]:   # none for synthetic federations: the targets are about the TPC-H views
-        blocks += [("h2", "Targets (issues #12 and #31)"),
+        blocks += [("h2", "Targets"),
                    ("table", ("target", "wanted", "measured", "met", "shortfall"),
                     [[t["name"], t.get("target", "-"), t.get("measured", t.get("note", "-")),
                       {True: "yes", False: "NO", None: "n/a"}[t["met"]], t.get("shortfall") or "-"]
