@@ -1,7 +1,7 @@
 """The message-level history of a live run (issue #5): one JSON line per thing that happened to a
 message at the node that saw it.
 
-Each node writes its own file (a source: `<source>.messages.jsonl` beside its DuckDB file; the
+Each node writes its own file (a source: `<source>.messages.jsonl` beside its database file; the
 warehouse: `messages.jsonl` in its history folder), so nothing is shared between processes. A line:
 
     {"t": 1732600000.123, "node": "sales", "kind": "notification", "event": "sent",
@@ -38,7 +38,7 @@ WRITE_AFTER = 0.2   # seconds the writer lets events gather before writing them
 
 
 def source_log_path(db_path: str | Path) -> Path | None:
-    """Where a source keeps its message log: beside its DuckDB file, `<db stem>.messages.jsonl`
+    """Where a source keeps its message log: beside its database file, `<db stem>.messages.jsonl`
     (an in-memory database keeps none)."""
     if str(db_path) == ":memory:":
         return None

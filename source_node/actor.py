@@ -111,8 +111,3 @@ def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike
     return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
         catalog.to_dict(), source, location, initial, warehouse_address, host, port, tls,
         engine, probes, str(Path(home).resolve()) if home is not None else None, prune_applied, log_retention)
-
-
-def source_actor(source: str):
-    """The handle of the running actor for `source`."""
-    return ray.get_actor(source, namespace=NAMESPACE)

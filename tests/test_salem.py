@@ -5,7 +5,7 @@ Every view state salem shows is one commit of the time line rolled in with σ ov
 timestamps, and the checker's DuckDB oracle recomputes the view at the vector each state claims.
 A state per transaction, each equal to the oracle, is Definition 4.2 for every pair of
 consecutive points, and so (Lemma 4.2, joining consecutive slices) for every a < b up to the
-high-water mark: the oracle test NOTES.md asks of any rolling variant.
+high-water mark: the oracle test docs/paper-notes.md asks of any rolling variant.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
-from source_node.actor import source_actor, start_source_actor
+from source_node.actor import NAMESPACE, start_source_actor
 
 pytestmark = pytest.mark.ray
 
@@ -49,7 +49,7 @@ def restarted_health(actor, old_pid: int, timeout: float = 30.0) -> dict:
 
 def test_killed_actor_restarts_with_its_data_versions_and_unsent_notification(ray_runtime, tmp_path):
     actor = start_source_actor(CATALOG, "actor_ds", tmp_path / "actor_ds.sqlite", {"R": [(1, "a")]})
-    assert source_actor("actor_ds") == actor
+    assert ray.get_actor("actor_ds", namespace=NAMESPACE) == actor   # named: found again after a restart
     assert commit(ray.get(actor.address.remote()), TransactionRequest("t1", inserts={"R": [(2, "b")]})).dsv == 2
     before = ray.get(actor.health.remote())
     assert (before["dsv"], before["brv"], before["unacknowledged"]) == (2, {"R": 2}, 1)

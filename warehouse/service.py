@@ -137,7 +137,7 @@ class Warehouse:
         join = self.view.join
         check(algorithm, access)   # an unknown name fails here, before anything starts
         self.access = access
-        # The core's timings (warehouse.core.sze_ling.engine.EngineOptions); the sub-query timeout is a
+        # The core's timings (warehouse.core.sze_ling.engine.Options); the sub-query timeout is a
         # floor: the core stretches it to four smoothed round trips.
         self.timings = {"query_timeout": query_timeout, "resend_timeout": resend_timeout,
                         "reorder_allowance": reorder_allowance}

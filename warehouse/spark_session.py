@@ -5,7 +5,7 @@ pyspark ships no Delta jar, so the session needs `io.delta:delta-spark_<spark>_<
 Where they come from, first hit wins:
 
 1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>/`, or `$FEDLAB_JARS_DIR`),
-   filled by `ensure_delta_jars()` (`make jars`): passed as `spark.jars`, no resolver is asked, so
+   filled by `ensure_delta_jars()` (`python -m warehouse.spark_session`): passed as `spark.jars`, no resolver is asked, so
    a warmed machine starts offline;
 2. Ivy, through `configure_spark_with_delta_pip` (`spark.jars.packages`, cached in ~/.ivy2.5.2);
 3. if Ivy fails (a resolver host unreachable), Maven fetches the same artifact into the fedlab
@@ -262,5 +262,5 @@ def _lower_priority(pid: int, nice: int) -> None:
             pass
 
 
-if __name__ == "__main__":  # `python -m warehouse.spark_session`: warm the jar cache (make jars)
+if __name__ == "__main__":  # `python -m warehouse.spark_session`: warm the jar cache
     print("\n".join(ensure_delta_jars()))

@@ -10,7 +10,7 @@ what a Spark reader sees). So a recomputation that reflects a hundred transactio
 counts each of them, each from its own commit.
 
 Wire cost comes from the message logs (fedmodel.message_log): `<db stem>.messages.jsonl` beside
-each source's DuckDB file and `messages.jsonl` in the warehouse's history folder. Only `sent`
+each source's database file and `messages.jsonl` in the warehouse's history folder. Only `sent`
 events count as cost (a message is logged once where it leaves). A missing file gives zeros and
 a note naming it, never an error: a node that writes no log yet still gets a verdict.
 """

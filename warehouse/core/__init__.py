@@ -6,6 +6,9 @@ The same core runs under the live warehouse service and under the deterministic 
   it: lazy maintenance's deferral (Zhou & Larson) and answers as of a version (Vinh).
 - `baselines/`: the algorithms it is compared with that have their own state machines: the Strobe
   family and periodic recomputation.
+- `salem/`: point-in-time refresh (Salem et al. 2000): Propagate and rolling propagation into a
+  timed view delta (propagate), ComputeDelta (compute_delta) and the federation's points in time
+  (timeline).
 - here, what they all share: the events and actions (events), the interface adapters drive
   (algorithm), the one loop and the ports that carry out actions (ports), the algorithms by
   name (algorithms), the notification log and its receipts, the view state, the join planner

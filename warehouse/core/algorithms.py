@@ -92,7 +92,7 @@ def create(name: str, view, rows: dict, brv: dict, dsv: dict, access: str | None
     `force_queries` (Sze-Ling Example 8) and `global_transactions` (txn id -> (global id, parts),
     Strobe Example 5) come from scenarios; `period` is recompute's, `deferral` lazy's, `salem`
     salem's (apply mode, step, rolling intervals); `timings` are `query_timeout`, `resend_timeout` and `reorder_allowance`
-    (EngineOptions; salem takes them too, the Strobe family the first, recompute none).
+    (warehouse.core.sze_ling.engine.Options; salem takes them too, the Strobe family the first, recompute none).
     """
     check(name, access)
     brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}

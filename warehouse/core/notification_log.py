@@ -68,9 +68,6 @@ class NotificationLog:
         """The update that took `relation` to version `brv`; it must have been received."""
         return self._by_relation[relation][brv]
 
-    def has_change(self, relation: str, brv: int) -> bool:
-        return brv in self._by_relation.get(relation, {})
-
     def versions_touching(self, relation: str, positions: tuple[int, ...], values, lo: int, hi: int) -> list[int]:
         """The BRVs in (lo, hi] of `relation` whose update adds or removes a row whose columns at
         `positions` hold one of `values`: the only updates that can change a result restricted to

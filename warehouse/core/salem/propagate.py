@@ -16,7 +16,7 @@ with tau_old the cursors and tau_new the cursors moved:
   chooses it; its forward query sees the other relations intended at their cursors, and is
   compensated at once by ComputeDelta. Figure 10 instead defers compensations to combine them
   (querylist, CompTime); as printed that is incomplete and, completed, fails for 3-way joins
-  (papers/NOTES.md), so it is not what runs here. Moving one cursor grows the box of propagated
+  (docs/paper-notes.md), so it is not what runs here. Moving one cursor grows the box of propagated
   changes in one dimension only, so the forward queries never overlap and what each one
   covers is its own slab: the delta is exact, and the minimum-timestamp rule holds up to the
   mark (the oracle test, Definition 4.2, on random 2- to 4-way joins).

@@ -53,11 +53,6 @@ def compensate(rows: Iterable[tuple], relation, name: str, beta: int, alpha: int
     return list(state.values())
 
 
-def needed_versions(beta: int, alpha: int) -> range:
-    """The versions whose updates compensation reads: (alpha, beta] or (beta, alpha]."""
-    return range(alpha + 1, beta + 1) if beta > alpha else range(beta + 1, alpha + 1)
-
-
 def _step(state: dict, relation, remove: Iterable[tuple], add: Iterable[tuple], keep) -> None:
     for r in remove:
         k = relation.key_of(r)
