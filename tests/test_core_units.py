@@ -197,6 +197,32 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     assert asked(11.3) == [RequestResend("ds1", 2, 6)]
 
 
+def test_a_gap_is_asked_for_again_after_four_round_trips_of_the_asks_not_a_fixed_timeout():
+    """The resend's round trip is sampled from an ask to the notification it brought (Karn's
+    rule: gaps asked for once; fedmodel.round_trip): resent copies that take 0.5 s stretch the
+    0.25 s floor to 2 s, so a slow resend path is not asked twice for everything."""
+    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
+
+    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
+                               Options(resend_timeout=0.25, reorder_allowance=0.1))
+
+    def arrive(dsv, now):
+        change = RelationChange("R1", dsv, inserted=((f"a{dsv}", "b", f"c{dsv}"),))
+        engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (change,)), now))
+
+    def asked(now):
+        return [(a.from_dsv, a.through_dsv) for a in engine.handle(TimerFired(now)) if isinstance(a, RequestResend)]
+
+    arrive(3, 0.0)
+    assert asked(0.0) == [] and asked(0.1) == [(2, 2)]   # missing for the reorder allowance
+    arrive(2, 0.6)                            # the resent copy: a round trip of 0.5 s
+    arrive(5, 1.0)
+    assert asked(1.0) == [] and asked(1.1) == [(4, 4)]
+    assert asked(1.4) == [] and asked(3.05) == []        # four round trips: 2 s, not the 0.25 s floor
+    assert asked(3.1) == [(4, 4)]
+
+
 def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_opening():
     """DSV 2's resent copy is lost; a new gap opens every 0.2 s. DSV 2 is asked for again once
     its own ask is older than resend_timeout (found live: it waited for the source's timer)."""

@@ -27,7 +27,6 @@ class MissingNotifications:
     def __init__(self, log: NotificationLog, reorder_allowance: float, resend_timeout: float):
         self.log = log
         self.reorder_allowance = reorder_allowance
-        self.resend_timeout = resend_timeout
         # source -> {missing DSV: (the tick that first found it missing, when last asked for, how often)}
         self._gaps: dict[str, dict[int, tuple[float, float, int]]] = {}
         self.round_trip = RoundTrip(resend_timeout)   # from a resend request to the notification it brought
