@@ -39,9 +39,10 @@ class MissingNotifications:
         self._answered_at[source] = max(self._answered_at.get(source, 0), dsv)
 
     def received(self, source: str, dsv: int, now: float) -> None:
-        """A notification of `source` arrived at `now`: one that closes a gap asked for once
-        times the round trip of the asks (one asked for twice may answer either request)."""
-        gap = self._gaps.get(source, {}).get(dsv)
+        """A notification of `source` arrived at `now`: the gap it closes is gone (a duplicate
+        copy finds none), and one asked for once times the round trip of the asks (one asked for
+        twice may answer either request)."""
+        gap = self._gaps.get(source, {}).pop(dsv, None)
         if gap is not None and gap[2] == 1:
             self.round_trip.sample(now - gap[1])
 
