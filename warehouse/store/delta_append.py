@@ -38,7 +38,7 @@ class DeltaAppender:
         jvm = spark._jvm
         self._jvm = jvm
         self._path = path
-        self._log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        self._log = delta_log(spark, path)
         self._fs = jvm.org.apache.hadoop.fs.Path(path).getFileSystem(spark._jsc.hadoopConfiguration())
         self._none = _scala_object(jvm.scala, "None")
         self._write = _scala_object(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
@@ -69,6 +69,11 @@ class DeltaAppender:
         # and Delta would check the two for conflicts, as for any stale snapshot).
         snapshot = jvm.scala.Some(self._log.unsafeVolatileSnapshot())
         return self._log.startTransaction(none, snapshot).commit(actions, operation)
+
+
+def delta_log(spark, path: str):
+    """delta-spark's DeltaLog of the table at `path` (Delta keeps one per table and process)."""
+    return spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
 
 
 def _scala_object(package, name: str):

@@ -75,7 +75,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
-from warehouse.store.delta_append import DeltaAppender
+from warehouse.store.delta_append import DeltaAppender, delta_log
 from warehouse.store.sparktypes import SPARK_TYPES, check_types, create_df, from_spark, quote, spark_schema, to_arrow
 
 INITIAL_BATCH = 0
@@ -406,8 +406,7 @@ class DeltaViewStore:
         """
         done = []
         for table in ("journal", "view"):
-            log = self._spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self._spark._jsparkSession,
-                                                                                self.path(table))
+            log = delta_log(self._spark, self.path(table))
             version = log.unsafeVolatileSnapshot().version()
             if version - self._checkpointed.get(table, 0) >= CHECKPOINT_EVERY:
                 log.checkpoint()
