@@ -21,7 +21,7 @@ from loadgen.checker.oracle import Oracle
 from loadgen.live.check import check
 from loadgen.live.federation import Federation
 from loadgen.simulation.scenario import LEVELS, parse_scenario
-from warehouse.core.algorithms import maintained_view
+from warehouse.core import registry
 from warehouse.core.baselines.keyed_view import project
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.read_path import current_view_df
@@ -66,7 +66,7 @@ def test_strobe_family_keeps_its_papers_level_live_under_fifo_without_loss(algor
     assert LEVELS.index(verdict.level) >= LEVELS.index(claim), verdict.first_violation
     # It maintained the key-widened view; the user's view (what was checked) is its projection.
     user_view = run["scenario"].view
-    assert len(maintained_view(algorithm, user_view).outputs) > len(user_view.outputs)
+    assert len(registry.get(algorithm).maintained_view(user_view).outputs) > len(user_view.outputs)
     assert project(user_view, run["engine"].maintained_rows()) == run["view"]
 
 

@@ -14,7 +14,7 @@ from fedmodel.transactions import Notification, RelationChange
 from fedmodel.viewdef import parse_view
 from loadgen.simulation.scenario import LEVELS, load_scenario
 from loadgen.simulation.simulate import simulate
-from warehouse.core.algorithms import ALGORITHMS
+from warehouse.core import registry
 from warehouse.core.occurrences import Occurrences
 from warehouse.core.planner import plan
 
@@ -63,7 +63,7 @@ def test_a_subquery_asks_its_source_by_relation_and_the_answer_reads_back_as_the
     assert answer.id == "q3" and [ra.relation for ra in answer.relations] == ["m", "dept"]
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", registry.names())
 def test_every_algorithm_keeps_a_self_join_at_the_level_it_claims(algorithm):
     result = simulate(load_scenario(SCENARIO), algorithm)
     claim = CLAIMS.get(algorithm, "complete")

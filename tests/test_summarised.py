@@ -13,7 +13,7 @@ from fedmodel.errors import ModelError
 from fedmodel.summary import Summary, parse_query
 from loadgen.simulation.scenario import LEVELS, load_scenario
 from loadgen.simulation.simulate import simulate
-from warehouse.core.algorithms import ALGORITHMS
+from warehouse.core import registry
 from warehouse.core.summarised import SummaryState
 
 CATALOG = Catalog.from_dict({"sources": {
@@ -90,7 +90,7 @@ def test_a_select_project_join_view_stays_one():
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", registry.names())
 def test_every_algorithm_keeps_a_summarised_view_at_the_level_it_keeps_its_join(path, algorithm):
     result = simulate(load_scenario(path), algorithm)
     claim = CLAIMS.get(algorithm, "complete")
