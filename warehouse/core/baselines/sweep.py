@@ -19,9 +19,11 @@ instead of one per update.
 Decisions where the paper leaves room (each pinned in tests/test_sweep.py):
 - Views are join trees (chains, stars), not only chains: the sweep order is the planner's `scan`
   plan (warehouse.core.planner), and join edges the plan does not follow are checked on the
-  finished change. Whatever the access path, a sub-query names one relation: a source holding
-  several relations of the view is swept one relation at a time (the compensation is only
-  local if each answer is one relation's rows that join known values).
+  finished change. With `join-graph` access the sweep follows that plan's relations instead
+  (no cartesian products). Whatever the access path, a sub-query names one relation: a source
+  holding several relations of the view is swept one relation at a time (the compensation is
+  only local if each answer is one relation's rows that join known values: the partners of a
+  row deleted by a queued update would be missing from a two-relation answer).
 - The view is the user's view kept as a bag with counts (no key widening); every change is a
   signed multiset (a deleted row counts -1), applied to a MaterializedView.
 - A notification is one source transaction and may change several relations: it gets one state,
@@ -214,7 +216,7 @@ class Sweep(AppliedVersions):
             rows = {r: k for r, k in changes.get(relation, {}).items() if k}
             if not rows:
                 continue
-            qplan = plan(self.view, relation, "scan")
+            qplan = plan(self.view, relation, self.access)
             steps = tuple(pr for node in qplan.nodes for pr in node.relations)
             term = Term(relation, (relation, *(pr.relation for pr in steps)), steps, start, end,
                         Counter({(row,): k for row, k in rows.items()}), non_tree=qplan.non_tree_edges)
