@@ -270,3 +270,26 @@ def test_the_papers_claim_holds_on_random_federations_under_fifo(name, claim):
 def test_sweep_stays_complete_on_join_graph_access():
     levels = fifo_levels("sweep", range(15), access="join-graph")
     assert set(levels) == {"complete"}, levels
+
+
+# ---- the plug-ins ----
+
+def test_the_plugins_claim_complete_and_strong_under_fifo_without_loss_and_cannot_restart():
+    from warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
+    assert (SWEEP.name, SWEEP.level, NESTED_SWEEP.name, NESTED_SWEEP.level) == ("sweep", "complete", "nested-sweep", "strong")
+    view = fixture_a().view
+    for plugin in (SWEEP, NESTED_SWEEP):
+        a = plugin.assumptions
+        assert (a.fifo, a.no_loss, a.keys_in_view, a.restartable) == (True, True, False, False)
+        assert plugin.default_access == "scan" and plugin.maintained_view(view) is view   # counts, no keys
+
+
+def test_the_factory_takes_the_access_path_and_query_timeout_from_settings():
+    from warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
+    from warehouse.core.registry import Settings
+    view = fixture_a().view
+    alg = SWEEP.factory(view, {}, {"r1": 1, "r2": 1, "r3": 1}, {"x": 1, "y": 1, "z": 1},
+                        Settings(access="join-graph", query_timeout=5.0))
+    assert (type(alg), alg.access, alg.timeout) == (Sweep, "join-graph", 5.0)
+    nested = NESTED_SWEEP.factory(view, {}, {"r1": 1, "r2": 1, "r3": 1}, {"x": 1, "y": 1, "z": 1}, Settings())
+    assert (type(nested), nested.access, nested.timeout, nested.depth) == (NestedSweep, "scan", 2.0, 4)
