@@ -23,7 +23,14 @@ stubs: venv
 demo: venv
 	$(BIN)/fedlab demo
 
-test: venv
+# The tutorial's plug-in (docs/new-algorithm.md) is installed beside fedlab, as a user would
+# install theirs, so that its tests run with the suite and the tutorial cannot rot.
+EXAMPLE := examples/recompute_on_change
+$(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
+	$(BIN)/pip install -q --no-deps -e $(EXAMPLE)
+	touch $@
+
+test: venv $(VENV)/.example-stamp
 	$(BIN)/python -m pytest -q
 
 # At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).

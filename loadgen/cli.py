@@ -13,7 +13,10 @@ import argparse
 import importlib
 import sys
 
+from warehouse.core.registry import AlgorithmError
+
 COMMANDS = {
+    "algorithms": ("loadgen.algorithms", "every registered maintenance algorithm: the level it claims and its assumptions"),
     "simulate": ("loadgen.simulation.simulate", "run a scenario file deterministically through the maintenance core"),
     "matrix": ("loadgen.simulation.matrix", "every algorithm against every fault condition, over seeded random schedules"),
     "soak": ("loadgen.simulation.soak", "one algorithm over thousands of random schedules, warehouse crashes included (make soak)"),
@@ -65,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         from loadgen.roles.process import configure_logging
 
         configure_logging()
-    return importlib.import_module(COMMANDS[args.command][0]).main(args)
+    try:
+        return importlib.import_module(COMMANDS[args.command][0]).main(args)
+    except AlgorithmError as err:   # an unknown algorithm, or a plug-in that does not load
+        print(f"fedlab {args.command}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

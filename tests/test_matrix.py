@@ -10,9 +10,12 @@ import pytest
 import yaml
 
 from loadgen.cli import main
-from loadgen.simulation.matrix import CONDITIONS, ORDER, markdown, run_matrix, schedule, shrink, widening_note
+from loadgen.simulation.matrix import CONDITIONS, markdown, run_matrix, schedule, shrink, widening_note
 from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
+from warehouse.core import registry
+
+ORDER = [p.name for p in registry.plugins()]   # weakest claim first
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +73,22 @@ def test_the_papers_claims_hold_in_the_fifo_column(algorithm, transactions, clai
 def test_the_markdown_table_has_a_row_per_algorithm_and_a_column_per_condition(matrix):
     cells, _ = matrix
     lines = markdown(cells).splitlines()
-    assert lines[0] == "| algorithm | " + " | ".join(CONDITIONS) + " |"
+    assert lines[0] == "| algorithm | claims | " + " | ".join(CONDITIONS) + " |"
     assert [line.split(" | ")[0].lstrip("| ") for line in lines[2:]] == list(ORDER)
+    assert [line.split(" | ")[1] for line in lines[2:]] == [registry.get(a).level for a in ORDER]
+
+
+def test_each_cell_is_judged_against_the_claim_and_names_the_assumptions_its_condition_breaks(matrix):
+    cells, _ = matrix
+    by = {(c["algorithm"], c["condition"]): c for c in cells}
+    assert by[("t-strobe", "fifo")]["breaks"] == []
+    assert by[("t-strobe", "reordering")]["breaks"] == ["fifo"]
+    assert by[("strobe", "all")]["breaks"] == ["fifo", "no_loss", "single_update"]   # source-local transactions
+    assert by[("sze-ling", "all")]["breaks"] == []
+    for cell in cells:
+        below = registry.LEVELS.index(cell["level"]) < registry.LEVELS.index(cell["claims"])
+        assert cell["claim_failed"] == (below and not cell["breaks"])
+    assert not any(c["claim_failed"] for c in cells)
 
 
 def test_the_cli_prints_json_cells_and_writes_the_counterexample(tmp_path, capsys):
@@ -125,9 +142,11 @@ def test_a_broken_core_yields_a_shrunk_counterexample_of_explicit_steps_that_rep
     monkeypatch.setattr(computation, "compensate", lambda rows, *args, **kwargs: list(rows))   # broken on purpose
     argv = ["matrix", "--schedules", "1", "--seed", "2", "--algorithms", "sze-ling", "--conditions", "fifo",
             "--out", str(tmp_path)]
-    assert main([*argv, "--json"]) == 0
-    (cell,) = json.loads(capsys.readouterr().out)
-    assert cell["level"] == "none"   # federation 2's schedule ends with a wrong view
+    assert main([*argv, "--json"]) == 1   # the claim (complete) fails with its assumptions kept
+    out, err = capsys.readouterr()
+    (cell,) = json.loads(out)
+    assert cell["level"] == "none" and cell["claim_failed"]   # federation 2's schedule ends with a wrong view
+    assert err.strip() == "fedlab matrix: below the claimed level with its assumptions kept: sze-ling under fifo"
     path, steps = cell["counterexample"], cell["counterexample_steps"]
     assert steps["shrunk"] < steps["recorded"] / 4, steps
     written = yaml.safe_load(Path(path).read_text())
@@ -137,8 +156,10 @@ def test_a_broken_core_yields_a_shrunk_counterexample_of_explicit_steps_that_rep
     assert main(["simulate", path, "--json"]) == 1   # an expectation (convergence) fails ...
     replayed = json.loads(capsys.readouterr().out)
     assert replayed["consistency"] == "none" and replayed["failures"][-1]["where"] == "expect.consistency"
-    assert main(argv) == 0   # the text output lists the file with both counts
-    assert f"{path}: {steps['shrunk']} steps, shrunk from {steps['recorded']}" in capsys.readouterr().out
+    assert main(argv) == 1   # the text output lists the file with both counts, and marks the cell
+    out = capsys.readouterr().out
+    assert f"{path}: {steps['shrunk']} steps, shrunk from {steps['recorded']}" in out
+    assert "| sze-ling | complete | **none (1/1 short of convergence): its claim fails** |" in out
     monkeypatch.undo()   # the healthy core: the same steps meet the expectation
     assert main(["simulate", path]) == 0
 

@@ -13,7 +13,7 @@ from fedmodel.transactions import Notification
 from loadgen.simulation.scenario import load_scenario
 from loadgen.simulation.simulate import simulate
 from source_node.resend_policy import ResendPolicy
-from warehouse.core.algorithms import ALGORITHMS
+from warehouse.core import registry
 
 SHORT, LONG = 1.0, 10.0
 
@@ -107,7 +107,7 @@ SCENARIO = Path(__file__).parent / "scenarios" / "resynchronise_after_log_trunca
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("algorithm", registry.names())
 def test_every_algorithm_ends_when_a_lost_notification_is_gone_from_the_log(algorithm):
     result = simulate(load_scenario(SCENARIO), algorithm)
     # The notification above the gap reached the warehouse once, and went again at most on the

@@ -67,12 +67,15 @@ def test_the_charts_command_lines_parse(command):
     (["warehouse", "--config", "{config}", "--data", "{tmp}/delta", "--combine-max", "0"],
      "--combine-max must be a whole number >= 1, got 0"),
     (["load", "--config", "{config}", "--duration", "soon"], "bad duration"),
+    (["warehouse", "--config", "{tmp}/other.yaml"], "run.algorithm: unknown algorithm 'sweeep' (registered: "),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG))
     (tmp_path / "bad.json").write_text(json.dumps({"drop": 2}))
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"catalog": "catalog.yaml", "view": VIEW, "sources": [
-        {"name": "s1", "address": "127.0.0.1:1"}, {"name": "s2", "address": "127.0.0.1:2"}]}))
+    config = {"catalog": "catalog.yaml", "view": VIEW, "sources": [
+        {"name": "s1", "address": "127.0.0.1:1"}, {"name": "s2", "address": "127.0.0.1:2"}]}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({**config, "run": {"algorithm": "sweeep"}}))
     fill = {"catalog": tmp_path / "catalog.yaml", "config": tmp_path / "run.yaml", "tmp": tmp_path}
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err

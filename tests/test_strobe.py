@@ -22,7 +22,7 @@ from loadgen.checker.oracle import Oracle
 from loadgen.simulation.scenario import load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
-from warehouse.core.algorithms import create, maintained_view
+from warehouse.core import registry
 from warehouse.core.baselines.keyed_view import project, widen
 from warehouse.core.baselines.strobe import Update, cancel_inserted_then_deleted, updates_of
 from warehouse.core.events import (
@@ -34,6 +34,7 @@ from warehouse.core.events import (
     TimerFired,
     ViewEvaluated,
 )
+from warehouse.core.registry import Settings, create
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 
@@ -138,8 +139,8 @@ def test_widen_adds_the_missing_keys_after_the_users_columns_and_renames_clashes
     wide = widen(view)
     assert view.column_names == ("B", "V", "count")
     assert wide.column_names == ("B", "V", "id", "R2_id") and not wide.has_count
-    assert maintained_view("strobe", view).column_names == wide.column_names
-    assert maintained_view("sze-ling", view) is view
+    assert registry.get("strobe").maintained_view(view).column_names == wide.column_names
+    assert registry.get("sze-ling").maintained_view(view) is view
     assert project(view, {(1, 5, 10, 20): 1, (1, 5, 11, 20): 1, (2, 5, 12, 21): 1}) == {(1, 5): 2, (2, 5): 1}
 
 
@@ -235,7 +236,7 @@ def algorithm(name: str, view_sql: str = "SELECT R1.id, R1.B FROM R1", initial=N
     rows = {}
     if initial:
         from warehouse.core.recompute import recompute
-        rows = recompute(maintained_view(name, view), initial)
+        rows = recompute(registry.get(name).maintained_view(view), initial)
     return create(name, view, rows, {"R1": 1, "R2": 1}, {"x": 1, "y": 1})
 
 
@@ -317,7 +318,7 @@ def test_recompute_asks_a_source_again_when_its_answers_were_read_at_two_states(
     catalog = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "types": ["BIGINT"] * 2},
                                                    "R3": {"columns": ["B"], "types": ["BIGINT"]}}}})
     view = parse_view("SELECT A FROM R1 JOIN R3 ON R1.B = R3.B", catalog)
-    rec = create("recompute", view, {}, {"R1": 1, "R3": 1}, {"x": 1}, period=2.0)
+    rec = create("recompute", view, {}, {"R1": 1, "R3": 1}, {"x": 1}, Settings(period=2.0))
     first = {a.subquery.relation_names[0]: a.subquery for a in rec.handle(TimerFired(2.0))}
     rec.handle(AnswerArrived(Answer(first["R1"].id, "x", 2, (RelationAnswer("R1", 2, ((1, 1),)),))))
     again = rec.handle(AnswerArrived(Answer(first["R3"].id, "x", 3, (RelationAnswer("R3", 2, ((1,),)),))))

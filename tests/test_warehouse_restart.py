@@ -86,6 +86,16 @@ def test_soak_prints_the_count_the_time_and_the_verdict_per_condition(tmp_path, 
     assert out[-1].startswith("16 schedules in ") and out[-1].endswith("complete under every condition")
 
 
+def test_soak_runs_an_algorithm_that_cannot_restart_without_crashes_and_excuses_broken_assumptions(tmp_path, capsys):
+    assert main(["soak", "--algorithm", "sweep", "--schedules", "12", "--jobs", "1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("it claims complete; it cannot restart: no warehouse crashes")
+    rows = {line.split()[0]: line for line in out[1:-1]}
+    assert list(rows) == ["fifo", "reordering", "loss", "duplication", "restart", "all"]
+    assert rows["fifo"].endswith("complete")
+    assert rows["reordering"].endswith("(breaks fifo)")   # below its claim, excused: FIFO is assumed
+
+
 def test_a_durable_notification_whose_task_was_lost_is_maintained_after_the_restart():
     """t1 is durable and acknowledged (its source will not send it again), but its task waited for
     a sub-query when the warehouse crashed: the restarted warehouse takes it from its store."""

@@ -42,7 +42,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import grpc
@@ -57,7 +57,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.summary import parse_query
 from fedmodel.wire import pb, rpc
-from warehouse.core.algorithms import ASSUMES_FIFO, check, create, maintained_view, not_reflected, restore
+from warehouse.core import registry
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -76,6 +76,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.receipts import Receipts
+from warehouse.core.registry import Settings, not_reflected
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import summary_of
@@ -135,12 +136,12 @@ class Warehouse:
         # warehouse.core.summarised).
         self.view = parse_query(view_sql, catalog)
         join = self.view.join
-        check(algorithm, access)   # an unknown name fails here, before anything starts
-        self.access = access
+        self.plugin = registry.get(algorithm)   # an unknown name fails here, before anything starts
+        self.access = self.plugin.access(access)
         # The core's timings (warehouse.core.sze_ling.engine.Options); the sub-query timeout is a
         # floor: the core stretches it to four smoothed round trips.
-        self.timings = {"query_timeout": query_timeout, "resend_timeout": resend_timeout,
-                        "reorder_allowance": reorder_allowance}
+        self.timings = Settings(query_timeout=query_timeout, resend_timeout=resend_timeout,
+                                reorder_allowance=reorder_allowance)
         self.algorithm = algorithm
         self.sources = dict(sources)
         self.spark = spark
@@ -214,7 +215,7 @@ class Warehouse:
         with self.lock:
             for source in self.sources:
                 self.request_resend(RequestResend(source, self.engine.received_through(source) + 1))
-        if self.algorithm in ASSUMES_FIFO:
+        if self.plugin.assumptions.fifo:
             self.fifo = FifoOrder({s: self.engine.received_through(s) for s in self.sources})
 
     def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
@@ -276,9 +277,8 @@ class Warehouse:
         # The Strobe family maintains the view widened with every relation's key; its
         # view_rows() are the join's again.
         join = self.view.join
-        maintained = materialize(self.spark, maintained_view(self.algorithm, join).sql, snapshots)
-        self.engine = create(self.algorithm, join, maintained, brv, dsv, self.access,
-                             period=self.recompute_period, deferral=self.deferral, salem=self.salem, **self.timings)
+        maintained = materialize(self.spark, self.plugin.maintained_view(join).sql, snapshots)
+        self.engine = registry.create(self.algorithm, join, maintained, brv, dsv, self._settings())
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         self.summary = summary_of(self.view, rows)
@@ -289,10 +289,14 @@ class Warehouse:
         self.durable = dict(dsv)
         self.durable_applied = dict(dsv)
 
+    def _settings(self) -> Settings:
+        """What this warehouse hands its algorithm: its timings, access path and options."""
+        return replace(self.timings, access=self.access, period=self.recompute_period, deferral=self.deferral,
+                       salem=self.salem)
+
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
-            self.engine = restore(self.algorithm, self.view.join, rows, state, self.access,
-                                  period=self.recompute_period, deferral=self.deferral, salem=self.salem, **self.timings)
+            self.engine = registry.restore(self.algorithm, self.view.join, rows, state, self._settings())
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
         dsv = self.engine.applied_dsv()

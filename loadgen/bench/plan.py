@@ -77,13 +77,9 @@ class RunSpec:
     @property
     def access_path(self) -> str:
         """The access path the run used: the one asked for, or the algorithm's own default."""
-        from warehouse.core.algorithms import STROBE_FAMILY
+        from warehouse.core import registry
 
-        if self.access:
-            return self.access
-        if self.algorithm == "recompute":
-            return "whole relations"
-        return "scan" if self.algorithm in STROBE_FAMILY else "join-graph"
+        return registry.get(self.algorithm).access(self.access) or "whole relations"
 
     @property
     def data(self) -> str:
@@ -160,18 +156,15 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     from loadgen.bench.ramp import rates
     from loadgen.live.run import parse_chaos
     from loadgen.workloads.workload import WORKLOADS
-    from warehouse.core.algorithms import ALGORITHMS
-    from warehouse.core.planner import ACCESS_PATHS
+    from warehouse.core import registry
 
     pairs = []
     for item in _split(algorithms):
         name, _, access = item.partition(":")
-        if name not in ALGORITHMS:
-            raise PlanError(f"--algorithms: unknown algorithm {name!r} (one of {', '.join(ALGORITHMS)})")
-        if access and access not in ACCESS_PATHS:
-            raise PlanError(f"--algorithms: unknown access path {access!r} in {item!r} (one of {', '.join(ACCESS_PATHS)})")
-        if access and name == "recompute":
-            raise PlanError("--algorithms: recompute reads whole relations; it takes no access path")
+        try:
+            registry.get(name).access(access or None)
+        except registry.AlgorithmError as err:
+            raise PlanError(f"--algorithms: {item}: {err}") from None
         pairs.append((name, access or None))
     if not pairs:
         raise PlanError("--algorithms: name at least one algorithm")

@@ -24,6 +24,7 @@ from loadgen.bench.metrics import percentiles
 from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.workloads.driver import drive
+from warehouse.core import registry
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
@@ -42,7 +43,8 @@ def main(args) -> int:
     try:
         view_sql = load_view(args.view)
         bounds = deferral(args)
-    except (ModelError, RoleError) as err:   # before anything is made: no run directory for refused input
+        registry.get(args.algorithm)
+    except (ModelError, RoleError, registry.AlgorithmError) as err:   # before anything is made: no run directory for refused input
         print(f"fedlab demo: {err}")
         return 2
     run_dir = Path(args.run_dir or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()

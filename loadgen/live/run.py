@@ -85,11 +85,11 @@ def main(args) -> int:
             raise ModelError(f"--duration: {err}") from None
         if args.expect not in LEVELS:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
-        from warehouse.core.algorithms import STROBE_FAMILY
+        from warehouse.core import registry
 
-        if "kill-warehouse" in kills and args.algorithm in STROBE_FAMILY:
-            # Delta holds the user's view, not the key-widened one the Strobe family maintains.
-            raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta yet")
+        plugin = registry.get(args.algorithm)
+        if "kill-warehouse" in kills and not plugin.assumptions.restartable:
+            raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta")
         if not args.recompute_period > 0:
             raise ModelError("--recompute-period must be a positive number of seconds")
         bounds = deferral(args)

@@ -29,6 +29,7 @@ from fedmodel.errors import ModelError
 from fedmodel.summary import Summary, parse_query
 from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml as read_yaml_file
+from warehouse.core import registry
 
 
 class ConfigError(ModelError):
@@ -104,4 +105,8 @@ def load_config(path: str | Path) -> RunConfig:
     unknown = sorted({s.name for s in config.sources} ^ set(catalog.sources))
     if unknown:
         raise ConfigError(f"{where}: sources {unknown} are not both in 'sources' and in the catalog")
+    try:
+        registry.get(config.algorithm)   # the chart's run.algorithm: any registered plug-in
+    except registry.AlgorithmError as err:
+        raise ConfigError(f"{where}: run.algorithm: {err}") from None
     return config

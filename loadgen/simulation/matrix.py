@@ -3,6 +3,11 @@
 Each cell runs one algorithm over N seeded random schedules under one condition and reports the
 strongest consistency level (Zhuge et al. 1996, section 4.2; judged by loadgen.checker against
 its DuckDB oracle) that held in every schedule, and how many schedules fell short of each level.
+Each algorithm is judged against the level it claims (warehouse.core.registry.Plugin): a cell
+below the claim either breaks one of the claim's assumptions (reordering breaks FIFO delivery,
+loss, duplication and source restarts break "no loss"; the random federations span several
+sources, and source-local transactions change several tuples) or is a claim that failed, which
+makes the command exit 1.
 Schedule s uses the random federation of seed `seed + s` (loadgen.workloads.synthetic: 2-6 relations over
 2-4 sources) in every cell, so a row compares conditions and a column algorithms on the same
 federations; only the condition's fault rates change the schedule.
@@ -36,7 +41,7 @@ from loadgen.simulation.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_sce
 from loadgen.simulation.simulate import simulate
 from loadgen.simulation.simulator import Simulator
 from loadgen.workloads.synthetic import random_scenario
-from warehouse.core.algorithms import ALGORITHMS, STROBE_FAMILY
+from warehouse.core import registry
 from warehouse.core.planner import ACCESS_PATHS
 
 CONDITIONS = {
@@ -48,13 +53,17 @@ CONDITIONS = {
     "all": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03},
 }
 # Crashes of the warehouse (loadgen.simulation.simulator: it restarts from its simulated durable store, half
-# the time between a batch's Delta commit and the rest). Not in the matrix by default: the Strobe
-# family cannot restart (its widened view is not what the store holds); `fedlab soak` runs them.
+# the time between a batch's Delta commit and the rest). Not in the matrix by default: some
+# algorithms cannot restart (the Strobe family: its widened view is not what the store holds);
+# `fedlab soak` runs them.
 RESTART_CONDITIONS = {
     "warehouse-restart": {"warehouse_restart": 0.03},
     "everything": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03, "warehouse_restart": 0.03},
 }
-ORDER = ("conventional", "strobe", "t-strobe", "g-strobe", "c-strobe", "recompute", "lazy", "versioned", "salem", "sze-ling")
+# The assumptions (warehouse.core.registry.Assumptions) each condition breaks.
+BREAKS = {"fifo": (), "reordering": ("fifo",), "loss": ("no_loss",), "duplication": ("no_loss",),
+          "restart": ("no_loss",), "all": ("fifo", "no_loss"), "warehouse-restart": (),
+          "everything": ("fifo", "no_loss")}
 JUDGED = LEVELS[1:]   # the levels a schedule can fall short of: convergence .. complete
 SHRINK_REPLAYS = 200  # replays a counterexample's shrinking may take (a schedule's takes 10-50 ms)
 
@@ -71,7 +80,7 @@ def schedule(algorithm: str, condition: str, seed: int, transactions: str = "sou
         step["transactions"] = transactions
     if period is not None:
         doc["period"] = period
-    if access is not None:
+    if access is not None and registry.get(algorithm).default_access is not None:   # recompute takes none
         doc["access"] = access
     del doc["expect"]
     return doc
@@ -84,9 +93,19 @@ def _run(job: tuple) -> tuple:
     return algorithm, condition, seed, result["consistency"], result["maintained_view"] is not None
 
 
-def run_matrix(schedules: int = 20, seed: int = 0, algorithms=ORDER, conditions=tuple(CONDITIONS),
+def broken_assumptions(algorithm: str, condition: str, transactions: str = "source-local") -> list[str]:
+    """The assumptions of `algorithm`'s claim that `condition`'s schedules break."""
+    broken = {*BREAKS[condition], "single_source"}   # every random federation spans 2-4 sources
+    if transactions != "single-update":
+        broken.add("single_update")
+    return [a for a in registry.get(algorithm).assumptions.held() if a in broken]
+
+
+def run_matrix(schedules: int = 20, seed: int = 0, algorithms=None, conditions=tuple(CONDITIONS),
                out: str | Path | None = None, jobs: int = 1, **kwargs) -> list[dict]:
-    """The cells, algorithm by algorithm and condition by condition; counterexamples go to `out`."""
+    """The cells, algorithm by algorithm (every registered one without `algorithms`) and condition
+    by condition; counterexamples go to `out`."""
+    algorithms = algorithms or [p.name for p in registry.plugins()]
     work = [(a, c, seed + s, kwargs) for a in algorithms for c in conditions for s in range(schedules)]
     if jobs > 1:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
@@ -101,7 +120,11 @@ def run_matrix(schedules: int = 20, seed: int = 0, algorithms=ORDER, conditions=
     cells = []
     for (algorithm, condition), runs in levels.items():
         level = min((lv for _, lv in runs), key=LEVELS.index)
+        claim = registry.get(algorithm).level
+        broken = broken_assumptions(algorithm, condition, kwargs.get("transactions", "source-local"))
         cell = {"algorithm": algorithm, "condition": condition, "level": level, "schedules": len(runs),
+                "claims": claim, "breaks": broken,
+                "claim_failed": LEVELS.index(level) < LEVELS.index(claim) and not broken,
                 "short_of": {target: sum(LEVELS.index(lv) < LEVELS.index(target) for _, lv in runs)
                              for target in JUDGED},
                 "widened": widened[(algorithm, condition)]}
@@ -183,18 +206,25 @@ def markdown(cells: list[dict]) -> str:
     algorithms = list(dict.fromkeys(c["algorithm"] for c in cells))
     conditions = list(dict.fromkeys(c["condition"] for c in cells))
     by = {(c["algorithm"], c["condition"]): c for c in cells}
-    lines = ["| algorithm | " + " | ".join(conditions) + " |", "| --- |" + " --- |" * len(conditions)]
+    lines = ["| algorithm | claims | " + " | ".join(conditions) + " |", "| --- | --- |" + " --- |" * len(conditions)]
     for a in algorithms:
-        lines.append(f"| {a} | " + " | ".join(_cell_text(by[(a, c)]) for c in conditions) + " |")
+        lines.append(f"| {a} | {by[(a, conditions[0])]['claims']} | "
+                     + " | ".join(_cell_text(by[(a, c)]) for c in conditions) + " |")
     return "\n".join(lines)
 
 
 def _cell_text(cell: dict) -> str:
+    """The measured level; below the claim, also why: an assumption broken, or the claim failed."""
     level = cell["level"]
     if level == LEVELS[-1]:
         return level
     above = LEVELS[LEVELS.index(level) + 1]
-    return f"{level} ({cell['short_of'][above]}/{cell['schedules']} short of {above})"
+    text = f"{level} ({cell['short_of'][above]}/{cell['schedules']} short of {above})"
+    if cell["claim_failed"]:
+        return f"**{text}: its claim fails**"
+    if LEVELS.index(level) < LEVELS.index(cell["claims"]):
+        return f"{text}, breaks {' and '.join(cell['breaks'])}"
+    return text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,7 +233,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the cells as a JSON list")
     parser.add_argument("--out", default="runs/matrix", metavar="DIR",
                         help="where each cell's first counterexample is written (runs/matrix)")
-    parser.add_argument("--algorithms", default=",".join(ORDER), help="comma-separated (all)")
+    parser.add_argument("--algorithms", help="comma-separated (default: every registered one, `fedlab algorithms`)")
     parser.add_argument("--conditions", default=",".join(CONDITIONS),
                         help=f"comma-separated (default all of {', '.join(CONDITIONS)}; also "
                              f"{', '.join(RESTART_CONDITIONS)}, for the algorithms that can restart)")
@@ -216,17 +246,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    algorithms = [a for a in args.algorithms.split(",") if a]
+    algorithms = [a for a in (args.algorithms or "").split(",") if a] or [p.name for p in registry.plugins()]
     conditions = [c for c in args.conditions.split(",") if c]
-    unknown = [a for a in algorithms if a not in ALGORITHMS] + [c for c in conditions
-                                                               if c not in CONDITIONS and c not in RESTART_CONDITIONS]
-    cannot = [a for a in algorithms if a in STROBE_FAMILY] if set(conditions) & set(RESTART_CONDITIONS) else []
+    unknown = [c for c in conditions if c not in CONDITIONS and c not in RESTART_CONDITIONS]
+    for a in algorithms:
+        registry.get(a)   # AlgorithmError, one line (loadgen.cli), for a name that is not registered
+    cannot = ([a for a in algorithms if not registry.get(a).assumptions.restartable]
+              if set(conditions) & set(RESTART_CONDITIONS) else [])
     if cannot:
-        print(f"fedlab matrix: {cannot[0]} cannot restart the warehouse (its key-widened view is not what the "
-              f"durable store holds): leave out {', '.join(RESTART_CONDITIONS)}", file=sys.stderr)
+        print(f"fedlab matrix: {cannot[0]} cannot restart the warehouse from its durable store: "
+              f"leave out {', '.join(RESTART_CONDITIONS)}", file=sys.stderr)
         return 2
     if unknown or args.schedules < 1:
-        print(f"fedlab matrix: unknown algorithm or condition {unknown[0]!r}" if unknown
+        print(f"fedlab matrix: unknown condition {unknown[0]!r}" if unknown
               else "fedlab matrix: --schedules must be at least 1", file=sys.stderr)
         return 2
     cells = run_matrix(args.schedules, args.seed, algorithms, conditions, args.out, args.jobs,
@@ -244,4 +276,7 @@ def main(args) -> int:
             if "counterexample" in cell:
                 steps = cell["counterexample_steps"]
                 print(f"{cell['counterexample']}: {steps['shrunk']} steps, shrunk from {steps['recorded']}")
-    return 0
+    failed = [f"{c['algorithm']} under {c['condition']}" for c in cells if c["claim_failed"]]
+    if failed:
+        print(f"fedlab matrix: below the claimed level with its assumptions kept: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0

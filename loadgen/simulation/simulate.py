@@ -16,7 +16,7 @@ from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import Oracle
 from loadgen.simulation.scenario import LEVELS, Scenario, load_scenario
 from loadgen.simulation.simulator import Simulator, _rows
-from warehouse.core.algorithms import ALGORITHMS, maintained_view
+from warehouse.core import registry
 from warehouse.core.planner import ACCESS_PATHS
 
 
@@ -41,7 +41,7 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
     counters.update({f"engine_{k}": v for k, v in sim.engine.counters.as_dict().items()})
     name = algorithm or scenario.algorithm
     join = scenario.view.join
-    maintained = maintained_view(name, join)
+    maintained = registry.get(name).maintained_view(join)
     return {
         "name": scenario.name,
         "algorithm": name,
@@ -67,7 +67,7 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
 
 def add_arguments(parser) -> None:
     parser.add_argument("file", help="scenario file (YAML, see docs/scenarios.md)")
-    parser.add_argument("--algorithm", help=f"override the file's algorithm ({', '.join(ALGORITHMS)})")
+    parser.add_argument("--algorithm", help="override the file's algorithm (`fedlab algorithms` lists them)")
     parser.add_argument("--access", choices=ACCESS_PATHS, help="override the access path")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the trace")
 

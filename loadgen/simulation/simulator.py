@@ -3,8 +3,8 @@
 Time is simulated; nothing is random but what a `random` step draws from its own seed, and
 each of its decisions is taken as the explicit step it amounts to (RandomSchedule), so that
 `Run.steps`, every step taken, replays the same run as a file of explicit steps. The
-warehouse is the same algorithm object the live service drives (warehouse.core.algorithms:
-Sze-Ling's engine or a baseline), over the view it maintains; sources are in-memory stores
+warehouse is the same algorithm object the live service drives (warehouse.core.registry:
+Sze-Ling's engine, a baseline or a plug-in), over the view it maintains; sources are in-memory stores
 with the same contract as the DuckDB ones. Messages in flight (notifications, sub-queries,
 answers, resend requests) sit in one list, oldest first, so that delivery, loss, duplication
 and reordering are explicit steps. The simulator records a trace of every message and every
@@ -15,7 +15,7 @@ live one at each batch commit, the view, its version state, the states applied s
 notification received become durable, and only then are those notifications acknowledged to
 their sources (before, a source only hears that they reached the core). A warehouse restart
 (`restart: {warehouse: true}`) loses everything else: the algorithm starts again from the
-durable view and state (warehouse.core.algorithms.restore, as the live one restarts from Delta)
+durable view and state (warehouse.core.registry.restore, as the live one restarts from Delta)
 and takes the durable notifications it had not applied again; sub-queries and answers of the
 lost process are gone, and the sources, whose calls failed, send everything unacknowledged again.
 A run's states are the durable ones, as a live run's history is.
@@ -38,7 +38,7 @@ from source_node.faults import KINDS as SOURCE_FAULTED
 from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
-from warehouse.core.algorithms import create, maintained_view, not_reflected, restore
+from warehouse.core import registry
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -57,6 +57,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
+from warehouse.core.registry import Settings, not_reflected
 from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import user_view
 
@@ -110,11 +111,13 @@ class Simulator:
         self.access = access or scenario.access
         join = self.view.join   # what the algorithm maintains (a summarised view is kept from it)
         rows = recompute(join, scenario.initial)
-        maintained = maintained_view(name, join)
-        self.engine = create(name, join, rows if maintained is join else recompute(maintained, scenario.initial),
-                             {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
-                             self.access, scenario.force_queries, scenario.global_transactions,
-                             scenario.period, scenario.deferral, scenario.salem)
+        maintained = registry.get(name).maintained_view(join)
+        self.settings = Settings(access=self.access, force_queries=scenario.force_queries,
+                                 global_transactions=scenario.global_transactions, period=scenario.period,
+                                 deferral=scenario.deferral, salem=scenario.salem)
+        self.engine = registry.create(name, join, rows if maintained is join else recompute(maintained, scenario.initial),
+                                      {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
+                                      self.settings)
         self.now = 0.0
         self.incarnation = 1            # the warehouse process; a restart starts another
         self.durable = Durable(dict(rows), self.engine.version_state())
@@ -325,9 +328,8 @@ class Simulator:
                                "mid_batch": mid_batch})
         self.run.counters["warehouse_restarts"] += 1
         try:
-            self.engine = restore(self.algorithm, self.view.join, dict(self.durable.rows), self.durable.state, self.access,
-                                  force_queries=self.scenario.force_queries, period=self.scenario.period,
-                                  deferral=self.scenario.deferral, salem=self.scenario.salem)
+            self.engine = registry.restore(self.algorithm, self.view.join, dict(self.durable.rows), self.durable.state,
+                                           self.settings)
         except ValueError as err:
             raise ScenarioError(f"restart: {err}") from None
         self.incarnation += 1

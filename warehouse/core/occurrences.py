@@ -4,7 +4,7 @@
 makes it a relation of the view (fedmodel.viewdef.occurrences, Catalog.with_occurrences: the same
 source, columns, key and constraints). The algorithms then maintain the view as one over
 distinct relations, and `Occurrences` translates at their edge, the same in the simulator and
-live (warehouse.core.algorithms.create wraps every algorithm of such a view):
+live (warehouse.core.registry.create wraps every algorithm of such a view):
 - a notification of a transaction that changed relation R reaches the algorithm as a change of
   every occurrence of R, each with R's rows and R's version number (BRV): an update of R is an
   update of all its occurrences at once, by one transaction;

@@ -13,7 +13,7 @@ Two path-based Delta tables live under `root_dir` (one writer process per root):
   - `notification`: each received notification the batch's state does not reflect yet, once,
     keyed by (source, dsv): txn_id, commit_time and body (JSON, fedmodel.transactions.
     notification_to_dict); a restart maintains those again (the warehouse passes no others:
-    warehouse.core.algorithms.not_reflected);
+    warehouse.core.registry.not_reflected);
   - `state`: one row per batch, body the version state after it (JSON);
   - `view_delta`: the salem algorithm's timed view delta, the rows the batch added to it (not in
     the view: past the view's point), one per (view row, timestamp key): `row` and `count` as for
