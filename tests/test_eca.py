@@ -10,9 +10,8 @@ and both are run over random single-source federations under FIFO delivery witho
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
-
-import pytest
 
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import TransactionRequest
@@ -21,6 +20,7 @@ from loadgen.simulation.scenario import load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
 from source_node.memory_store import MemoryStore
+from warehouse.core import registry
 from warehouse.core.baselines.eca import ECA, ECA_KEY, EagerCompensating, ECAKey
 from warehouse.core.baselines.keyed_view import widen
 from warehouse.core.events import (
@@ -271,7 +271,7 @@ def test_the_plugins_claim_strong_under_fifo_without_loss_at_one_source():
     for plugin, keyed in ((ECA, False), (ECA_KEY, True)):
         a = plugin.assumptions
         assert (plugin.level, a.fifo, a.no_loss, a.single_source, a.keys_in_view) == ("strong", True, True, True, keyed)
-    assert ECA_KEY.assumptions.restartable is False
+    assert ECA_KEY.assumptions.restartable is False   # its widened view is not what the store holds
 
 
 def test_the_factories_take_access_and_query_timeout():
@@ -282,15 +282,43 @@ def test_the_factories_take_access_and_query_timeout():
 
 # ---- random single-source federations under FIFO delivery without loss ----
 
-def fifo_levels(name: str, seeds: range) -> Counter:
-    levels = Counter()
+def fifo_runs(name: str, seeds: range, **schedule) -> list[dict]:
+    """One result per seed. Views of two to four relations: ECA's terms multiply with the
+    relations a term can still substitute (module docstring, Cost)."""
+    results = []
     for seed in seeds:
-        doc = random_scenario(seed, sources=(1, 1), drop=0.0, reorder=0.0, duplicate=0.0, steps=50, algorithm=name)
-        levels[simulate(parse_scenario(doc, f"{name} seed {seed}"))["consistency"]] += 1
-    return levels
+        doc = random_scenario(seed, relations=(2, 4), sources=(1, 1), drop=0.0, reorder=0.0, duplicate=0.0,
+                              steps=40, algorithm=name)
+        doc["steps"][0]["random"].update(schedule)
+        results.append(simulate(parse_scenario(doc, f"{name} seed {seed}")))
+    return results
 
 
-@pytest.mark.parametrize("name", ["eca", "eca-key"])
-def test_the_papers_claim_holds_on_random_single_source_federations_under_fifo(name):
-    levels = fifo_levels(name, range(40))
-    assert all(LEVELS.index(lv) >= LEVELS.index("strong") for lv in levels), levels
+def at_least_strong(result) -> bool:
+    return LEVELS.index(result["consistency"]) >= LEVELS.index("strong")
+
+
+def test_eca_is_at_least_strong_on_random_single_source_federations_under_fifo():
+    results = fifo_runs("eca", range(40))
+    assert all(at_least_strong(r) for r in results), Counter(r["consistency"] for r in results)
+    assert sum(r["counters"]["engine_compensations"] for r in results) > 0
+
+
+def test_eca_key_falls_below_strong_only_where_a_tuple_is_deleted_during_its_own_insertion_query():
+    results = fifo_runs("eca-key", range(40))
+    below = [r for r in results if not at_least_strong(r)]
+    assert below, "the Strobe paper's case never came up: the test no longer shows it"
+    assert all(events(r, "deleted-during-its-query") for r in below)
+    assert sum(at_least_strong(r) for r in results) > len(results) // 2
+
+
+def test_eca_processes_notifications_again_after_a_warehouse_restart_so_it_does_not_claim_restarts(monkeypatch):
+    # Tried: ECA as if it claimed restarts. Its query for r1 is lost with the process; r1 comes
+    # back from the durable store and again from its source, and ECA processes it twice.
+    restartable = replace(ECA, assumptions=replace(ECA.assumptions, restartable=True))
+    real = registry.get
+    monkeypatch.setattr(registry, "get", lambda name: restartable if name == "eca" else real(name))
+    (result,) = fifo_runs("eca", range(31, 32), warehouse_restart=0.05)
+    assert [e["transaction"] for e in events(result, "eca-query")][:2] == ["r1", "r1"]
+    assert result["consistency"] == "none"
+    assert ECA.assumptions.restartable is False

@@ -43,6 +43,17 @@ Decisions where the paper or this testbed leaves room, each tested in tests/test
   sub-query is sent again after `query_timeout`. A read (ViewQueried) is answered at once: the
   view moves only at quiescence.
 - The version vector a state claims: per source, the highest DSV of a notification processed.
+- Restarts: neither claims it can restart from the durable store. ECA-Key keeps the widened
+  view, which the store does not hold; ECA keeps the user's view, but a restart delivers
+  notifications again that it processes twice, never deduplicating (as SWEEP).
+- ECA-Key traces each deletion of a tuple whose own insertion query is unanswered
+  ("deleted-during-its-query"), the case the Strobe paper says it mishandles; it does nothing else
+  about it.
+- Cost: ECA's compensating terms multiply. Each update substitutes its tuple into every term in
+  UQS that still reads its relation and that the tuple joins, so a query holds up to one term per
+  combination of in-flight tuples of distinct relations; terms of one shape are added up and
+  dropped at zero, nothing else is saved (tests/test_eca.py keeps its random views to four
+  relations for time).
 
 The classes are `EagerCompensating` (ECA's own expansion: the name `ECA` is its plug-in's) and
 `ECAKey`; the plug-ins `ECA` and `ECA_KEY` (entry points `eca`, `eca-key`) declare their claims.
@@ -238,11 +249,23 @@ class ECAKey(EcaFamily):
 
     def _update(self, u: Update, now: float) -> list:
         if not u.insert:
+            self._note_the_known_anomaly(u)
             self.action_list.append(KeyDelete(u))
             return []
         if not self._passes(u):
             return []
         return self._send_query(EcaQuery(u, (Term(1, u.relation, u.row),)), now)
+
+    def _note_the_known_anomaly(self, u: Update) -> None:
+        """Traces a deletion of a tuple whose own insertion query is unanswered: its answer will
+        still derive rows from that tuple (the Strobe paper, 5.2). Nothing is done about it."""
+        key = self.view.relation(u.relation).key_of(u.row)
+        for query in self.uqs:
+            root = query.update
+            if root.relation == u.relation and self.view.relation(root.relation).key_of(root.row) == key:
+                self.trace.append({"event": "deleted-during-its-query", "relation": u.relation,
+                                   "deleted": list(u.row), "transaction": u.notification.txn_id,
+                                   "queried_by": root.notification.txn_id})
 
     def _answered(self, query: EcaQuery, now: float) -> list:
         rows = frozenset(row for ev in query.evaluations for row in ev.answer().values())
@@ -268,7 +291,11 @@ PAPER = "Zhuge, Garcia-Molina, Hammer & Widom 1995"
 ECA = Plugin(
     name="eca", paper=PAPER, level="strong",
     summary="compensating queries for the queries still unanswered; signed answers applied when none is pending",
-    factory=_factory(EagerCompensating), assumptions=Assumptions(fifo=True, no_loss=True, single_source=True))
+    factory=_factory(EagerCompensating),
+    # It keeps the view the durable store holds, but a restart delivers notifications again
+    # (the durable ones not applied, and the sources' unacknowledged ones), which it processes
+    # twice: it never deduplicates (no_loss). Tried: tests/test_eca.py.
+    assumptions=Assumptions(fifo=True, no_loss=True, single_source=True, restartable=False))
 ECA_KEY = Plugin(
     name="eca-key", paper=PAPER, level="strong",
     summary="ECA for views that hold every key: deletions applied locally by key, insertions queried uncompensated",
