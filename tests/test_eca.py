@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
+
+from scenario_support import events, run, states
 
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import TransactionRequest
 from fedmodel.viewdef import parse_view
-from loadgen.simulation.scenario import load_scenario, parse_scenario
+from loadgen.simulation.scenario import LEVELS, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
 from source_node.memory_store import MemoryStore
@@ -34,22 +35,6 @@ from warehouse.core.events import (
 )
 from warehouse.core.recompute import recompute
 from warehouse.core.registry import Settings
-
-SCENARIOS = Path(__file__).parent / "scenarios"
-LEVELS = ("none", "convergence", "weak", "strong", "complete")
-
-
-def run(name: str, algorithm: str | None = None):
-    return simulate(load_scenario(SCENARIOS / name), algorithm)
-
-
-def states(result) -> list[tuple[str, list]]:
-    return [(s["transaction"], s["view"]) for s in result["states"]]
-
-
-def events(result, kind: str) -> list[dict]:
-    return [e for e in result["trace"] if e["event"] == kind]
-
 
 # ---- the Strobe paper's Example 1: several sources, where both break ----
 

@@ -9,9 +9,9 @@ random federations under FIFO delivery without loss, where the paper's consisten
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from scenario_support import SCENARIOS, events, run, states
 
 from fedmodel.catalog import Catalog
 from fedmodel.subquery import Answer, RelationAnswer
@@ -19,7 +19,7 @@ from fedmodel.transactions import Modification, Notification, RelationChange
 from fedmodel.viewdef import parse_view
 from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle
-from loadgen.simulation.scenario import load_scenario, parse_scenario
+from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
 from warehouse.core import registry
@@ -35,21 +35,6 @@ from warehouse.core.events import (
     ViewEvaluated,
 )
 from warehouse.core.registry import Settings, create
-
-SCENARIOS = Path(__file__).parent / "scenarios"
-
-
-def run(name: str, algorithm: str | None = None):
-    return simulate(load_scenario(SCENARIOS / name), algorithm)
-
-
-def states(result) -> list[tuple[str, list]]:
-    return [(s["transaction"], s["view"]) for s in result["states"]]
-
-
-def events(result, kind: str) -> list[dict]:
-    return [e for e in result["trace"] if e["event"] == kind]
-
 
 # ---- Fixture A: Examples 1, 3, 6, 7 ----
 
@@ -352,7 +337,6 @@ def test_the_checker_finds_the_source_state_a_state_is_the_view_at_when_its_clai
 
 # ---- random federations under FIFO delivery without loss (the paper's assumptions) ----
 
-LEVELS = ("none", "convergence", "weak", "strong", "complete")
 
 
 def fifo_levels(name: str, transactions: str, seeds: range, access: str | None = None) -> Counter:

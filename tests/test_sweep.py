@@ -9,13 +9,13 @@ are run over random federations under FIFO delivery without loss, where the clai
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
+from scenario_support import SCENARIOS, events, run, states
 
 from fedmodel.subquery import Answer, RelationAnswer
 from fedmodel.transactions import Notification, RelationChange
-from loadgen.simulation.scenario import load_scenario, parse_scenario
+from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
 from warehouse.core.baselines.sweep import NestedSweep, Sweep
@@ -28,22 +28,6 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-
-SCENARIOS = Path(__file__).parent / "scenarios"
-LEVELS = ("none", "convergence", "weak", "strong", "complete")
-
-
-def run(name: str, algorithm: str | None = None):
-    return simulate(load_scenario(SCENARIOS / name), algorithm)
-
-
-def states(result) -> list[tuple[str, list]]:
-    return [(s["transaction"], s["view"]) for s in result["states"]]
-
-
-def events(result, kind: str) -> list[dict]:
-    return [e for e in result["trace"] if e["event"] == kind]
-
 
 # ---- Fixture A, driven event by event ----
 

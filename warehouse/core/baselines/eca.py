@@ -176,7 +176,7 @@ class EcaFamily(StrobeFamily):
         """Two sub-answers of one query read at two states of a source: every sub-query again."""
         for sid in [sid for sid, (q, _) in self._routes.items() if q is query]:
             del self._routes[sid]
-            self._sent_at.pop(sid, None)
+            self.unanswered.answered(sid)
         self.counters.reasks += 1
         self.trace.append({"event": "re-ask", "transaction": query.update.notification.txn_id,
                            "source": answer.source, "dsvs": [first, answer.dsv]})

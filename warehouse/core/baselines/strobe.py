@@ -52,6 +52,7 @@ from warehouse.core.algorithm import Counters
 from warehouse.core.baselines.applied_versions import AppliedVersions
 from warehouse.core.baselines.keyed_view import project, widen
 from warehouse.core.baselines.source_evaluate import Derivation, Evaluation
+from warehouse.core.baselines.unanswered import Unanswered
 from warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
@@ -144,7 +145,7 @@ class StrobeFamily(AppliedVersions):
         self.trace: list[dict] = []
         self.counters = StrobeCounters()
         self._routes: dict[str, tuple[object, Evaluation]] = {}
-        self._sent_at: dict[str, tuple[float, Subquery]] = {}
+        self.unanswered = Unanswered(query_timeout)
         self._ids = 0
         self.now = 0.0
 
@@ -201,7 +202,7 @@ class StrobeFamily(AppliedVersions):
         if route is None:
             self.counters.duplicates += 1
             return []
-        self._sent_at.pop(answer.id, None)
+        self.unanswered.answered(answer.id)
         query, ev = route
         return self._send(query, ev, ev.on_answer(answer), now) + self._finish(query, now)
 
@@ -214,18 +215,14 @@ class StrobeFamily(AppliedVersions):
     def _send(self, query, ev: Evaluation, subqueries: list[Subquery], now: float) -> list:
         for sq in subqueries:
             self._routes[sq.id] = (query, ev)
-            self._sent_at[sq.id] = (now, sq)
+            self.unanswered.sent(sq, now)
             self.counters.subqueries += 1
         return [SendSubquery(sq) for sq in subqueries]
 
     def _retry(self, now: float) -> list:
-        actions = []
-        for sid, (sent, sq) in list(self._sent_at.items()):
-            if now - sent >= self.query_timeout:
-                self._sent_at[sid] = (now, sq)
-                self.counters.retries += 1
-                actions.append(SendSubquery(sq))
-        return actions
+        again = self.unanswered.overdue(now)
+        self.counters.retries += len(again)
+        return again
 
     # ---- the view ----
 
@@ -281,6 +278,10 @@ class StrobeFamily(AppliedVersions):
     @property
     def timeout(self) -> float:
         return self.query_timeout
+
+    def next_timer(self) -> float | None:
+        """A timer acts only to send an unanswered sub-query again (warehouse.core.algorithm)."""
+        return self.unanswered.next_due()
 
     def view_rows(self) -> dict[tuple, int]:
         return project(self.user_view, self.mview.snapshot())

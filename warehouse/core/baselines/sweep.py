@@ -74,6 +74,7 @@ from fedmodel.transactions import Notification
 from fedmodel.viewdef import ViewDef
 from warehouse.core.algorithm import Counters
 from warehouse.core.baselines.applied_versions import AppliedVersions
+from warehouse.core.baselines.unanswered import Unanswered
 from warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
@@ -156,7 +157,7 @@ class Sweep(AppliedVersions):
         self.counters = SweepCounters()
         self._names = {r.lower(): r for r in view.relations}
         self._routes: dict[str, Term] = {}
-        self._sent_at: dict[str, tuple[float, Subquery]] = {}
+        self.unanswered = Unanswered(query_timeout)
         self._ids = 0
         self._received = 0          # notifications received, ever
         self._applied = 0           # of those, applied
@@ -246,7 +247,7 @@ class Sweep(AppliedVersions):
                           () if probe is None else tuple(sorted(probe, key=repr)))
             term.outstanding, term.probe = sq.id, probe
             self._routes[sq.id] = term
-            self._sent_at[sq.id] = (now, sq)
+            self.unanswered.sent(sq, now)
             self.counters.subqueries += 1
             return [SendSubquery(sq, f"{'+'.join(n.txn_id for n in self.umq[term.start:term.end])}/{term.relation}")]
         self._finish(term)
@@ -265,7 +266,7 @@ class Sweep(AppliedVersions):
         if term is None:
             self.counters.duplicates += 1
             return []
-        self._sent_at.pop(answer.id, None)
+        self.unanswered.answered(answer.id)
         pr = term.steps[term.step]
         rows = Counter(answer.rows_of(pr.relation).rows)
         self._compensate(term, pr, rows)
@@ -353,13 +354,9 @@ class Sweep(AppliedVersions):
         return out
 
     def _retry(self, now: float) -> list:
-        actions = []
-        for sid, (sent, sq) in list(self._sent_at.items()):
-            if now - sent >= self.query_timeout:
-                self._sent_at[sid] = (now, sq)
-                self.counters.retries += 1
-                actions.append(SendSubquery(sq, "retry"))
-        return actions
+        again = self.unanswered.overdue(now)
+        self.counters.retries += len(again)
+        return again
 
     # ---- the Algorithm interface ----
 
@@ -372,7 +369,7 @@ class Sweep(AppliedVersions):
         return self.query_timeout
 
     def next_timer(self) -> float | None:
-        return min((sent + self.query_timeout for sent, _ in self._sent_at.values()), default=None)
+        return self.unanswered.next_due()
 
     def view_rows(self) -> dict[tuple, int]:
         return self.mview.snapshot()
