@@ -95,8 +95,8 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
     try:
         progress("start", 0, None, "source actors, warehouse, initial materialisation")
         fed.start(ray_temp_dir=str(run_dir.parent / "ray"))
-        pids = {s: _health(a).get("pid") for s, a in fed.actors.items()}
-        sampler = ResourceSampler({s: p for s, p in pids.items() if p}).start()
+        pids = _source_pids(fed.actors, record["notes"])
+        sampler = ResourceSampler(pids).start()
         missing = watches.instrument_warehouse(fed.warehouse)
         if missing:
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
@@ -220,13 +220,19 @@ def _synthetic(spec: RunSpec) -> dict:
     return {"synthetic": {"shape": recipe.shape, "sources": recipe.sources, "rows_per_relation": recipe.rows}} if recipe else {}
 
 
-def _health(actor) -> dict:
+def _source_pids(actors: dict, notes: list) -> dict[str, int]:
+    """Each source actor's process id, from its health call; a source whose call fails is named
+    in the run's notes (its CPU and memory are then not sampled: figures the run can do without)."""
     import ray
 
-    try:
-        return ray.get(actor.health.remote(), timeout=30)
-    except Exception:  # a figure we can do without: memory of that source is then not sampled
-        return {}
+    pids = {}
+    for source, actor in actors.items():
+        try:
+            pids[source] = ray.get(actor.health.remote(), timeout=30)["pid"]
+        except Exception as err:   # any failure of the call: the note says which
+            notes.append(f"source {source}: its health call failed ({type(err).__name__}: {err}); "
+                         "its CPU and memory are not sampled")
+    return pids
 
 
 def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float, load_until: float,
