@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from warehouse.core import registry
+
 SCENARIOS = Path(__file__).parent / "scenarios"
 
 
@@ -144,3 +146,13 @@ def test_a_step_or_expectation_that_could_never_mean_anything_exits_two(fedlab, 
     out = fedlab("simulate", example1_with(tmp_path, changes))
     assert (out.returncode, out.stdout) == (2, "")
     assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("algorithm", registry.names())
+def test_every_algorithms_trace_prints_as_text(algorithm, capsys):
+    # Fixture A's interleaving: sub-queries, answers, compensation of each algorithm's own kind.
+    from loadgen.cli import main
+
+    assert main(["simulate", "tests/scenarios/strobe_example1_conventional.yaml", "--algorithm", algorithm]) in (0, 1)
+    out = capsys.readouterr().out
+    assert f"algorithm: {algorithm}" in out and "consistency: " in out

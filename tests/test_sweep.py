@@ -202,14 +202,14 @@ def test_example1_timing_under_sweep_ends_right_with_a_state_per_update():
     result = run("sweep_example1.yaml")
     assert result["expectations_met"]
     assert states(result) == [("U1", [[1, 2, 3, 4]]), ("U2", [])]
-    assert events(result, "compensate") == []          # x answered U1 before U2 committed
+    assert events(result, "local-compensation") == []          # x answered U1 before U2 committed
 
 
 def test_an_interfering_insert_and_delete_are_compensated_locally_without_a_query():
     result = run("sweep_interfering_insert_and_delete.yaml")
     assert result["expectations_met"] and result["consistency"] == "complete"
     assert states(result) == [("U1", [[1, 2, 3, 4]]), ("U2", []), ("U3", [[5, 2, 3, 4]])]
-    (comp,) = events(result, "compensate")
+    (comp,) = events(result, "local-compensation")
     assert (comp["relation"], comp["transactions"], comp["removed"]) == ("r1", ["U2", "U3"], [[[1, 2], -1], [[5, 2], 1]])
     assert len(events(result, "subquery")) == 6        # two per update: no compensating query
 
@@ -218,7 +218,7 @@ def test_a_transaction_over_two_relations_of_one_source_gets_one_state():
     result = run("sweep_multi_relation_transaction.yaml")
     assert result["expectations_met"] and result["consistency"] == "complete"
     assert states(result) == [("T1", [[1, 2, 3, 4]]), ("T2", [])]
-    comp = events(result, "compensate")[0]              # ΔR1 sees r2 old: T1's own [2,3] is taken out
+    comp = events(result, "local-compensation")[0]              # ΔR1 sees r2 old: T1's own [2,3] is taken out
     assert (comp["for"], comp["relation"], comp["removed"]) == ("r1", "r2", [[[2, 3], 1]])
 
 

@@ -121,6 +121,9 @@ def _describe(e: dict) -> str:
         return (f"{t} compensate {e['computation']}: {e['relation']} from {e['read_from']}, "
                 f"{e['kind']} updates (queried {e['queried_version']}, initial {e['initial_version']}): "
                 f"{e['before']} -> {e['after']}")
+    if kind == "local-compensation":
+        return (f"{t} local compensation of {e['for']}'s sweep: {e['removed']} of queued "
+                f"{'+'.join(e['transactions'])} taken out of the {e['relation']} answer")
     if kind == "apply":
         return f"{t} apply {e['txn']} at versions {e['versions']}: view {[list(r) for r in e['view']]}"
     if kind == "key-delete":

@@ -108,10 +108,13 @@ class Simulator:
                                        scenario.log_retention.get(s))
                         for s in catalog.sources}
         self.algorithm = name = algorithm or scenario.algorithm
-        self.access = access or scenario.access
+        plugin = registry.get(name)
+        # The file's access path goes with the file's algorithm: one that reads whole relations
+        # (recompute) takes none, and refuses only an access path asked for with it.
+        self.access = access or (scenario.access if plugin.default_access is not None else None)
         join = self.view.join   # what the algorithm maintains (a summarised view is kept from it)
         rows = recompute(join, scenario.initial)
-        maintained = registry.get(name).maintained_view(join)
+        maintained = plugin.maintained_view(join)
         self.settings = Settings(access=self.access, force_queries=scenario.force_queries,
                                  global_transactions=scenario.global_transactions, period=scenario.period,
                                  deferral=scenario.deferral, salem=scenario.salem)

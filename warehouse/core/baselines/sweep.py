@@ -288,7 +288,7 @@ class Sweep(AppliedVersions):
         if removed:
             rows.subtract(removed)
             self.counters.compensations += 1
-            self.trace.append({"event": "compensate", "relation": pr.relation, "for": term.relation,
+            self.trace.append({"event": "local-compensation", "relation": pr.relation, "for": term.relation,
                                "transactions": [n.txn_id for n in self.umq[cut:]],
                                "removed": sorted(([list(r), k] for r, k in removed.items()), key=repr)})
 
