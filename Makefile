@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv stubs demo test soak bench image e2e-k8s clean
+.PHONY: venv stubs demo test check soak bench image e2e-k8s clean
 
 venv: $(STAMP)
 
@@ -32,6 +32,11 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 
 test: venv $(VENV)/.example-stamp
 	$(BIN)/python -m pytest -q
+
+# The fast loop (a few minutes): the pure core, the simulator, the checker and the CLI, with fewer
+# random schedules; nothing that needs Spark, Ray, PostgreSQL or helm, nothing marked slow.
+check: venv $(VENV)/.example-stamp
+	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -m "not spark and not ray and not postgres and not helm and not slow"
 
 # At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).
 soak: venv

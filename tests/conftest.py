@@ -1,7 +1,9 @@
 """Shared fixtures: one Spark session (with Delta), one local Ray instance and one PostgreSQL
 server (tests/postgres_support.py) for the whole run.
 
-All start lazily, only when a test asks for them, and stop at the end of the session.
+All start lazily, only when a test asks for them, and stop at the end of the session. A test is
+marked by what it needs, from the fixtures it uses (`NEEDS`), so that `make check` can leave out
+every test that needs Spark, Ray, PostgreSQL or helm (`-m "not spark and not ray ..."`).
 """
 
 from __future__ import annotations
@@ -9,8 +11,12 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from postgres_support import postgres_dsn  # noqa: F401  (the session's PostgreSQL server, started on first use)
+
+# fixture -> the markers of what a test that uses it needs (`bench`: tests/test_bench*.py's
+# `fedlab bench` run, in a subprocess with Spark and Ray)
+NEEDS = {"spark": ("spark",), "ray_runtime": ("ray",), "postgres_dsn": ("postgres",), "helm": ("helm",),
+         "bench": ("spark", "ray", "slow")}
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -32,3 +38,11 @@ def ray_runtime(tmp_path_factory):
     start_ray(temp_dir=str(tmp_path_factory.mktemp("ray")))
     yield
     stop_ray()
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture, markers in NEEDS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                for marker in markers:
+                    item.add_marker(marker)

@@ -19,7 +19,6 @@ from loadgen.simulation.scenario import Scenario
 from loadgen.simulation.simulator import RandomTransactions
 from source_node.memory_store import MemoryStore
 
-
 # The Strobe paper's Fixture A (Examples 1, 3, 6, 7) with a few more rows: a chain of three
 # relations at three sources, a scenario document (loadgen.simulation.scenario.parse_scenario).
 FIXTURE_A = {

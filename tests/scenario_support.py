@@ -1,14 +1,22 @@
 """What the algorithm tests read from a simulated scenario (tests/scenarios/*.yaml): its states,
-its trace's events of one kind."""
+its trace's events of one kind; and how many random federations a property test runs over."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from loadgen.simulation.scenario import load_scenario
 from loadgen.simulation.simulate import simulate
 
 SCENARIOS = Path(__file__).parent / "scenarios"
+# `make check`, the fast loop, sets FEDLAB_QUICK=1: the random-federation tests run over a tenth.
+QUICK = os.environ.get("FEDLAB_QUICK") == "1"
+
+
+def seeds(n: int) -> range:
+    """The federation seeds of a random-schedule test: n of them, a tenth (at least 4) if QUICK."""
+    return range(max(4, n // 10) if QUICK else n)
 
 
 def run(name: str, algorithm: str | None = None) -> dict:

@@ -13,13 +13,13 @@ import json
 
 import psycopg
 import pytest
+from test_check_cli import T1, T2, T3, make_run
 
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import Modification, Notification, RelationChange
 from loadgen.checker import pg_server
 from loadgen.checker.oracle import Oracle, engine_named
 from loadgen.cli import main
-from test_check_cli import T1, T2, T3, make_run
 
 
 def check(run, *flags, capsys):

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_checker_levels import BOTH, CATALOG, EMPTY, HISTORY, INITIAL, U1, U2, U3, U4, V1, V3, VIEW, state
 
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import Modification, Notification, RelationChange
@@ -32,8 +33,6 @@ from loadgen.checker.chain import state_intervals
 from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle, engine_named
 from loadgen.checker.replay import add, state_delta, views
-from test_checker_levels import (BOTH, CATALOG, EMPTY, HISTORY, INITIAL, U1, U2, U3, U4, V1, V3, VIEW,
-                                 state)
 
 SELF_JOIN = "SELECT a.A, b.A FROM r1 a JOIN r1 b ON a.B = b.B"   # r1 read twice, at one DSV of x
 FOREVER = 2 ** 62

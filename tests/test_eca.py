@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from scenario_support import events, run, states
+from scenario_support import events, run, seeds, states
 
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import TransactionRequest
@@ -284,13 +284,13 @@ def at_least_strong(result) -> bool:
 
 
 def test_eca_is_at_least_strong_on_random_single_source_federations_under_fifo():
-    results = fifo_runs("eca", range(40))
+    results = fifo_runs("eca", seeds(40))
     assert all(at_least_strong(r) for r in results), Counter(r["consistency"] for r in results)
     assert sum(r["counters"]["engine_compensations"] for r in results) > 0
 
 
 def test_eca_key_falls_below_strong_only_where_a_tuple_is_deleted_during_its_own_insertion_query():
-    results = fifo_runs("eca-key", range(40))
+    results = fifo_runs("eca-key", seeds(40))
     below = [r for r in results if not at_least_strong(r)]
     assert below, "the Strobe paper's case never came up: the test no longer shows it"
     assert all(events(r, "deleted-during-its-query") for r in below)

@@ -21,7 +21,7 @@ ORDER = [p.name for p in registry.plugins()]   # weakest claim first
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory):
     out = tmp_path_factory.mktemp("matrix")
-    return run_matrix(schedules=2, seed=3, out=out), out
+    return run_matrix(schedules=2, seed=3, out=out, replays=5), out   # shrinking itself: test_shrinking.py
 
 
 def test_every_algorithm_meets_every_condition_in_one_cell(matrix):

@@ -6,18 +6,17 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from fake_warehouse import FakeWarehouse
+
 from fedmodel import message_log
 from fedmodel.catalog import Catalog
 from fedmodel.channels import client_channel
-from fedmodel.message_log import MessageLog
+from fedmodel.message_log import MessageLog, source_log_path
 from fedmodel.messages import to_pb
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from source_node.faults import FaultInjector
-from fedmodel.message_log import source_log_path
 from source_node.node import SourceNode
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {

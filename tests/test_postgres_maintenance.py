@@ -12,8 +12,15 @@ from __future__ import annotations
 import pytest
 from postgres_support import fresh_database
 
-from loadgen.bench.postgres_maintenance import (ACTIONS, CASES, TABLES, MaintainedDatabase, MaintenanceMismatch,
-                                                measure, report)
+from loadgen.bench.postgres_maintenance import (
+    ACTIONS,
+    CASES,
+    TABLES,
+    MaintainedDatabase,
+    MaintenanceMismatch,
+    measure,
+    report,
+)
 
 
 def test_every_setting_keeps_the_view_equal_to_its_recomputation(postgres_dsn):

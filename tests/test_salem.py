@@ -16,6 +16,7 @@ import random
 from pathlib import Path
 
 import pytest
+from scenario_support import seeds
 
 from fedmodel.errors import ModelError
 from loadgen.cli import main
@@ -150,14 +151,14 @@ def check(seed: int) -> dict | None:
 @pytest.mark.parametrize("schedules", [400])
 def test_random_federations_and_faults_keep_salem_complete(schedules):
     with multiprocessing.get_context("fork").Pool(2) as pool:
-        failures = [f for f in pool.imap_unordered(check, range(schedules), chunksize=10) if f]
+        failures = [f for f in pool.imap_unordered(check, seeds(schedules), chunksize=10) if f]
     assert not failures, f"{len(failures)} of {schedules} fell short; first: {failures[0]}"
 
 
 def test_the_checker_names_a_state_no_wall_time_names():
     """Sze-Ling's states follow the notifications' arrival order: some are no point in time, and
     the checker names the commit such a state includes and the earlier one it leaves out."""
-    for seed in range(40):
+    for seed in seeds(40):
         doc = random_scenario(seed, algorithm="sze-ling", drop=0.1, reorder=0.3, steps=60)
         off = simulate(parse_scenario(doc, f"seed {seed}"))["checker"]["off_time_line"]
         if off is not None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from fake_warehouse import TwoLevelWarehouse
+
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import TransactionRequest
 from source_node.faults import FaultInjector

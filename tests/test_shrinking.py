@@ -149,6 +149,7 @@ def _explore(tmp_path: Path, federations: list[dict], examples: int, steps: int 
         suppress_health_check=list(HealthCheck)))
 
 
+@pytest.mark.slow   # hypothesis's search and shrinking: about a minute
 def test_sze_ling_is_complete_on_explicit_schedules_over_random_federations(tmp_path):
     federations = [EXAMPLE_1] + [{k: v for k, v in random_scenario(seed).items() if k not in ("steps", "expect")}
                                  for seed in range(8)]
@@ -156,6 +157,7 @@ def test_sze_ling_is_complete_on_explicit_schedules_over_random_federations(tmp_
     assert not (tmp_path / "counterexample.yaml").exists()
 
 
+@pytest.mark.slow   # hypothesis's search and shrinking: about a minute
 def test_a_core_without_compensation_yields_a_shrunk_counterexample_that_replays(tmp_path, monkeypatch, capsys):
     import warehouse.core.sze_ling.computation as computation
 

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scenario_support import QUICK, seeds
 
 from loadgen.simulation.scenario import parse_scenario
 from loadgen.simulation.simulate import simulate
 from loadgen.workloads.synthetic import random_scenario
 
-SCENARIOS = int(os.environ.get("FEDLAB_PROPERTY_SCENARIOS", "2000"))
+SCENARIOS = int(os.environ.get("FEDLAB_PROPERTY_SCENARIOS", "200" if QUICK else "2000"))
 
 
 def schedule(seed: int) -> dict:
@@ -82,7 +83,7 @@ def test_random_federations_and_faults_keep_the_algorithms_level(algorithm, sche
 
 def test_the_checker_catches_conventional_maintenance_on_the_same_federations():
     levels = []
-    for seed in range(40):
+    for seed in seeds(40):
         doc = random_scenario(seed, algorithm="conventional", **schedule(seed))
         levels.append(simulate(parse_scenario(doc, f"seed {seed}"))["consistency"])
     assert levels.count("complete") < len(levels) // 2

@@ -7,8 +7,8 @@ import time
 
 import pytest
 import ray
-
 from fake_warehouse import FakeWarehouse
+
 from fedmodel.catalog import Catalog
 from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows

@@ -19,10 +19,10 @@ from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, TransactionRequest
+from source_node import sqlite_store
 from source_node.duckdb_store import DuckDBStore
 from source_node.engines import FILE_ENGINES, file_name, open_store
 from source_node.memory_store import MemoryStore
-from source_node import sqlite_store
 from source_node.sqlite_store import SQLiteStore
 
 CATALOG = Catalog.from_dict({"sources": {

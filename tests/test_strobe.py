@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from scenario_support import SCENARIOS, events, run, states
+from scenario_support import SCENARIOS, events, run, seeds, states
 
 from fedmodel.catalog import Catalog
 from fedmodel.subquery import Answer, RelationAnswer
@@ -365,7 +365,7 @@ def at_least(levels: Counter, level: str) -> bool:
     ("recompute", "source-local", "strong"),       # each state read at one state of every source
 ])
 def test_the_papers_claim_holds_on_random_federations_under_fifo(name, transactions, claim):
-    levels = fifo_levels(name, transactions, range(80))
+    levels = fifo_levels(name, transactions, seeds(80))
     assert at_least(levels, claim), levels
 
 
@@ -382,5 +382,5 @@ def test_strobe_without_transactions_does_show_states_inside_them():
 
 @pytest.mark.parametrize("name, claim", [("t-strobe", "strong"), ("c-strobe", "complete")])
 def test_the_strobe_family_keeps_its_level_on_join_graph_access(name, claim):
-    levels = fifo_levels(name, "source-local", range(15), access="join-graph")
+    levels = fifo_levels(name, "source-local", seeds(15), access="join-graph")
     assert at_least(levels, claim), levels

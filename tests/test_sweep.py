@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from scenario_support import SCENARIOS, events, run, states
+from scenario_support import SCENARIOS, events, run, seeds, states
 
 from fedmodel.subquery import Answer, RelationAnswer
 from fedmodel.transactions import Notification, RelationChange
@@ -247,12 +247,12 @@ def fifo_levels(name: str, seeds: range, transactions: str = "source-local", acc
 
 @pytest.mark.parametrize("name, claim", [("sweep", "complete"), ("nested-sweep", "strong")])
 def test_the_papers_claim_holds_on_random_federations_under_fifo(name, claim):
-    levels = fifo_levels(name, range(60))
+    levels = fifo_levels(name, seeds(60))
     assert all(LEVELS.index(lv) >= LEVELS.index(claim) for lv in levels), levels
 
 
 def test_sweep_stays_complete_on_join_graph_access():
-    levels = fifo_levels("sweep", range(15), access="join-graph")
+    levels = fifo_levels("sweep", seeds(15), access="join-graph")
     assert set(levels) == {"complete"}, levels
 
 

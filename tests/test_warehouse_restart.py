@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scenario_support import seeds
 
 from loadgen.cli import main
 from loadgen.simulation.matrix import schedule
@@ -57,7 +58,7 @@ def test_a_restart_step_names_the_warehouse_or_a_source():
 
 
 def test_the_strobe_family_cannot_restart_and_says_so():
-    with pytest.raises(ScenarioError, match="restart: strobe keeps a key-widened view"):
+    with pytest.raises(ScenarioError, match=r"restart: strobe cannot restart from the durable store \(its key-widened view"):
         crash(False, "strobe")
     assert main(["matrix", "--algorithms", "strobe", "--conditions", "warehouse-restart", "--schedules", "1"]) == 2
 
@@ -65,16 +66,17 @@ def test_the_strobe_family_cannot_restart_and_says_so():
 @pytest.mark.parametrize("algorithm, claim", [("sze-ling", "complete"), ("versioned", "complete"), ("lazy", "strong"),
                                              ("salem", "complete")])
 def test_random_schedules_with_warehouse_crashes_keep_the_algorithms_level(algorithm, claim):
-    crashes = 0
-    for seed in range(40):
+    crashes, federations = 0, seeds(40)
+    for seed in federations:
         result = simulate(parse_scenario(schedule(algorithm, "everything", seed), f"{algorithm} seed {seed}"))
         checker = result["checker"]
         assert result["consistency"] in (claim, "complete") and not checker["lost"] and not checker["doubled"], \
             (seed, result["consistency"], checker["anomalies"][:2])
         crashes += result["counters"].get("warehouse_restarts", 0)
-    assert crashes >= 40   # about two a schedule
+    assert crashes >= len(federations)   # about two a schedule
 
 
+@pytest.mark.slow   # counterexamples shrunk with hundreds of replays
 def test_soak_prints_the_count_the_time_and_the_verdict_per_condition(tmp_path, capsys):
     assert main(["soak", "--schedules", "16", "--jobs", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -86,6 +88,7 @@ def test_soak_prints_the_count_the_time_and_the_verdict_per_condition(tmp_path, 
     assert out[-1].startswith("16 schedules in ") and out[-1].endswith("complete under every condition")
 
 
+@pytest.mark.slow   # counterexamples shrunk with hundreds of replays
 def test_soak_runs_an_algorithm_that_cannot_restart_without_crashes_and_excuses_broken_assumptions(tmp_path, capsys):
     assert main(["soak", "--algorithm", "sweep", "--schedules", "12", "--jobs", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -102,9 +102,9 @@ def broken_assumptions(algorithm: str, condition: str, transactions: str = "sour
 
 
 def run_matrix(schedules: int = 20, seed: int = 0, algorithms=None, conditions=tuple(CONDITIONS),
-               out: str | Path | None = None, jobs: int = 1, **kwargs) -> list[dict]:
+               out: str | Path | None = None, jobs: int = 1, replays: int = SHRINK_REPLAYS, **kwargs) -> list[dict]:
     """The cells, algorithm by algorithm (every registered one without `algorithms`) and condition
-    by condition; counterexamples go to `out`."""
+    by condition; counterexamples go to `out`, each shrunk with at most `replays` replays."""
     algorithms = algorithms or [p.name for p in registry.plugins()]
     work = [(a, c, seed + s, kwargs) for a in algorithms for c in conditions for s in range(schedules)]
     if jobs > 1:
@@ -130,14 +130,14 @@ def run_matrix(schedules: int = 20, seed: int = 0, algorithms=None, conditions=t
                 "widened": widened[(algorithm, condition)]}
         if out is not None and level != LEVELS[-1]:
             s = next(s for s, lv in runs if lv == level)
-            path, recorded, shrunk = _write_counterexample(Path(out), algorithm, condition, s, level, kwargs)
+            path, recorded, shrunk = _write_counterexample(Path(out), algorithm, condition, s, level, replays, kwargs)
             cell["counterexample"] = str(path)
             cell["counterexample_steps"] = {"recorded": recorded, "shrunk": shrunk}
         cells.append(cell)
     return cells
 
 
-def _write_counterexample(out: Path, algorithm: str, condition: str, seed: int, level: str,
+def _write_counterexample(out: Path, algorithm: str, condition: str, seed: int, level: str, replays: int,
                           kwargs: dict) -> tuple[Path, int, int]:
     """Writes the schedule as the explicit steps it took, its random step's decisions shrunk to
     those after which it still replays to `level`; returns the file and how many steps the
@@ -146,7 +146,8 @@ def _write_counterexample(out: Path, algorithm: str, condition: str, seed: int, 
     missed = LEVELS[LEVELS.index(level) + 1]
     doc = schedule(algorithm, condition, seed, **kwargs)
     *decided, ending = recorded = Simulator(parse_scenario(doc, doc["name"])).execute().steps
-    kept = [*shrink(decided, lambda candidate: _replayed_level({**doc, "steps": [*candidate, ending]}) == level),
+    kept = [*shrink(decided, lambda candidate: _replayed_level({**doc, "steps": [*candidate, ending]}) == level,
+                   replays),
             ending]
     doc.update(name=f"counterexample: {algorithm} under {condition}, {doc['name']}: {level}, not {missed} "
                     f"({len(kept)} of the {len(recorded)} steps it took)",

@@ -165,8 +165,9 @@ def restore(name: str, view: ViewDef, rows: dict, state: dict, settings: Setting
     warehouse restarts from Delta with it, the simulator from its simulated durable store."""
     plugin = get(name)
     if not plugin.assumptions.restartable:
-        raise AlgorithmError(f"{name} cannot restart from the durable store "
-                             f"({'its key-widened view is not what the store holds' if plugin.assumptions.keys_in_view else 'it says it cannot'})")
+        why = ("its key-widened view is not what the store holds" if plugin.assumptions.keys_in_view
+               else "its plug-in does not claim restarts")
+        raise AlgorithmError(f"{name} cannot restart from the durable store ({why})")
     brv = {r: v["refreshed"] for r, v in state.get("relations", {}).items()}
     dsv = {s: v["applied_dsv"] for s, v in state.get("sources", {}).items()}
     return create(name, view, rows, brv, dsv, settings)
