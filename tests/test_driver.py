@@ -54,7 +54,8 @@ def test_each_source_gets_its_transactions_in_stream_order_in_bounded_groups():
         assert any(len(group) == 8 for group in fake.groups[source]), "a backlog is committed as full groups"
     assert result.committed + result.rejected == result.offered
     assert result.rejected == len(range(0, result.offered, 7))
-    assert result.errors[0] == "t0 at a: duplicates key"
+    assert result.reasons == {"ModelError: duplicates key": result.rejected}
+    assert result.rejections() == [f"{result.rejected} x ModelError: duplicates key (first: t0 at a)"]
 
 
 def test_a_failed_group_counts_all_its_transactions_rejected():
@@ -64,4 +65,6 @@ def test_a_failed_group_counts_all_its_transactions_rejected():
     invalid = [n for n in range(result.offered) if n % 7 == 0 and f"t{n}" not in failed]
     assert result.rejected == len(failed) + len(invalid)
     assert result.committed == result.offered - result.rejected
-    assert f"{failed[0]} at b: source unreachable" in result.errors
+    assert result.reasons["ConnectionError: source unreachable"] == len(failed)   # the group's reason, counted
+    assert result.examples["ConnectionError: source unreachable"] == f"{failed[0]} at b"
+    assert f"{len(failed)} x ConnectionError: source unreachable (first: {failed[0]} at b)" in result.rejections()

@@ -140,8 +140,8 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
         load_until = time.time()
         record.update(offered=load.offered, committed_in_load=load.committed, rejected=load.rejected,
                       rate_achieved=round(load.achieved_rate, 2))
-        if load.errors:
-            record["notes"].append(f"{len(load.errors)} commits rejected, first: {load.errors[0]}")
+        if load.rejected:
+            record["notes"].append(f"{load.rejected} commits rejected: {'; '.join(load.rejections())}")
 
         steps = ramp(fed, drive, list(spec.ramp_rates), spec.ramp_step,
                      lambda i, rate, elapsed: progress("ramp", i + min(elapsed / spec.ramp_step, 1),

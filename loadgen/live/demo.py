@@ -120,6 +120,7 @@ def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: 
         "offered": load.offered,
         "committed": load.committed,
         "rejected": load.rejected,
+        "rejections": load.rejections(),
         "achieved_rate": round(load.achieved_rate, 1),
         "applied": status["applied"],
         "caught_up": caught_up,
@@ -138,7 +139,8 @@ def _print(console, s: dict) -> None:
     console.print(f"\n[bold]summary[/]\n  transactions offered {s['offered']}, committed {s['committed']} "
                   f"({s['achieved_rate']}/s), rejected {s['rejected']}, applied {s['applied']}"
                   f"{'' if s['caught_up'] else ' (did not catch up in time)'}\n"
-                  f"  final view: {s['view_rows']} rows\n"
+                  + "".join(f"  rejected: {line}\n" for line in s["rejections"])
+                  + f"  final view: {s['view_rows']} rows\n"
                   f"  final view equals the view recomputed from the sources (convergence): {verdict}\n"
                   f"  staleness ms: p50 {s['staleness_ms']['p50']}, p95 {s['staleness_ms']['p95']}, "
                   f"p99 {s['staleness_ms']['p99']}, max {s['staleness_ms']['max']}\n"

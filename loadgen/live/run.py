@@ -135,6 +135,7 @@ def main(args) -> int:
         spark.stop()
     verdict = check(run_dir)
     result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
+              "rejected": load.rejected, "rejections": load.rejections(),
               "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:
@@ -142,6 +143,8 @@ def main(args) -> int:
     else:
         print(f"run {run_dir}: {load.committed} transactions at {result['achieved_rate']}/s; faults {faults}, "
               f"{len(events)} process faults ({'; '.join(events) or 'none'})")
+        for line in result["rejections"]:
+            print(f"rejected: {line}")
         print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
               f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
         if verdict.first_violation:

@@ -31,11 +31,43 @@ class DriveResult:
     committed: int = 0
     rejected: int = 0
     seconds: float = 0.0
-    errors: list = field(default_factory=list)
+    reasons: dict = field(default_factory=dict)    # why transactions were rejected: reason -> how many
+    examples: dict = field(default_factory=dict)   # reason -> the first transaction rejected for it
 
     @property
     def achieved_rate(self) -> float:
         return self.committed / self.seconds if self.seconds else 0.0
+
+    def reject(self, txn_id: str, source: str, outcome: Exception) -> None:
+        reason = rejection_reason(outcome)
+        self.rejected += 1
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+        self.examples.setdefault(reason, f"{txn_id} at {source}")
+
+    def rejections(self, most: int = 3) -> list[str]:
+        """The rejections by reason, the most frequent first: `N x reason (first: txn at source)`.
+
+        >>> r = DriveResult()
+        >>> for txn in ("t1", "t2"):
+        ...     r.reject(txn, "sales", ValueError("duplicate key (1)"))
+        >>> r.reject("t3", "sales", TimeoutError("no answer"))
+        >>> r.rejections()
+        ['2 x ValueError: duplicate key (1) (first: t1 at sales)', '1 x TimeoutError: no answer (first: t3 at sales)']
+        """
+        ranked = sorted(self.reasons.items(), key=lambda kv: -kv[1])
+        lines = [f"{n} x {reason} (first: {self.examples[reason]})" for reason, n in ranked[:most]]
+        if len(ranked) > most:
+            lines.append(f"{sum(n for _, n in ranked[most:])} more, for {len(ranked) - most} other reasons")
+        return lines
+
+
+def rejection_reason(outcome: Exception) -> str:
+    """One line naming why a commit failed: a gRPC status and its details, or the error's first line."""
+    if isinstance(outcome, grpc.RpcError) and hasattr(outcome, "code"):
+        text = f"{outcome.code().name}: {outcome.details()}"
+    else:
+        text = f"{type(outcome).__name__}: {str(outcome).splitlines()[0] if str(outcome) else ''}"
+    return text[:200]
 
 
 def drive(commit_batch: Callable, stream, sources, rate: float, duration: float,
@@ -66,8 +98,7 @@ def drive(commit_batch: Callable, stream, sources, rate: float, duration: float,
             with lock:
                 for request, outcome in zip(batch, outcomes, strict=True):
                     if isinstance(outcome, Exception):
-                        result.rejected += 1
-                        result.errors.append(f"{request.txn_id} at {source}: {outcome}")
+                        result.reject(request.txn_id, source, outcome)
                     else:
                         result.committed += 1
 
