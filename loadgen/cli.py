@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 
+from fedmodel.errors import ModelError
 from warehouse.core.registry import AlgorithmError
 
 COMMANDS = {
@@ -70,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging()
     try:
         return importlib.import_module(COMMANDS[args.command][0]).main(args)
-    except AlgorithmError as err:   # an unknown algorithm, or a plug-in that does not load
+    except (AlgorithmError, ModelError) as err:
+        # Input or an environment the command cannot use, found late (an unknown algorithm, a
+        # plug-in that does not load, a run directory the PostgreSQL server's user cannot reach):
+        # one line, after the command's own clean-up has run.
         print(f"fedlab {args.command}: {err}", file=sys.stderr)
         return 2
 

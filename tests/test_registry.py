@@ -122,3 +122,17 @@ def test_a_plug_in_runs_in_the_simulator_and_the_matrix_catches_its_failed_claim
     assert "| overclaiming | complete | **" in out and "its claim fails**" in out
     assert err.strip() == "fedlab matrix: below the claimed level with its assumptions kept: overclaiming under fifo"
     assert (tmp_path / "overclaiming-fifo.yaml").exists()
+
+
+def test_an_error_a_command_finds_late_is_one_line_and_exit_2(monkeypatch, capsys):
+    # e.g. `fedlab demo --source-engine postgres` with a run directory the server's user cannot reach
+    from fedmodel.errors import ModelError
+    from loadgen.live import demo
+
+    def refused(args):
+        raise ModelError("/root is not searchable by the user postgres the server runs as (chmod o+x /root)")
+
+    monkeypatch.setattr(demo, "main", refused)
+    assert main(["demo"]) == 2
+    err = capsys.readouterr().err
+    assert err == "fedlab demo: /root is not searchable by the user postgres the server runs as (chmod o+x /root)\n"
