@@ -36,7 +36,7 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
 
 @pytest.mark.parametrize("argv, message", [
     (["--algorithm", "strobe", "--chaos", "kill-warehouse=once"],
-     "fedlab run: --chaos kill-warehouse: strobe cannot restart from Delta yet"),
+     "fedlab run: --chaos kill-warehouse: strobe cannot restart from Delta"),
     (["--chaos", "nowhere:drop=0.1"],
      "fedlab run: --chaos: nowhere:drop=0.1: no source named 'nowhere' (sources: procurement, reference, sales)"),
     (["--algorithm", "recompute", "--recompute-period", "0"],
