@@ -89,8 +89,8 @@ def main(args) -> int:
     result = drive(commit_batch, stream, sorted(sources), rate, duration, progress)
     print(f"load: offered {result.offered}, committed {result.committed}, rejected {result.rejected} in "
           f"{result.seconds:.1f} s; achieved rate {result.achieved_rate:.1f} txn/s (target {rate:g})", flush=True)
-    for error in result.errors[:5]:
-        print(f"  rejected: {error}", file=sys.stderr)
+    for line in result.rejections():
+        print(f"  rejected: {line}", file=sys.stderr)
     caught_up = _wait_until_applied(config, sources, args.settle, tls) if args.settle > 0 else None
     if caught_up is not None:
         print("the view reflects every commit" if caught_up else
@@ -99,7 +99,7 @@ def main(args) -> int:
         config.run_dir.mkdir(parents=True, exist_ok=True)
         (config.run_dir / "load.json").write_text(json.dumps({
             "initial_rows": loaded, "offered": result.offered, "committed": result.committed,
-            "rejected": result.rejected, "seconds": round(result.seconds, 3), "target_rate": rate,
+            "rejected": result.rejected, "rejections": result.rejections(), "seconds": round(result.seconds, 3), "target_rate": rate,
             "achieved_rate": round(result.achieved_rate, 2), "caught_up": caught_up}, indent=2) + "\n")
     return 0 if caught_up is not False and result.committed else 1
 
