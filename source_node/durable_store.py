@@ -44,8 +44,13 @@ from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery
-from fedmodel.transactions import Notification, RelationChange, TransactionRequest, notification_from_dict, \
-    notification_to_dict
+from fedmodel.transactions import (
+    Notification,
+    RelationChange,
+    TransactionRequest,
+    notification_from_dict,
+    notification_to_dict,
+)
 from source_node.commit import GroupCommit, PlannedChange, plan_commit
 
 Query = Callable[[str, Sequence], list]   # runs one SELECT, returns its rows
@@ -249,21 +254,29 @@ class DurableStore(GroupCommit):
         `sq.as_of` names, the earlier versions they were rebuilt at (fedmodel.as_of) while the
         recent changes reach back to them.
         """
-        where = f"sub-query {sq.id}"
-        relations = check_subquery(self.catalog, self.source, sq)
-        self._prepare_probes(sq, relations)
+        return self.answer_all([sq])[0]
+
+    def answer_all(self, subqueries: Sequence[Subquery]) -> list[Answer]:
+        """`answer` for each of a batch, all read at one state in one read transaction: the
+        transaction and the version reads are paid once per batch, not once per sub-query."""
+        checked = [(sq, check_subquery(self.catalog, self.source, sq)) for sq in subqueries]
+        for sq, relations in checked:
+            self._prepare_probes(sq, relations)
         read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
+        answers, where = [], f"sub-query {subqueries[0].id}" if subqueries else ""
         try:
             with self._reading() as query:
                 dsv, brv = self._versions(query)
-                nets = self.recent.nets(sq, dsv, brv)
-                rows = self._semijoins(query, sq, relations, nets or {})
+                for sq, relations in checked:
+                    where = f"sub-query {sq.id}"
+                    nets = self.recent.nets(sq, dsv, brv)
+                    rows = self._semijoins(query, sq, relations, nets or {})
+                    versions = answered_versions(sq, brv, nets)
+                    read = tuple(RelationAnswer(rel.name, versions[rel.name], tuple(r)) for rel, r in zip(relations, rows))
+                    answers.append(Answer(sq.id, self.source, dsv, read, read_time))
         except self._refusals as err:
             raise ModelError(f"{where}: {first_line(err)}") from None
-        brv = answered_versions(sq, brv, nets)
-        return Answer(sq.id, self.source, dsv,
-                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)),
-                      read_time)
+        return answers
 
     def _prepare_probes(self, sq: Subquery, relations: list[Relation]) -> None:
         """Before a sub-query is read (an engine may index the column sets it probes)."""

@@ -73,6 +73,7 @@ CREATE TABLE fedlab.changes (xid xid8 NOT NULL, seq bigserial, relation text NOT
 CREATE TABLE fedlab.pending (xid xid8 PRIMARY KEY);
 CREATE TABLE fedlab.log (dsv bigint PRIMARY KEY, xid xid8 NOT NULL, txn_id text NOT NULL,
                          commit_time double precision NOT NULL, brv jsonb NOT NULL);
+CREATE INDEX log_xid ON fedlab.log (xid);
 
 CREATE FUNCTION fedlab.capture() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
@@ -408,22 +409,30 @@ class PostgresStore(GroupCommit):
         REPEATABLE READ transaction: rows, DSV and BRVs of one committed state; the relations
         `sq.as_of` names rebuilt at those versions from that state and the changes since
         (formula 12, fedmodel.as_of) while the recent changes reach back to them."""
-        relations = check_subquery(self.catalog, self.source, sq)
+        return self.answer_all([sq])[0]
+
+    def answer_all(self, subqueries: Sequence[Subquery]) -> list[Answer]:
+        """`answer` for each of a batch, all in one REPEATABLE READ transaction: under writers
+        from outside, the transaction and the version reads are paid once per batch."""
+        checked = [(sq, check_subquery(self.catalog, self.source, sq)) for sq in subqueries]
         read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
+        answers, where = [], f"sub-query {subqueries[0].id}" if subqueries else ""
         try:
             with self._reading() as cur:
                 dsv, brv = self._versions(cur)
-                # (Waits for the listener to read another writer's commit this state holds.)
-                nets = self.recent.nets(sq, dsv, brv)
-                rows = semijoin_chain(self.catalog, sq, relations,
-                                      lambda rel: cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall(),
-                                      lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted), nets)
+                for sq, relations in checked:
+                    where = f"sub-query {sq.id}"
+                    # (Waits for the listener to read another writer's commit this state holds.)
+                    nets = self.recent.nets(sq, dsv, brv)
+                    rows = semijoin_chain(self.catalog, sq, relations,
+                                          lambda rel: cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall(),
+                                          lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted), nets)
+                    versions = answered_versions(sq, brv, nets)
+                    read = tuple(RelationAnswer(rel.name, versions[rel.name], tuple(r)) for rel, r in zip(relations, rows))
+                    answers.append(Answer(sq.id, self.source, dsv, read, read_time))
         except psycopg.Error as err:
-            raise ModelError(f"sub-query {sq.id}: {first_line(err)}") from None
-        brv = answered_versions(sq, brv, nets)
-        return Answer(sq.id, self.source, dsv,
-                      tuple(RelationAnswer(rel.name, brv[rel.name], tuple(r)) for rel, r in zip(relations, rows)),
-                      read_time)
+            raise ModelError(f"{where}: {first_line(err)}") from None
+        return answers
 
     def _matching(self, cur, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
         """`rel`'s rows whose columns at `positions` hold one of `wanted` (a NULL matches nothing)."""
@@ -494,6 +503,8 @@ class PostgresStore(GroupCommit):
                 (owner,), = self._con.execute("SELECT source FROM fedlab.source").fetchall()
                 if owner != self.source:
                     raise ModelError(f"{self.path} holds source {owner!r}, not {self.source!r}")
+                # The node finds its own commit's DSV by xid (installs before the index had none).
+                self._con.execute("CREATE INDEX IF NOT EXISTS log_xid ON fedlab.log (xid)")
                 return
             for rel in self._relations:
                 self._con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({_definition(rel)})")

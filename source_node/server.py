@@ -39,9 +39,9 @@ from fedmodel.message_log import MessageLog, answer_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.wire import pb, rpc
 from source_node.commit_queue import CommitQueue
+from source_node.durable_store import owned_relation
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
-from source_node.durable_store import owned_relation
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
 
@@ -102,7 +102,7 @@ class SourceServicer(rpc.SourceServicer):
         for msg, sq in zip(request.subqueries, subqueries):
             self.messages.record("subquery", "received", "warehouse", bytes=msg.ByteSize(),
                                  batch=len(subqueries), **subquery_fields(sq))
-        answers = [self.store.answer(sq) for sq in subqueries]
+        answers = self.store.answer_all(subqueries)
         encoded = [to_pb(a, self.catalog) for a in answers]
         copies = []
         for i, answer in enumerate(answers):

@@ -181,6 +181,39 @@ def test_answers_and_snapshots_read_one_committed_state(store):
     assert dsv == 2 and relations["owner"][0] == 2 and len(relations["owner"][1]) == 2
 
 
+def test_a_batch_of_subqueries_is_answered_at_one_state_while_writers_commit(store, dsn):
+    """Issue 37: a Query batch is read in one REPEATABLE READ transaction. Each answer equals the
+    sub-query answered alone at that state, and all of them carry that state's DSV, while an
+    application commits alongside."""
+    by_owner = [Subquery(f"q{i}", "ds1", (SubqueryRelation("acct", None, ("owner",), ("name",), ""),),
+                         ((name,),)) for i, name in enumerate(["ann", "bob", "cy", "ann"])]
+    everything = Subquery("all", "ds1", (SubqueryRelation("acct", None, (), ()),), ())
+    stop = threading.Event()
+
+    def application():
+        with psycopg.connect(dsn, autocommit=True) as con:
+            key = 100
+            while not stop.is_set():
+                con.execute("INSERT INTO acct VALUES (%s, %s, 1.0)", [key, random.choice(["ann", "bob", "cy"])])
+                key += 1
+
+    writer = threading.Thread(target=application)
+    writer.start()
+    try:
+        for _ in range(20):
+            answers = store.answer_all(by_owner + [everything])
+            dsv = answers[0].dsv
+            assert {a.dsv for a in answers} == {dsv}
+            table = answers[-1].rows_of("acct").rows       # the whole relation at that state
+            for sq, answer in zip(by_owner, answers):
+                owner = sq.probe[0][0]
+                assert sorted(answer.rows_of("acct").rows) == sorted(r for r in table if r[1] == owner)
+    finally:
+        stop.set()
+        writer.join(10)
+    wait_for(store, 3)   # the application did commit meanwhile
+
+
 def test_a_restarted_store_finds_its_versions_and_unacknowledged_outbox(store, dsn):
     for i in range(3):
         store.commit(TransactionRequest(f"t{i}", inserts={"acct": [(10 + i, "n", 0.0)]}))

@@ -10,6 +10,7 @@ import random
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -442,6 +443,16 @@ def subqueries(draw) -> Subquery:
 def test_answer_equals_the_memory_store(twins, sq):
     durable, memory = twins
     assert comparable(durable.answer(sq)) == comparable(memory.answer(sq))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(subqueries(), min_size=1, max_size=4))
+def test_a_batch_is_answered_as_each_sub_query_alone(twins, batch):
+    """answer_all reads a Query batch in one transaction; each answer is the one its sub-query
+    gets alone."""
+    durable, memory = twins
+    batch = [replace(sq, id=f"q{i}") for i, sq in enumerate(batch)]
+    assert [comparable(a) for a in durable.answer_all(batch)] == [comparable(memory.answer(sq)) for sq in batch]
 
 
 def comparable(answer) -> tuple:
