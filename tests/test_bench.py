@@ -43,7 +43,7 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         # to the Delta table: never before the core's view reflects a transaction
         assert run["staleness_delta_ms"]["p50"] >= run["staleness_ms"]["p50"]
         assert run["floor_ms"] > 0
-        assert set(run["per_txn"]) >= {"subqueries", "messages", "rows", "bytes", "resends", "compensations"}
+        assert set(run["per_txn"]) >= {"subqueries", "messages", "rows", "bytes", "resends", "compensations", "subquery_retries"}
         assert run["peak_memory_mb"] > 0 and run["warehouse_cpu_seconds"] > 0
         assert run["ramp"] and run["ramp"][0]["rate"] == 5
         assert (Path(run["run_dir"]) / "run.json").is_file()
@@ -111,6 +111,12 @@ def test_wire_cost_comes_from_the_message_logs_that_exist(bench):
             sent = sum(1 for p in logs.values() for line in p.read_text().splitlines()
                        if json.loads(line)["event"] == "sent")
             assert run["wire"]["messages"] == sent
+        if "warehouse" in logs:
+            # sub-queries sent again: every copy of an id beyond its first, over the whole run
+            ids = [m["id"] for m in map(json.loads, logs["warehouse"].read_text().splitlines())
+                   if m["kind"] == "subquery" and m["event"] == "sent"]
+            again = len(ids) - len(set(ids))
+            assert run["per_txn_whole_run"]["subquery_retry_share"] == pytest.approx(again / max(len(ids), 1), abs=1e-4)
         missing = {"warehouse", *run["sources"]} - set(logs)
         assert bool(missing) == any("no message log" in n for n in run["notes"])
 

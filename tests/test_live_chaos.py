@@ -137,6 +137,31 @@ def test_sze_ling_stays_complete_under_one_message_fault(spark, ray_runtime, tmp
         assert doubly_received(history, "answer", "id") > 0
 
 
+def test_a_slow_answer_is_not_asked_for_again(spark, ray_runtime, tmp_path):
+    """Issue 37: answers slower than the sub-query timeout (1.5 s; the sources delay each reply
+    by 2.5 s on average, nothing is lost). The core sends those sub-queries again, but each copy
+    waits behind the Query RPC that carries the first, and that RPC's reply answered it: no copy
+    goes, so a slow source gets no more requests than a fast one."""
+    scenario = parse_scenario(FEDERATION, "live chaos")
+    run = tmp_path / "run"
+    fed = start(spark, run, scenario)
+    load = MirroredLoad(scenario, fed.commit)
+    try:
+        set_faults(fed, {"answer_delay_mean": 2.5})
+        load.commit(TRANSACTIONS, pause=0.05)
+        assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
+        status = fed.warehouse.status()
+    except BaseException:
+        fed.stop()
+        raise
+    history, totals = settle_and_judge(fed, run, load)
+    assert totals["answer"].get("delayed", 0) > 0 and not totals["answer"].get("dropped"), totals
+    assert status["counters"]["retries"] > 0 and status["withheld"] > 0, status
+    sent = Counter(e["id"] for e in history if e["node"] == "warehouse" and e["kind"] == "subquery"
+                   and e["event"] == "sent")
+    assert sent and max(sent.values()) == 1, [sid for sid, n in sent.items() if n > 1]
+
+
 def test_sze_ling_stays_complete_under_all_faults_and_restarts(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(FEDERATION, "live chaos")
     run = tmp_path / "run"

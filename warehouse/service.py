@@ -10,7 +10,9 @@
   views) from one queue, in arrival order and in batches, and hands it to the maintenance core:
   no RPC waits for the core, and the core is never entered by two threads.
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
-  Query RPC (beyond the paper: fewer round trips), and its resend requests.
+  Query RPC (beyond the paper: fewer round trips), and its resend requests; a copy the core sent
+  again while the reply was on its way, and that reply answered, stays home
+  (warehouse.answered_recently).
 - A timer thread hands the core the time when the core said it would next need it (a sub-query
   to send again, a gap to ask for: the algorithm's `next_timer`), or every `tick` for an
   algorithm that does not say; an idle warehouse's threads all sleep.
@@ -57,6 +59,7 @@ from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.summary import parse_query
 from fedmodel.wire import pb, rpc
+from warehouse.answered_recently import AnsweredRecently
 from warehouse.core import registry
 from warehouse.core.events import (
     Acknowledge,
@@ -184,6 +187,8 @@ class Warehouse:
         self.resyncs: list[str] = []
         self._queues: dict[str, list] = {s: [] for s in self.sources}
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
+        self._answered = {s: AnsweredRecently() for s in self.sources}   # each its dispatcher's own
+        self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
         self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
         self._stop = threading.Event()
         self._timer_wake = threading.Condition(threading.Lock())
@@ -437,8 +442,11 @@ class Warehouse:
                     self._wake[source].wait()
                 items, self._queues[source] = self._queues[source], []
                 stub = self._stubs[source]   # read each time: set_source_address may swap it
-            # A retry of a sub-query still waiting here would only travel twice.
-            subqueries = list({i.id: i for i in items if isinstance(i, Subquery)}.values())
+                # A retry of a sub-query still waiting here would only travel twice; one whose
+                # answer came back meanwhile (a slow answer is not a lost one) not at all.
+                queued = {i.id: i for i in items if isinstance(i, Subquery)}
+                subqueries = [sq for sid, sq in queued.items() if not self._answered[source].answered(sid)]
+                self.withheld += len(queued) - len(subqueries)
             resends = [i for i in items if isinstance(i, RequestResend)]
             if subqueries:
                 self._query(source, stub, subqueries)
@@ -468,6 +476,7 @@ class Warehouse:
                 continue
             self.messages.record("answer", "received", source, bytes=msg.ByteSize(), **answer_fields(answer))
             answers.append(AnswerArrived(answer, now))
+        self._answered[source].replied({a.answer.id for a in answers})
         self._arrived(source, answers, query_done=True)
 
     def _arrived(self, source: str, events: list, query_done: bool = False) -> None:
@@ -684,6 +693,7 @@ class Warehouse:
             return {"algorithm": self.algorithm, "applied": self.seq, "in_flight": self.engine.in_flight,
                     "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
+                    "withheld": self.withheld,
                     "resynchronisations": list(self.resyncs)}
 
 

@@ -121,8 +121,11 @@ def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None 
     events = read(present.values())
     if window is not None:
         events = (e for e in events if window[0] <= e["t"] <= window[1])
+    events = list(events)
     by_kind = totals(events)
-    return {"by_kind": by_kind,
+    # A sub-query id sent more than once went again: a retry on the wire (a lost or a slow answer).
+    asked = {e["id"] for e in events if e.get("kind") == "subquery" and e.get("event") == "sent" and "id" in e}
+    return {"by_kind": by_kind, "subqueries_asked": len(asked),
             "messages": sum(k.get("sent", 0) for k in by_kind.values()),
             "rows": sum(k.get("rows", 0) for k in by_kind.values()),
             "bytes": sum(k.get("bytes", 0) for k in by_kind.values()),
@@ -184,7 +187,10 @@ def per_transaction(cost: dict, counters: dict, transactions: int) -> tuple[dict
     resends = cost["by_kind"].get("resend_request", {}).get("sent", counters.get("resends", 0))
     # What the algorithm adds to the notifications every algorithm receives alike.
     maintenance = sum(cost["by_kind"].get(k, {}).get("bytes", 0) for k in ("subquery", "answer", "resend_request"))
+    again = subqueries - cost["subqueries_asked"] if "warehouse" in cost["logs"] else counters.get("retries", 0)
     return {"subqueries": round(subqueries / n, 3), "messages": round(cost["messages"] / n, 3),
+            "subquery_retries": round(again / n, 4),
+            "subquery_retry_share": round(again / subqueries, 4) if subqueries else 0.0,
             "rows": round(cost["rows"] / n, 3), "bytes": round(cost["bytes"] / n, 1),
             "maintenance_bytes": round(maintenance / n, 1),
             "resends": round(resends / n, 4),

@@ -16,7 +16,7 @@ from loadgen.bench.combining import tradeoff
 from loadgen.bench.resources import cpu_ms_per_txn, shares
 
 RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
-               "to Delta p50/p99 ms", "read p50/p99 ms", "floor ms", "sub-queries/txn", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
+               "to Delta p50/p99 ms", "read p50/p99 ms", "floor ms", "sub-queries/txn (sent again)", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
 
 
 def _fmt(x) -> str:
@@ -37,7 +37,8 @@ def run_row(r: dict) -> list[str]:
             " / ".join(_fmt(s.get(k)) for k in ("p50", "p95", "p99", "max")),
             " / ".join(_fmt(d.get(k)) for k in ("p50", "p99")), " / ".join(_fmt(read.get(k)) for k in ("p50", "p99")),
             _fmt(r.get("floor_ms")),
-            _fmt(c.get("subqueries")), _fmt(c.get("messages")), _fmt(c.get("rows")), _fmt(c.get("bytes")),
+            f"{_fmt(c.get('subqueries'))} ({_fmt(round(100 * c.get('subquery_retry_share', 0), 1))}%)",
+            _fmt(c.get("messages")), _fmt(c.get("rows")), _fmt(c.get("bytes")),
             _fmt(r.get("peak_memory_mb")), _fmt(r.get("warehouse_cpu_seconds")), r.get("consistency", "-")]
 
 

@@ -130,6 +130,7 @@ def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: 
         "differences": len(set(view.items()) ^ set(recomputed.items())),
         "staleness_ms": percentiles(s for _, s in fed.warehouse.staleness),
         "engine": status["counters"],
+        "withheld": status["withheld"],
         "resynchronisations": status["resynchronisations"],
     }
 
@@ -144,7 +145,8 @@ def _print(console, s: dict) -> None:
                   f"  final view equals the view recomputed from the sources (convergence): {verdict}\n"
                   f"  staleness ms: p50 {s['staleness_ms']['p50']}, p95 {s['staleness_ms']['p95']}, "
                   f"p99 {s['staleness_ms']['p99']}, max {s['staleness_ms']['max']}\n"
-                  f"  sub-queries {s['engine']['subqueries']}, retries {s['engine']['retries']}, "
+                  f"  sub-queries {s['engine']['subqueries']}, retries {s['engine']['retries']} "
+                  f"({s['withheld']} withheld: answered before they went), "
                   f"resend requests {s['engine']['resends']}, duplicates ignored {s['engine']['duplicates']}, "
                   f"compensation steps {s['engine']['compensations']}\n"
                   f"  consistency (fedlab check): {s['consistency']['level']} over {s['consistency']['transactions']} "
