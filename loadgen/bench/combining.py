@@ -15,7 +15,6 @@ manager does), lazy@1 the same without the overlap.
 from __future__ import annotations
 
 
-
 def tradeoff(runs: list[dict]) -> dict:
     """{"rows": one per lazy or Sze-Ling run (first trial), "finding": a sentence on the paper's
     claim, comparing lazy@1 with lazy@100 on the same view, scale and chaos}."""

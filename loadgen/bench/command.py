@@ -27,8 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.bench.plan import (DEFAULT_ALGORITHMS, DEFAULT_CHAOS, DEFAULT_COMBINE, DEFAULT_RELATION_ROWS,
-                                 DEFAULT_SOURCES, PlanError, plan, synthetic_federations)
+from loadgen.bench.plan import (
+    DEFAULT_ALGORITHMS,
+    DEFAULT_CHAOS,
+    DEFAULT_COMBINE,
+    DEFAULT_RELATION_ROWS,
+    DEFAULT_SOURCES,
+    PlanError,
+    plan,
+    synthetic_federations,
+)
 from loadgen.roles.process import add_source_engine_argument
 
 # The TPC-H bench's data arguments and their defaults (None in the parser, so that --federation
@@ -225,9 +233,10 @@ def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) ->
 
 
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
+    from loadgen.bench.efficiency import evaluate as efficiency
+    from loadgen.bench.efficiency import steadiness
     from loadgen.bench.federation_size import finding, growth
     from loadgen.bench.plots import plot_all
-    from loadgen.bench.efficiency import evaluate as efficiency, steadiness
     from loadgen.bench.targets import evaluate
     from loadgen.bench.trials import trials
 
