@@ -498,20 +498,66 @@ def semijoin_chain(catalog: Catalog, sq: Subquery, relations: list[Relation], sc
     reads all of a relation's rows, `matching(rel, positions, wanted)` those whose columns at
     `positions` hold one of `wanted`. The relations in `nets` are read as of the version their
     condensed change starts from (fedmodel.as_of)."""
-    if nets:
-        scan, matching = reading_as_of(scan, matching, nets)
-    kept: dict[str, list[tuple]] = {}
-    for i, (sr, rel) in enumerate(zip(sq.relations, relations)):
-        if i == 0:
-            wanted = set(sq.probe) if sr.parent_columns else None
-        else:
-            parent = catalog.relation(sr.parent)
-            positions = [parent.index(c) for c in sr.parent_columns]
-            wanted = {tuple(r[j] for j in positions) for r in kept[parent.name]}
-        rows = scan(rel) if wanted is None else matching(rel, [rel.index(c) for c in sr.columns], wanted)
-        test = compile_sql(sr.selection_sql, rel)
-        kept[rel.name] = [r for r in rows if test(r)]
-    return [kept[rel.name] for rel in relations]
+    return semijoin_chains(catalog, [(sq, relations, nets)], scan, matching)[0]
+
+
+def semijoin_chains(catalog: Catalog, batch: Sequence[tuple[Subquery, list[Relation], dict | None]],
+                    scan: Callable[[Relation], list],
+                    matching: Callable[[Relation, list[int], set[tuple]], list]) -> list[list[list[tuple]]]:
+    """`semijoin_chain` for each (sub-query, its relations, its nets) of a batch read at one
+    state, the chains walked side by side: at each depth, the values every chain wants of one
+    relation's columns are read in one `matching` call, and a relation scanned once. A batch of
+    a thousand sub-queries reads a relation in a few statements rather than a thousand (what a
+    PostgreSQL source pays per statement is a round trip to its server). A sub-query read as of
+    earlier versions (nets) reads through its own rebuilding scan and matching, alone."""
+    results: list = [None] * len(batch)
+    together = [k for k, (_sq, _rels, nets) in enumerate(batch) if not nets]
+    for k in together:
+        results[k] = []
+    _walk_together(catalog, [(batch[k][0], batch[k][1], results[k]) for k in together], scan, matching)
+    for k, (sq, relations, nets) in enumerate(batch):
+        if nets:
+            results[k] = []
+            _walk_together(catalog, [(sq, relations, results[k])], *reading_as_of(scan, matching, nets))
+    return results
+
+
+def _walk_together(catalog: Catalog, chains: list[tuple[Subquery, list[Relation], list]], scan, matching) -> None:
+    """Fills each chain's output list with its relations' kept rows, depth by depth."""
+    kept: list[dict[str, list[tuple]]] = [{} for _ in chains]
+    for depth in range(max((len(sq.relations) for sq, _, _ in chains), default=0)):
+        wants = []                                   # (chain, relation, positions, wanted or None)
+        for k, (sq, relations, _) in enumerate(chains):
+            if depth >= len(sq.relations):
+                continue
+            sr, rel = sq.relations[depth], relations[depth]
+            if depth == 0:
+                wanted = set(sq.probe) if sr.parent_columns else None
+            else:
+                parent = catalog.relation(sr.parent)
+                at = [parent.index(c) for c in sr.parent_columns]
+                wanted = {tuple(r[j] for j in at) for r in kept[k][parent.name]}
+            wants.append((k, rel, tuple(rel.index(c) for c in sr.columns), wanted))
+        asked: dict[tuple[str, tuple[int, ...]], set[tuple]] = {}
+        for _, rel, positions, wanted in wants:
+            if wanted is not None:
+                asked.setdefault((rel.name, positions), set()).update(v for v in wanted if None not in v)
+        found: dict[tuple[str, tuple[int, ...]], dict[tuple, list[tuple]]] = {}
+        for (name, positions), values in asked.items():
+            index = found[name, positions] = {}
+            for r in matching(catalog.relation(name), list(positions), values) if values else []:
+                index.setdefault(tuple(r[p] for p in positions), []).append(r)
+        scanned: dict[str, list[tuple]] = {}
+        for k, rel, positions, wanted in wants:
+            sr = chains[k][0].relations[depth]
+            if wanted is None:
+                rows = scanned[rel.name] if rel.name in scanned else scanned.setdefault(rel.name, scan(rel))
+            else:
+                index = found[rel.name, positions]
+                rows = [r for v in wanted if None not in v for r in index.get(v, ())]
+            test = compile_sql(sr.selection_sql, rel)
+            kept[k][rel.name] = [r for r in rows if test(r)]
+            chains[k][2].append(kept[k][rel.name])
 
 
 def owned_relation(catalog: Catalog, source: str, name: str, where: str) -> Relation:

@@ -18,10 +18,12 @@ from hypothesis import strategies as st
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.subquery import Subquery, SubqueryRelation
+from fedmodel.predicates import compile_sql
+from fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
 from fedmodel.transactions import Modification, TransactionRequest
 from source_node import sqlite_store
 from source_node.duckdb_store import DuckDBStore
+from source_node.durable_store import semijoin_chains
 from source_node.engines import FILE_ENGINES, file_name, open_store
 from source_node.memory_store import MemoryStore
 from source_node.sqlite_store import SQLiteStore
@@ -453,6 +455,35 @@ def test_a_batch_is_answered_as_each_sub_query_alone(twins, batch):
     durable, memory = twins
     batch = [replace(sq, id=f"q{i}") for i, sq in enumerate(batch)]
     assert [comparable(a) for a in durable.answer_all(batch)] == [comparable(memory.answer(sq)) for sq in batch]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(subqueries(), min_size=1, max_size=5))
+def test_chains_walked_side_by_side_keep_what_each_keeps_alone(twins, batch):
+    """semijoin_chains (a PostgreSQL source's batch: one read per relation and depth for all the
+    sub-queries) against the reference semantics, evaluate_semijoins, over the same rows; the
+    reads it makes are counted, never more than the chains alone would make."""
+    _, memory = twins
+    reads = []
+
+    def scan(rel):
+        reads.append(rel.name)
+        return list(memory.relations[rel.name].values())
+
+    def matching(rel, positions, wanted):
+        reads.append(rel.name)
+        return [r for r in memory.relations[rel.name].values() if tuple(r[p] for p in positions) in wanted]
+
+    relations = [[CATALOG.relation(sr.relation) for sr in sq.relations] for sq in batch]
+    together = semijoin_chains(CATALOG, [(sq, rels, None) for sq, rels in zip(batch, relations)], scan, matching)
+    for sq, kept in zip(batch, together):
+        alone = evaluate_semijoins(sq, CATALOG, lambda name: list(memory.relations[name].values()),
+                                   lambda name, sql: compile_sql(sql, CATALOG.relation(name)))
+        assert [sorted(rows, key=repr) for rows in kept] == [sorted(alone[sr.relation], key=repr) for sr in sq.relations]
+    # at most one read per depth and (relation, join columns), or scan of a relation, however many chains
+    distinct = {(depth, sr.relation, sr.columns if depth or sr.parent_columns else "scan")
+                for sq in batch for depth, sr in enumerate(sq.relations)}
+    assert len(reads) <= len(distinct)
 
 
 def comparable(answer) -> tuple:
