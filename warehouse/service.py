@@ -12,7 +12,8 @@
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
   Query RPC (beyond the paper: fewer round trips), and its resend requests; a copy the core sent
   again while the reply was on its way, and that reply answered, stays home
-  (warehouse.answered_recently).
+  (warehouse.answered_recently), one whose reply came back without its answer (lost) goes again
+  at once, and a resend request asks only for what has still not arrived.
 - A timer thread hands the core the time when the core said it would next need it (a sub-query
   to send again, a gap to ask for: the algorithm's `next_timer`), or every `tick` for an
   algorithm that does not say; an idle warehouse's threads all sleep.
@@ -188,7 +189,10 @@ class Warehouse:
         self._queues: dict[str, list] = {s: [] for s in self.sources}
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
         self._answered = {s: AnsweredRecently() for s in self.sources}   # each its dispatcher's own
+        self._resent: dict[str, set[str]] = {s: set() for s in self.sources}   # lost answers asked again, unanswered
         self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
+        self.withheld_resends = 0                     # resend requests for what arrived meanwhile
+        self.resent_lost = 0                          # sub-queries whose reply lacked their answer, sent again
         self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
         self._stop = threading.Event()
         self._timer_wake = threading.Condition(threading.Lock())
@@ -447,11 +451,26 @@ class Warehouse:
                 queued = {i.id: i for i in items if isinstance(i, Subquery)}
                 subqueries = [sq for sid, sq in queued.items() if not self._answered[source].answered(sid)]
                 self.withheld += len(queued) - len(subqueries)
-            resends = [i for i in items if isinstance(i, RequestResend)]
+            # Resends first: a lost notification holds back every later transaction of its source
+            # (Theorem 2's order), and a resend is served from the source's memory, quickly.
+            for r in self._still_missing(source, [i for i in items if isinstance(i, RequestResend)]):
+                self._resend(source, stub, r)
             if subqueries:
                 self._query(source, stub, subqueries)
-            for r in resends:
-                self._resend(source, stub, r)
+
+    def _still_missing(self, source: str, requests: list[RequestResend]) -> list[RequestResend]:
+        """The resend requests narrowed to the DSVs that have still not reached this process, one
+        per span: a request waits here behind the Query RPC in flight, and the notifications it
+        asks for often arrive meanwhile (under pgbench, 657 of 802 asked only for those), each
+        one a round trip that holds the source's sub-queries back and a read of its log."""
+        spans = []
+        with self._edge:
+            for r in requests:
+                span = self.receipts.missing(source, r.from_dsv, r.through_dsv)
+                if span is not None and span not in spans:
+                    spans.append(span)
+            self.withheld_resends += len(requests) - len(spans)
+        return [RequestResend(source, *span) for span in spans]
 
     def _query(self, source: str, stub, subqueries) -> None:
         batch = pb.SubqueryBatch(subqueries=[to_pb(sq, self.catalog) for sq in subqueries])
@@ -476,8 +495,22 @@ class Warehouse:
                 continue
             self.messages.record("answer", "received", source, bytes=msg.ByteSize(), **answer_fields(answer))
             answers.append(AnswerArrived(answer, now))
-        self._answered[source].replied({a.answer.id for a in answers})
+        answered = {a.answer.id for a in answers}
+        self._answered[source].replied(answered)
         self._arrived(source, answers, query_done=True)
+        # The reply came back without these answers: they were lost, not slow. They go again in
+        # the next Query, after one round trip rather than the core's timeout (as TCP's fast
+        # retransmit does for a segment the acknowledgements show missing); once: if that copy's
+        # answer is lost too, the core's timer sends the next (a source dropping every answer
+        # is not asked in a loop).
+        again = self._resent[source]
+        again -= answered
+        lost = [sq for sq in subqueries if sq.id not in answered and sq.id not in again]
+        again.update(sq.id for sq in lost)
+        if lost:
+            with self.lock:
+                self._queues[source][:0] = lost
+                self.resent_lost += len(lost)
 
     def _arrived(self, source: str, events: list, query_done: bool = False) -> None:
         """Queues arrived notifications and answers for the core; for an algorithm that assumes
@@ -693,7 +726,8 @@ class Warehouse:
             return {"algorithm": self.algorithm, "applied": self.seq, "in_flight": self.engine.in_flight,
                     "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
-                    "withheld": self.withheld,
+                    "withheld": self.withheld, "withheld_resends": self.withheld_resends,
+                    "resent_lost": self.resent_lost,
                     "resynchronisations": list(self.resyncs)}
 
 

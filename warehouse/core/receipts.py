@@ -52,6 +52,33 @@ class Receipts:
         """The DSVs that arrived above the contiguous mark."""
         return self._beyond.get(source, set())
 
+    def missing(self, source: str, from_dsv: int, through_dsv: int | None) -> tuple[int, int | None] | None:
+        """The narrowest span of `from_dsv`..`through_dsv` (None: on and on) holding every DSV of
+        it that has not arrived; None when all of them have.
+
+        >>> r = Receipts({"s": 3}); r.add("s", 5); r.add("s", 7)
+        True
+        True
+        >>> r.missing("s", 2, 5), r.missing("s", 2, 7), r.missing("s", 5, None), r.missing("s", 1, 3)
+        ((4, 4), (4, 6), (6, None), None)
+        """
+        contiguous, beyond = self.contiguous(source), self.beyond(source)
+
+        def arrived(dsv: int) -> bool:
+            return dsv <= contiguous or dsv in beyond
+
+        start = from_dsv
+        while (through_dsv is None or start <= through_dsv) and arrived(start):
+            start += 1
+        if through_dsv is None:
+            return start, None
+        if start > through_dsv:
+            return None
+        end = through_dsv
+        while arrived(end):
+            end -= 1
+        return start, end
+
     def highest(self, source: str) -> int:
         return self._highest.get(source, 0)
 
