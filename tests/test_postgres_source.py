@@ -305,6 +305,53 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
 @pytest.mark.spark
 @pytest.mark.ray
 @pytest.mark.slow
+def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runtime):
+    """Issue 37, item 5, short: pgbench with the outside writers' scripts (new orders with their
+    line items, quantities raised, orders deleted with their lines) at 100 transactions per
+    second on the sales database beside the source node, under answer and notification faults.
+    The view ends equal to its recomputation from the sources, and `fedlab check` finds every
+    transaction pgbench committed, complete."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from loadgen.live.check import check
+    from loadgen.live.environment import set_faults, tpch_data
+    from loadgen.live.federation import Federation
+    from loadgen.live.outside_writers import OutsideWriters, written_source
+    from loadgen.workloads.tpch import load_view, sample_orders, tpch_catalog
+
+    catalog = tpch_catalog()
+    base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
+    os.chmod(base, 0o755)   # the server's user must reach its data directory in the run directory
+    run_dir = base / "run"
+    fed = Federation(catalog, load_view("demo4"), sample_orders(tpch_data(0.01), 500), run_dir, spark,
+                     source_engine="postgres")
+    fed.start()
+    try:
+        set_faults(fed, {"drop": 0.05, "delay_mean": 0.05})
+        source = written_source(catalog)
+        writers = OutsideWriters.start(fed.postgres.bin_dir, fed.postgres.dsn_for(source), 100, 8, 0.01)
+        outside = writers.finish()
+        assert "error" not in outside and outside["committed"] > 300 and outside["failed"] == 0, outside
+        set_faults(fed, {})
+        heard_every_commit(fed)
+        with psycopg.connect(fed.postgres.dsn_for(source)) as con:
+            (dsv,), = con.execute("SELECT dsv FROM fedlab.source").fetchall()
+        # (a delete that found no order of its own to delete changed nothing: no transaction)
+        assert outside["committed"] * 0.7 <= dsv - 1 <= outside["committed"]
+        assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
+        assert fed.read_view() == fed.recompute()
+    finally:
+        fed.stop()
+    verdict = check(run_dir)
+    assert (verdict.level, verdict.transactions, verdict.lost, verdict.doubled) == ("complete", dsv - 1, [], [])
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.spark
+@pytest.mark.ray
+@pytest.mark.slow
 def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned_maintenance(spark, ray_runtime):
     """Issue 17, item 4, live, with the `versioned` algorithm (answers as of the tasks' versions,
     rebuilt from the change tables' notifications): four applications write both databases at once
@@ -413,3 +460,16 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
     verdict = check(run_dir)
     assert (verdict.level, verdict.transactions, verdict.lost, verdict.doubled) == ("complete", 30, [], [])
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--outside-writers", "10"], "--outside-writers: pgbench writes PostgreSQL sources; add --source-engine postgres"),
+    (["--outside-writers", "-5", "--source-engine", "postgres"],
+     "--outside-writers: a rate in transactions per second above 0, got -5"),
+])
+def test_the_demo_refuses_outside_writers_it_cannot_run_in_one_line(argv, message, tmp_path, capsys):
+    from loadgen.cli import main
+
+    assert main(["demo", *argv, "--run-dir", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().out == f"fedlab demo: {message}\n"
+    assert not (tmp_path / "run").exists()

@@ -22,6 +22,7 @@ from pathlib import Path
 from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
 from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.live.outside_writers import OutsideWriters, written_source
 from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.workloads.driver import drive
 from warehouse.core import registry
@@ -44,6 +45,7 @@ def main(args) -> int:
         view_sql = load_view(args.view)
         bounds = deferral(args)
         registry.get(args.algorithm)
+        written = _outside_writers_source(args, tpch_catalog())
     except (ModelError, RoleError, registry.AlgorithmError) as err:   # before anything is made: no run directory for refused input
         print(f"fedlab demo: {err}")
         return 2
@@ -68,6 +70,7 @@ def main(args) -> int:
         tls = write_certificates(run_dir / "tls")
     fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls, source_engine=args.source_engine,
                      deferral=bounds)
+    writers = None
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):
             fed.start(ray_temp_dir=str(run_dir / "ray"))
@@ -76,16 +79,23 @@ def main(args) -> int:
         console.print(f"view materialised: {len(fed.warehouse.view_rows())} rows; sources {fed.addresses}; "
                       f"warehouse {fed.warehouse_address}")
         stream = Workload.named("mixed").stream(catalog, data, seed=args.seed)
+        if written is not None:
+            writers = OutsideWriters.start(fed.postgres.bin_dir, fed.postgres.dsn_for(written),
+                                           args.outside_writers, args.duration, args.scale)
         load = _drive(fed, stream, args.rate, args.duration, Progress(
             TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=console))
+        outside = writers.finish() if writers is not None else None
         with console.status("waiting for the view to reflect every commit"):
             caught_up = fed.wait_until_applied(timeout=args.settle)
         with console.status("recomputing the view from source snapshots (Spark)"):
             recomputed = fed.recompute()
         view = fed.warehouse.view_rows()
         summary = _summary(fed, load, caught_up, view, recomputed, run_dir)
+        summary["outside_writers"] = outside
     finally:
+        if writers is not None and writers.process.poll() is None:
+            writers.process.kill()
         with console.status("stopping every process"):
             fed.stop()
             stop_ray()
@@ -98,7 +108,20 @@ def main(args) -> int:
                               "states": verdict.states, "lost": verdict.lost, "doubled": verdict.doubled}
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     _print(console, summary)
-    return 0 if summary["converged"] and verdict.level == "complete" else 1
+    failed = (summary["outside_writers"] or {}).get("error")
+    return 0 if summary["converged"] and verdict.level == "complete" and not failed else 1
+
+
+def _outside_writers_source(args, catalog) -> str | None:
+    """The source pgbench writes with --outside-writers (None without); ModelError for a
+    combination that cannot run, before anything starts."""
+    if not args.outside_writers:
+        return None
+    if args.source_engine != "postgres":
+        raise ModelError("--outside-writers: pgbench writes PostgreSQL sources; add --source-engine postgres")
+    if not args.outside_writers > 0:
+        raise ModelError(f"--outside-writers: a rate in transactions per second above 0, got {args.outside_writers:g}")
+    return written_source(catalog)
 
 
 def _drive(fed, stream, rate: float, duration: float, progress):
@@ -131,6 +154,8 @@ def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: 
         "staleness_ms": percentiles(s for _, s in fed.warehouse.staleness),
         "engine": status["counters"],
         "withheld": status["withheld"],
+        "withheld_resends": status["withheld_resends"],
+        "resent_lost": status["resent_lost"],
         "resynchronisations": status["resynchronisations"],
     }
 
@@ -141,17 +166,27 @@ def _print(console, s: dict) -> None:
                   f"({s['achieved_rate']}/s), rejected {s['rejected']}, applied {s['applied']}"
                   f"{'' if s['caught_up'] else ' (did not catch up in time)'}\n"
                   + "".join(f"  rejected: {line}\n" for line in s["rejections"])
+                  + _outside_line(s["outside_writers"])
                   + f"  final view: {s['view_rows']} rows\n"
                   f"  final view equals the view recomputed from the sources (convergence): {verdict}\n"
                   f"  staleness ms: p50 {s['staleness_ms']['p50']}, p95 {s['staleness_ms']['p95']}, "
                   f"p99 {s['staleness_ms']['p99']}, max {s['staleness_ms']['max']}\n"
                   f"  sub-queries {s['engine']['subqueries']}, retries {s['engine']['retries']} "
-                  f"({s['withheld']} withheld: answered before they went), "
-                  f"resend requests {s['engine']['resends']}, duplicates ignored {s['engine']['duplicates']}, "
+                  f"({s['withheld']} withheld: answered before they went; {s['resent_lost']} lost, asked at once), "
+                  f"resend requests {s['engine']['resends']} ({s['withheld_resends']} withheld: arrived meanwhile), "
+                  f"duplicates ignored {s['engine']['duplicates']}, "
                   f"compensation steps {s['engine']['compensations']}\n"
                   f"  consistency (fedlab check): {s['consistency']['level']} over {s['consistency']['transactions']} "
                   f"transactions, {len(s['consistency']['lost'])} lost, {len(s['consistency']['doubled'])} doubled\n"
                   f"  run directory: {s['run_dir']} (logs: fedlab.log, spark.log, ray.log)")
+
+
+def _outside_line(w: dict | None) -> str:
+    if w is None:
+        return ""
+    line = (f"  outside writers (pgbench, {w['rate']:g} txn/s offered): {w['committed']} committed "
+            f"({w['tps']}/s, latency {w['latency_ms']} ms), {w['failed']} failed")
+    return line + (f"; pgbench: {w['error']}" if "error" in w else "") + "\n"
 
 
 def add_arguments(parser) -> None:
@@ -167,6 +202,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--tls", action="store_true",
                         help="mutual TLS on every gRPC channel, with a throwaway CA written to RUN_DIR/tls")
+    parser.add_argument("--outside-writers", type=float, default=0.0, metavar="TXN_PER_S",
+                        help="with --source-engine postgres: pgbench also writes the sales source at this many "
+                             "transactions per second during the load, over 8 connections of its own "
+                             "(loadgen/live/outside_writers.py)")
     add_deferral_arguments(parser)
     add_source_engine_argument(parser)
 
