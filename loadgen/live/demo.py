@@ -185,7 +185,7 @@ def _outside_line(w: dict | None) -> str:
     if w is None:
         return ""
     line = (f"  outside writers (pgbench, {w['rate']:g} txn/s offered): {w['committed']} committed "
-            f"({w['tps']}/s, latency {w['latency_ms']} ms), {w['failed']} failed")
+            f"({w['tps'] or 0:.1f}/s, latency {w['latency_ms']} ms), {w['failed']} failed")
     return line + (f"; pgbench: {w['error']}" if "error" in w else "") + "\n"
 
 
