@@ -271,9 +271,7 @@ class DurableStore(GroupCommit):
                     where = f"sub-query {sq.id}"
                     nets = self.recent.nets(sq, dsv, brv)
                     rows = self._semijoins(query, sq, relations, nets or {})
-                    versions = answered_versions(sq, brv, nets)
-                    read = tuple(RelationAnswer(rel.name, versions[rel.name], tuple(r)) for rel, r in zip(relations, rows))
-                    answers.append(Answer(sq.id, self.source, dsv, read, read_time))
+                    answers.append(answer_at(self.source, dsv, brv, read_time, sq, relations, nets, rows))
         except self._refusals as err:
             raise ModelError(f"{where}: {first_line(err)}") from None
         return answers
@@ -488,6 +486,15 @@ def check_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation
     return relations
 
 
+def answer_at(source: str, dsv: int, brv: dict[str, int], read_time: float, sq: Subquery,
+              relations: list[Relation], nets: dict | None, rows: list[list[tuple]]) -> Answer:
+    """The answer to `sq` read at the state `dsv`/`brv`: each relation's kept rows at its version,
+    the one the state holds or, for a relation read as of an earlier one, that (fedmodel.as_of)."""
+    versions = answered_versions(sq, brv, nets)
+    return Answer(sq.id, source, dsv, tuple(RelationAnswer(rel.name, versions[rel.name], tuple(r))
+                                            for rel, r in zip(relations, rows)), read_time)
+
+
 def semijoin_chain(catalog: Catalog, sq: Subquery, relations: list[Relation], scan: Callable[[Relation], list],
                    matching: Callable[[Relation, list[int], set[tuple]], list],
                    nets: dict[str, RelationChange] | None = None) -> list[list[tuple]]:
@@ -510,15 +517,12 @@ def semijoin_chains(catalog: Catalog, batch: Sequence[tuple[Subquery, list[Relat
     a thousand sub-queries reads a relation in a few statements rather than a thousand (what a
     PostgreSQL source pays per statement is a round trip to its server). A sub-query read as of
     earlier versions (nets) reads through its own rebuilding scan and matching, alone."""
-    results: list = [None] * len(batch)
-    together = [k for k, (_sq, _rels, nets) in enumerate(batch) if not nets]
-    for k in together:
-        results[k] = []
-    _walk_together(catalog, [(batch[k][0], batch[k][1], results[k]) for k in together], scan, matching)
-    for k, (sq, relations, nets) in enumerate(batch):
+    results: list[list[list[tuple]]] = [[] for _ in batch]
+    _walk_together(catalog, [(sq, relations, out) for (sq, relations, nets), out in zip(batch, results) if not nets],
+                   scan, matching)
+    for (sq, relations, nets), out in zip(batch, results):
         if nets:
-            results[k] = []
-            _walk_together(catalog, [(sq, relations, results[k])], *reading_as_of(scan, matching, nets))
+            _walk_together(catalog, [(sq, relations, out)], *reading_as_of(scan, matching, nets))
     return results
 
 
@@ -551,7 +555,9 @@ def _walk_together(catalog: Catalog, chains: list[tuple[Subquery, list[Relation]
         for k, rel, positions, wanted in wants:
             sr = chains[k][0].relations[depth]
             if wanted is None:
-                rows = scanned[rel.name] if rel.name in scanned else scanned.setdefault(rel.name, scan(rel))
+                if rel.name not in scanned:
+                    scanned[rel.name] = scan(rel)
+                rows = scanned[rel.name]
             else:
                 index = found[rel.name, positions]
                 rows = [r for v in wanted if None not in v for r in index.get(v, ())]

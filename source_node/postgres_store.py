@@ -49,14 +49,14 @@ from typing import Callable, Iterable, Sequence
 import psycopg
 from psycopg.types.string import TextLoader
 
-from fedmodel.as_of import RecentChanges, answered_versions
+from fedmodel.as_of import RecentChanges
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.condense import condense
 from fedmodel.errors import ModelError
-from fedmodel.subquery import Answer, RelationAnswer, Subquery
+from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
 from source_node.commit import GroupCommit, plan_commit
-from source_node.durable_store import check_subquery, first_line, owned_relation, quote, semijoin_chains
+from source_node.durable_store import answer_at, check_subquery, first_line, owned_relation, quote, semijoin_chains
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
@@ -429,12 +429,8 @@ class PostgresStore(GroupCommit):
                                        lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted))
         except psycopg.Error as err:
             raise ModelError(f"{where}: {first_line(err)}") from None
-        answers = []
-        for (sq, relations, nets), read in zip(batch, rows):
-            versions = answered_versions(sq, brv, nets)
-            answers.append(Answer(sq.id, self.source, dsv, tuple(RelationAnswer(rel.name, versions[rel.name], tuple(r))
-                                                                for rel, r in zip(relations, read)), read_time))
-        return answers
+        return [answer_at(self.source, dsv, brv, read_time, sq, relations, nets, read)
+                for (sq, relations, nets), read in zip(batch, rows)]
 
     def _matching(self, cur, rel: Relation, positions: list[int], wanted: set[tuple]) -> list[tuple]:
         """`rel`'s rows whose columns at `positions` hold one of `wanted` (a NULL matches nothing)."""
