@@ -19,14 +19,13 @@ ENV PATH=/opt/fedlab/venv/bin:$PATH
 COPY pyproject.toml README.m[d] ./
 COPY proto ./proto
 COPY fedmodel ./fedmodel
+COPY fedio ./fedio
 COPY source_node ./source_node
 COPY warehouse ./warehouse
 COPY loadgen ./loadgen
-# The gRPC stubs are build output: generate them from proto/ before installing, so the installed
-# package carries them (the .proto file is not installed).
-RUN pip install grpcio-tools==1.85.1 protobuf==7.36.2 \
- && python -c "from fedmodel.wire import generate; generate()" \
- && pip install . \
+COPY setup.py ./
+# The install generates the gRPC stubs from proto/ (setup.py), so the installed package carries them.
+RUN pip install . \
  && python -c "import fedmodel.wire, loadgen.cli"
 
 # ---- jars: Delta Lake's jars, fetched once with Maven into the jar cache that

@@ -4,11 +4,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv stubs demo test check soak bench image e2e-k8s clean
+.PHONY: venv demo test check soak bench image e2e-k8s clean
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The install generates the gRPC stubs (setup.py): an edited .proto reinstalls.
+$(STAMP): pyproject.toml setup.py proto/federation.proto
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed, found " + sys.version.split()[0]'
 	@java -version >/dev/null 2>&1 || { echo "Java 17+ is needed for Spark (java not found on PATH)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,9 +17,6 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -c 'import fedmodel.wire'
 	touch $(STAMP)
-
-stubs: venv
-	$(BIN)/python -c 'from fedmodel.wire import generate; generate()'
 
 demo: venv
 	$(BIN)/fedlab demo

@@ -42,7 +42,6 @@ state instead, and the warehouse compensates it as Sze-Ling's does.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from typing import Callable, Iterable
 
@@ -87,12 +86,24 @@ def reading_as_of(scan: Scan, matching: Matching, nets: dict[str, RelationChange
     return scan_as_of, matching_as_of
 
 
+def asked_earlier(sq: Subquery, brv: dict[str, int]) -> dict[str, int]:
+    """The relations `sq` asks as of a version before the current one `brv`, with that version;
+    ModelError for a version the source has not reached."""
+    asked = {r: b for r, b in sq.as_of if b != brv[r]}
+    for relation, b in asked.items():
+        if b > brv[relation]:
+            raise ModelError(f"sub-query {sq.id}: {relation} is at version {brv[relation]}, "
+                             f"it cannot be read as of {b}")
+    return asked
+
+
 class RecentChanges:
     """A source's committed changes per relation, from a floor on: what `nets` condenses.
 
     `record` takes notifications in DSV order (a writer after its commit); `forget_through`
-    drops the changes of transactions the warehouse has durably applied. Thread-safe: readers
-    answer sub-queries while the writer records.
+    drops the changes of transactions the warehouse has durably applied. Not thread-safe: a source
+    whose readers answer while its writer records shares it through
+    source_node.recent_changes.SharedRecentChanges.
     """
 
     def __init__(self, relations: Iterable[Relation], dsv: int, brv: dict[str, int],
@@ -108,53 +119,38 @@ class RecentChanges:
             for c in n.changes:
                 self._changes[c.relation].append((n.dsv, c))
                 self._floor[c.relation] = min(self._floor[c.relation], c.brv - 1)
-        self._dsv = notes[-1].dsv if notes else dsv
-        self._recorded = threading.Condition()
+        self.dsv = notes[-1].dsv if notes else dsv   # the last transaction recorded
 
     def record(self, n: Notification) -> None:
         """Adds a committed transaction's changes (ignored when already held)."""
-        with self._recorded:
-            if n.dsv <= self._dsv:
-                return
-            for c in n.changes:
-                self._changes[c.relation].append((n.dsv, c))
-            self._dsv = n.dsv
-            self._recorded.notify_all()
+        if n.dsv <= self.dsv:
+            return
+        for c in n.changes:
+            self._changes[c.relation].append((n.dsv, c))
+        self.dsv = n.dsv
 
     def forget_through(self, dsv: int) -> None:
         """Drops the changes of the transactions up to `dsv`: no answer will be asked below them."""
-        with self._recorded:
-            for relation, changes in self._changes.items():
-                while changes and changes[0][0] <= dsv:
-                    self._floor[relation] = changes.popleft()[1].brv
+        for relation, changes in self._changes.items():
+            while changes and changes[0][0] <= dsv:
+                self._floor[relation] = changes.popleft()[1].brv
 
     def held(self) -> int:
         """How many relation changes the history holds (its size, for tests and status)."""
-        with self._recorded:
-            return sum(len(c) for c in self._changes.values())
+        return sum(len(c) for c in self._changes.values())
 
-    def nets(self, sq: Subquery, dsv: int, brv: dict[str, int], timeout: float = 5.0) -> dict[str, RelationChange] | None:
+    def nets(self, sq: Subquery, dsv: int, brv: dict[str, int]) -> dict[str, RelationChange] | None:
         """Per relation `sq` asks as of an earlier version: its changes since, through the state
         `dsv`/`brv` the rows were read at, condensed; {} when nothing is asked earlier, None when
-        the history no longer reaches back that far (answer at the current state then).
-
-        Waits up to `timeout` for the writer to record the transactions up to `dsv` (a reader may
-        see a commit before its writer has recorded it); ModelError for a version not reached yet.
+        the history does not reach back that far, or not yet up to `dsv` (answer at the current
+        state then). ModelError for a version not reached yet.
         """
-        asked = {r: b for r, b in sq.as_of if b != brv[r]}
-        for relation, b in asked.items():
-            if b > brv[relation]:
-                raise ModelError(f"sub-query {sq.id}: {relation} is at version {brv[relation]}, "
-                                 f"it cannot be read as of {b}")
+        asked = asked_earlier(sq, brv)
         if not asked:
             return {}
-        with self._recorded:
-            if not self._recorded.wait_for(lambda: self._dsv >= dsv, timeout):
-                return None
-            if any(b < self._floor[r] for r, b in asked.items()):
-                return None
-            since = {r: self._after(r, b, brv[r], dsv) for r, b in asked.items()}
-        return {r: condense(changes, self._key_of[r]) for r, changes in since.items()}
+        if self.dsv < dsv or any(b < self._floor[r] for r, b in asked.items()):
+            return None
+        return {r: condense(self._after(r, b, brv[r], dsv), self._key_of[r]) for r, b in asked.items()}
 
     def _after(self, relation: str, brv: int, through_brv: int, through_dsv: int) -> list[RelationChange]:
         """`relation`'s changes at versions brv+1..through_brv, oldest first, read from the newest

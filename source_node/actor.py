@@ -23,8 +23,8 @@ from pathlib import Path
 
 import ray
 
+from fedio.channels import TlsFiles
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles
 from fedmodel.message_log import source_log_path
 from source_node.engines import DEFAULT_ENGINE, is_dsn
 from source_node.faults import FaultInjector

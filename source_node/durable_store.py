@@ -39,7 +39,7 @@ from collections import deque
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
-from fedmodel.as_of import RecentChanges, answered_versions, reading_as_of
+from fedmodel.as_of import answered_versions, reading_as_of
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_sql
@@ -52,6 +52,7 @@ from fedmodel.transactions import (
     notification_to_dict,
 )
 from source_node.commit import GroupCommit, PlannedChange, plan_commit
+from source_node.recent_changes import SharedRecentChanges
 
 Query = Callable[[str, Sequence], list]   # runs one SELECT, returns its rows
 
@@ -95,7 +96,7 @@ class DurableStore(GroupCommit):
                     f"SELECT notification FROM {self._meta('outbox')} WHERE {self._unacknowledged_sql()} "
                     "ORDER BY dsv", [])))
             # For answers as of earlier versions: what the warehouse may not have applied yet.
-            self.recent = RecentChanges(self._relations, self._dsv, self._brv, self._unacknowledged)
+            self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, self._unacknowledged)
         except BaseException:
             self.close()
             raise

@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 from typing import Iterable, Sequence
 
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles
+from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
-from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles
-from fedmodel.message_log import MessageLog, source_log_path
+from fedmodel.message_log import source_log_path
 from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender

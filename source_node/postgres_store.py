@@ -49,7 +49,6 @@ from typing import Callable, Iterable, Sequence
 import psycopg
 from psycopg.types.string import TextLoader
 
-from fedmodel.as_of import RecentChanges
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.condense import condense
 from fedmodel.errors import ModelError
@@ -57,6 +56,7 @@ from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
 from source_node.commit import GroupCommit, plan_commit
 from source_node.durable_store import answer_at, check_subquery, first_line, owned_relation, quote, semijoin_chains
+from source_node.recent_changes import SharedRecentChanges
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
@@ -189,7 +189,7 @@ class PostgresStore(GroupCommit):
             # from the unacknowledged on (and the log the pruning left: the rest of it).
             held = self._read_log(self.oldest_available(), acknowledged) if prune_applied else []
             held += self._unacknowledged
-            self.recent = RecentChanges(self._relations, self._dsv, self._brv, held)
+            self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, held)
             self._listener = threading.Thread(target=self._listen, name=f"listen-{source}", daemon=True)
             self._listener.start()
         except psycopg.Error as err:

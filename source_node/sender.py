@@ -40,9 +40,10 @@ import time
 
 import grpc
 
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
+from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
-from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
-from fedmodel.message_log import MessageLog, notification_fields
+from fedmodel.message_log import notification_fields
 from fedmodel.messages import to_pb
 from fedmodel.transactions import Notification
 from fedmodel.wire import pb, rpc

@@ -31,11 +31,12 @@ from concurrent import futures
 
 import grpc
 
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port
+from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
-from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
-from fedmodel.message_log import MessageLog, answer_fields, subquery_fields
+from fedmodel.message_log import answer_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.wire import pb, rpc
 from source_node.commit_queue import CommitQueue

@@ -15,7 +15,7 @@ from concurrent import futures
 
 import grpc
 
-from fedmodel.channels import add_port
+from fedio.channels import add_port
 from fedmodel.wire import pb, rpc
 
 

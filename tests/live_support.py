@@ -13,7 +13,7 @@ import random
 import time
 from typing import Callable
 
-from fedmodel.channels import client_channel
+from fedio.channels import client_channel
 from fedmodel.transactions import Notification, TransactionRequest
 from loadgen.simulation.scenario import Scenario
 from loadgen.simulation.simulator import RandomTransactions

@@ -560,7 +560,7 @@ def test_tls_certs_for_the_charts_services_pass_mutual_tls_at_every_address_peer
 
     import grpc
 
-    from fedmodel.channels import TlsFiles, add_port, client_channel
+    from fedio.channels import TlsFiles, add_port, client_channel
     from fedmodel.wire import pb, rpc
     from loadgen.cli import main
 

@@ -22,6 +22,7 @@ import pytest
 import ray
 from live_support import MirroredLoad, refuses
 
+from fedio import message_log as log_files
 from fedmodel import message_log
 from fedmodel.transactions import TransactionRequest
 from loadgen.live.check import check
@@ -56,7 +57,7 @@ def start(spark, run: Path, scenario, algorithm: str = "sze-ling") -> Federation
 
 
 def events(run: Path) -> list[dict]:
-    return list(message_log.read(p for p in RunFile.read(run).message_logs().values() if p is not None))
+    return list(log_files.read(p for p in RunFile.read(run).message_logs().values() if p is not None))
 
 
 def assert_complete(run: Path, committed: int) -> None:
@@ -250,7 +251,7 @@ def test_interfering_insertion_is_counted_twice_by_conventional_and_compensated_
 def wait_for_event(path: Path, wanted, timeout: float = 60.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for e in message_log.read([path]):
+        for e in log_files.read([path]):
             if wanted(e):
                 return e
         time.sleep(0.1)

@@ -9,7 +9,7 @@ import time
 import pytest
 from live_support import MirroredLoad
 
-from fedmodel.channels import client_channel
+from fedio.channels import client_channel
 from loadgen.checker.oracle import Oracle
 from loadgen.live.federation import Federation
 from loadgen.simulation.scenario import parse_scenario

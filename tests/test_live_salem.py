@@ -15,7 +15,7 @@ import grpc
 import pytest
 from live_support import FIXTURE_A, MirroredLoad
 
-from fedmodel.channels import client_channel
+from fedio.channels import client_channel
 from fedmodel.wire import pb, rpc
 from loadgen.checker.oracle import Oracle
 from loadgen.live import refresh

@@ -1,5 +1,6 @@
-"""fedmodel.message_log and its wiring at a source node (no Ray, no Spark): one line per message
-event, written where the event happened, naming the message, its rows and its size on the wire."""
+"""The message log (its format fedmodel.message_log, its files fedio.message_log) and its wiring at
+a source node (no Ray, no Spark): one line per message event, written where the event happened,
+naming the message, its rows and its size on the wire."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import time
 import pytest
 from fake_warehouse import FakeWarehouse
 
+from fedio import message_log as log_files
+from fedio.channels import client_channel
+from fedio.message_log import MessageLog
 from fedmodel import message_log
 from fedmodel.catalog import Catalog
-from fedmodel.channels import client_channel
-from fedmodel.message_log import MessageLog, source_log_path
+from fedmodel.message_log import source_log_path
 from fedmodel.messages import to_pb
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import TransactionRequest
@@ -27,7 +30,7 @@ SUBQUERY = Subquery("q1", "ds1", (SubqueryRelation("S", None, ("B",), ("X",)),),
 
 
 def lines(path, **match) -> list[dict]:
-    return [e for e in message_log.read([path]) if all(e.get(k) == v for k, v in match.items())]
+    return [e for e in log_files.read([path]) if all(e.get(k) == v for k, v in match.items())]
 
 
 def test_a_partial_last_line_is_skipped_and_totals_count_the_wire_cost(tmp_path):
@@ -37,7 +40,7 @@ def test_a_partial_last_line_is_skipped_and_totals_count_the_wire_cost(tmp_path)
     log.close()
     with open(tmp_path / "m.jsonl", "a") as out:
         out.write('{"t": 1, "node": "ds1", "kind": "answ')   # a crash while writing
-    assert message_log.totals(message_log.read([tmp_path / "m.jsonl", tmp_path / "absent.jsonl"])) == {
+    assert message_log.totals(log_files.read([tmp_path / "m.jsonl", tmp_path / "absent.jsonl"])) == {
         "notification": {"sent": 1, "dropped": 1, "rows": 3, "bytes": 100}}
     with pytest.raises(ValueError):
         MessageLog(tmp_path / "n.jsonl", "ds1").record("notification", "lost", "warehouse")

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from live_support import MirroredLoad, refuses
 
-from fedmodel.channels import client_channel
+from fedio.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.wire import pb, rpc

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedio.channels import client_channel
 from fedmodel.catalog import Catalog
-from fedmodel.channels import client_channel
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import parse_view
 from fedmodel.wire import pb, rpc

@@ -9,8 +9,8 @@ import pytest
 import ray
 from fake_warehouse import FakeWarehouse
 
+from fedio.channels import client_channel
 from fedmodel.catalog import Catalog
-from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.messages import to_pb
 from fedmodel.transactions import TransactionRequest

@@ -12,8 +12,8 @@ import grpc
 import pytest
 from fake_warehouse import FakeWarehouse
 
+from fedio.channels import client_channel
 from fedmodel.catalog import Catalog
-from fedmodel.channels import client_channel
 from fedmodel.codec import decode_rows, encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import from_pb, to_pb

@@ -1,4 +1,4 @@
-"""Mutual TLS on the gRPC channels (fedmodel.channels, loadgen.roles.certs) and the Source.History RPC
+"""Mutual TLS on the gRPC channels (fedio.channels, loadgen.roles.certs) and the Source.History RPC
 that lets `fedlab check` judge a run whose source files it cannot reach (loadgen.live.remote_source).
 
 A source node and its clients work over mutual TLS; a client with no certificate, or with one from
@@ -23,8 +23,8 @@ import pytest
 import yaml
 from fake_warehouse import FakeWarehouse
 
+from fedio.channels import TlsFiles, client_channel
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.messages import to_pb
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.wire import pb, rpc

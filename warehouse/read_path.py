@@ -11,7 +11,7 @@ flight are applied and durable.
 
 from __future__ import annotations
 
-from fedmodel.channels import TlsFiles, client_channel
+from fedio.channels import TlsFiles, client_channel
 from fedmodel.wire import pb, rpc
 from warehouse.store.delta_store import DeltaViewStore
 

@@ -50,12 +50,13 @@ from pathlib import Path
 
 import grpc
 
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
+from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
-from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
-from fedmodel.message_log import WAREHOUSE_LOG, MessageLog, answer_fields, notification_fields, subquery_fields
+from fedmodel.message_log import WAREHOUSE_LOG, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.summary import parse_query

@@ -10,7 +10,7 @@ app image without a registry"):
    procps (`local-k8s image-base`), the same Debian release as the Dockerfile's base;
 2. the virtual environment: made by the host's /usr/bin/python3 (the base's Python version: the
    script refuses another) at /opt/fedlab/venv, the path it has in the image, with the project's
-   pinned dependencies from pyproject.toml and the project itself (gRPC stubs generated first);
+   pinned dependencies from pyproject.toml and the project itself (whose install generates the gRPC stubs);
 3. Delta Lake's jars from the host's jar cache (`warehouse.spark_session.ensure_delta_jars`);
 4. helm/image/Containerfile.local (user 10001, the entrypoint, the Dockerfile's environment),
    built by podman with no network and no pull, then imported into the cluster's containerd
@@ -81,7 +81,6 @@ def build_venv() -> None:
         step("dependencies (pip, pinned in pyproject.toml)",
              [str(VENV / "bin/pip"), "install", "-q", "--disable-pip-version-check", str(ROOT)])
         stamp.write_text(dependencies_digest())
-    step("gRPC stubs", [str(VENV / "bin/python"), "-c", "from fedmodel.wire import generate; generate()"], cwd=ROOT)
     step("the project", [str(VENV / "bin/pip"), "install", "-q", "--disable-pip-version-check",
                          "--no-deps", "--force-reinstall", str(ROOT)])
     step("import check", [str(VENV / "bin/python"), "-c", "import fedmodel.wire, loadgen.cli, warehouse.service"],

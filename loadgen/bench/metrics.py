@@ -21,7 +21,8 @@ import math
 from pathlib import Path
 from typing import Iterable
 
-from fedmodel.message_log import read, totals
+from fedio.message_log import read
+from fedmodel.message_log import totals
 
 
 def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:

@@ -40,6 +40,7 @@ import duckdb
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from fedio.message_log import read as read_message_logs
 from fedmodel import change_history, message_log
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistoryError
@@ -196,7 +197,7 @@ def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, i
 def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
     """fedmodel.message_log.totals over every node's log; empty when no node kept one."""
     try:
-        return message_log.totals(message_log.read(p for p in run.message_logs().values() if p is not None))
+        return message_log.totals(read_message_logs(p for p in run.message_logs().values() if p is not None))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise HistoryError(f"message log: malformed ({err})") from None
 
@@ -258,7 +259,7 @@ def main(args) -> int:
                           "oracle": args.oracle, "messages": messages, "staleness": lag}, default=str))
     else:
         # The logs are read again only to explain a run that fell short.
-        happenings = logged_happenings(message_log.read(p for p in history.run.message_logs().values() if p is not None)) \
+        happenings = logged_happenings(read_message_logs(p for p in history.run.message_logs().values() if p is not None)) \
             if verdict.anomalies else None
         _print_text(verdict, expect, ok, args.oracle, messages, lag, happenings)
     return 0 if ok else 1

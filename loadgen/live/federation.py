@@ -15,8 +15,8 @@ from pathlib import Path
 import grpc
 import ray
 
+from fedio.channels import TlsFiles, client_channel
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles, client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import to_pb

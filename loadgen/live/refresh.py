@@ -22,7 +22,7 @@ from pathlib import Path
 
 import grpc
 
-from fedmodel.channels import client_channel
+from fedio.channels import client_channel
 from fedmodel.errors import ModelError
 from fedmodel.wire import pb, rpc
 from loadgen.live.delta_view import versions_text

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import grpc
 
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedmodel.catalog import Catalog
-from fedmodel.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import from_pb

@@ -7,7 +7,7 @@ both a server and a client, so the one certificate is valid for both (extended k
 serverAuth and clientAuth), and names every host a peer dials: 127.0.0.1 and localhost by
 default, or a cluster's Service names.
 
-    tls = write_certificates("runs/x/tls")        # -> fedmodel.channels.TlsFiles
+    tls = write_certificates("runs/x/tls")        # -> fedio.channels.TlsFiles
 
 For a cluster, `fedlab tls-certs DIR --host lab-fedlab-warehouse --host lab-fedlab-src-s1 ...`
 writes the same files naming the chart's Services; `kubectl create secret generic
@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from fedmodel.channels import TlsFiles
+from fedio.channels import TlsFiles
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 VALID_DAYS = 30   # throwaway: long enough for any run, short enough not to be kept

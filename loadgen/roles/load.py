@@ -26,7 +26,7 @@ from pathlib import Path
 
 import grpc
 
-from fedmodel.channels import client_channel
+from fedio.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
 from fedmodel.transactions import TransactionRequest

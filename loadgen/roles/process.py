@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from fedmodel.channels import TlsFiles
+from fedio.channels import TlsFiles
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE, ENGINES
 from warehouse.core.salem.propagate import APPLY_MODES, SalemOptions

@@ -12,7 +12,7 @@ to Ray: its node's lifetime is its own.
 The relations come from --catalog (catalog.yaml); a new database file starts empty, or with
 --initial rows ({relation: [[...], ...]}, JSON or YAML). --faults-file rates are applied at once
 and again whenever the file changes. --tls-cert, --tls-key and --tls-ca (all three or none) put its
-server and its channel to the warehouse under mutual TLS (fedmodel.channels).
+server and its channel to the warehouse under mutual TLS (fedio.channels).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The warehouse's history goes to <run dir>/warehouse/history, and the run file (l
 to the run directory, so that `fedlab check RUN_DIR` finds both. --faults-file is checked, but
 the rates are the sources' to apply: the warehouse injects no faults of its own yet.
 --tls-cert, --tls-key and --tls-ca (all three or none): mutual TLS on its server and its
-channels to the sources (fedmodel.channels).
+channels to the sources (fedio.channels).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from loadgen.roles.process import (
     add_tls_arguments,
     default_host,
     deferral,
-    salem_options,
     fail,
+    salem_options,
     tls_files,
 )
 from loadgen.roles.runconfig import RunConfig, load_config

@@ -22,8 +22,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from fedio.channels import TlsFiles
 from fedmodel.catalog import Catalog
-from fedmodel.channels import TlsFiles
 from loadgen.workloads.driver import DriveResult
 from loadgen.workloads.federation_shapes import ShapedFederation, shaped_federation
 
@@ -155,7 +155,7 @@ class DriverProcess:
 def _serve(pipe, catalog_dict: dict, recipe: DataRecipe | SyntheticRecipe, workload: str, seed: int, addresses: dict[str, str],
            tls: TlsFiles | None) -> None:
     """The child: builds the stream, then drives at the parent's request until told to stop."""
-    from fedmodel.channels import client_channel
+    from fedio.channels import client_channel
     from fedmodel.wire import rpc
     from loadgen.workloads.driver import drive, grpc_committer
 
