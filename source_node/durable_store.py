@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 
 from fedmodel.as_of import answered_versions, reading_as_of
 from fedmodel.catalog import Catalog, Relation, check_row
-from fedmodel.errors import ModelError
+from fedmodel.errors import ModelError, first_line
 from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery
 from fedmodel.transactions import (
@@ -577,10 +577,6 @@ def owned_relation(catalog: Catalog, source: str, name: str, where: str) -> Rela
 def quote(identifier: str) -> str:
     """An SQL identifier, quoted (relation and column names keep their case)."""
     return '"' + identifier.replace('"', '""') + '"'
-
-
-def first_line(err: Exception) -> str:
-    return str(err).strip().splitlines()[0]
 
 
 def _json_value(value):

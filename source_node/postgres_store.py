@@ -51,11 +51,11 @@ from psycopg.types.string import TextLoader
 
 from fedmodel.catalog import Catalog, Relation, check_row
 from fedmodel.condense import condense
-from fedmodel.errors import ModelError
+from fedmodel.errors import ModelError, first_line
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
 from source_node.commit import GroupCommit, plan_commit
-from source_node.durable_store import answer_at, check_subquery, first_line, owned_relation, quote, semijoin_chains
+from source_node.durable_store import answer_at, check_subquery, owned_relation, quote, semijoin_chains
 from source_node.recent_changes import SharedRecentChanges
 
 log = logging.getLogger(__name__)

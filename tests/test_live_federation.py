@@ -4,7 +4,11 @@ Delta, a few hundred transactions, and the final view against two independent re
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from live_support import MirroredLoad
@@ -36,12 +40,58 @@ def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtim
         status = fed.warehouse.status()
         assert status["applied"] == 300
         assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed)
+        assert_a_delta_commit_that_keeps_failing_shows_in_status_until_it_holds(fed, load)
+        view = fed.warehouse.view_rows()
+        assert view == fed.recompute()
         # The compactor, every second beside the batches, folds them into the base: a fast run may
         # end before its first round after a batch, so it is given the time to.
         assert wait_for_a_compaction(spark, fed.warehouse.store, timeout=60)
     finally:
         fed.stop()
     assert_the_delta_view_and_its_compacted_base_are_the_view(spark, fed.warehouse.store, view)
+
+
+def assert_a_delta_commit_that_keeps_failing_shows_in_status_until_it_holds(fed, load):
+    """Storage that refuses the journal's commits (its log folder made read-only) fails batch after
+    batch, each retried, and Status says how many and why; once it accepts again the next batch holds."""
+    from fedmodel.wire import pb, rpc
+
+    stub = rpc.WarehouseStub(client_channel(fed.warehouse_address, None))
+    status = lambda: stub.Status(pb.StatusRequest(), timeout=30)  # noqa: E731
+    with read_only(Path(fed.warehouse.store.path("journal")) / "_delta_log"):
+        load.commit(30)
+        failing = wait_for(status, lambda s: s.commits_failing >= 2, timeout=120)
+        assert failing.last_commit_error, failing
+        assert failing.commit_failures >= failing.commits_failing
+    held = wait_for(status, lambda s: s.commits_failing == 0, timeout=120)
+    assert held.commit_failures >= 2 and held.last_commit_error == failing.last_commit_error
+
+
+@contextmanager
+def read_only(folder: Path):
+    """`folder` refuses new files while inside: immutable for root (whom permissions do not stop),
+    without write permission for anyone else."""
+    as_root = os.geteuid() == 0
+    if as_root:
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+    try:
+        yield
+    finally:
+        if as_root:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
+
+
+def wait_for(ask, holds, timeout: float):
+    """The first answer of `ask()` that `holds`, asked every 0.2 s; fails with the last after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while not holds(answer := ask()):
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.2)
+    return answer
 
 
 def wait_for_a_compaction(spark, store, timeout: float) -> bool:

@@ -55,7 +55,7 @@ from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
 from fedmodel.codec import encode_rows
-from fedmodel.errors import ModelError
+from fedmodel.errors import ModelError, first_line
 from fedmodel.message_log import WAREHOUSE_LOG, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
@@ -194,6 +194,9 @@ class Warehouse:
         self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
         self.withheld_resends = 0                     # resend requests for what arrived meanwhile
         self.resent_lost = 0                          # sub-queries whose reply lacked their answer, sent again
+        self.commit_failures = 0                      # Delta batch commits that failed, and how many of them in
+        self.commits_failing = 0                      # a row up to now, so that Status shows a commit that keeps
+        self.last_commit_error = ""                   # failing (the committer retries each)
         self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
         self._stop = threading.Event()
         self._timer_wake = threading.Condition(threading.Lock())
@@ -599,8 +602,12 @@ class Warehouse:
             started = time.monotonic()
             try:
                 self._commit_batch()
-            except Exception:  # a failed batch is retried at the next interval
+                self.commits_failing = 0
+            except Exception as err:  # a failed batch is retried at the next interval
                 log.exception("batch commit failed; it will be retried")
+                self.commit_failures += 1
+                self.commits_failing += 1
+                self.last_commit_error = f"{type(err).__name__}: {first_line(err)}"
                 self._after_failed_commit()
                 self._batch_due.set()
             took = time.monotonic() - started
@@ -728,7 +735,8 @@ class Warehouse:
                     "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
                     "withheld": self.withheld, "withheld_resends": self.withheld_resends,
-                    "resent_lost": self.resent_lost,
+                    "resent_lost": self.resent_lost, "commit_failures": self.commit_failures,
+                    "commits_failing": self.commits_failing, "last_commit_error": self.last_commit_error,
                     "resynchronisations": list(self.resyncs)}
 
 
@@ -787,7 +795,9 @@ class _Servicer(rpc.WarehouseServicer):
     def Status(self, request, context) -> pb.StatusReply:
         s = self.w.status()
         return pb.StatusReply(algorithm=s["algorithm"], applied=s["applied"], in_flight=s["in_flight"],
-                              applied_dsv=s["applied_dsv"], view_rows=s["view_rows"])
+                              applied_dsv=s["applied_dsv"], view_rows=s["view_rows"],
+                              commit_failures=s["commit_failures"], commits_failing=s["commits_failing"],
+                              last_commit_error=s["last_commit_error"])
 
 
 def _channel_options():
