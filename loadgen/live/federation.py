@@ -9,6 +9,7 @@ The run directory gets a run file (loadgen.live.runfile), so `fedlab check RUN_D
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import ray
 from fedio.channels import TlsFiles, client_channel
 from fedmodel.catalog import Catalog
 from fedmodel.codec import decode_rows
-from fedmodel.errors import ModelError
+from fedmodel.errors import ModelError, first_line
 from fedmodel.messages import to_pb
 from fedmodel.summary import parse_query
 from fedmodel.transactions import TransactionRequest
@@ -254,12 +255,15 @@ class Federation:
     def stop(self) -> None:
         if self.warehouse is not None:
             self.warehouse.close()
-        for actor in self.actors.values():
+        for source, actor in self.actors.items():
             try:
                 ray.get(actor.stop.remote(), timeout=30)
-                ray.kill(actor, no_restart=True)
-            except Exception:  # already gone: nothing left to stop
-                pass
+            except ray.exceptions.RayActorError:
+                pass   # already gone: nothing left to stop
+            except Exception as err:   # it may still hold its port or database: say so, stop the rest
+                print(f"source {source}: its actor did not stop cleanly ({type(err).__name__}: {first_line(err)}); "
+                      "killed", file=sys.stderr)
+            ray.kill(actor, no_restart=True)
         self.actors.clear()
         if self.postgres is not None:
             self.postgres.stop()   # its data stays in the run directory, for the checker
