@@ -225,7 +225,8 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     renamed by position (`__c<k>`), since a view may select two columns of the same name.
     Division by zero is NULL, as the project defines it (fedmodel.predicates, whose rewrite this
     one repeats so as to share no code with it), whatever the engine does on its own: each divisor
-    is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0 return infinity.
+    of `/` and `%` is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0
+    return infinity (`/`) or raise (`%`).
 
     >>> from fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}}}})
@@ -273,7 +274,7 @@ def chain_sql(view_sql: str, dialect: str) -> str:
 def _view_tree(view_sql: str) -> exp.Select:
     """The view's SQL parsed, each divisor wrapped in NULLIF(divisor, 0) (see temporal_sql)."""
     tree = sqlglot.parse_one(view_sql, dialect="duckdb")
-    for division in list(tree.find_all(exp.Div)):
+    for division in list(tree.find_all(exp.Div, exp.Mod)):
         division.set("expression", exp.Nullif(this=division.expression, expression=exp.Literal.number(0)))
     return tree
 
