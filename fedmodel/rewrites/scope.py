@@ -39,8 +39,3 @@ def own_columns(select: exp.Select) -> Iterator[exp.Column]:
             for node in list(part.walk(prune=lambda n: isinstance(n, exp.Query))):
                 if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
                     yield node
-
-
-def named(items: list[exp.Expression], name: str) -> exp.Expression | None:
-    """The FROM item called `name` (its alias, or the relation's name), if any."""
-    return next((item for item in items if item.alias_or_name.lower() == name.lower()), None)

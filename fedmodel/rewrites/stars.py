@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.rewrites.scope import columns_of, from_items, named
+from fedmodel.rewrites.scope import columns_of, from_items
 from fedmodel.rewrites.using import equated
 
 
@@ -48,10 +48,10 @@ def expand(tree: exp.Select, catalog: Catalog) -> exp.Select:
             raise ModelError(f"view: {e.sql()} is not supported; list the view's columns")
         if isinstance(e, exp.Star):
             shown = [(item, joined.get(id(item), set())) for item in items]
-        elif named(items, e.table) is not None:
-            shown = [(named(items, e.table), set())]
         else:
-            raise ModelError(f"view: unknown relation {e.table!r} in {e.sql()}")
+            shown = [(item, set()) for item in items if item.alias_or_name.lower() == e.table.lower()]
+            if not shown:
+                raise ModelError(f"view: unknown relation {e.table!r} in {e.sql()}")
         expressions += [exp.column(c, table=item.alias_or_name)
                         for item, hidden in shown for c in columns_of(item, catalog) if c.lower() not in hidden]
     tree.set("expressions", expressions)
