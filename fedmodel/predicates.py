@@ -10,7 +10,11 @@ SQL engines disagree here: PostgreSQL raises "division by zero", DuckDB 2.0 retu
 maintenance at whatever row a client inserted, and infinity is one engine's choice, so the
 project takes NULL; `predicate_sql` writes a predicate for the SQL engines with every divisor
 wrapped in NULLIF(divisor, 0), so that they compute what `compile_predicate` does. The checker's
-oracle makes the same rewrite on its own (loadgen.checker.oracle.temporal_sql).
+oracle makes the same rewrite on its own (loadgen.checker.oracle.temporal_sql). The remainder
+`%` follows the same rule (DuckDB and PostgreSQL raise on `% 0`, SQLite returns NULL), and is
+SQL's: it truncates toward zero, so -7 % 3 is -1 (Python's `%` says 2). It takes whole numbers
+only, where the engines agree: PostgreSQL has no `%` for DOUBLE, and SQLite truncates its
+operands to integers first.
 
 Types are checked before anything runs (`check_types`): comparing a BOOLEAN column with text, or
 a number with text, is refused with one line, since the SQL engines refuse it at run time
@@ -39,7 +43,16 @@ def _divide(a, b):
     return None if b == 0 else a / b   # NULL: see the module docstring
 
 
-_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, exp.Div: _divide}
+def _remainder(a, b):
+    """SQL's a % b: NULL for b = 0, else the sign of a (see the module docstring)."""
+    if b == 0:
+        return None
+    r = abs(a) % abs(b)
+    return r if a >= 0 else -r
+
+
+_ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, exp.Div: _divide,
+          exp.Mod: _remainder}
 
 
 def compile_predicate(expr: exp.Expression, relation) -> Callable[[Sequence], bool]:
@@ -89,6 +102,10 @@ def _kind(e: exp.Expression, column_type) -> str | None:
         return None
     if isinstance(e, exp.Neg):
         return _shared_kind(e, [e.this], column_type, need="a number")
+    if isinstance(e, exp.Mod):
+        for operand in (e.this, e.expression):
+            if not _whole(operand, column_type):
+                raise ModelError(f"view: {e.sql()} needs whole numbers (BIGINT), got {operand.sql()}")
     if type(e) in _ARITH:
         return _shared_kind(e, [e.this, e.expression], column_type, need="a number")
     if isinstance(e, exp.Nullif):
@@ -112,6 +129,19 @@ def _kind(e: exp.Expression, column_type) -> str | None:
     return "a boolean"
 
 
+def _whole(e: exp.Expression, column_type) -> bool:
+    """Whether `e` yields whole numbers in every engine (`/` does not: it divides exactly)."""
+    if isinstance(e, (exp.Paren, exp.Neg, exp.Nullif)):   # NULLIF: how predicate_sql writes a divisor
+        return _whole(e.this, column_type)
+    if isinstance(e, exp.Column):
+        return column_type(e) == "BIGINT"
+    if isinstance(e, exp.Literal):
+        return not e.is_string and re.fullmatch(r"\d+", e.this) is not None
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Mod)):
+        return _whole(e.this, column_type) and _whole(e.expression, column_type)
+    return isinstance(e, exp.Null)
+
+
 def _shared_kind(e: exp.Expression, operands: list, column_type, need: str | None = None) -> str | None:
     """The kind `e`'s operands share (None when all are NULL; text and a date: either), which must
     be `need` if given."""
@@ -125,20 +155,21 @@ def _shared_kind(e: exp.Expression, operands: list, column_type, need: str | Non
 
 def predicate_sql(expr: exp.Expression) -> str:
     """`expr` as DuckDB SQL that an SQL engine evaluates as `compile_predicate` does: each divisor
-    is wrapped in NULLIF(divisor, 0), so that division by zero is NULL there too.
+    (of `/` and `%`) is wrapped in NULLIF(divisor, 0), so that division by zero is NULL there too.
 
     >>> import sqlglot
-    >>> predicate_sql(sqlglot.parse_one("10 / (A - B) > 1"))
-    '10 / NULLIF((A - B), 0) > 1'
+    >>> predicate_sql(sqlglot.parse_one("10 / (A - B) > 1 AND A % B = 1"))
+    '10 / NULLIF((A - B), 0) > 1 AND A % NULLIF(B, 0) = 1'
     """
     return null_divisors(expr).sql(dialect="duckdb")
 
 
 def null_divisors(expr: exp.Expression) -> exp.Expression:
-    """A copy of `expr` with each divisor wrapped in NULLIF(divisor, 0): division by zero is NULL
-    (this project's rule; Spark and PostgreSQL raise, DuckDB 2.0 gives infinity)."""
+    """A copy of `expr` with each divisor of `/` and `%` wrapped in NULLIF(divisor, 0): division by
+    zero is NULL (this project's rule; Spark and PostgreSQL raise, DuckDB 2.0 gives infinity for `/`
+    and raises for `%`)."""
     def null_divisor(node):
-        if isinstance(node, exp.Div):
+        if isinstance(node, (exp.Div, exp.Mod)):
             node.set("expression", exp.Nullif(this=node.expression, expression=exp.Literal.number(0)))
         return node
     return expr.transform(null_divisor)

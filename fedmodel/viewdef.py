@@ -3,7 +3,9 @@
 `parse_view(sql, catalog)` accepts `SELECT cols FROM R1 JOIN R2 ON ... [JOIN ...] [WHERE ...]`
 (or comma joins with the equalities in WHERE). Equalities between columns of two relations are
 join edges; predicates over one relation are that relation's selection, pushed to its source;
-anything else is rejected with one line that says what and where.
+anything else is rejected with one line that says what and where. Other spellings of such a view
+(`*`, USING, NATURAL, WITH queries, derived tables, two columns of one name) are first rewritten
+into this form (fedmodel.rewrites).
 
 A view whose select list lacks the key of some relation carries a trailing count column
 (multiplicity), as in the paper's examples.
@@ -92,6 +94,10 @@ class ViewDef:
     has_count: bool
     catalog: Catalog   # the sources' relations, and the occurrences of those the view reads twice
     bases: dict = field(default_factory=dict)   # occurrence -> the relation it reads (self-joins)
+    # The select-project-join SQL parsed: `sql` after fedmodel.rewrites (stars expanded, USING as ON,
+    # WITH queries and derived tables flattened, names made distinct), for engines that evaluate
+    # the view as fedlab maintains it (Spark) and for rewriting it further (key widening).
+    rewritten: str = ""
     # Answers of per_view functions: the view never changes once parsed, and the maintenance core
     # asks the same questions of it (equivalences, key paths, plans) for every transaction.
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
@@ -239,8 +245,10 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         raise ModelError(f"view: {operation} is not supported; a view is one SELECT ... FROM ... statement")
     if not isinstance(tree, exp.Select):
         raise ModelError(f"view: expected a single SELECT ... FROM ... statement, got {_clip(tree.sql())}")
-    if tree.args.get("with_") or tree.args.get("with"):
-        raise ModelError("view: WITH (common table expressions) is not supported; name base relations in FROM")
+    # Imported here: the rewrites use this module's helpers.
+    from fedmodel.rewrites import rewrite
+
+    tree = rewrite(tree, catalog)
     construct = summarised_by(tree)
     if construct is not None:
         raise ModelError(f"view: {construct} makes a summarised view, which `fedlab simulate` maintains "
@@ -265,16 +273,8 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         _refuse_clauses(j, _JOIN_PARTS, f" in {j.sql()}")
         if j.args.get("on"):
             conjuncts.extend(_conjuncts(j.args["on"]))
-        if j.args.get("using"):
-            raise ModelError("view: JOIN ... USING is not supported; write JOIN ... ON a = b")
     for t in tables:
-        if isinstance(t, exp.Table) and not isinstance(t.this, exp.Identifier):   # FROM f(...)
-            raise ModelError(f"view: a function in FROM ({t.this.sql()}) is not supported; name base relations")
-        if not isinstance(t, exp.Table):
-            raise ModelError(f"view: {_from_item(t)} in FROM is not supported; name base relations, got {_clip(t.sql())}")
-        _refuse_clauses(t, _TABLE_PARTS, f" on {t.name}")
-        if not catalog.has_relation(t.name):
-            raise ModelError(f"view: unknown relation {t.name!r} in FROM")
+        base_relation(t, catalog)
     bases = occurrences(tables, catalog)
     catalog = catalog.with_occurrences(bases)
     for t in tables:
@@ -350,8 +350,6 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     for item in tree.expressions:
         name = item.alias_or_name
         target = item.this if isinstance(item, exp.Alias) else item
-        if isinstance(target, exp.Star) or (isinstance(target, exp.Column) and isinstance(target.this, exp.Star)):
-            raise ModelError("view: SELECT * is not supported; list the view's columns")
         if not isinstance(target, exp.Column):
             raise ModelError(f"view: {_select_item(target)} in the select list is not supported "
                              f"(items must be columns), got {_clip(item.sql())}")
@@ -359,8 +357,6 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         if isinstance(ref, _Ambiguous):
             owners = " or ".join(f"{r.relation}.{r.column}" for r in ref.refs)
             raise ModelError(f"view: column {ref.name!r} is ambiguous in the select list; write {owners}")
-        if any(o.name.lower() == name.lower() for o in outputs):
-            raise ModelError(f"view: the select list names {name!r} twice; give one an alias")
         if name.lower() == "count":
             raise ModelError(f"view: the output column name {name!r} ({item.sql()}) is reserved for the "
                              "multiplicity; give it another alias")
@@ -368,9 +364,22 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     if not outputs:
         raise ModelError("view: the select list is empty")
 
-    view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog, bases)
+    view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog, bases, tree.sql())
     has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
-    return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog, bases)
+    return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog, bases, tree.sql())
+
+
+def base_relation(item: exp.Expression, catalog: Catalog) -> Relation:
+    """The catalog's relation a FROM item names; ModelError (one line) for any other FROM item."""
+    if isinstance(item, exp.Table) and not isinstance(item.this, exp.Identifier):   # FROM f(...)
+        raise ModelError(f"view: a function in FROM ({item.this.sql()}) is not supported; name base relations")
+    if not isinstance(item, exp.Table):
+        raise ModelError(f"view: {_from_item(item)} in FROM is not supported; name base relations, "
+                         f"got {_clip(item.sql())}")
+    _refuse_clauses(item, _TABLE_PARTS, f" on {item.name}")
+    if not catalog.has_relation(item.name):
+        raise ModelError(f"view: unknown relation {item.name!r} in FROM")
+    return catalog.relation(item.name)
 
 
 def occurrences(tables: list[exp.Table], catalog: Catalog) -> dict[str, str]:
@@ -411,7 +420,7 @@ def summarised_by(tree: exp.Select) -> str | None:
 # leave the view holding other rows than the query says).
 _SELECT_PARTS = {"expressions", "from", "from_", "joins", "where"}
 _TABLE_PARTS = {"this", "db", "catalog", "alias"}
-_JOIN_PARTS = {"this", "on", "kind", "side", "using"}   # outer sides and USING have messages of their own
+_JOIN_PARTS = {"this", "on", "kind", "side"}   # outer sides have a message of their own
 _SPELLING = {"group": "GROUP BY", "order": "ORDER BY", "limit": "LIMIT / FETCH FIRST", "locks": "FOR UPDATE / FOR SHARE",
              "sample": "TABLESAMPLE", "windows": "WINDOW", "laterals": "LATERAL", "pivots": "PIVOT",
              "connect": "CONNECT BY", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY", "sort": "SORT BY",

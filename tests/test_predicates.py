@@ -3,8 +3,11 @@ in-memory sources) and written as SQL for the engines (the DuckDB sources)."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import duckdb
 import pytest
+import sqlglot
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
@@ -40,6 +43,29 @@ def test_the_selection_sql_divides_by_zero_as_null_in_duckdb_too():
     assert db.execute("SELECT 10 / N > 1 FROM R1 WHERE A = 'a'").fetchone() == (True,)
 
 
+@pytest.mark.parametrize("predicate, passing", [
+    ("R1.N % 3 = -1", ["a"]),   # SQL's remainder has the dividend's sign: -7 % 3 is -1 (Python's % says 2)
+    ("R1.N % -3 = 1", ["b"]),
+    ("10 % R1.N = 3", ["a", "b"]),
+    ("10 % R1.N > 0", ["a", "b"]),   # 10 % 0 is NULL, not an error (DuckDB and PostgreSQL raise)
+    ("10 % (R1.N - R1.N) IS NULL", ["a", "b", "c"]),
+    ("NOT (R1.N % 2 = 0)", ["a", "b"]),
+])
+def test_a_remainder_is_sqls_in_python_duckdb_and_sqlite_and_by_zero_null(predicate, passing):
+    view = parse_view(f"SELECT C FROM R1 JOIN R2 ON R1.A = R2.A WHERE {predicate}", CATALOG)
+    sql = view.selection_sql("R1")
+    assert "NULLIF" in sql
+    rows = [("a", -7, 1.0), ("b", 7, 1.0), ("c", 0, 1.0)]
+    in_python = [row[0] for row in rows if view.selection_test("R1")(row)]
+    engines = {"duckdb": duckdb.connect(), "sqlite": sqlite3.connect(":memory:")}
+    for dialect, db in engines.items():
+        db.execute("CREATE TABLE R1 (A VARCHAR, N BIGINT, X DOUBLE)")
+        db.executemany("INSERT INTO R1 VALUES (?, ?, ?)", rows)
+        where = sqlglot.transpile(sql, read="duckdb", write=dialect)[0]
+        in_engine = [a for a, in db.execute(f"SELECT A FROM R1 WHERE ({where}) IS TRUE ORDER BY A").fetchall()]
+        assert in_engine == in_python == passing, dialect
+
+
 TYPED = Catalog.from_dict({"sources": {
     "ds1": {"T": {"columns": ["K", "F", "D", "S"], "types": ["BIGINT", "BOOLEAN", "DATE", "VARCHAR"], "key": ["K"]}},
     "ds2": {"U": {"columns": ["S", "F"], "types": ["VARCHAR", "VARCHAR"], "key": ["S"]}}}})
@@ -52,6 +78,8 @@ TYPED = Catalog.from_dict({"sources": {
     ("T.S LIKE 5", "view: T.S LIKE 5 needs text, got a number"),
     ("T.S + 1 > 2", "view: T.S + 1 needs a number, got text"),
     ("T.S OR T.F", "view: T.S OR T.F needs a boolean, got text"),
+    ("T.K % 2.5 > 1", "view: T.K % 2.5 needs whole numbers (BIGINT), got 2.5"),
+    ("T.K % (T.K / 2) > 1", "view: T.K % (T.K / 2) needs whole numbers (BIGINT), got (T.K / 2)"),
     ("T.S", "view: T.S is text, not a condition"),
 ])
 def test_a_condition_on_values_of_different_types_is_refused_before_anything_runs(where, message):

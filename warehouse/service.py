@@ -290,7 +290,7 @@ class Warehouse:
         # The Strobe family maintains the view widened with every relation's key; its
         # view_rows() are the join's again.
         join = self.view.join
-        maintained = materialize(self.spark, self.plugin.maintained_view(join).sql, snapshots)
+        maintained = materialize(self.spark, self.plugin.maintained_view(join).rewritten, snapshots)
         self.engine = registry.create(self.algorithm, join, maintained, brv, dsv, self._settings())
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
@@ -579,7 +579,7 @@ class Warehouse:
                 snapshots = {name: (list(rel.columns), list(rel.types), rows) for name, rows in job.relations.items()
                              for rel in [self.catalog.relation(name)]}
                 try:
-                    rows = materialize(self.spark, job.view.sql, snapshots)
+                    rows = materialize(self.spark, job.view.rewritten, snapshots)
                 except Exception:  # Spark's errors are many kinds; whichever it is, the round is lost
                     log.exception("recomputation of round %d failed; the next round tries again", job.round)
                     rows = None

@@ -36,6 +36,8 @@ import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.merge_subqueries import merge_subqueries
+from sqlglot.optimizer.qualify import qualify
 
 from fedmodel.catalog import Catalog
 from fedmodel.codec import arrow_schema
@@ -106,14 +108,14 @@ class Oracle:
         self.view_sql, self.initial = view_sql, initial
         self.history = history
         self.engine = engine or DuckDBEngine()
-        read = {table.name.lower() for table in _view_tree(view_sql).find_all(exp.Table)}
+        read = {table.name.lower() for table in _view_tree(view_sql, catalog).find_all(exp.Table)}
         self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []))
                        for rel in catalog.relations if rel.name.lower() in read}
         self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
         self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
-        tree = _view_tree(view_sql)
+        tree = _view_tree(view_sql, catalog)
         self.summarised = _summarised(tree)
-        self.chain_sql = None if self.summarised else chain_sql(view_sql, self.engine.dialect)
+        self.chain_sql = None if self.summarised else chain_sql(view_sql, catalog, self.engine.dialect)
         self._empty_row = _empty_row(tree, self.tables, self.engine) if self.summarised == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
@@ -225,7 +227,8 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     renamed by position (`__c<k>`), since a view may select two columns of the same name.
     Division by zero is NULL, as the project defines it (fedmodel.predicates, whose rewrite this
     one repeats so as to share no code with it), whatever the engine does on its own: each divisor
-    is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0 return infinity.
+    of `/` and `%` is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0
+    return infinity (`/`) or raise (`%`).
 
     >>> from fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}}}})
@@ -234,7 +237,7 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
      FROM "r1" CROSS JOIN "__states" AS "__s" WHERE "r1"."b" > 2 AND "r1"."__vfrom" <= "__s"."__s0"
      AND "__s"."__s0" < "r1"."__vto") AS "v" GROUP BY "__i", "__c0"'
     """
-    tree = _view_tree(view_sql)
+    tree = _view_tree(view_sql, catalog)
     sources = list(catalog.sources)
     conditions = []
     for table in tree.find_all(exp.Table):
@@ -247,7 +250,7 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     return _counted(tree, [exp.column("__i", table="__s").as_("__i")], dialect)
 
 
-def chain_sql(view_sql: str, dialect: str) -> str:
+def chain_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     """The view SQL over relations whose rows carry the positions of a chain of states at which
     they exist (`__from`, `__to`, half-open: loadgen.checker.chain), in `dialect`:
     `SELECT __from, __to, <view>, count`.
@@ -256,13 +259,15 @@ def chain_sql(view_sql: str, dialect: str) -> str:
     greatest of their starts to the least of their ends, when that is not empty. The rewrite is
     otherwise `temporal_sql`'s (lower-cased identifiers, columns by position, NULLIF divisors).
 
-    >>> chain_sql("SELECT R1.A, R2.C FROM R1 JOIN R2 ON R1.B = R2.B", "postgres")  # doctest: +NORMALIZE_WHITESPACE
+    >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
+    ...                                       "y": {"R2": {"columns": ["B", "C"], "key": ["B"]}}}})
+    >>> chain_sql("SELECT R1.A, R2.C FROM R1 JOIN R2 ON R1.B = R2.B", cat, "postgres")  # doctest: +NORMALIZE_WHITESPACE
     'SELECT "__from", "__to", "__c0", "__c1", COUNT(*) AS "__count" FROM (SELECT GREATEST("r1"."__from",
      "r2"."__from") AS "__from", LEAST("r1"."__to", "r2"."__to") AS "__to", "r1"."a" AS "__c0", "r2"."c" AS "__c1"
      FROM "r1" JOIN "r2" ON "r1"."b" = "r2"."b" WHERE GREATEST("r1"."__from", "r2"."__from") < LEAST("r1"."__to",
      "r2"."__to")) AS "v" GROUP BY "__from", "__to", "__c0", "__c1"'
     """
-    tree = _view_tree(view_sql)
+    tree = _view_tree(view_sql, catalog)
     aliases = [table.alias_or_name for table in tree.find_all(exp.Table)]
     start = _extreme(exp.Greatest, [exp.column("__from", table=a) for a in aliases])
     end = _extreme(exp.Least, [exp.column("__to", table=a) for a in aliases])
@@ -270,12 +275,36 @@ def chain_sql(view_sql: str, dialect: str) -> str:
     return _counted(tree, [start.copy().as_("__from"), end.copy().as_("__to")], dialect)
 
 
-def _view_tree(view_sql: str) -> exp.Select:
-    """The view's SQL parsed, each divisor wrapped in NULLIF(divisor, 0) (see temporal_sql)."""
+def _view_tree(view_sql: str, catalog: Catalog) -> exp.Select:
+    """The view's SQL parsed and flattened, each divisor wrapped in NULLIF(divisor, 0) (see temporal_sql).
+
+    The rewrites above need one SELECT over base relations with its columns listed, so a view
+    that reads WITH queries or derived tables, or selects `*`, is first made one by sqlglot's
+    optimizer (qualify: stars expanded as DuckDB does, USING and NATURAL as ON; merge_subqueries:
+    derived tables flattened), each WITH query first written as a derived table where it is read
+    (sqlglot merges a WITH query read twice no further): code the maintenance path's own rewrites
+    (fedmodel.rewrites) do not share. A view already so written is left as it is.
+    """
     tree = sqlglot.parse_one(view_sql, dialect="duckdb")
-    for division in list(tree.find_all(exp.Div)):
+    if _needs_flattening(tree):
+        for cte in reversed(tree.args["with_"].expressions if tree.args.get("with_") else []):
+            for table in list(tree.find_all(exp.Table)):   # reversed: a later WITH query reads earlier ones
+                if table.name.lower() == cte.alias.lower() and table.find_ancestor(exp.CTE) is not cte:
+                    table.replace(cte.this.copy().subquery(table.alias_or_name))
+        tree.set("with_", None)
+        schema = {rel.name.lower(): {c.lower(): t for c, t in zip(rel.columns, rel.types)} for rel in catalog.relations}
+        tree = merge_subqueries(qualify(tree, schema=schema, dialect="duckdb"))
+    for division in list(tree.find_all(exp.Div, exp.Mod)):
         division.set("expression", exp.Nullif(this=division.expression, expression=exp.Literal.number(0)))
     return tree
+
+
+def _needs_flattening(tree: exp.Select) -> bool:
+    """Whether the view reads a WITH query or a derived table, or selects a star."""
+    return bool(tree.args.get("with_") or tree.find(exp.Subquery)
+                or any(isinstance(e, exp.Star) or isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+                       for e in tree.expressions)
+                or any(j.args.get("using") or j.args.get("method") for j in tree.args.get("joins") or []))
 
 
 def _extreme(function: type[exp.Func], columns: list[exp.Column]) -> exp.Expression:

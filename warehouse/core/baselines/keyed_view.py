@@ -34,7 +34,7 @@ def widen(view: ViewDef) -> ViewDef:
                if c.lower() not in {v.lower() for v in view.visible_columns(r)}]
     if not missing:
         return view
-    tree = sqlglot.parse_one(view.sql)
+    tree = sqlglot.parse_one(view.rewritten)
     written = {occurrence_name(t, view.bases, view.catalog).lower(): t.alias_or_name for t in tree.find_all(exp.Table)}
     taken = {o.name.lower() for o in view.outputs}
     for relation, column in missing:
