@@ -99,6 +99,10 @@ def test_every_view_parses_with_the_expected_shape():
     assert q3_revenue.join.relations == views["q3"].relations and q3_revenue.output_types[1] == "DOUBLE"
     assert q5_revenue.output_names == ("n_name", "revenue") and q5_revenue.join.edges == views["q5"].edges
     assert views["q3"].selection_sql("customer") == "c_mktsegment = 'BUILDING'"
+    # q3 spelled with a WITH query, a derived table and stars (fedmodel.rewrites) is q3
+    q3, q3_with = views["q3"], views["q3_with"]
+    assert (q3_with.relations, q3_with.edges, q3_with.output_names) == (q3.relations, q3.edges, q3.output_names)
+    assert {r: q3_with.selection_sql(r) for r in q3.relations} == {r: q3.selection_sql(r) for r in q3.relations}
     q5 = views["q5"]
     assert len(q5.relations) == 6 and len(q5.edges) == 6  # one edge more than a tree: a cycle
     assert q5.edge("customer", "supplier") is not None
