@@ -23,8 +23,10 @@ from loadgen.live.federation import Federation
 from loadgen.simulation.scenario import LEVELS, parse_scenario
 from warehouse.core import registry
 from warehouse.core.baselines.keyed_view import project
+from warehouse.core.registry import Settings
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.read_path import current_view_df
+from warehouse.settings import WarehouseSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
@@ -35,12 +37,13 @@ TRANSACTIONS = 16
 # (warehouse.core.baselines.keyed_view) and the user's view carries a count.
 
 
-def run_live(tmp_path, spark, algorithm: str, single_update: bool, **federation) -> dict:
+def run_live(tmp_path, spark, algorithm: str, single_update: bool, **core) -> dict:
     """Starts a federation, commits TRANSACTIONS random transactions one after another, waits
     until the view reflects them, stops everything and checks the run directory."""
     scenario = parse_scenario(dict(FIXTURE_A), "live baselines")
     run_dir = tmp_path / algorithm
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, algorithm, **federation)
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark,
+                     WarehouseSettings(algorithm, Settings(**core)))
     load = MirroredLoad(scenario, fed.commit, workload_seed=3, choice_seed=4)
     load.workload.single_update = single_update   # the Strobe paper's single-update transactions
     fed.start()
@@ -94,7 +97,7 @@ def test_recompute_converges_live_with_a_spark_job_every_period(spark, ray_runti
         return spark_job(*args, **kwargs)
 
     monkeypatch.setattr(warehouse.service, "materialize", counted)
-    run = run_live(tmp_path, spark, "recompute", single_update=False, recompute_period=1.0)
+    run = run_live(tmp_path, spark, "recompute", single_update=False, period=1.0)
     verdict = run["verdict"]
     assert run["view"] == run["recomputed"]
     assert LEVELS.index(verdict.level) >= LEVELS.index("convergence"), verdict.first_violation
@@ -126,8 +129,9 @@ def test_lazy_maintains_on_demand_when_the_view_is_read(spark, ray_runtime, tmp_
     Delta view as of the committed batch)."""
     scenario = parse_scenario(dict(FIXTURE_A), "live baselines")
     run_dir = tmp_path / "lazy-on-demand"
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "lazy",
-                     deferral=Deferral(combine_max=10**6, max_delay=1e6, idle_after=1e6))
+    bounds = Deferral(combine_max=10**6, max_delay=1e6, idle_after=1e6)
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark,
+                     WarehouseSettings("lazy", Settings(deferral=bounds)))
     load = MirroredLoad(scenario, fed.commit, workload_seed=5, choice_seed=6)
     fed.start()
     try:
@@ -172,7 +176,7 @@ def test_a_lost_notification_gone_from_the_log_resynchronises_live_from_a_spark_
     refused and it rebuilds the view from a snapshot of every source, evaluated in Spark, as the
     simulator does (warehouse.core.snapshots), then goes on maintaining."""
     scenario = parse_scenario(dict(FIXTURE_A), "live resynchronisation")
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark, "sze-ling",
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark,
                      log_retention={"y": 1})
     load = MirroredLoad(scenario, fed.commit, workload_seed=3, choice_seed=4)
     fed.start()

@@ -30,6 +30,7 @@ from loadgen.live.environment import NO_FAULTS, set_faults
 from loadgen.live.federation import Federation
 from loadgen.live.runfile import RunFile
 from loadgen.simulation.scenario import load_scenario, parse_scenario
+from warehouse.settings import WarehouseSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
@@ -53,7 +54,7 @@ TRANSACTIONS = 18
 
 
 def start(spark, run: Path, scenario, algorithm: str = "sze-ling") -> Federation:
-    return Federation(scenario.catalog, scenario.view.sql, scenario.initial, run, spark, algorithm).start()
+    return Federation(scenario.catalog, scenario.view.sql, scenario.initial, run, spark, WarehouseSettings(algorithm)).start()
 
 
 def events(run: Path) -> list[dict]:

@@ -18,6 +18,7 @@ from loadgen.checker.oracle import Oracle
 from loadgen.live.federation import Federation
 from loadgen.simulation.scenario import parse_scenario
 from loadgen.workloads.synthetic import random_scenario
+from warehouse.settings import WarehouseSettings
 from warehouse.store.sparktypes import from_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
@@ -26,7 +27,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(random_scenario(11, relations=(4, 4), sources=(3, 3)), "live")
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark,
-                     compact_interval=1.0)
+                     WarehouseSettings(compact_interval=1.0))
     load = MirroredLoad(scenario, fed.commit)
     fed.start()
     try:

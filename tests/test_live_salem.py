@@ -23,8 +23,10 @@ from loadgen.live.check import check
 from loadgen.live.federation import Federation
 from loadgen.simulation.scenario import parse_scenario
 from warehouse.core.events import RefreshRequested
+from warehouse.core.registry import Settings
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
+from warehouse.settings import WarehouseSettings
 from warehouse.store.delta_store import StoreError
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
@@ -69,8 +71,8 @@ def _refresh_to_the_mark(fed: Federation, final: dict[str, int], timeout: float 
 def test_the_view_is_rolled_to_points_in_time_chosen_after_they_passed(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(dict(FIXTURE_A), "live salem")
     run_dir = tmp_path / "salem"
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "salem",
-                     salem=SalemOptions(apply="on-demand"))
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark,
+                     WarehouseSettings("salem", Settings(salem=SalemOptions(apply="on-demand"))))
     timed = TimedCommits(fed)
     load = MirroredLoad(scenario, timed, workload_seed=3, choice_seed=4)
     initial = {s: m.dsv for s, m in load.mirrors.items()}

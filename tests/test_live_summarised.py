@@ -35,7 +35,7 @@ SCENARIO = {
 def test_a_summarised_self_join_is_kept_live_through_lost_messages_and_a_warehouse_restart(spark, ray_runtime, tmp_path):
     scenario = parse_scenario(dict(SCENARIO), "live summarised")
     run_dir = tmp_path / "run"
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "sze-ling")
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark)
     load = MirroredLoad(scenario, fed.commit, workload_seed=7, choice_seed=8)
     fed.start()
     try:

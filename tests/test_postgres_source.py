@@ -22,6 +22,7 @@ from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, TransactionRequest
 from source_node.engines import open_store
+from warehouse.settings import WarehouseSettings
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {"acct": {"columns": ["id", "owner", "balance"], "types": ["BIGINT", "VARCHAR", "DOUBLE"], "key": ["id"]},
@@ -371,8 +372,8 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-versioned-"))
     os.chmod(base, 0o755)
     run_dir = base / "run"
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, "versioned",
-                     source_engine="postgres")
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark,
+                     WarehouseSettings("versioned"), source_engine="postgres")
     fed.start()
     committed = []
 

@@ -64,6 +64,8 @@ def test_the_charts_command_lines_parse(command):
     (["warehouse", "--config", "{tmp}/missing.yaml"], "cannot read"),
     (["warehouse", "--config", "{config}", "--data", "{tmp}/delta", "--recompute-period", "0"],
      "--recompute-period must be a positive number of seconds"),
+    (["warehouse", "--config", "{config}", "--data", "{tmp}/delta", "--batch-interval", "0"],
+     "--batch-interval must be a positive number of seconds, got 0.0"),
     (["warehouse", "--config", "{config}", "--data", "{tmp}/delta", "--combine-max", "0"],
      "--combine-max must be a whole number >= 1, got 0"),
     (["load", "--config", "{config}", "--duration", "soon"], "bad duration"),

@@ -271,9 +271,10 @@ def test_the_plugins_claim_complete_and_strong_under_fifo_without_loss_and_canno
 def test_the_factory_takes_the_access_path_and_query_timeout_from_settings():
     from warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
     from warehouse.core.registry import Settings
+    from warehouse.core.timings import QUERY_TIMEOUT
     view = fixture_a().view
     alg = SWEEP.factory(view, {}, {"r1": 1, "r2": 1, "r3": 1}, {"x": 1, "y": 1, "z": 1},
                         Settings(access="join-graph", query_timeout=5.0))
     assert (type(alg), alg.access, alg.timeout) == (Sweep, "join-graph", 5.0)
     nested = NESTED_SWEEP.factory(view, {}, {"r1": 1, "r2": 1, "r3": 1}, {"x": 1, "y": 1, "z": 1}, Settings())
-    assert (type(nested), nested.access, nested.timeout, nested.depth) == (NestedSweep, "scan", 2.0, 4)
+    assert (type(nested), nested.access, nested.timeout, nested.depth) == (NestedSweep, "scan", QUERY_TIMEOUT, 4)

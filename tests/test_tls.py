@@ -202,10 +202,11 @@ def test_fedlab_source_serves_over_mutual_tls_with_the_flags(tmp_path, certs):
 @pytest.mark.slow
 def test_a_live_federation_over_tls_is_complete_by_rpc_and_by_file(spark, ray_runtime, tmp_path, capsys):
     from loadgen.live.federation import Federation
+    from warehouse.settings import WarehouseSettings
 
     run_dir = tmp_path / "run"
     tls = write_certificates(run_dir / "tls")
-    fed = Federation(CATALOG, VIEW, INITIAL, run_dir, spark, batch_interval=0.2, tls=tls)
+    fed = Federation(CATALOG, VIEW, INITIAL, run_dir, spark, WarehouseSettings(batch_interval=0.2), tls=tls)
     fed.start()
     try:
         assert all(a.startswith("127.0.0.1:") for a in fed.addresses.values())

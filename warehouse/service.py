@@ -45,7 +45,7 @@ import time
 import uuid
 from collections import Counter
 from concurrent import futures
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -81,12 +81,12 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.receipts import Receipts
-from warehouse.core.registry import Settings, not_reflected
+from warehouse.core.registry import not_reflected
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import summary_of
-from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.fifo_order import FifoOrder
+from warehouse.settings import WarehouseSettings
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
 
@@ -121,18 +121,12 @@ def delta_dir(data_dir: str) -> str:
 
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
-                 spark, algorithm: str = "sze-ling", access: str | None = None,
-                 batch_interval: float = 0.5, tick: float = 0.1, query_timeout: float = 1.5,
-                 resend_timeout: float = 0.25, reorder_allowance: float = 0.1, history_dir: str | Path | None = None,
-                 tls: TlsFiles | None = None, recompute_period: float = 5.0, compact_interval: float = 60.0,
-                 deferral: Deferral | None = None, salem: SalemOptions = SalemOptions()):
-        """`data_dir`: a directory or an object-store URI (s3a://...) for the Delta tables;
-        `history_dir`: where the plain-file history goes (default <data_dir>/history);
-        `tls`: mutual TLS on its server and its channels to the sources;
-        `recompute_period`: seconds between rounds of the `recompute` algorithm;
-        `compact_interval`: seconds between compactions of the Delta view's base;
-        `deferral`: the `lazy` algorithm's bounds (warehouse.core.sze_ling.deferral; its defaults without);
-        `salem`: the `salem` algorithm's apply mode, propagation steps and time line allowances."""
+                 spark, settings: WarehouseSettings = WarehouseSettings(), history_dir: str | Path | None = None,
+                 tls: TlsFiles | None = None):
+        """`sources`: each source's address; `data_dir`: a directory or an object-store URI
+        (s3a://...) for the Delta tables; `settings`: the algorithm and its settings, Delta's
+        intervals (warehouse.settings); `history_dir`: where the plain-file history goes (default
+        <data_dir>/history); `tls`: mutual TLS on its server and its channels to the sources."""
         self.catalog = catalog
         self.tls = tls
         # The user's view; the algorithm maintains its join (itself, unless it is summarised:
@@ -141,24 +135,14 @@ class Warehouse:
         # warehouse.core.summarised).
         self.view = parse_query(view_sql, catalog)
         join = self.view.join
-        self.plugin = registry.get(algorithm)   # an unknown name fails here, before anything starts
-        self.access = self.plugin.access(access)
-        # The core's timings (warehouse.core.sze_ling.engine.Options); the sub-query timeout is a
-        # floor: the core stretches it to four smoothed round trips.
-        self.timings = Settings(query_timeout=query_timeout, resend_timeout=resend_timeout,
-                                reorder_allowance=reorder_allowance)
-        self.algorithm = algorithm
+        self.settings = settings
+        self.algorithm = settings.algorithm
+        self.plugin = registry.get(settings.algorithm)   # an unknown name fails here, before anything starts
+        self.core_settings = settings.algorithm_settings(self.plugin.access(settings.core.access))
+        self.salem = settings.core.salem or SalemOptions()
         self.sources = dict(sources)
         self.spark = spark
         self.data_dir = str(data_dir)
-        self.batch_interval = batch_interval
-        self.compact_interval = compact_interval
-        self.tick = tick
-        if not recompute_period > 0:
-            raise ModelError(f"the recompute period must be a positive number of seconds, got {recompute_period!r}")
-        self.recompute_period = recompute_period
-        self.deferral = deferral
-        self.salem = salem
         self.epoch = 0                 # salem: which propagation of the view delta this process is
         self.timed: list = []          # salem: view delta rows propagated since the last batch
         self._timed_committing = 0     # how many of them the batch being written holds
@@ -291,7 +275,7 @@ class Warehouse:
         # view_rows() are the join's again.
         join = self.view.join
         maintained = materialize(self.spark, self.plugin.maintained_view(join).rewritten, snapshots)
-        self.engine = registry.create(self.algorithm, join, maintained, brv, dsv, self._settings())
+        self.engine = registry.create(self.algorithm, join, maintained, brv, dsv, self.core_settings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         self.summary = summary_of(self.view, rows)
@@ -302,14 +286,9 @@ class Warehouse:
         self.durable = dict(dsv)
         self.durable_applied = dict(dsv)
 
-    def _settings(self) -> Settings:
-        """What this warehouse hands its algorithm: its timings, access path and options."""
-        return replace(self.timings, access=self.access, period=self.recompute_period, deferral=self.deferral,
-                       salem=self.salem)
-
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
-            self.engine = registry.restore(self.algorithm, self.view.join, rows, state, self._settings())
+            self.engine = registry.restore(self.algorithm, self.view.join, rows, state, self.core_settings)
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
         dsv = self.engine.applied_dsv()
@@ -557,7 +536,7 @@ class Warehouse:
         """After the core handled events (`fired`: a TimerFired among them): when the next timer
         is due. Called with the core's lock held."""
         next_timer = getattr(self.engine, "next_timer", None)
-        at = next_timer() if next_timer is not None else time.monotonic() + self.tick
+        at = next_timer() if next_timer is not None else time.monotonic() + self.settings.tick
         with self._timer_wake:
             if fired:
                 self._timer_queued = False
@@ -595,7 +574,7 @@ class Warehouse:
         started, took = float("-inf"), 0.0
         while True:
             self._batch_due.wait()
-            spacing = min(self.batch_interval, max(MIN_BATCH_SPACING, BATCH_SPACING * took))
+            spacing = min(self.settings.batch_interval, max(MIN_BATCH_SPACING, BATCH_SPACING * took))
             if self._stop.wait(max(0.0, spacing - (time.monotonic() - started))):
                 return
             self._batch_due.clear()
@@ -619,7 +598,7 @@ class Warehouse:
         Then writes the tables' checkpoints that are due (DeltaViewStore.checkpoint): here, so that
         no batch commit waits for one."""
         compacted = None
-        while not self._stop.wait(self.compact_interval):
+        while not self._stop.wait(self.settings.compact_interval):
             if self.batch_id == compacted:
                 continue
             try:

@@ -38,6 +38,7 @@ from loadgen.bench.plan import (
     synthetic_federations,
 )
 from loadgen.roles.process import add_source_engine_argument
+from warehouse.settings import WarehouseSettings
 
 # The TPC-H bench's data arguments and their defaults (None in the parser, so that --federation
 # can tell that one was given: a synthetic federation has no use for them).
@@ -73,10 +74,10 @@ def add_arguments(parser) -> None:
                         help="highest ramp rate; 0 for no ramp (default 8192)")
     parser.add_argument("--ramp-step", type=float, default=8.0,
                         help="seconds per ramp step, the second half judged (default 8)")
-    parser.add_argument("--batch-interval", type=float, default=1.0,
+    parser.add_argument("--batch-interval", type=float, default=WarehouseSettings.batch_interval,
                         help="the longest time between the starts of the warehouse's Delta batches; sooner when "
                              "commits are quick (three times a commit's duration, warehouse.service), back to back "
-                             "when one takes longer than that (default 1)")
+                             f"when one takes longer than that (default {WarehouseSettings.batch_interval:g})")
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
     parser.add_argument("--placement",

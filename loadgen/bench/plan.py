@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE
+from warehouse.settings import WarehouseSettings
 
 if TYPE_CHECKING:   # the driver's module imports gRPC: `fedlab bench --help` need not wait for it
     from loadgen.workloads.driver_process import SyntheticRecipe
@@ -62,7 +63,7 @@ class RunSpec:
     workload: str
     placement: str = "default"
     source_engine: str = DEFAULT_ENGINE
-    batch_interval: float = 1.0   # the warehouse's seconds between Delta batches (at least)
+    batch_interval: float = WarehouseSettings.batch_interval   # the warehouse's seconds between Delta batches (at most)
     trial: int = 1                # which repetition of the same run (--repeat)
     combine_max: int | None = None   # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
     max_jobs: int = 1                # lazy's jobs in progress at once
@@ -146,7 +147,7 @@ def synthetic_federations(shapes: str, sizes: str, rows: int, seed: int) -> list
 def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
-         source_engine: str = DEFAULT_ENGINE, batch_interval: float = 1.0, repeat: int = 1,
+         source_engine: str = DEFAULT_ENGINE, batch_interval: float = WarehouseSettings.batch_interval, repeat: int = 1,
          combine: str = DEFAULT_COMBINE, max_jobs: int = 1,
          synthetic: list[SyntheticRecipe] | None = None) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole

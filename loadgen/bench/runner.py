@@ -33,7 +33,9 @@ from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
 from loadgen.live.environment import NO_FAULTS, set_faults
 from loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe
+from warehouse.core.registry import Settings
 from warehouse.core.sze_ling.deferral import Deferral
+from warehouse.settings import WarehouseSettings
 
 Progress = Callable[[str, float, float | None, str], None]
 IDLE_SETTLE = 2.0   # seconds after the driver's start before the idle federation is measured
@@ -86,9 +88,10 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
               "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
               "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": [],
               **_synthetic(spec)}
-    fed = Federation(catalog, view_sql, source_files, run_dir, spark, spec.algorithm, spec.access,
-                     source_engine=spec.source_engine, batch_interval=spec.batch_interval,
-                     deferral=Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None)
+    bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
+    settings = WarehouseSettings(spec.algorithm, Settings(access=spec.access, deferral=bounds),
+                                 batch_interval=spec.batch_interval)
+    fed = Federation(catalog, view_sql, source_files, run_dir, spark, settings, source_engine=spec.source_engine)
     watches = Stopwatches()
     sampler = driver = None
     progress = _Phases(progress)

@@ -40,7 +40,7 @@ class PostgresEngine:
     dialect = "postgres"
 
     def __init__(self, dsn: str):
-        import psycopg   # only this oracle needs the driver
+        import psycopg  # only this oracle needs the driver
 
         self._errors = psycopg.Error
         try:

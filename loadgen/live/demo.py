@@ -26,6 +26,8 @@ from loadgen.live.outside_writers import OutsideWriters, written_source
 from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.workloads.driver import drive
 from warehouse.core import registry
+from warehouse.core.registry import Settings
+from warehouse.settings import WarehouseSettings
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
@@ -68,8 +70,8 @@ def main(args) -> int:
         from loadgen.roles.certs import write_certificates
 
         tls = write_certificates(run_dir / "tls")
-    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, tls=tls, source_engine=args.source_engine,
-                     deferral=bounds)
+    fed = Federation(catalog, view_sql, data, run_dir, spark, WarehouseSettings(args.algorithm, Settings(deferral=bounds)),
+                     tls=tls, source_engine=args.source_engine)
     writers = None
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):

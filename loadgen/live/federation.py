@@ -32,9 +32,8 @@ from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
-from warehouse.core.salem.propagate import SalemOptions
-from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.service import Warehouse, from_pb_rows
+from warehouse.settings import WarehouseSettings
 from warehouse.store.materialize import materialize
 
 
@@ -68,19 +67,14 @@ def write_source_file(catalog: Catalog, source: str, initial: dict[str, list[tup
 
 class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]] | Path, run_dir: str | Path,
-                 spark, algorithm: str = "sze-ling", access: str | None = None, batch_interval: float = 0.5,
-                 tls: TlsFiles | None = None, recompute_period: float = 5.0, source_engine: str = DEFAULT_ENGINE,
-                 compact_interval: float = 60.0, deferral: Deferral | None = None,
-                 salem: SalemOptions = SalemOptions(),
-                 log_retention: dict[str, int] | None = None):
+                 spark, warehouse: WarehouseSettings = WarehouseSettings(), tls: TlsFiles | None = None,
+                 source_engine: str = DEFAULT_ENGINE, log_retention: dict[str, int] | None = None):
         """`initial`: the initial rows per relation, or a folder of source databases holding them
         already (prepare_source_files), copied for the sources to start from instead of loading
-        the rows again; `tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
-        certificates of loadgen.roles.certs; `recompute_period`: the `recompute` algorithm's seconds
-        between rounds (warehouse.service.Warehouse); `source_engine`: the sources' database
-        (source_node.engines), each told the column sets the view's sub-queries probe; `compact_interval`:
-        seconds between compactions of the Delta view's base; `deferral`: the `lazy` algorithm's bounds;
-        `salem`: the `salem` algorithm's options;
+        the rows again; `warehouse`: the warehouse's algorithm and settings (warehouse.settings);
+        `tls`: mutual TLS on every channel (sources, warehouse, this client), e.g. the throwaway
+        certificates of loadgen.roles.certs; `source_engine`: the sources' database
+        (source_node.engines), each told the column sets the view's sub-queries probe;
         `log_retention`: per source, how many notifications its outbox keeps at most (unbounded by
         default), so that a lost one can be gone for good."""
         self.catalog = catalog
@@ -89,13 +83,7 @@ class Federation:
         self.initial = initial
         self.run_dir = Path(run_dir)
         self.spark = spark
-        self.algorithm = algorithm
-        self.access = access
-        self.batch_interval = batch_interval
-        self.recompute_period = recompute_period
-        self.compact_interval = compact_interval
-        self.deferral = deferral
-        self.salem = salem
+        self.settings = warehouse
         self.log_retention = log_retention or {}
         self.source_engine = source_engine
         self.actors: dict = {}
@@ -130,7 +118,7 @@ class Federation:
 
     def _write_run_file(self) -> None:
         """The run file, naming the warehouse's address once it serves (a restarted one's anew)."""
-        RunFile(self.catalog, self.view_sql, self.algorithm,
+        RunFile(self.catalog, self.view_sql, self.settings.algorithm,
                 {s: self._db_path(s) for s in self.catalog.sources},
                 self.warehouse.history.folder, self.warehouse.store.root,
                 self.postgres.data if self.postgres else None,
@@ -151,9 +139,7 @@ class Federation:
 
     def _new_warehouse(self) -> Warehouse:
         return Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
-                         self.algorithm, self.access, batch_interval=self.batch_interval, tls=self.tls,
-                         recompute_period=self.recompute_period, compact_interval=self.compact_interval,
-                         deferral=self.deferral, salem=self.salem)
+                         self.settings, tls=self.tls)
 
     def _db_path(self, source: str) -> Path | str:
         """The source's database file, or for PostgreSQL its database's connection string."""

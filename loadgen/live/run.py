@@ -30,11 +30,9 @@ from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults,
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 from loadgen.roles.process import (
     RoleError,
-    add_deferral_arguments,
-    add_salem_arguments,
     add_source_engine_argument,
-    deferral,
-    salem_options,
+    add_warehouse_arguments,
+    warehouse_settings,
 )
 from loadgen.simulation.scenario import LEVELS
 from source_node.faults import parse_rates
@@ -90,11 +88,8 @@ def main(args) -> int:
         plugin = registry.get(args.algorithm)
         if "kill-warehouse" in kills and not plugin.assumptions.restartable:
             raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta")
-        if not args.recompute_period > 0:
-            raise ModelError("--recompute-period must be a positive number of seconds")
-        bounds = deferral(args)
         view_sql = load_view(args.view)
-        salem = salem_options(args, parse_query(view_sql, tpch_catalog()).join.relations)
+        settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
@@ -109,10 +104,8 @@ def main(args) -> int:
     catalog = tpch_catalog()
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
-    fed = Federation(catalog, view_sql, data, run_dir, spark, args.algorithm, args.access,
-                     recompute_period=args.recompute_period, deferral=bounds, salem=salem,
-                     tls=_throwaway_tls(run_dir) if args.tls else None,
-                     source_engine=args.source_engine)
+    fed = Federation(catalog, view_sql, data, run_dir, spark, settings,
+                     tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
     events: list[str] = []
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
@@ -183,10 +176,7 @@ def add_arguments(parser) -> None:
                                                      "kill-source=every:20s,kill-warehouse=once")
     parser.add_argument("--algorithm", default="sze-ling")
     parser.add_argument("--access", choices=["join-graph", "scan"])
-    parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
-                        help="seconds between the recompute algorithm's rounds (default 5)")
-    add_deferral_arguments(parser)
-    add_salem_arguments(parser)
+    add_warehouse_arguments(parser)
     parser.add_argument("--duration", default="60s", help="load duration, e.g. 60s or 2m")
     parser.add_argument("--rate", type=float, default=10.0, help="offered source transactions per second")
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor")

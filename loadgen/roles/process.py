@@ -1,8 +1,9 @@
 """What the role commands (`fedlab source`, `warehouse`, `load`) share as processes: the TLS flags
 (`fedlab check` takes them too), the source engine flag (the live commands that start sources take
-it too), lazy maintenance's bounds and salem's propagation and apply (the commands that start a
-warehouse take them), the default
-listening address, and running in the foreground until SIGTERM or SIGINT.
+it too), the warehouse's settings (warehouse.settings: its Delta batch interval, the recompute
+period, lazy maintenance's bounds and salem's propagation and apply, which the commands that start
+a warehouse take), the default listening address, and running in the foreground until SIGTERM or
+SIGINT.
 
 The chart runs each role as a container's main process, so SIGTERM (pod deletion, `helm
 uninstall`) is the normal way to stop, and each role then finishes cleanly (the warehouse commits
@@ -22,8 +23,11 @@ import time
 from fedio.channels import TlsFiles
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE, ENGINES
+from warehouse.core.registry import Settings
 from warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
+from warehouse.core.timings import RECOMPUTE_PERIOD
+from warehouse.settings import SettingError, WarehouseSettings
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
 
@@ -42,6 +46,29 @@ def add_tls_arguments(parser) -> None:
 def add_source_engine_argument(parser) -> None:
     parser.add_argument("--source-engine", choices=ENGINES, default=DEFAULT_ENGINE,
                         help=f"the sources' database engine (default {DEFAULT_ENGINE}; source_node/engines.py)")
+
+
+def add_warehouse_arguments(parser) -> None:
+    """The flags of a warehouse's settings (warehouse_settings), with their defaults."""
+    parser.add_argument("--batch-interval", type=float, default=WarehouseSettings.batch_interval, metavar="SECONDS",
+                        help="the most seconds between Delta batch commits; below it a batch follows the last by "
+                             f"three times its commit's duration (default {WarehouseSettings.batch_interval:g})")
+    parser.add_argument("--recompute-period", type=float, default=RECOMPUTE_PERIOD, metavar="SECONDS",
+                        help="seconds between the recompute algorithm's rounds, each a Spark job "
+                             f"(default {RECOMPUTE_PERIOD:g})")
+    add_deferral_arguments(parser)
+    add_salem_arguments(parser)
+
+
+def warehouse_settings(args, algorithm: str, relations) -> WarehouseSettings:
+    """The settings the flags of add_warehouse_arguments give a warehouse running `algorithm` over
+    a view of `relations` (`--access` too where the command has it); RoleError naming what is wrong."""
+    core = Settings(access=getattr(args, "access", None), period=args.recompute_period, deferral=deferral(args),
+                    salem=salem_options(args, relations))
+    try:
+        return WarehouseSettings(algorithm, core, batch_interval=args.batch_interval)
+    except SettingError as err:
+        raise RoleError(f"--{err.setting.replace('_', '-')} {err.why}") from None
 
 
 def add_deferral_arguments(parser) -> None:

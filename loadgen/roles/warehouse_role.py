@@ -30,14 +30,12 @@ from loadgen.roles.faults_file import FaultsFile
 from loadgen.roles.process import (
     Foreground,
     RoleError,
-    add_deferral_arguments,
-    add_salem_arguments,
     add_tls_arguments,
+    add_warehouse_arguments,
     default_host,
-    deferral,
     fail,
-    salem_options,
     tls_files,
+    warehouse_settings,
 )
 from loadgen.roles.runconfig import RunConfig, load_config
 
@@ -53,12 +51,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--faults-file", metavar="FILE", help="fault rates (JSON); checked, applied by the sources")
     parser.add_argument("--wait-sources", type=float, default=600.0, metavar="SECONDS",
                         help="how long the first start waits for the sources to answer (default 600)")
-    parser.add_argument("--batch-interval", type=float, default=0.5, metavar="SECONDS",
-                        help="seconds between Delta batch commits (default 0.5)")
-    parser.add_argument("--recompute-period", type=float, default=5.0, metavar="SECONDS",
-                        help="seconds between the recompute algorithm's rounds, each a Spark job (default 5)")
-    add_deferral_arguments(parser)
-    add_salem_arguments(parser)
+    add_warehouse_arguments(parser)
     add_tls_arguments(parser)
 
 
@@ -71,10 +64,7 @@ def main(args) -> int:
             raise RoleError("no --data and no warehouse.data in the config: where do the Delta tables go?")
         if args.faults_file:
             FaultsFile(args.faults_file).read()
-        if not args.recompute_period > 0:
-            raise RoleError(f"--recompute-period must be a positive number of seconds, got {args.recompute_period:g}")
-        bounds = deferral(args)
-        salem = salem_options(args, config.view.join.relations)
+        settings = warehouse_settings(args, config.algorithm, config.view.join.relations)
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"
@@ -88,9 +78,8 @@ def main(args) -> int:
 
     spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master)
     try:
-        warehouse = Warehouse(config.catalog, config.view.sql, data, config.addresses, spark, config.algorithm,
-                              batch_interval=args.batch_interval, history_dir=history, tls=tls,
-                              recompute_period=args.recompute_period, deferral=bounds, salem=salem)
+        warehouse = Warehouse(config.catalog, config.view.sql, data, config.addresses, spark, settings,
+                              history_dir=history, tls=tls)
         if not _open(warehouse, args.wait_sources, foreground):
             return 1 if not foreground.stopping.is_set() else 0
         port = warehouse.serve(args.port, args.host or default_host())

@@ -30,6 +30,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.registry import Plugin
 from warehouse.core.snapshots import SnapshotRead
+from warehouse.core.timings import QUERY_TIMEOUT
 from warehouse.core.view_state import MaterializedView
 
 
@@ -43,7 +44,7 @@ class RoundCounters(Counters):
 class RecomputeOnChange(AppliedVersions):
     """The algorithm: `handle(event)` returns actions, and nothing else touches the world."""
 
-    def __init__(self, view, rows, brv, dsv, query_timeout: float = 2.0):
+    def __init__(self, view, rows, brv, dsv, query_timeout: float = QUERY_TIMEOUT):
         super().__init__(brv, dsv)   # the transport (notifications received) and the versions applied
         self.view = view
         self.query_timeout = query_timeout

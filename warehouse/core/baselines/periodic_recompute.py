@@ -39,6 +39,7 @@ from warehouse.core.events import (
     ViewReady,
 )
 from warehouse.core.snapshots import SnapshotRead
+from warehouse.core.timings import RECOMPUTE_PERIOD
 from warehouse.core.view_state import MaterializedView
 
 
@@ -55,7 +56,7 @@ class RecomputeCounters(Counters):
 
 class PeriodicRecompute(AppliedVersions):
     def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
-                 period: float = 5.0):
+                 period: float = RECOMPUTE_PERIOD):
         self.view = view
         self.period = period
         self.mview = MaterializedView(rows)

@@ -63,6 +63,7 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
+from warehouse.core.timings import QUERY_TIMEOUT
 from warehouse.core.view_state import MaterializedView
 
 
@@ -129,7 +130,7 @@ class StrobeFamily(AppliedVersions):
     actions to MV, and the Algorithm interface (warehouse.core.algorithm)."""
 
     def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
-                 access: str = "scan", query_timeout: float = 2.0, global_transactions: dict | None = None):
+                 access: str = "scan", query_timeout: float = QUERY_TIMEOUT, global_transactions: dict | None = None):
         """`rows` is the widened view (keyed_view.widen) materialised at `dsv` / `brv`.
 
         `global_transactions` maps a local transaction id to (global id, number of parts).

@@ -87,6 +87,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.planner import PlannedRelation, plan
 from warehouse.core.registry import Assumptions, Plugin, Settings
+from warehouse.core.timings import QUERY_TIMEOUT
 from warehouse.core.view_state import MaterializedView
 
 Derivation = tuple   # one base row per relation swept so far, in the term's order
@@ -145,7 +146,7 @@ class Sweep(AppliedVersions):
     whole_queue = False  # a composite's first round takes the whole queue (Nested SWEEP)
 
     def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
-                 access: str = "scan", query_timeout: float = 2.0):
+                 access: str = "scan", query_timeout: float = QUERY_TIMEOUT):
         super().__init__(brv, dsv)
         self.view = view
         self.access = access

@@ -62,6 +62,7 @@ from warehouse.core.missing_notifications import MissingNotifications
 from warehouse.core.notification_log import NotificationLog
 from warehouse.core.salem.compute_delta import Call, ComputeDelta, Interval
 from warehouse.core.salem.timeline import INITIAL, PointError, Timeline, describe
+from warehouse.core.timings import QUERY_TIMEOUT, REORDER_ALLOWANCE, RESEND_TIMEOUT
 from warehouse.core.view_state import MaterializedView
 
 APPLY_MODES = ("continuous", "on-demand")
@@ -73,9 +74,9 @@ class SalemOptions:
     step_commits: int | None = None   # Propagate: at most this many commits per step (None: all stable ones)
     steps_in_flight: int = 4          # Propagate: steps under way at once (rolling: one)
     intervals: tuple[tuple[str, float], ...] = ()   # rolling: (relation, seconds) for each relation
-    query_timeout: float = 2.0
-    resend_timeout: float = 1.0
-    reorder_allowance: float = 0.0    # ask for a missing notification once it has been missing this long
+    query_timeout: float = QUERY_TIMEOUT          # warehouse.core.timings
+    resend_timeout: float = RESEND_TIMEOUT
+    reorder_allowance: float = REORDER_ALLOWANCE
     # How long after its commit time a source's commit may still be invisible to its reads: an
     # answer read at time T vouches only for the commits stamped before T - clock_allowance
     # (Timeline.heard). Live, a commit is stamped when its call arrives and is visible a group

@@ -47,6 +47,7 @@ from warehouse.core.sze_ling.computation import Computation, Context
 from warehouse.core.sze_ling.deferral import Deferral, PendingTasks, combine
 from warehouse.core.sze_ling.transaction_task import TransactionTask
 from warehouse.core.sze_ling.version_state import VersionState
+from warehouse.core.timings import QUERY_TIMEOUT, REORDER_ALLOWANCE, RESEND_TIMEOUT
 from warehouse.core.view_state import MaterializedView
 
 
@@ -57,9 +58,9 @@ class Options:
     self_maintenance: bool = True    # read the view where keys and FDs allow (4.2)
     key_shortcuts: bool = True       # delete / update the view by key (4.3)
     access: str = "join-graph"       # or "scan"
-    query_timeout: float = 2.0       # re-send a sub-query unanswered for this long (at least)
-    resend_timeout: float = 1.0      # ask again for a gap already asked for after this long, at least
-    reorder_allowance: float = 0.0   # ask for a gap once it has lasted this long
+    query_timeout: float = QUERY_TIMEOUT          # warehouse.core.timings
+    resend_timeout: float = RESEND_TIMEOUT
+    reorder_allowance: float = REORDER_ALLOWANCE
     deferral: Deferral | None = None  # lazy maintenance: defer and combine (needs `ordered`)
     as_of: bool = False              # versioned: sub-queries read at the initial versions (fedmodel.as_of)
 

@@ -1,0 +1,47 @@
+"""A warehouse's settings: one frozen object with one set of defaults, which every command that
+starts a warehouse builds (`fedlab run`, `demo`, `bench`, the warehouse role behind the chart's
+values) and the tests too. What its maintenance algorithm takes of them is `core`
+(warehouse.core.registry.Settings, whose timings default to warehouse.core.timings, as in the
+simulator, but for the reorder allowance a network needs); the rest is the adapter's: how often
+Delta gets a batch and a compaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from fedmodel.errors import ModelError
+from warehouse.core.registry import Settings
+from warehouse.core.timings import NETWORK_REORDER_ALLOWANCE
+
+
+@dataclass(frozen=True)
+class WarehouseSettings:
+    algorithm: str = "sze-ling"   # a registered name (warehouse.core.registry)
+    core: Settings = field(default_factory=Settings)   # the algorithm's: access path, timings, period, options
+    # Seconds between Delta batches at most: below it, batches are spaced by how long a commit takes.
+    batch_interval: float = 1.0
+    compact_interval: float = 60.0   # seconds between compactions of the Delta view's base
+    tick: float = 0.1                # seconds between timer events when the algorithm names no time
+
+    def algorithm_settings(self, access: str | None) -> Settings:
+        """What the algorithm is given: `core` with the access path its plug-in settles on, and a
+        live network's reorder allowance unless one is set."""
+        allowance = self.core.reorder_allowance
+        return replace(self.core, access=access,
+                       reorder_allowance=NETWORK_REORDER_ALLOWANCE if allowance is None else allowance)
+
+    def __post_init__(self):
+        seconds = {"batch_interval": self.batch_interval, "compact_interval": self.compact_interval,
+                   "tick": self.tick, "recompute_period": self.core.period}
+        for name, value in seconds.items():
+            if value is not None and not value > 0:
+                raise SettingError(name, f"must be a positive number of seconds, got {value!r}")
+
+
+class SettingError(ModelError):
+    """A setting out of range: `setting` names it (a command names its flag), the message says why."""
+
+    def __init__(self, setting: str, why: str):
+        super().__init__(f"the warehouse's {setting.replace('_', ' ')} {why}")
+        self.setting, self.why = setting, why
