@@ -39,8 +39,7 @@ IMAGE = "localhost/fedlab:0.1.0"
 
 def local_k8s() -> Path:
     """The local cluster tool: $LOCAL_K8S, or ../shared/tools/local-k8s beside the repository."""
-    candidates = [os.environ.get("LOCAL_K8S", ""), ROOT.parent / "shared/tools/local-k8s/local-k8s",
-                  Path("/work/shared/tools/local-k8s/local-k8s")]
+    candidates = [os.environ.get("LOCAL_K8S", ""), ROOT.parent / "shared/tools/local-k8s/local-k8s"]
     for c in candidates:
         if c and Path(c).is_file():
             return Path(c)
