@@ -1,7 +1,7 @@
 """Every gRPC channel and listening port of the federation, insecure or with mutual TLS.
 
 `client_channel(address, tls)` and `add_port(server, address, tls)` are the only places that open a
-channel or bind a port, so a run is either all plain or all mutual TLS (docs/architecture.md 6; issue #7).
+channel or bind a port, so a run is either all plain or all mutual TLS (docs/architecture.md 6).
 `tls` is None (plaintext, the laptop default) or a `TlsFiles`: the PEM files of this party's
 certificate, its key, and the CA that signs every peer's certificate. A server then requires and
 verifies the client's certificate; a client verifies that the server's certificate names the host

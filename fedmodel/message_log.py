@@ -1,4 +1,4 @@
-"""The message-level history of a live run (issue #5): one JSON line per thing that happened to a
+"""The message-level history of a live run: one JSON line per thing that happened to a
 message at the node that saw it.
 
 Each node writes its own file (a source: `<source>.messages.jsonl` beside its database file; the

@@ -1,4 +1,4 @@
-"""The checker names what fell short (issue 14, item 4; loadgen.checker.anomalies): on random
+"""The checker names what fell short (loadgen.checker.anomalies): on random
 federations and fault schedules, every run below complete consistency names at least one anomaly
 of the documented kinds and a complete one names none; `fedlab simulate` lists what happened to
 the transactions involved (their notifications, sub-queries, answers, compensation steps)."""

@@ -1,4 +1,4 @@
-"""Answers as of an earlier version (issue 17, item 2; fedmodel.as_of, Vinh 2020 formula 12).
+"""Answers as of an earlier version (fedmodel.as_of, Vinh 2020 formula 12).
 
 Every store (the memory reference, SQLite, DuckDB, PostgreSQL) goes through the same random
 histories of insertions, deletions and modifications (keys and join columns changing on the

@@ -1,4 +1,4 @@
-"""`fedlab bench` (issues #6, #16): a short live bench (Sze-Ling, and lazy at two combine bounds)
+"""`fedlab bench`: a short live bench (Sze-Ling, and lazy at two combine bounds)
 writes a complete summary whose plots open, its
 cost figures come from the nodes' message logs where they exist, bad arguments are one line and
 exit 2, and the synthetic workload is deterministic per seed (the TPC-H streams' determinism is
@@ -219,7 +219,7 @@ def test_the_rate_target_is_judged_by_what_the_sources_committed_in_the_highest_
 
     short = rate(ref((512, 511.0, True), (1024, 983.1, True), (2048, 1336.9, False)))
     assert short["met"] is False and "983.1 txn/s committed in the 1024 txn/s step" in short["measured"]
-    assert rate(ref((1024, 1003.0, True), (2048, 1500.0, False)))["met"] is False   # issue #31: 2,000
+    assert rate(ref((1024, 1003.0, True), (2048, 1500.0, False)))["met"] is False   # the target is 2,000
     assert rate(ref((2048, 2003.0, True), (4096, 2500.0, False)))["met"] is True
     assert rate(ref((256, 200.0, False)))["shortfall"] == "more than 7.8x below"
 

@@ -1,4 +1,4 @@
-"""Issue #31's targets (loadgen.bench.efficiency) judged on bench records: met, missed with the
+"""The efficiency targets (loadgen.bench.efficiency) judged on bench records: met, missed with the
 shortfall and what the CPU went to, or not measured with what the bench needs to measure it."""
 
 from __future__ import annotations

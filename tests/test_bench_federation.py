@@ -1,4 +1,4 @@
-"""`fedlab bench --federation` (issue 31, item 7): cost as the federation grows. The runs are
+"""`fedlab bench --federation`: cost as the federation grows. The runs are
 planned over every shape and size, each run's figures become a row of the table "Cost as the
 federation grows" and a point of plots/federation_size.png, and a short live bench over two and
 three sources measures every figure of every run, each judged complete by the checker."""

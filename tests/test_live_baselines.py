@@ -158,7 +158,7 @@ def test_lazy_maintains_on_demand_when_the_view_is_read(spark, ray_runtime, tmp_
 
 
 def test_versioned_reads_the_sources_as_of_its_tasks_versions_live(spark, ray_runtime, tmp_path):
-    """Versioned maintenance live (issue 17): every sub-query names its task's initial versions,
+    """Versioned maintenance live: every sub-query names its task's initial versions,
     the SQLite sources rebuild those states from their recent changes (fedmodel.as_of), and the
     warehouse compensates nothing, yet every transaction gets its own correct view state."""
     run = run_live(tmp_path, spark, "versioned", single_update=False)

@@ -140,7 +140,7 @@ def test_sze_ling_stays_complete_under_one_message_fault(spark, ray_runtime, tmp
 
 
 def test_a_slow_answer_is_not_asked_for_again(spark, ray_runtime, tmp_path):
-    """Issue 37: answers slower than the sub-query timeout (1.5 s; the sources delay each reply
+    """Answers slower than the sub-query timeout (1.5 s; the sources delay each reply
     by 2.5 s on average, nothing is lost). The core sends those sub-queries again, but each copy
     waits behind the Query RPC that carries the first, and that RPC's reply answered it: no copy
     goes, so a slow source gets no more requests than a fast one."""

@@ -1,4 +1,4 @@
-"""Summarised views and self-joins live (issue #15, item 4; fedmodel.summary,
+"""Summarised views and self-joins live (fedmodel.summary,
 warehouse.core.occurrences): Ray source actors, the warehouse on Spark with Delta, GROUP BY with
 aggregates over a join that reads a relation twice, kept from the join's deltas under dropped
 messages and a warehouse restart, judged by the checker (its DuckDB oracle evaluates the user's aggregate SQL)

@@ -1,4 +1,4 @@
-"""Self-joins (issue #15, item 3; warehouse.core.occurrences): each occurrence of a relation a view
+"""Self-joins (warehouse.core.occurrences): each occurrence of a relation a view
 reads twice is a relation of the view; every update of the relation reaches all its occurrences
 with its version numbers, and the sources are asked, and answer, by relation."""
 

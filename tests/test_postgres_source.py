@@ -1,4 +1,4 @@
-"""A source that is a PostgreSQL database written with plain SQL (issue 17; source_node.postgres_store).
+"""A source that is a PostgreSQL database written with plain SQL (source_node.postgres_store).
 
 Every test runs against the real server the suite shares (tests/postgres_support.py), each in a
 database of its own. What is checked: every committed transaction, whoever wrote it and however,
@@ -183,7 +183,7 @@ def test_answers_and_snapshots_read_one_committed_state(store):
 
 
 def test_a_batch_of_subqueries_is_answered_at_one_state_while_writers_commit(store, dsn):
-    """Issue 37: a Query batch is read in one REPEATABLE READ transaction. Each answer equals the
+    """A Query batch is read in one REPEATABLE READ transaction. Each answer equals the
     sub-query answered alone at that state, and all of them carry that state's DSV, while an
     application commits alongside."""
     by_owner = [Subquery(f"q{i}", "ds1", (SubqueryRelation("acct", None, ("owner",), ("name",), ""),),
@@ -307,7 +307,7 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
 @pytest.mark.ray
 @pytest.mark.slow
 def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runtime):
-    """Issue 37, item 5, short: pgbench with the outside writers' scripts (new orders with their
+    """Short: pgbench with the outside writers' scripts (new orders with their
     line items, quantities raised, orders deleted with their lines) at 100 transactions per
     second on the sales database beside the source node, under answer and notification faults.
     The view ends equal to its recomputation from the sources, and `fedlab check` finds every
@@ -354,7 +354,7 @@ def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runti
 @pytest.mark.ray
 @pytest.mark.slow
 def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned_maintenance(spark, ray_runtime):
-    """Issue 17, item 4, live, with the `versioned` algorithm (answers as of the tasks' versions,
+    """Live, with the `versioned` algorithm (answers as of the tasks' versions,
     rebuilt from the change tables' notifications): four applications write both databases at once
     over their own connections, in single statements and multi-statement transactions; one
     transaction rolls back and one backend is terminated in the middle of its transaction. The view
@@ -426,7 +426,7 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
 @pytest.mark.ray
 @pytest.mark.slow
 def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_complete(spark, ray_runtime):
-    """Issue 17, item 1: resend, gap detection and chaos behave as with the embedded engine.
+    """Resend, gap detection and chaos behave as with the embedded engine.
     Notifications and answers of PostgreSQL sources are dropped, duplicated and delayed, and the
     warehouse restarts from Delta mid-load; every committed transaction gets its own state."""
     import os

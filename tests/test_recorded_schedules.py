@@ -1,4 +1,4 @@
-"""A `random` step takes every decision as an explicit scenario step (issue 14): the steps a run
+"""A `random` step takes every decision as an explicit scenario step: the steps a run
 records replay it exactly, whatever the generator becomes; and a source's notifications and
 answers are lost or duplicated by its FaultInjector, as in a live run."""
 

@@ -1,7 +1,7 @@
 """source_node.resend_policy: when a source sends an unacknowledged notification again, the same
 rule for the live sender and the simulated sources; and what it changes end to end: a
 notification above a gap that can no longer close is not resent every round, so every algorithm
-ends on a truncated log (issue 11, 5)."""
+ends on a truncated log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Counterexamples that shrink (issue 14, item 2): a Hypothesis rule-based state machine drives the
+"""Counterexamples that shrink: a Hypothesis rule-based state machine drives the
 simulator with explicit scenario steps (commits, deliveries, drops, duplicates, reorders, holds,
 answers, releases, timer rounds, source restarts, warehouse crashes) and judges the run with the checker once it has run to
 quiescence. A failing run is written as a scenario file of exactly those steps, which

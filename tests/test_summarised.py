@@ -1,4 +1,4 @@
-"""Summarised views (issue #15, item 2; fedmodel.summary, warehouse.core.summarised): GROUP BY with
+"""Summarised views (fedmodel.summary, warehouse.core.summarised): GROUP BY with
 aggregates and DISTINCT kept from the join's deltas, each state compared with the DuckDB oracle's
 evaluation of the user's SQL (an independent recomputation)."""
 

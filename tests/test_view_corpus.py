@@ -1,4 +1,4 @@
-"""The SQL users bring (issue #15, item 1): each view of a corpus is maintained or refused.
+"""The SQL users bring: each view of a corpus is maintained or refused.
 
 The corpus follows pg_ivm's regression categories and the SQL reference: select-project-join
 views in their spellings (`*`, USING, NATURAL, WITH queries and derived tables among them, rewritten
@@ -95,7 +95,7 @@ MAINTAINED = [
     "SELECT x.i, z.i AS zi FROM a x JOIN a y ON x.j = y.j JOIN a z ON y.i = z.i",
     "SELECT b.k, count(*) FROM a JOIN a AS a2 ON a.j = a2.j JOIN b ON b.i = a2.i GROUP BY b.k",
     "SELECT DISTINCT x.s FROM a x JOIN a y ON x.i = y.i",
-    # spellings rewritten into select-project-join views (fedmodel.rewrites, issue #36)
+    # spellings rewritten into select-project-join views (fedmodel.rewrites)
     "SELECT * FROM a",
     "SELECT * FROM a JOIN b ON a.i = b.i",
     "SELECT * FROM a WHERE a.j > 10",

@@ -1,5 +1,5 @@
-"""The warehouse crashes and restarts from its durable store, in the simulator (issue 14, item 1;
-loadgen.simulation.simulator): what a batch made durable survives (the view, its version state, the change
+"""The warehouse crashes and restarts from its durable store, in the simulator
+(loadgen.simulation.simulator): what a batch made durable survives (the view, its version state, the change
 log, the notifications received), what was applied or received since is lost and done again, and
 the run stays completely consistent, also when the crash falls between a batch's Delta commit and
 the rest. Random schedules with warehouse crashes and source restarts, judged by the checker

@@ -1,5 +1,5 @@
 """Which sub-queries a source's last few Query replies answered, so that a copy of one the core
-sent again meanwhile stays home (issue 37: a slow answer is not a lost one).
+sent again meanwhile stays home (a slow answer is not a lost one).
 
 The core sends a sub-query again when its answer is later than the smoothed round trip allows
 (fedmodel.round_trip). Live, a source's sub-queries travel in one Query RPC at a time

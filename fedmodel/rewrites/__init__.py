@@ -1,4 +1,4 @@
-"""Rewrites of a view's SQL into the select-project-join form fedmodel.viewdef maintains (issue #36).
+"""Rewrites of a view's SQL into the select-project-join form fedmodel.viewdef maintains.
 
 Views written for pg_ivm are often select-project-join views spelled otherwise: `SELECT *`,
 `JOIN ... USING`, `NATURAL JOIN`, a WITH query or a derived table over base relations, two

@@ -1,4 +1,4 @@
-"""`fedlab bench` (issues #6 and #12): maintenance algorithms side by side on one workload and seed.
+"""`fedlab bench`: maintenance algorithms side by side on one workload and seed.
 
 - plan: the runs one invocation asks for (algorithms x access paths x views x scales x chaos, or
   x synthetic federations of each shape and size with --federation), checked before anything starts;
@@ -8,8 +8,9 @@
 - profile: where the warehouse's maintenance loop and the load's commits spend their time;
 - metrics: percentiles, staleness per source transaction and cost on the wire, from the files a
   run leaves (warehouse history, message logs, the sources' logs);
-- targets: the issue's targets against the figures, with the shortfall and what dominates;
-- federation_size: cost per transaction against the number of sources (issue 31, item 7);
+- targets: the performance targets against the figures, with the shortfall and what dominates;
+- efficiency: the targets on the testbed's own cost (the instrument lighter than what it measures);
+- federation_size: cost per transaction against the number of sources;
 - plots: the PNGs (matplotlib, Agg);
 - report: summary.json, summary.md and summary.html;
 - command: the CLI (`add_arguments`, `main`) and its progress bar.

@@ -1,4 +1,4 @@
-"""What answering as of a version costs and saves: `versioned` beside Sze-Ling (issue 17).
+"""What answering as of a version costs and saves: `versioned` beside Sze-Ling.
 
 Versioned maintenance asks every sub-query at its task's initial versions, and the sources rebuild
 those states from their recent changes (fedmodel.as_of, Vinh 2020 formula 12), so the warehouse

@@ -258,7 +258,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "seed": first.seed, "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat,
                          "idle_seconds": args.idle, "profile": args.profile},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
-            # issue #12's targets are about the TPC-H views
+            # the targets are about the TPC-H views
             "targets": [] if args.federation else (evaluate([r for r in runs if r.get("trial", 1) == 1])
                                                    + efficiency([r for r in runs if r.get("trial", 1) == 1])
                                                    + steadiness(runs)),

@@ -1,4 +1,4 @@
-"""Issue #31's targets: the instrument lighter than what it measures. Each is judged on the runs of
+"""The efficiency targets: the instrument lighter than what it measures. Each is judged on the runs of
 the reference algorithm (Sze-Ling on the join graph) that fit it, so one bench may judge a few
 and say what the others need:
 
@@ -6,7 +6,7 @@ and say what the others need:
 - a Delta batch: its JVM CPU (mean) and its commit's wall time (p50);
 - CPU per committed transaction over every process, at 100 and at 500 txn/s offered;
 - freshness: at 100 txn/s without faults, staleness to Delta; at 100 txn/s with the default
-  faults, staleness to the core's view; at 500 with them, staleness to Delta (issue #12's too);
+  faults, staleness to the core's view; at 500 with them, staleness to Delta (a performance target of loadgen.bench.targets too);
 - steadiness: with `--repeat`, how many trials' ramps ended at the same step.
 A target missed says by how much and, from the run's own figures, what the CPU went to.
 """

@@ -1,4 +1,4 @@
-"""Cost as the federation grows (issue 31, item 7): what each source transaction costs against the
+"""Cost as the federation grows: what each source transaction costs against the
 number of sources, per shape of the view (`fedlab bench --federation chain,star --sources 3,6,12,24`).
 
 Every figure is the run's own, over its load phase (where the offered rate is the same for every

@@ -29,9 +29,9 @@ from warehouse.settings import WarehouseSettings
 if TYPE_CHECKING:   # the driver's module imports gRPC: `fedlab bench --help` need not wait for it
     from loadgen.workloads.driver_process import SyntheticRecipe
 
-DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what issue 12's targets compare
+DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what the performance targets compare (loadgen.bench.targets)
 DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
-DEFAULT_COMBINE = "1,10,100,1000"   # lazy's sweep (issue 16)
+DEFAULT_COMBINE = "1,10,100,1000"   # lazy's sweep
 PLACEMENTS = {
     "default": None,   # loadgen.workloads.tpch.DEFAULT_PLACEMENT
     "spread": {"crm": ["customer", "nation", "region"], "ordering": ["orders"],

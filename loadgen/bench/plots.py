@@ -5,10 +5,10 @@
 - cost_per_txn.png: sub-queries, messages, rows and bytes per source transaction, per algorithm;
 - consistency.png: the checker's verdict for every run;
 - staleness_vs_throughput.png: each run's staleness against its highest sustained rate, so lazy
-  maintenance at each combine bound shows its trade-off beside Sze-Ling (issue 16);
+  maintenance at each combine bound shows its trade-off beside Sze-Ling;
 - federation_size.png, when the bench ran synthetic federations (--federation): CPU and bytes per
   transaction, staleness p99 and memory per source against the number of sources, a line per
-  shape (loadgen.bench.federation_size; issue 31, item 7).
+  shape (loadgen.bench.federation_size).
 `plot_all(runs, folder)` writes them and returns {name: path}.
 """
 

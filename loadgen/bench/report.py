@@ -120,7 +120,7 @@ def _combining_blocks(runs: list[dict]) -> list[tuple]:
              _fmt(r["subqueries_per_txn"]), _fmt(r["bytes_per_txn"]), _fmt(r["warehouse_cpu_ms_per_txn"]),
              f"{_fmt(r['staleness_p50_ms'])} / {_fmt(r['staleness_p99_ms'])}",
              f"{_fmt(r['read_p50_ms'])} / {_fmt(r['read_p99_ms'])}", r["consistency"]] for r in t["rows"]]
-    return [("h2", "Lazy maintenance: the combine bound (issue #16)"), ("table", columns, rows),
+    return [("h2", "Lazy maintenance: the combine bound"), ("table", columns, rows),
             ("p", "Per transaction over the whole run (loadgen.bench.combining); staleness over the load phase."),
             ("p", t["finding"])]
 
@@ -136,7 +136,7 @@ def _versioned_blocks(runs: list[dict]) -> list[tuple]:
              _fmt(r["maintenance_bytes_per_txn"]), _fmt(r["source_cpu_ms_per_txn"]), _fmt(r["warehouse_cpu_ms_per_txn"]),
              f"{_fmt(r['staleness_p50_ms'])} / {_fmt(r['staleness_p99_ms'])}", _fmt(r["max_sustained_rate"]),
              r["consistency"]] for r in c["rows"]]
-    return [("h2", "Answers as of a version: versioned beside Sze-Ling (issue #17)"), ("table", columns, rows),
+    return [("h2", "Answers as of a version: versioned beside Sze-Ling"), ("table", columns, rows),
             ("p", "Per transaction over the load phase (loadgen.bench.answers_as_of): the sources rebuild the "
                   "states the sub-queries name instead of the warehouse compensating the answers."),
             ("p", c["finding"])]

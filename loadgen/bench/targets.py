@@ -1,5 +1,5 @@
-"""Issue #12's targets against a bench's figures: met or not, by how much, and what dominates
-(issue #31's, on the testbed's own cost, are loadgen.bench.efficiency's).
+"""The performance targets against a bench's figures: met or not, by how much, and what dominates
+(the targets on the testbed's own cost are loadgen.bench.efficiency's).
 
 The targets are about Sze-Ling on the join graph (the reference run: the first such run, a
 Q3-like view over three sources preferred, SF 0.1 preferred) under message faults; the scale
@@ -16,7 +16,7 @@ from __future__ import annotations
 from loadgen.bench.ramp import top_sustained
 from loadgen.bench.resources import shares
 
-MAX_RATE = 2000.0          # txn/s sustained, with complete consistency (issue #31 raised it from 1,000)
+MAX_RATE = 2000.0          # txn/s sustained, with complete consistency (it was 1,000)
 STALENESS_RATE = 500.0     # txn/s at which ...
 STALENESS_P99_MS = 2000.0  # ... staleness p99 to the Delta table must stay under this
 SCALE_GROWTH = 1.5         # bytes per txn and staleness p50 at SF 1 against SF 0.1, at most

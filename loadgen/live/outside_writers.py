@@ -1,5 +1,5 @@
 """Applications writing a PostgreSQL source from outside fedlab: PostgreSQL's own benchmark
-client, pgbench, with the scripts in loadgen/workloads/pgbench (issue 37).
+client, pgbench, with the scripts in loadgen/workloads/pgbench.
 
 Beside the load fedlab's driver commits through the source node, `pgbench` runs on the source's
 database over its own connections, at a fixed rate (`--rate`, its schedule: a slow server makes

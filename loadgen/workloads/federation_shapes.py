@@ -1,5 +1,5 @@
 """Synthetic federations of any size in two shapes, for measuring what each source added costs
-(issue 31, item 7: `fedlab bench --federation chain,star --sources 3,6,12,24`).
+(`fedlab bench --federation chain,star --sources 3,6,12,24`).
 
 `shaped_federation(shape, size)` declares `size` relations r01, r02, ..., each alone at its own
 source (s01, s02, ...), with a key column kNN, a value column vNN, and the foreign-key columns

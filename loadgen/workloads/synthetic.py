@@ -8,7 +8,7 @@ non-key columns). Views keep every key (no count) or only some columns (a count)
 carry a selection; same-source references are sometimes declared as referential integrity.
 Same seed, same scenario.
 
-`adversarial=True` also draws the shapes adversarial testing found defects in (issue 11), each
+`adversarial=True` also draws the shapes adversarial testing found defects in, each
 from a generator of its own so that the classic shapes of a seed stay as they were: a column
 shown twice, keys and functional-dependency left sides of intermediate relations in the view,
 declared FDs, referential integrity on non-key parent columns, typed value columns (relations of
@@ -161,7 +161,7 @@ LAZY_BOUNDS = ({"combine_max": 1, "max_delay": 0, "idle_after": 0},
 
 
 class _Adversary:
-    """The shapes of issue 11, drawn from a generator of their own (one per seed)."""
+    """The shapes adversarial testing found defects in, drawn from a generator of their own (one per seed)."""
 
     def __init__(self, seed: int):
         self.rng = random.Random(f"adversarial {seed}")
