@@ -11,7 +11,7 @@ import pytest
 
 from loadgen.cli import main
 from warehouse.core import registry
-from warehouse.core.algorithms import CONVENTIONAL
+from warehouse.core.builtin_plugins import CONVENTIONAL
 from warehouse.core.registry import AlgorithmError, Assumptions, Plugin, Settings
 
 # A plug-in that claims more than it does: the conventional algorithm, claiming completeness with

@@ -5,7 +5,7 @@ events in, actions out, carried out through warehouse.core.ports). A `Plugin` pa
 such objects with what the testbed needs to know about it: its name, its paper, the consistency
 level it claims (Zhuge et al. 1996, section 4.2) and the assumptions under which it claims it.
 Plug-ins are found through the Python entry-point group `fedlab.algorithms`, whose names are the
-algorithms' names; the built-in ones (warehouse.core.algorithms) register the same way in
+algorithms' names; the built-in ones (warehouse.core.builtin_plugins) register the same way in
 fedlab's own pyproject.toml, so no code chooses an algorithm by its name. docs/new-algorithm.md
 builds one as a package of its own.
 

@@ -7,7 +7,7 @@ numbers and opens no sockets, so the simulator can replay any interleaving throu
 
 With `Options()` it is Sze-Ling's algorithm; other settings give the baselines that share its
 machinery, and with a `Deferral` it is lazy maintenance (warehouse.core.sze_ling.deferral: transactions
-wait, then several are combined into one task; see warehouse.core.algorithms).
+wait, then several are combined into one task; see warehouse.core.builtin_plugins).
 
 Theorem 2 (complete consistency): a source's transactions start in DSV order, whatever order their
 notifications arrive in; every started task is applied in start order, so each transaction gets
