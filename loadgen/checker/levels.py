@@ -38,8 +38,8 @@ from typing import Callable
 
 from loadgen.checker.anomalies import named_anomalies
 from loadgen.checker.oracle import Oracle, comparable
+from loadgen.checker.points_in_time import first_off_the_line
 from loadgen.checker.replay import replay, views, warehouse_views
-from loadgen.checker.time_line import first_off_the_line
 
 SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near the claims in doubt
 WINDOW = 3             # how far from its claim, per source, a state is looked for beyond the limit
@@ -62,7 +62,7 @@ class Verdict:
     backwards: list = field(default_factory=list)   # states whose claim goes below the one before
     split: list = field(default_factory=list)       # states whose claim shows part of a global transaction
     anomalies: list = field(default_factory=list)   # what went wrong, named (loadgen.checker.anomalies)
-    off_time_line: dict | None = None   # the first state no wall time names (loadgen.checker.time_line)
+    off_time_line: dict | None = None   # the first state no wall time names (loadgen.checker.points_in_time)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
