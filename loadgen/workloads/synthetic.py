@@ -167,7 +167,7 @@ class _Adversary:
         self.rng = random.Random(f"adversarial {seed}")
 
     def fd_chain(self, parent: dict, referencing: dict) -> tuple[int, int, int] | None:
-        """Now and then the issue's shape: a leaf L joined many-to-many to P, which references
+        """Now and then the shape that found a defect: a leaf L joined many-to-many to P, which references
         its parent Q. With the FD `P.M -> P.F` and L's key in the view, L determines Q through
         a P whose key the view does not show: Q's deletions and modifications are applied by
         Q's key path, whose last relation is read from the view (partial self-maintenance)."""
@@ -180,8 +180,8 @@ class _Adversary:
         return parent[middle], middle, leaf
 
     def functional_dependencies(self, names, columns, data, chain) -> list[dict]:
-        """`join column -> every other non-key column` on some relations (the issue's `x -> d, y`:
-        an FD that reaches on along the join graph), with the data made to satisfy it."""
+        """`join column -> every other non-key column` on some relations (`x -> d, y`: an FD that
+        reaches on along the join graph), with the data made to satisfy it."""
         fds = []
         for i, name in enumerate(names):
             joins = columns[i][2:]
