@@ -34,8 +34,53 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
                     commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False,
                     summarised: bool = False, self_join: bool = False) -> dict:
+    """The scenario document of random federation `seed`: between `relations` relations over
+    between `sources` sources, run by `algorithm` for one `random` step of `steps` decisions with
+    those fault and commit rates (the module's docstring says what the flags add).
+
+    The phases draw from one generator in a fixed order, and recorded seeds depend on it: a new
+    draw goes after the others or into a generator of its own, as the adversary's do."""
     rng = random.Random(seed)
     odd = _Adversary(seed) if adversarial else None
+    shape, names, parent, placement = _join_tree(rng, relations, sources)
+    columns, conditions, references, chain = _join_columns(rng, odd, names, parent)
+    data = _initial_rows(rng, names, columns)
+    types = {i: ["BIGINT"] * len(columns[i]) for i in range(len(names))}
+    fds, non_key_ri = [], []
+    if odd:   # in this order: each step keeps the data valid for the constraints drawn before it
+        odd.null_join_values(columns, data)
+        non_key_ri = odd.non_key_references(names, columns, placement, data)
+        fds = odd.functional_dependencies(names, columns, data, chain)
+        odd.type_values(columns, types, data)
+    ri = _declared_references(rng, names, columns, placement, data, references) + non_key_ri
+    select = _select_list(rng, names, columns)
+    if odd:
+        select = odd.select_list(names, fds, select, chain)
+    sql = _view_sql(rng, seed, names, columns, types, conditions, select, self_join, summarised)
+    doc_sources: dict = {}
+    for i, name in enumerate(names):
+        doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": types[i],
+                                                          "key": [f"K{i + 1}"]}
+    extras = {"lazy": LAZY_BOUNDS[seed % len(LAZY_BOUNDS)]} if algorithm == "lazy" else {}
+    return {
+        "name": f"random federation {seed} ({shape}, {len(names)} relations, {len(set(placement))} sources)",
+        "algorithm": algorithm,
+        **extras,
+        "sources": doc_sources,
+        "constraints": {"ri": ri, "fds": fds},
+        "view": sql,
+        "initial": data,
+        "steps": [{"random": {"seed": seed, "steps": steps, "drop": drop, "reorder": reorder,
+                              "duplicate": duplicate, "commit_rate": commit_rate}},
+                  {"run": "all"}],
+        "expect": {"consistency": "strong" if algorithm == "lazy" else "complete"},
+    }
+
+
+def _join_tree(rng: random.Random, relations: tuple[int, int],
+               sources: tuple[int, int]) -> tuple[str, list[str], dict[int, int], list[str]]:
+    """The shape, the relations' names (R1, R2, ...), each relation's parent in the join tree
+    (relation i > 0 joins parent[i]) and each relation's source (every source holds one at least)."""
     n = rng.randint(*relations)
     k = rng.randint(sources[0], min(sources[1], n))
     shape = rng.choice(SHAPES)
@@ -43,8 +88,15 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
     parent = {i: (i - 1 if shape == "chain" else 0 if shape == "star" else rng.randrange(i)) for i in range(1, n)}
     placement = [f"ds{i + 1}" for i in range(k)] + [f"ds{rng.randrange(k) + 1}" for _ in range(n - k)]
     rng.shuffle(placement)
+    return shape, names, parent, placement
 
-    columns = {i: [f"K{i + 1}", f"V{i + 1}"] for i in range(n)}
+
+def _join_columns(rng: random.Random, odd: _Adversary | None, names: list[str],
+                  parent: dict[int, int]) -> tuple[dict[int, list[str]], list[str], list[tuple], tuple | None]:
+    """Each relation's columns (its key K, its value V, then its join columns), the join condition
+    of each edge (relation i's at i - 1), the edges that are references (child, column, parent),
+    and the adversary's FD chain, if it drew one."""
+    columns = {i: [f"K{i + 1}", f"V{i + 1}"] for i in range(len(names))}
     conditions, references = [], []
     referencing = {c: rng.random() < 0.6 for c in parent}
     chain = odd.fd_chain(parent, referencing) if odd else None
@@ -59,39 +111,43 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
             columns[p].append(pc)
             columns[c].append(cc)
             conditions.append(f"{names[p]}.{pc} = {names[c]}.{cc}")
+    return columns, conditions, references, chain
 
+
+def _initial_rows(rng: random.Random, names: list[str], columns: dict[int, list[str]]) -> dict[str, list[list]]:
+    """Up to four rows per relation, keys and join values from a domain of five so that rows
+    meet, values from 1-3."""
     domain = 5
     data = {}
-    for i in range(n):
+    for i in range(len(names)):
         rows = []
         for key in rng.sample(range(1, domain + 1), rng.randint(0, 4)):
             row = [key] + [rng.randint(1, 3) if col.startswith("V") else rng.randint(1, domain)
                            for col in columns[i][1:]]
             rows.append(row)
         data[names[i]] = rows
-    types = {i: ["BIGINT"] * len(columns[i]) for i in range(n)}
-    fds, non_key_ri = [], []
-    if odd:   # in this order: each step keeps the data valid for the constraints drawn before it
-        odd.null_join_values(columns, data)
-        non_key_ri = odd.non_key_references(names, columns, placement, data)
-        fds = odd.functional_dependencies(names, columns, data, chain)
-        odd.type_values(columns, types, data)
+    return data
 
-    doc_sources: dict = {}
-    for i, name in enumerate(names):
-        doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": types[i],
-                                                          "key": [f"K{i + 1}"]}
+
+def _declared_references(rng: random.Random, names: list[str], columns: dict[int, list[str]], placement: list[str],
+                         data: dict[str, list[list]], references: list[tuple[int, str, int]]) -> list[dict]:
+    """Referential integrity declared on some references within one source whose initial rows
+    keep it (a source enforces constraints over its own relations alone)."""
     ri = []
     for c, col, p in references:
         parent_keys = {r[0] for r in data[names[p]]}
         refs = [r[columns[c].index(col)] for r in data[names[c]]]
         if placement[c] == placement[p] and rng.random() < 0.5 and all(v in parent_keys for v in refs):
             ri.append({"child": names[c], "columns": [col], "parent": names[p], "parent_columns": [f"K{p + 1}"]})
-    ri += non_key_ri
+    return ri
 
+
+def _select_list(rng: random.Random, names: list[str], columns: dict[int, list[str]]) -> list[str]:
+    """The view's columns: every relation's key or none, and each other column now and then
+    (R1.V1 when none was drawn)."""
     all_keys = rng.random() < 0.5
     select = []
-    for i in range(n):
+    for i in range(len(names)):
         if all_keys:
             select.append(f"{names[i]}.K{i + 1}")
         for col in columns[i][1:]:
@@ -99,38 +155,33 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
                 select.append(f"{names[i]}.{col}")
     if not select:
         select.append(f"{names[0]}.V1")
-    if odd:
-        select = odd.select_list(names, fds, select, chain)
+    return select
+
+
+def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int, list[str]],
+              types: dict[int, list[str]], conditions: list[str], select: list[str], self_join: bool,
+              summarised: bool) -> str:
+    """The view over `select`: the join tree, selections on some values, and the self-join and
+    the summary when asked for (each from a generator of its own)."""
     three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
-    where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(n) if rng.random() < 0.2]
-    joins = [f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, n)]
-    typed = {f"{names[i]}.{c}": typ for i in range(n) for c, typ in zip(columns[i], types[i])}
+    where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(len(names)) if rng.random() < 0.2]
+    joins = [f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names))]
+    typed = {f"{names[i]}.{c}": typ for i in range(len(names)) for c, typ in zip(columns[i], types[i])}
     if self_join:
-        twice = random.Random(f"self-join {seed}").randrange(n)
+        twice = random.Random(f"self-join {seed}").randrange(len(names))
         again = f"{names[twice]}b"
         joins.append(f" JOIN {names[twice]} AS {again} ON {names[twice]}.V{twice + 1} = {again}.V{twice + 1}")
-        select.append(f"{again}.K{twice + 1} AS K{twice + 1}b")
+        select = select + [f"{again}.K{twice + 1} AS K{twice + 1}b"]
         typed.update({f"{again}.{c}": typ for c, typ in zip(columns[twice], types[twice])})
     select = list(dict.fromkeys(select))
-    head, group_by = _summary(random.Random(f"summary {seed}"), select, typed) if summarised else (", ".join(select), "")
+    if summarised:
+        head, group_by = _summary(random.Random(f"summary {seed}"), select, typed)
+    else:
+        head, group_by = ", ".join(select), ""
     sql = f"SELECT {head} FROM {names[0]}" + "".join(joins)
     if where:
         sql += " WHERE " + " AND ".join(where)
-    sql += group_by
-    extras = {"lazy": LAZY_BOUNDS[seed % len(LAZY_BOUNDS)]} if algorithm == "lazy" else {}
-    return {
-        "name": f"random federation {seed} ({shape}, {n} relations, {k} sources)",
-        "algorithm": algorithm,
-        **extras,
-        "sources": doc_sources,
-        "constraints": {"ri": ri, "fds": fds},
-        "view": sql,
-        "initial": data,
-        "steps": [{"random": {"seed": seed, "steps": steps, "drop": drop, "reorder": reorder,
-                              "duplicate": duplicate, "commit_rate": commit_rate}},
-                  {"run": "all"}],
-        "expect": {"consistency": "strong" if algorithm == "lazy" else "complete"},
-    }
+    return sql + group_by
 
 
 def _summary(rng: random.Random, select: list[str], typed: dict[str, str]) -> tuple[str, str]:
