@@ -78,61 +78,106 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
     `source_files` are the sources' databases holding the initial data
     (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same;
     the view is the spec's (a TPC-H view, or its synthetic federation's)."""
-    from loadgen.live.check import HistoryError, check, load_history
+    from loadgen.live.check import load_history
     from loadgen.live.federation import Federation
 
     view_sql = spec.view_sql()
-    record = {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
-              "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
-              "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
-              "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
-              "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": [],
-              **_synthetic(spec)}
+    record = _header(spec, catalog, run_dir)
     bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
     settings = WarehouseSettings(spec.algorithm, Settings(access=spec.access, deferral=bounds),
                                  batch_interval=spec.batch_interval)
     fed = Federation(catalog, view_sql, source_files, run_dir, spark, settings, source_engine=spec.source_engine)
-    watches = Stopwatches()
-    sampler = driver = None
-    progress = _Phases(progress)
+    run = _LiveRun(spec, fed, record, _Phases(progress))
     try:
-        progress("start", 0, None, "source actors, warehouse, initial materialisation")
+        run.start(catalog, recipe, run_dir)
+        if instruments.idle_seconds:
+            record["idle"] = _idle(run.sampler, instruments.idle_seconds, run.progress)
+        run.load(run_dir / "profile" if instruments.profile else None, spark)
+        run.ramp()
+        run.settle()
+    finally:
+        run.stop()
+    _judge(record, run_dir, run.progress)
+    _figures(record, run_dir, run.start_versions, run.load_from, run.load_until, load_history)
+    run.progress.end()
+    record["phase_seconds"] = run.progress.seconds
+    (run_dir / "bench_run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "series"},
+                                                       indent=2, default=str))
+    return record
+
+
+def _header(spec: RunSpec, catalog, run_dir: Path) -> dict:
+    """The record's first fields: what the run is, before anything is measured."""
+    return {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
+            "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
+            "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
+            "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
+            "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": [],
+            **_synthetic(spec)}
+
+
+class _LiveRun:
+    """A run's live phases over its federation, in order: start, load, ramp, settle; then stop,
+    whatever happened. Each fills the run's record; what a later phase, stop or the figures need
+    is kept here (stop closes what started, so the sampler and the driver are set as they start)."""
+
+    def __init__(self, spec: RunSpec, fed, record: dict, progress: _Phases):
+        self.spec, self.fed, self.record, self.progress = spec, fed, record, progress
+        self.watches = Stopwatches()
+        self.sampler: ResourceSampler | None = None
+        self.driver: DriverProcess | None = None
+        self.pids: dict[str, int] = {}
+        self.start_versions: dict = {}        # the view's versions before the load
+        self.wall0 = 0.0                      # monotonic time the load began (the time profile's start)
+        self.load_from = self.load_until = 0.0   # the load phase's wall-clock window
+
+    def start(self, catalog, recipe: DataRecipe | SyntheticRecipe, run_dir: Path) -> None:
+        """The source actors and the warehouse (its initial materialisation), the sampler of every
+        process's resources, the message faults, and the load driver's process."""
+        spec, fed, record = self.spec, self.fed, self.record
+        self.progress("start", 0, None, "source actors, warehouse, initial materialisation")
         fed.start(ray_temp_dir=str(run_dir.parent / "ray"))
-        pids = _source_pids(fed.actors, record["notes"])
-        sampler = ResourceSampler(pids).start()
-        missing = watches.instrument_warehouse(fed.warehouse)
+        self.pids = _source_pids(fed.actors, record["notes"])
+        self.sampler = ResourceSampler(self.pids).start()
+        missing = self.watches.instrument_warehouse(fed.warehouse)
         if missing:
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
         if spec.faults:
             set_faults(fed, spec.faults)
-        start_versions = fed.warehouse.status()["applied_dsv"]
-        progress("start", 0, None, "the load driver's process and its update stream")
-        driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
-        sampler.name(driver.pid, DRIVER)
+        self.start_versions = fed.warehouse.status()["applied_dsv"]
+        self.progress("start", 0, None, "the load driver's process and its update stream")
+        self.driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
+        self.sampler.name(self.driver.pid, DRIVER)
         record["cpu"] = []
 
-        def drive(rate, seconds, report):
-            before, since = sampler.cpu_seconds(), time.monotonic()
-            result, timings = driver.drive(rate, seconds, report)
-            record["cpu"].append({"phase": "ramp" if record["cpu"] else "load", "rate": rate,
-                                  **cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count())})
-            watches.add_commits(timings)
-            return result
+    def drive(self, rate: float, seconds: float, report):
+        """The load at `rate` for `seconds`; the CPU every process used meanwhile goes into the
+        record (the first time as the load phase's, then as a ramp step's), the commits' timings
+        into the time profile."""
+        before, since = self.sampler.cpu_seconds(), time.monotonic()
+        result, timings = self.driver.drive(rate, seconds, report)
+        self.record["cpu"].append({"phase": "ramp" if self.record["cpu"] else "load", "rate": rate,
+                                   **cpu_use(before, self.sampler.cpu_seconds(), time.monotonic() - since,
+                                             os.cpu_count())})
+        self.watches.add_commits(timings)
+        return result
 
-        if instruments.idle_seconds:
-            record["idle"] = _idle(sampler, instruments.idle_seconds, progress)
+    def load(self, profile: Path | None, spark) -> None:
+        """The workload at the run's rate for its duration, the view read meanwhile, and with a
+        `profile` folder every process sampled by the profilers into it."""
+        spec, record, progress = self.spec, self.record, self.progress
         profilers = None
-        if instruments.profile:
-            profilers = Profilers(run_dir / "profile", {WAREHOUSE: os.getpid(), DRIVER: driver.pid,
-                                                        **{f"source {s}": p for s, p in pids.items() if p}}, spark)
+        if profile is not None:
+            profilers = Profilers(profile, {WAREHOUSE: os.getpid(), DRIVER: self.driver.pid,
+                                            **{f"source {s}": p for s, p in self.pids.items() if p}}, spark)
             for pid in profilers.start().profiler_pids:
-                sampler.name(pid, PROFILER)
-        load_from = time.time()
-        wall0 = time.monotonic()
-        reads = ReadProbe(fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
-        load = drive(spec.rate, spec.duration,
-                     lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
-                                                 f"committed {r.committed}/{r.offered}"))
+                self.sampler.name(pid, PROFILER)
+        self.load_from = time.time()
+        self.wall0 = time.monotonic()
+        reads = ReadProbe(self.fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
+        load = self.drive(spec.rate, spec.duration,
+                          lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
+                                                      f"committed {r.committed}/{r.offered}"))
         record["read_latency_ms"] = reads.stop()
         if profilers is not None:
             progress("load", spec.duration, spec.duration, "writing the profiles")
@@ -140,13 +185,16 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
             record["profilers"]["processes"] = python_shares(record["profilers"], record["cpu"][0]["by_role"])
         if reads.errors:
             record["notes"].append(f"{len(reads.errors)} reads of the view failed, first: {reads.errors[0]}")
-        load_until = time.time()
+        self.load_until = time.time()
         record.update(offered=load.offered, committed_in_load=load.committed, rejected=load.rejected,
                       rate_achieved=round(load.achieved_rate, 2))
         if load.rejected:
             record["notes"].append(f"{load.rejected} commits rejected: {'; '.join(load.rejections())}")
 
-        steps = ramp(fed, drive, list(spec.ramp_rates), spec.ramp_step,
+    def ramp(self) -> None:
+        """The search for the highest sustained rate (loadgen.bench.ramp), on the same stream."""
+        spec, record, progress = self.spec, self.record, self.progress
+        steps = ramp(self.fed, self.drive, list(spec.ramp_rates), spec.ramp_step,
                      lambda i, rate, elapsed: progress("ramp", i + min(elapsed / spec.ramp_step, 1),
                                                        len(spec.ramp_rates), f"step {i + 1}: {rate:g} txn/s"))
         record["ramp"] = [s.to_dict() for s in steps]
@@ -155,24 +203,37 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
             record["notes"].append(f"every ramp step up to {steps[-1].rate:g} txn/s was sustained: "
                                    "the highest sustained rate is at least that (raise --ramp-max)")
 
-        progress("settle", 0, None, "faults lifted; waiting for the view to reflect every commit")
-        if spec.faults:
-            set_faults(fed, NO_FAULTS)
-        record["caught_up"] = fed.wait_until_applied(timeout=spec.settle)
-        wall = time.monotonic() - wall0
-        status = fed.warehouse.status()
+    def settle(self) -> None:
+        """The faults lifted and the view given `settle` seconds to reflect every commit; then the
+        warehouse's counters, and the time profile from the load's start."""
+        record = self.record
+        self.progress("settle", 0, None, "faults lifted; waiting for the view to reflect every commit")
+        if self.spec.faults:
+            set_faults(self.fed, NO_FAULTS)
+        record["caught_up"] = self.fed.wait_until_applied(timeout=self.spec.settle)
+        wall = time.monotonic() - self.wall0
+        status = self.fed.warehouse.status()
         record["counters"] = status["counters"]
         record["resynchronisations"] = status["resynchronisations"]
-        record["profile"] = watches.report(wall)
-        record["floor_ms"] = watches.floor_ms()
-    finally:
-        progress("check", 0, None, "stopping the run's processes")
-        if driver is not None:
-            driver.close()
-        fed.stop()
-        if sampler is not None:
-            sampler.stop()
-            record.update(sampler.figures())
+        record["profile"] = self.watches.report(wall)
+        record["floor_ms"] = self.watches.floor_ms()
+
+    def stop(self) -> None:
+        """Every process of the run stopped (the driver and the sampler if they started), and what
+        the sampler measured into the record."""
+        self.progress("check", 0, None, "stopping the run's processes")
+        if self.driver is not None:
+            self.driver.close()
+        self.fed.stop()
+        if self.sampler is not None:
+            self.sampler.stop()
+            self.record.update(self.sampler.figures())
+
+
+def _judge(record: dict, run_dir: Path, progress: _Phases) -> None:
+    """The checker's level for the run, from its files, into `record` ("unreadable", with the
+    reason in the notes, when the histories cannot be read)."""
+    from loadgen.live.check import HistoryError, check
 
     progress("check", 0, None, "checker (DuckDB oracle over the histories)")
     try:
@@ -183,12 +244,6 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
     except HistoryError as err:
         record["consistency"] = "unreadable"
         record["notes"].append(f"checker: {err}")
-    _figures(record, run_dir, start_versions, load_from, load_until, load_history)
-    progress.end()
-    record["phase_seconds"] = progress.seconds
-    (run_dir / "bench_run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "series"},
-                                                       indent=2, default=str))
-    return record
 
 
 def _idle(sampler: ResourceSampler, seconds: float, progress) -> dict:
