@@ -155,8 +155,26 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     the machine over the bench spreads over every run alike. `synthetic` (synthetic_federations)
     replaces the TPC-H views, scale factors and placements: one run per federation."""
     from loadgen.bench.ramp import rates
-    from loadgen.live.run import parse_chaos
-    from loadgen.workloads.workload import WORKLOADS
+
+    # the phases check their arguments in this order, which decides the bad one named first
+    algorithm_runs = _algorithm_runs(algorithms, combine, max_jobs)
+    data, sources = _synthetic_runs(synthetic) if synthetic else _tpch(views, scales, placements)
+    chaos_list = chaos if chaos else [DEFAULT_CHAOS]
+    faults = _faults(chaos_list, sources)
+    _check_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat,
+                source_engine)
+    step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
+    return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
+                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
+                    combine_max, max_jobs, recipe)
+            for trial in range(1, repeat + 1)
+            for view, scale, placement, recipe in data for spec in chaos_list
+            for name, access, combine_max in algorithm_runs]
+
+
+def _algorithm_runs(algorithms: str, combine: str, max_jobs: int) -> list[tuple[str, str | None, int | None]]:
+    """(algorithm, access path or None, combine bound) of each run over one view: lazy once per
+    combine bound, the others once (no bound)."""
     from warehouse.core import registry
 
     pairs = []
@@ -177,15 +195,22 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
         raise PlanError(f"--combine-max: expected whole numbers of at least 1, got {combine!r}")
     if max_jobs < 1:
         raise PlanError(f"--max-jobs must be 1 or more, got {max_jobs}")
-    pairs = [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
-    if synthetic:
-        # (view, scale, placement, synthetic federation) of each run
-        data = [(recipe.name, None, ONE_PER_SOURCE, recipe) for recipe in synthetic]
-        # A fault for one source must name a source of every federation compared.
-        sources = sorted(set.intersection(*(set(recipe.federation.catalog.sources) for recipe in synthetic)))
-    else:
-        data, sources = _tpch(views, scales, placements)
-    chaos_list = chaos if chaos else [DEFAULT_CHAOS]
+    return [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
+
+
+def _synthetic_runs(synthetic: list[SyntheticRecipe]) -> tuple[list[tuple], list[str]]:
+    """(view, scale, placement, synthetic federation) of each synthetic run, and the sources every
+    federation has."""
+    data = [(recipe.name, None, ONE_PER_SOURCE, recipe) for recipe in synthetic]
+    # A fault for one source must name a source of every federation compared.
+    sources = sorted(set.intersection(*(set(recipe.federation.catalog.sources) for recipe in synthetic)))
+    return data, sources
+
+
+def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
+    """The message fault rates of each --chaos setting ("none": none), by setting."""
+    from loadgen.live.run import parse_chaos
+
     faults = {}
     for spec in chaos_list:
         try:
@@ -194,6 +219,14 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
             raise PlanError(str(err)) from None
         if kills:
             raise PlanError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
+    return faults
+
+
+def _check_load(workload: str, rate: float, duration: float, ramp_start: float, ramp_factor: float, ramp_step: float,
+                settle: float, batch_interval: float, repeat: int, source_engine: str) -> None:
+    """PlanError naming the first of the load's and the timings' arguments that the bench cannot run."""
+    from loadgen.workloads.workload import WORKLOADS
+
     if workload not in WORKLOADS:
         raise PlanError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
     if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0
@@ -205,13 +238,6 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     if source_engine == "postgres":
         raise PlanError("--source-engine postgres: the bench starts its sources from prepared database files; "
                         "PostgreSQL sources run with fedlab run or fedlab demo")
-    step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
-    return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
-                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
-                    combine_max, max_jobs, recipe)
-            for trial in range(1, repeat + 1)
-            for view, scale, placement, recipe in data for spec in chaos_list
-            for name, access, combine_max in pairs]
 
 
 def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:
