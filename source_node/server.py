@@ -9,10 +9,12 @@ is rejected alone, and Commit is a group of one. Calls that arrive together shar
 (source_node.commit_queue: group commit across all clients).
 
 Answers pass through the fault injector (kind "answer"): a dropped answer is left out of the
-AnswerBatch; a duplicated one appears twice; delayed ones are put in the order of their delays
-and the whole reply waits for the longest delay. That keeps the RPC synchronous and still lets
-the warehouse see late, reordered and missing answers. A batch with one bad sub-query is refused
-whole.
+reply; a duplicated one appears twice; the reply is a stream whose first AnswerBatch leaves once
+every answer is read, with the copies due at once, and each delayed copy follows when its delay
+is over. So the warehouse sees late, reordered and missing answers, and a delay holds back its
+own answer only: a reply that waited for its longest delay held a batch of 100 answers with
+delays of 0.05 s on average 0.26 s (the largest of 100 such delays), and with it the source's
+next batch. A batch with one bad sub-query is refused whole.
 
 History streams the source's committed history (its relations now and its logged notifications
 up to them) for `fedlab check` on a cluster, where the database file is on the source's volume; it
@@ -45,6 +47,9 @@ from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
+# The server's threads: a Query reply streaming delayed answers holds one until its last is due,
+# and the warehouse keeps up to eight of those open (warehouse.service.LATE_REPLIES).
+WORKERS = 16
 
 
 def _rejecting_bad_input(method):
@@ -98,7 +103,8 @@ class SourceServicer(rpc.SourceServicer):
                 for o in outcomes]
 
     @_rejecting_bad_input
-    def Query(self, request: pb.SubqueryBatch, context) -> pb.AnswerBatch:
+    def Query(self, request: pb.SubqueryBatch, context):
+        # Read eagerly, so that bad input is refused before the stream starts.
         subqueries = [from_pb(sq, self.catalog) for sq in request.subqueries]
         for msg, sq in zip(request.subqueries, subqueries):
             self.messages.record("subquery", "received", "warehouse", bytes=msg.ByteSize(),
@@ -111,11 +117,25 @@ class SourceServicer(rpc.SourceServicer):
             self.messages.record_faults("answer", "warehouse", delays, **answer_fields(answer))
             copies.extend((delay, i) for delay in delays)
         copies.sort()
-        if copies and copies[-1][0] > 0:
-            time.sleep(copies[-1][0])
-        for _, i in copies:
-            self.messages.record("answer", "sent", "warehouse", bytes=encoded[i].ByteSize(), **answer_fields(answers[i]))
-        return pb.AnswerBatch(answers=[encoded[i] for _, i in copies])
+        return self._copies_as_due(copies, answers, encoded)
+
+    def _copies_as_due(self, copies: list[tuple[float, int]], answers: list, encoded: list):
+        """The Query reply stream: the copies due at once, then each delayed copy when its delay
+        is over (those due together in one message)."""
+        start = time.monotonic()
+        while True:
+            elapsed = time.monotonic() - start
+            due = 0
+            while due < len(copies) and copies[due][0] <= elapsed:
+                due += 1
+            for _, i in copies[:due]:
+                self.messages.record("answer", "sent", "warehouse", bytes=encoded[i].ByteSize(),
+                                     **answer_fields(answers[i]))
+            yield pb.AnswerBatch(answers=[encoded[i] for _, i in copies[:due]], later=len(copies) - due)
+            copies = copies[due:]
+            if not copies:
+                return
+            time.sleep(max(0.0, start + copies[0][0] - time.monotonic()))
 
     @_rejecting_bad_input
     def Resend(self, request: pb.ResendRequest, context) -> pb.ResendReply:
@@ -158,7 +178,7 @@ class SourceServicer(rpc.SourceServicer):
 
 
 def serve(servicer: SourceServicer, host: str = "127.0.0.1", port: int = 0,
-          max_message_bytes: int = MAX_MESSAGE_BYTES, workers: int = 8,
+          max_message_bytes: int = MAX_MESSAGE_BYTES, workers: int = WORKERS,
           tls: TlsFiles | None = None) -> tuple[grpc.Server, int]:
     """Starts a gRPC server for `servicer` (mutual TLS with `tls`); returns it and the port it is
     bound to (port 0: a free one)."""

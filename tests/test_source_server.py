@@ -117,8 +117,9 @@ def test_query_answers_every_subquery_of_the_batch(node, stub):
     sq1 = Subquery("q1", "ds1", (SubqueryRelation("R", None, ("B",), ("X",)),
                                  SubqueryRelation("S", "R", ("B",), ("B",), "C > 1")), (("a",), ("b",)))
     sq2 = Subquery("q2", "ds1", (SubqueryRelation("S", None, (), ()),), ())
-    reply = stub.Query(pb.SubqueryBatch(subqueries=[to_pb(sq1, CATALOG), to_pb(sq2, CATALOG)]))
-    answers = [from_pb(a, CATALOG) for a in reply.answers]
+    replies = list(stub.Query(pb.SubqueryBatch(subqueries=[to_pb(sq1, CATALOG), to_pb(sq2, CATALOG)])))
+    assert [r.later for r in replies] == [0]   # no faults: one message
+    answers = [from_pb(a, CATALOG) for a in replies[0].answers]
     assert answers == [node.store.answer(sq1), node.store.answer(sq2)]
     assert answers[0].rows_of("S").rows == (("a", 1.5),)
 
@@ -167,7 +168,7 @@ def test_invalid_transactions_are_invalid_argument_and_change_nothing(node, stub
 
 def test_bad_subquery_and_snapshot_are_invalid_argument(stub):
     bad = pb.Subquery(id="q", relations=[pb.SubqueryRelation(relation="R", selection_sql="A >")])
-    assert_refused(lambda: stub.Query(pb.SubqueryBatch(subqueries=[bad])), grpc.StatusCode.INVALID_ARGUMENT,
+    assert_refused(lambda: list(stub.Query(pb.SubqueryBatch(subqueries=[bad]))), grpc.StatusCode.INVALID_ARGUMENT,
                    "malformed SQL")
     assert_refused(lambda: list(stub.Snapshot(pb.SnapshotRequest(relations=["U"]))), grpc.StatusCode.INVALID_ARGUMENT,
                    "does not own a relation named 'U'")
@@ -184,22 +185,32 @@ def test_oversized_message_is_resource_exhausted_and_the_server_goes_on(node, st
 
 # ---- faults on answers ----
 
+def answer_ids(replies) -> list[str]:
+    return [a.id for reply in replies for a in reply.answers]
+
+
 def test_dropped_and_duplicated_answers(node, stub):
     batch = pb.SubqueryBatch(subqueries=[to_pb(Subquery(f"q{i}", "ds1", (SubqueryRelation("S", None, (), ()),), ()),
                                                CATALOG) for i in range(3)])
     node.faults.configure(answer_drop=1.0)
-    assert list(stub.Query(batch).answers) == []
+    assert answer_ids(stub.Query(batch)) == []
     node.faults.configure(answer_drop=0.0, answer_duplicate=1.0)
-    assert [a.id for a in stub.Query(batch).answers] == ["q0", "q0", "q1", "q1", "q2", "q2"]
+    assert answer_ids(stub.Query(batch)) == ["q0", "q0", "q1", "q1", "q2", "q2"]
 
 
-def test_delayed_answers_come_late(node, stub):
-    batch = pb.SubqueryBatch(subqueries=[to_pb(Subquery("q", "ds1", (SubqueryRelation("S", None, (), ()),), ()), CATALOG)])
-    node.faults.configure(answer_delay_mean=0.2)
+def test_delayed_answers_come_late_each_on_its_own(node, stub):
+    batch = pb.SubqueryBatch(subqueries=[to_pb(Subquery(f"q{i}", "ds1", (SubqueryRelation("S", None, (), ()),), ()),
+                                               CATALOG) for i in range(3)])
+    node.faults.configure(answer_delay_mean=0.2, answer_duplicate=1.0)
     start = time.monotonic()
-    for _ in range(5):
-        assert [a.id for a in stub.Query(batch).answers] == ["q"]
-    assert time.monotonic() - start > 0.3  # five exponential delays of mean 0.2 s
+    replies = list(stub.Query(batch))
+    assert time.monotonic() - start > 0.05   # the longest of six exponential delays of mean 0.2 s
+    # The first message leaves once the answers are read, before any delay is over; each later one
+    # brings the copies then due, until none is left.
+    assert (replies[0].answers, replies[0].later) == ([], 6)
+    assert [r.later for r in replies] == sorted({r.later for r in replies}, reverse=True) and replies[-1].later == 0
+    assert all(r.answers for r in replies[1:])
+    assert sorted(answer_ids(replies)) == ["q0", "q0", "q1", "q1", "q2", "q2"]
 
 
 # ---- notifications to the warehouse ----

@@ -2,9 +2,9 @@
 sent again meanwhile stays home (a slow answer is not a lost one).
 
 The core sends a sub-query again when its answer is later than the smoothed round trip allows
-(fedmodel.round_trip). Live, a source's sub-queries travel in one Query RPC at a time
-(warehouse.service), so a copy sent again while the first was in that RPC waits in the queue
-until the reply is in: if the reply answered it, the copy would only make the source answer it
+(fedmodel.round_trip). Live, a source's sub-queries travel in one Query batch at a time
+(warehouse.service), so a copy sent again while the first was in that batch waits in the queue
+until its answers are in: if the reply answered it, the copy would only make the source answer it
 twice, and a loaded source, answering more slowly still, would get more copies (measured on a
 PostgreSQL source under pgbench: 5,485 of 6,121 copies went after their answer had arrived).
 A copy whose first answer the reply lacks (lost) still goes.
@@ -24,13 +24,14 @@ from collections import deque
 
 
 class AnsweredRecently:
-    def __init__(self, kept: int = 8):
-        """Remembers the answered ids of the last `kept` replies (a copy waits behind one reply,
-        or a few while the core has not yet taken the answers the edge queued for it)."""
+    def __init__(self, kept: int = 32):
+        """Remembers the answered ids of the last `kept` reply messages (a copy waits behind one
+        batch, whose delayed answers come in messages of their own, or behind a few while the core
+        has not yet taken the answers the edge queued for it)."""
         self._replies: deque[set[str]] = deque(maxlen=kept)
 
     def replied(self, answered: set[str]) -> None:
-        """A Query reply came back with answers to these sub-query ids."""
+        """A message of a Query reply came back with answers to these sub-query ids."""
         self._replies.append(answered)
 
     def answered(self, subquery_id: str) -> bool:

@@ -39,6 +39,7 @@ line for every notification and answer received and every sub-query and resend r
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -98,6 +99,9 @@ MIN_BATCH_SPACING = 0.1
 # A bound on a hung Query call, not the retry timeout (the core's): periodic recomputation's
 # snapshot of lineitem at SF 0.1 (324k rows) took more than 30 s to arrive under 500 txn/s.
 QUERY_DEADLINE = 300
+# A source's Query replies still streaming delayed answers at once (each holds one of the
+# source's server threads: source_node.server.WORKERS).
+LATE_REPLIES = 8
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,9 @@ class Warehouse:
         self.resyncs: list[str] = []
         self._queues: dict[str, list] = {s: [] for s in self.sources}
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
-        self._answered = {s: AnsweredRecently() for s in self.sources}   # each its dispatcher's own
+        self._answered = {s: AnsweredRecently() for s in self.sources}
+        self._late = {s: threading.BoundedSemaphore(LATE_REPLIES) for s in self.sources}   # replies still streaming
+        self._streaming: dict[str, set[str]] = {s: set() for s in self.sources}   # sub-query ids in them
         self._resent: dict[str, set[str]] = {s: set() for s in self.sources}   # lost answers asked again, unanswered
         self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
         self.withheld_resends = 0                     # resend requests for what arrived meanwhile
@@ -430,9 +436,12 @@ class Warehouse:
                 items, self._queues[source] = self._queues[source], []
                 stub = self._stubs[source]   # read each time: set_source_address may swap it
                 # A retry of a sub-query still waiting here would only travel twice; one whose
-                # answer came back meanwhile (a slow answer is not a lost one) not at all.
+                # answer came back meanwhile, or whose first is in a reply still streaming, not at
+                # all: a slow answer is not a lost one, and the reply's end says what was lost.
                 queued = {i.id: i for i in items if isinstance(i, Subquery)}
-                subqueries = [sq for sid, sq in queued.items() if not self._answered[source].answered(sid)]
+                subqueries = [sq for sid, sq in queued.items()
+                              if not self._answered[source].answered(sid) and sid not in self._streaming[source]]
+                self._streaming[source].update(sq.id for sq in subqueries)
                 self.withheld += len(queued) - len(subqueries)
             # Resends first: a lost notification holds back every later transaction of its source
             # (Theorem 2's order), and a resend is served from the source's memory, quickly.
@@ -456,18 +465,66 @@ class Warehouse:
         return [RequestResend(source, *span) for span in spans]
 
     def _query(self, source: str, stub, subqueries) -> None:
+        """Sends one Query batch and returns once the source has read its answers (the reply
+        stream's first message): the copies the fault injector delays are received beside, by a
+        thread of their own, so that the next batch does not wait for them, as it would not on a
+        network (at most LATE_REPLIES replies of a source at once, each a thread at the source)."""
         batch = pb.SubqueryBatch(subqueries=[to_pb(sq, self.catalog) for sq in subqueries])
+        self._late[source].acquire()
         for msg, sq in zip(batch.subqueries, subqueries):
             self.messages.record("subquery", "sent", source, bytes=msg.ByteSize(), batch=len(subqueries),
                                  **subquery_fields(sq))
         if self.fifo is not None:
             self._queue("query_sent", source, [])
+        replies = stub.Query(batch, timeout=QUERY_DEADLINE)   # an error comes with the first message
         try:
-            reply = stub.Query(batch, timeout=QUERY_DEADLINE)
+            first = next(replies)
         except grpc.RpcError as err:
             log.warning("sub-queries to %s failed (%s); the core will retry them", source, err.code())
+            self._late[source].release()
             self._arrived(source, [], query_done=True)
+            with self.lock:
+                self._streaming[source].difference_update(sq.id for sq in subqueries)
             return
+        if first.later:
+            threading.Thread(target=self._receive, args=(source, first, replies, subqueries),
+                             name=f"late-answers-{source}", daemon=True).start()
+        else:
+            self._receive(source, first, replies, subqueries)
+
+    def _receive(self, source: str, first: pb.AnswerBatch, replies, subqueries) -> None:
+        """Hands the core the answers of one Query reply stream as its messages arrive; at its end,
+        sends again, once, the sub-queries it did not answer."""
+        answered: set[str] = set()
+        done = False   # the last message (nothing later) is in
+        try:
+            for reply in itertools.chain([first], replies):
+                done = reply.later == 0
+                answered |= self._answers(source, reply, done)
+        except grpc.RpcError as err:
+            log.warning("answers from %s cut short (%s); the core will retry them", source, err.code())
+        finally:
+            self._late[source].release()
+        if not done:
+            self._arrived(source, [], query_done=True)
+        # The reply came back without these answers: they were lost, not slow. They go again in
+        # the next Query, after one round trip rather than the core's timeout (as TCP's fast
+        # retransmit does for a segment the acknowledgements show missing); once: if that copy's
+        # answer is lost too, the core's timer sends the next (a source dropping every answer
+        # is not asked in a loop).
+        with self.lock:
+            self._streaming[source].difference_update(sq.id for sq in subqueries)
+            again = self._resent[source]
+            again -= answered
+            lost = [sq for sq in subqueries if sq.id not in answered and sq.id not in again]
+            again.update(sq.id for sq in lost)
+            if lost:
+                self._queues[source][:0] = lost
+                self.resent_lost += len(lost)
+
+    def _answers(self, source: str, reply: pb.AnswerBatch, last: bool) -> set[str]:
+        """Queues the answers of one message of a Query reply for the core (with the note that the
+        round trip is over, when it is the `last`); returns their ids."""
         answers = []
         now = time.monotonic()
         for msg in reply.answers:
@@ -479,21 +536,11 @@ class Warehouse:
             self.messages.record("answer", "received", source, bytes=msg.ByteSize(), **answer_fields(answer))
             answers.append(AnswerArrived(answer, now))
         answered = {a.answer.id for a in answers}
-        self._answered[source].replied(answered)
-        self._arrived(source, answers, query_done=True)
-        # The reply came back without these answers: they were lost, not slow. They go again in
-        # the next Query, after one round trip rather than the core's timeout (as TCP's fast
-        # retransmit does for a segment the acknowledgements show missing); once: if that copy's
-        # answer is lost too, the core's timer sends the next (a source dropping every answer
-        # is not asked in a loop).
-        again = self._resent[source]
-        again -= answered
-        lost = [sq for sq in subqueries if sq.id not in answered and sq.id not in again]
-        again.update(sq.id for sq in lost)
-        if lost:
-            with self.lock:
-                self._queues[source][:0] = lost
-                self.resent_lost += len(lost)
+        with self.lock:   # the dispatcher reads it under the lock
+            self._answered[source].replied(answered)
+        if answers or last:
+            self._arrived(source, answers, query_done=last)
+        return answered
 
     def _arrived(self, source: str, events: list, query_done: bool = False) -> None:
         """Queues arrived notifications and answers for the core; for an algorithm that assumes
