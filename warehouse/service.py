@@ -481,10 +481,7 @@ class Warehouse:
             first = next(replies)
         except grpc.RpcError as err:
             log.warning("sub-queries to %s failed (%s); the core will retry them", source, err.code())
-            self._late[source].release()
-            self._arrived(source, [], query_done=True)
-            with self.lock:
-                self._streaming[source].difference_update(sq.id for sq in subqueries)
+            self._round_trip_over(source, subqueries, done=False, answered=None)
             return
         if first.later:
             threading.Thread(target=self._receive, args=(source, first, replies, subqueries),
@@ -504,7 +501,13 @@ class Warehouse:
         except grpc.RpcError as err:
             log.warning("answers from %s cut short (%s); the core will retry them", source, err.code())
         finally:
-            self._late[source].release()
+            self._round_trip_over(source, subqueries, done, answered)
+
+    def _round_trip_over(self, source: str, subqueries, done: bool, answered: set[str] | None) -> None:
+        """One Query batch's round trip has ended: the core hears so unless its last message (`done`)
+        said it, and its sub-queries may go again; `answered` None: it failed before any reply, and
+        the core's timer retries them."""
+        self._late[source].release()
         if not done:
             self._arrived(source, [], query_done=True)
         # The reply came back without these answers: they were lost, not slow. They go again in
@@ -514,6 +517,8 @@ class Warehouse:
         # is not asked in a loop).
         with self.lock:
             self._streaming[source].difference_update(sq.id for sq in subqueries)
+            if answered is None:
+                return
             again = self._resent[source]
             again -= answered
             lost = [sq for sq in subqueries if sq.id not in answered and sq.id not in again]
