@@ -6,7 +6,8 @@ is left as it was and the server keeps serving (docs/architecture.md 4.4). Messa
 refused by gRPC itself with RESOURCE_EXHAUSTED. CommitBatch commits its transactions as one group
 (the store's commit_many) and answers each one's versions or error text: an invalid transaction
 is rejected alone, and Commit is a group of one. Calls that arrive together share a group
-(source_node.commit_queue: group commit across all clients).
+(source_node.commit_queue: group commit across all clients). A group sent again because its
+client never heard the outcome (retry_after_dsv) commits only what is not in the log already.
 
 Answers pass through the fault injector (kind "answer"): a dropped answer is left out of the
 reply; a duplicated one appears twice; the reply is a stream whose first AnswerBatch leaves once
@@ -80,11 +81,13 @@ class SourceServicer(rpc.SourceServicer):
         return outcome.committed
 
     def CommitBatch(self, request: pb.CommitBatchRequest, context) -> pb.CommitBatchReply:
-        return pb.CommitBatchReply(outcomes=self._commit_group(request.transactions))
+        retry_after = request.retry_after_dsv if request.HasField("retry_after_dsv") else None
+        return pb.CommitBatchReply(outcomes=self._commit_group(request.transactions, retry_after))
 
-    def _commit_group(self, requests) -> list[pb.CommitOutcome]:
+    def _commit_group(self, requests, retry_after: int | None = None) -> list[pb.CommitOutcome]:
         """Commits the decodable requests as one group (with those of concurrent calls); one outcome
-        per request, in order: its versions, or why it was rejected (a garbled payload included)."""
+        per request, in order: its versions, or why it was rejected (a garbled payload included).
+        Those of a retried group committed after DSV `retry_after` get their recorded versions."""
         decoded: list = []
         for msg in requests:
             try:
@@ -92,7 +95,7 @@ class SourceServicer(rpc.SourceServicer):
             except ModelError as err:
                 decoded.append(err)
         valid = [r for r in decoded if not isinstance(r, ModelError)]
-        committed = iter(self.commits.commit_many(valid, commit_time=time.time()) if valid else [])
+        committed = iter(self.commits.commit_many(valid, time.time(), retry_after) if valid else [])
         outcomes = [r if isinstance(r, ModelError) else next(committed) for r in decoded]
         if any(not isinstance(o, ModelError) for o in outcomes):
             self.sender.wake()   # once per group: woken, the sender sends every notification not yet sent

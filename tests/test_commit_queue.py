@@ -95,3 +95,36 @@ def test_a_store_failure_reaches_every_caller_of_its_group(store):
         queue.commit_many([TransactionRequest("t", inserts={"T": [(5, "x")]})])
     with pytest.raises(RuntimeError, match="store closed"):   # and the queue is not left stuck
         queue.commit_many([TransactionRequest("u", inserts={"T": [(6, "x")]})])
+
+
+# ---- a group sent again because its outcome went unheard ----
+
+def insert(txn_id: str, key: int) -> TransactionRequest:
+    return TransactionRequest(txn_id, inserts={"T": [(key, txn_id)]})
+
+
+def test_a_retried_group_answers_what_it_committed_before_and_commits_the_rest(store):
+    queue = CommitQueue(store)
+    first = queue.commit_many([insert("a", 1), insert("b", 2)])
+    queue.commit_many([insert("other", 3)])   # another client's commit in between
+    again = queue.commit_many([insert("a", 1), insert("b", 2), insert("c", 4)], retry_after=1)
+    assert [n.dsv for n in again[:2]] == [n.dsv for n in first] == [2, 3], "recorded, not committed again"
+    assert again[2].dsv == 5 and store.dsv == 5
+    assert [n.txn_id for n in store.notifications_from(2)] == ["a", "b", "other", "c"]
+
+
+def test_a_retried_group_that_never_committed_commits_now(store):
+    queue = CommitQueue(store)
+    note, = queue.commit_many([insert("a", 1)], retry_after=store.dsv)
+    assert note.dsv == 2 and store.dsv == 2
+
+
+def test_a_retry_the_log_no_longer_covers_is_rejected_and_commits_nothing(tmp_path):
+    store = open_store(CATALOG, "ds1", tmp_path / "ds1.sqlite", "sqlite", {"T": []}, log_retention=2)
+    queue = CommitQueue(store)
+    for i in range(5):
+        queue.commit_many([insert(f"t{i}", i)])
+    outcome, = queue.commit_many([insert("t0", 0)], retry_after=1)
+    assert isinstance(outcome, ModelError) and "whether it committed cannot be told" in str(outcome)
+    assert store.dsv == 6
+    store.close()

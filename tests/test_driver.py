@@ -68,3 +68,35 @@ def test_a_failed_group_counts_all_its_transactions_rejected():
     assert result.reasons["ConnectionError: source unreachable"] == len(failed)   # the group's reason, counted
     assert result.examples["ConnectionError: source unreachable"] == f"{failed[0]} at b"
     assert f"{len(failed)} x ConnectionError: source unreachable (first: {failed[0]} at b)" in result.rejections()
+
+
+def test_a_group_whose_outcome_went_unheard_is_sent_again_and_committed_once(tmp_path):
+    """A real source whose store is busy past the call's deadline: the committer does not count
+    the group rejected, and its retry does not commit it twice."""
+    from fedio.channels import client_channel
+    from fedmodel.catalog import Catalog
+    from fedmodel.wire import rpc
+    from loadgen.workloads.driver import grpc_committer
+    from source_node.node import SourceNode
+
+    catalog = Catalog.from_dict({"sources": {"ds1": {"T": {"columns": ["E"], "types": ["BIGINT"], "key": ["E"]}}}})
+    node = SourceNode(catalog, "ds1", tmp_path / "ds1.sqlite", {"T": []})
+    node.start()
+    try:
+        with client_channel(node.address, None) as channel:
+            commit_batch = grpc_committer(catalog, {"ds1": rpc.SourceStub(channel)}, timeout=0.3)
+            held = threading.Event()
+
+            def hold_the_store():   # the first attempt waits in the store past its deadline
+                with node.store._writer:
+                    held.set()
+                    time.sleep(1.3)
+            threading.Thread(target=hold_the_store).start()
+            held.wait()
+            outcomes = commit_batch("ds1", [TransactionRequest(f"t{i}", inserts={"T": [(i,)]}) for i in range(3)])
+            assert [o.dsv for o in outcomes] == [2, 3, 4]
+            assert node.store.dsv == 4 and [n.txn_id for n in node.store.notifications_from(2)] == ["t0", "t1", "t2"]
+            later, = commit_batch("ds1", [TransactionRequest("t3", inserts={"T": [(3,)]})])
+            assert later.dsv == 5
+    finally:
+        node.stop()

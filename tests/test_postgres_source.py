@@ -168,6 +168,20 @@ def test_the_node_commits_through_the_same_triggers_and_rejects_invalid_transact
     assert (same.dsv, same.txn_id, same.changes, store.dsv) == (3, "t3", (), 3)
 
 
+def test_a_retried_group_is_not_committed_twice_among_outside_writers(store, dsn):
+    """The commit queue's retry (source_node.commit_queue) over PostgreSQL's log, with an outside
+    writer's transaction between the first attempt and the retry."""
+    from source_node.commit_queue import CommitQueue
+    queue = CommitQueue(store)
+    first = queue.commit_many([TransactionRequest("t1", inserts={"acct": [(5, "eve", 1.0)]})])
+    with psycopg.connect(dsn) as con:
+        con.execute("UPDATE acct SET balance = 11.0 WHERE id = 1")
+    again = queue.commit_many([TransactionRequest("t1", inserts={"acct": [(5, "eve", 1.0)]}),
+                               TransactionRequest("t2", inserts={"acct": [(6, "fay", 2.0)]})], retry_after=1)
+    assert [n.dsv for n in again] == [first[0].dsv, 4] == [2, 4]
+    assert rows(dsn, "acct") == [(1, "ann", 11.0), (2, "bob", 20.0), (5, "eve", 1.0), (6, "fay", 2.0)]
+
+
 def test_answers_and_snapshots_read_one_committed_state(store):
     store.commit(TransactionRequest("t1", inserts={"owner": [("bob", "pisa", "2021-05-06")]}))
     sq = Subquery("q1", "ds1", (SubqueryRelation("acct", None, ("owner",), ("name",), ""),

@@ -27,7 +27,7 @@ from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
 from loadgen.live.environment import stderr_to
 from loadgen.live.runfile import RunFile, history_sql
-from loadgen.workloads.driver import batch_outcomes
+from loadgen.workloads.driver import grpc_committer
 from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
@@ -108,6 +108,7 @@ class Federation:
                                                      log_retention=self.log_retention.get(source))
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
+        self._committer = grpc_committer(self.catalog, self.stubs, reconnect=self.refresh_address)
         self.warehouse = self._new_warehouse()
         self._write_run_file()
         self.warehouse.open()
@@ -172,9 +173,9 @@ class Federation:
 
     def commit_batch(self, source: str, requests: list[TransactionRequest]) -> list:
         """Commits `requests` at `source` as one group (CommitBatch); one outcome per request, in
-        order: its CommitReply, or a ModelError saying why the source rejected it."""
-        batch = pb.CommitBatchRequest(transactions=[to_pb(r, self.catalog) for r in requests])
-        return batch_outcomes(self._call(source, lambda stub: stub.CommitBatch(batch, timeout=60)))
+        order: its CommitReply, or a ModelError saying why the source rejected it. A group whose
+        outcome went unheard is sent again, never committed twice (driver.grpc_committer)."""
+        return self._committer(source, requests)
 
     def source_versions(self) -> dict[str, int]:
         return {s: self._call(s, lambda stub: stub.Health(pb.HealthRequest(), timeout=30).dsv) for s in self.stubs}

@@ -37,7 +37,6 @@ from loadgen.roles.runconfig import RunConfig, load_config
 from loadgen.workloads.driver import drive, grpc_committer
 
 _TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
-_RETRY_UNAVAILABLE = 120.0  # seconds a commit is retried while its source is unreachable
 
 
 def add_arguments(parser) -> None:
@@ -70,7 +69,7 @@ def main(args) -> int:
     except (ModelError, RoleError, ValueError) as err:
         return fail("load", err)
 
-    commit_batch = grpc_committer(config.catalog, sources, _RETRY_UNAVAILABLE)
+    commit_batch = grpc_committer(config.catalog, sources)
     loaded = 0
     for source, request in initial:
         outcome, = commit_batch(source, [request])

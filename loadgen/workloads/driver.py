@@ -63,15 +63,16 @@ class DriveResult:
 
 
 def rejection_reason(outcome: Exception) -> str:
-    """One line naming why a commit failed: a gRPC status and its details, or the error's first
-    line; without the transaction's id and the rows' values, so that rejections for one reason
+    """One line naming why a commit failed: a gRPC status and its details (a call that ended
+    without an outcome says so: the source may have committed it), or the error's first line; without the transaction's id and the rows' values, so that rejections for one reason
     count together.
 
     >>> rejection_reason(ValueError("transaction w17: modifies orders[3, 'F', 9.5] which is not there"))
     'ValueError: modifies orders[...] which is not there'
     """
     if isinstance(outcome, grpc.RpcError) and hasattr(outcome, "code"):
-        text = f"{outcome.code().name}: {outcome.details()}"
+        unknown = "outcome unknown, " if outcome.code() in OUTCOME_UNKNOWN else ""
+        text = f"{unknown}{outcome.code().name}: {outcome.details()}"
     else:
         text = f"{type(outcome).__name__}: {str(outcome).splitlines()[0] if str(outcome) else ''}"
     text = re.sub(r"\btransaction \S+: ", "", text)
@@ -135,20 +136,36 @@ def drive(commit_batch: Callable, stream, sources, rate: float, duration: float,
     return result
 
 
-def grpc_committer(catalog, stubs: dict, retry_unavailable: float = 120.0) -> Callable:
-    """`commit_batch` for `drive` over the sources' gRPC stubs (CommitBatch). A source restarting
-    (chaos) refuses connections: the group did not reach it, and the stream assumes it commits,
-    so the call is tried again for `retry_unavailable` seconds."""
+# The calls that end without saying whether the group committed: sent again, marked as a retry.
+OUTCOME_UNKNOWN = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+
+
+def grpc_committer(catalog, stubs: dict, patience: float = 120.0, timeout: float = 60.0,
+                   reconnect: Callable[[str], object] = lambda source: None) -> Callable:
+    """`commit_batch` for `drive` over the sources' gRPC stubs (CommitBatch, `timeout` seconds a
+    call). A call that ends without an outcome (the source restarting or unreachable, the deadline
+    passed while it was still committing) is sent again for `patience` seconds, marked as a retry
+    after the highest DSV heard from that source: the source answers what the earlier attempt
+    committed with its recorded versions and commits the rest (source_node.commit_queue), so a
+    group is neither lost to the load nor committed twice. `reconnect(source)` runs before each
+    retry (a restarted source may serve on a new port; `stubs` is read at every call)."""
+    heard: dict[str, int] = {}   # source -> the highest DSV it answered (one client thread per source)
+
     def commit_batch(source: str, requests: list) -> list:
         batch = pb.CommitBatchRequest(transactions=[to_pb(r, catalog) for r in requests])
-        deadline = time.monotonic() + retry_unavailable
+        give_up = time.monotonic() + patience
         while True:
             try:
-                return batch_outcomes(stubs[source].CommitBatch(batch, timeout=60))
+                outcomes = batch_outcomes(stubs[source].CommitBatch(batch, timeout=timeout))
+                break
             except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                if err.code() not in OUTCOME_UNKNOWN or time.monotonic() > give_up:
                     raise
-                time.sleep(1)
+            time.sleep(1)
+            reconnect(source)
+            batch.retry_after_dsv = heard.get(source, 0)
+        heard[source] = max([heard.get(source, 0)] + [o.dsv for o in outcomes if not isinstance(o, Exception)])
+        return outcomes
     return commit_batch
 
 
