@@ -152,6 +152,12 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     (["--federation", "chain", "--relation-rows", "0"], "--relation-rows must be 1 or more"),
     (["--federation", "star", "--views", "q3", "--orders", "10"], "--views and --orders are for TPC-H"),
     (["--sources", "3,6"], "give --federation too"),
+    (["--outside-writers", "50"], "--outside-writers: pgbench writes PostgreSQL sources; add --source-engine postgres"),
+    (["--outside-writers", "-1", "--source-engine", "postgres"], "--outside-writers: a rate in transactions per second"),
+    (["--outside-writers", "50", "--source-engine", "postgres", "--placement", "spread"],
+     "the pgbench scripts need customer, orders and lineitem at one source"),
+    (["--outside-writers", "50", "--source-engine", "postgres", "--federation", "chain"],
+     "the pgbench scripts write TPC-H's relations, not a synthetic federation's"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message):
     done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *argv], cwd=ROOT,

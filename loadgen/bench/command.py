@@ -37,6 +37,7 @@ from loadgen.bench.plan import (
     plan,
     synthetic_federations,
 )
+from loadgen.live.outside_writers import add_outside_writers_argument
 from loadgen.roles.process import add_source_engine_argument
 from warehouse.settings import WarehouseSettings
 
@@ -101,6 +102,7 @@ def add_arguments(parser) -> None:
                              "Recorder in the Spark JVM): a flame graph per process in RUN_DIR/profile, the hottest "
                              "frames in the summary")
     add_source_engine_argument(parser)
+    add_outside_writers_argument(parser)
 
 
 def main(args) -> int:
@@ -113,7 +115,7 @@ def main(args) -> int:
         specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
-                     args.max_jobs, synthetic)
+                     args.max_jobs, synthetic, args.outside_writers)
     except PlanError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -186,7 +188,7 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
             for i, spec in enumerate(specs, 1):
                 catalog = spec.catalog()
                 recipe = spec.synthetic or DataRecipe(spec.scale, data_dir, orders)
-                files = bench_dir / "sources" / f"{spec.data}-{spec.source_engine}"
+                initial = bench_dir / "sources" / f"{spec.data}-{spec.source_engine}"   # its databases, prepared
                 folder = spec.folder(i, several)
                 task = progress.add_task(f"[{i}/{len(specs)}] {spec.label}", total=None, info="")
 
@@ -194,13 +196,15 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
                     progress.update(task, completed=done, total=total, info=f"{phase}: {info}")
 
                 try:
-                    if not files.exists():
+                    if spec.source_engine == "postgres":   # the run loads the rows into a server of its own
+                        initial = recipe.data()
+                    elif not initial.exists():
                         what = f"the {spec.view} federation" if spec.synthetic else f"TPC-H SF {spec.scale:g}"
                         progress.update(setup, description=f"setup: {what}", total=None,
                                         info=f"the sources' {spec.source_engine} files")
-                        _prepare_source_files(catalog, recipe, files, spec.source_engine)
-                        progress.update(setup, total=1, completed=1, info=f"{files.name} written")
-                    record = run_one(spec, catalog, files, recipe, spark, bench_dir / folder, report, instruments)
+                        _prepare_source_files(catalog, recipe, initial, spec.source_engine)
+                        progress.update(setup, total=1, completed=1, info=f"{initial.name} written")
+                    record = run_one(spec, catalog, initial, recipe, spark, bench_dir / folder, report, instruments)
                 except Exception as err:  # one failed run is reported; the others still compare
                     record = failed(spec, bench_dir / folder, err)
                 record["folder"] = folder
@@ -255,7 +259,8 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
-                         "seed": first.seed, "source_engine": args.source_engine, "clients_per_source": 1, "repeat": args.repeat,
+                         "seed": first.seed, "source_engine": args.source_engine,
+                         "outside_writers": args.outside_writers, "clients_per_source": 1, "repeat": args.repeat,
                          "idle_seconds": args.idle, "profile": args.profile},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             # the targets are about the TPC-H views

@@ -68,6 +68,7 @@ class RunSpec:
     combine_max: int | None = None   # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
     max_jobs: int = 1                # lazy's jobs in progress at once
     synthetic: SyntheticRecipe | None = None   # the synthetic federation the run is over, instead of TPC-H
+    outside_writers: float = 0.0     # pgbench's transactions per second on the sales source during the load
 
     @property
     def label(self) -> str:
@@ -149,11 +150,13 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
          workload: str, placements: str = "default",
          source_engine: str = DEFAULT_ENGINE, batch_interval: float = WarehouseSettings.batch_interval, repeat: int = 1,
          combine: str = DEFAULT_COMBINE, max_jobs: int = 1,
-         synthetic: list[SyntheticRecipe] | None = None) -> list[RunSpec]:
+         synthetic: list[SyntheticRecipe] | None = None, outside_writers: float = 0.0) -> list[RunSpec]:
     """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
     the machine over the bench spreads over every run alike. `synthetic` (synthetic_federations)
-    replaces the TPC-H views, scale factors and placements: one run per federation."""
+    replaces the TPC-H views, scale factors and placements: one run per federation;
+    `outside_writers` (transactions per second) has pgbench write a PostgreSQL source beside the load
+    (loadgen.live.outside_writers)."""
     from loadgen.bench.ramp import rates
 
     # the phases check their arguments in this order, which decides the bad one named first
@@ -161,12 +164,12 @@ def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate
     data, sources = _synthetic_runs(synthetic) if synthetic else _tpch(views, scales, placements)
     chaos_list = chaos if chaos else [DEFAULT_CHAOS]
     faults = _faults(chaos_list, sources)
-    _check_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat,
-                source_engine)
+    _check_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat)
+    _check_outside_writers(outside_writers, source_engine, data)
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
                     step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
-                    combine_max, max_jobs, recipe)
+                    combine_max, max_jobs, recipe, outside_writers)
             for trial in range(1, repeat + 1)
             for view, scale, placement, recipe in data for spec in chaos_list
             for name, access, combine_max in algorithm_runs]
@@ -223,7 +226,7 @@ def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
 
 
 def _check_load(workload: str, rate: float, duration: float, ramp_start: float, ramp_factor: float, ramp_step: float,
-                settle: float, batch_interval: float, repeat: int, source_engine: str) -> None:
+                settle: float, batch_interval: float, repeat: int) -> None:
     """PlanError naming the first of the load's and the timings' arguments that the bench cannot run."""
     from loadgen.workloads.workload import WORKLOADS
 
@@ -235,9 +238,20 @@ def _check_load(workload: str, rate: float, duration: float, ramp_start: float, 
                         "--ramp-factor above 1")
     if repeat < 1:
         raise PlanError(f"--repeat must be 1 or more, got {repeat}")
-    if source_engine == "postgres":
-        raise PlanError("--source-engine postgres: the bench starts its sources from prepared database files; "
-                        "PostgreSQL sources run with fedlab run or fedlab demo")
+
+
+def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
+    """PlanError when pgbench cannot write a source of every run (loadgen.live.outside_writers)."""
+    from loadgen.live.outside_writers import source_written
+    from loadgen.workloads.tpch import tpch_catalog
+
+    if rate and any(recipe is not None for *_, recipe in data):
+        raise PlanError("--outside-writers: the pgbench scripts write TPC-H's relations, not a synthetic federation's")
+    try:
+        for placement in {placement for _, _, placement, _ in data}:
+            source_written(rate, source_engine, tpch_catalog(PLACEMENTS[placement]))
+    except ModelError as err:
+        raise PlanError(str(err)) from None
 
 
 def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:

@@ -24,6 +24,8 @@ JVM = "spark JVM"
 DRIVER = "load driver"
 RESCAN_EVERY = 10   # samples between looks for processes started meanwhile
 PROFILER = "profilers (py-spy)"   # fedlab bench --profile: counted apart, as its overhead
+POSTGRES = "postgres server"     # PostgreSQL sources' server and its backends (the sources' own work)
+OUTSIDE_WRITERS = "outside writers (pgbench)"   # --outside-writers: load, not the testbed's own cost
 
 
 class ResourceSampler:
@@ -40,12 +42,17 @@ class ResourceSampler:
         self._cpu_start: dict[str, float] = {}
         self._cpu_of_pid: dict[int, float] = {}   # last seen user + system seconds
         self._known: dict[int, psutil.Process] = {}
+        self._parents: dict[int, str] = {}   # pid -> the role of its children too (name(with_children=True))
         self._lock = threading.Lock()
         self.warehouse_cpu_seconds = 0.0
 
-    def name(self, pid: int, role: str) -> None:
-        """Names a process the sampler would otherwise call by its executable (e.g. the driver's)."""
+    def name(self, pid: int, role: str, with_children: bool = False) -> None:
+        """Names a process the sampler would otherwise call by its executable (e.g. the driver's);
+        `with_children`: and every process it starts, also one that is not this process's
+        descendant (a PostgreSQL server's backends, one per connection)."""
         self.role_of_pid[pid] = role
+        if with_children:
+            self._parents[pid] = role
 
     def start(self) -> "ResourceSampler":
         self._cpu_start = self.cpu_seconds()
@@ -73,12 +80,20 @@ class ResourceSampler:
                 found.update({p.pid: p for p in self.me.children(recursive=True)})
             except psutil.Error:
                 pass
-            for pid in self.role_of_pid:
+            for pid in list(self.role_of_pid):
                 if pid not in found:
                     try:
                         found[pid] = psutil.Process(pid)
                     except psutil.Error:   # a killed actor: Ray may be restarting it
-                        pass
+                        continue
+                if pid in self._parents:
+                    try:
+                        children = found[pid].children(recursive=True)
+                    except psutil.Error:
+                        continue
+                    for child in children:
+                        found[child.pid] = child
+                        self.role_of_pid[child.pid] = self._parents[pid]
             self._known = {pid: self._known.get(pid, proc) for pid, proc in found.items()}
         return list(self._known.values())
 

@@ -6,6 +6,7 @@ Phases, each reported to `progress(phase, done, total, info)`:
   load    the workload at the run's rate for its duration: staleness is reported for the
           transactions committed in this window (the rate the staleness target is about), and
           the view is read every 5 s meanwhile (twice in a shorter load; loadgen.bench.reads);
+          pgbench writes a PostgreSQL source beside it when asked (RunSpec.outside_writers);
   ramp    the rate search (loadgen.bench.ramp), on the same stream, right after;
           the CPU every process used is read around the load and each ramp step (`cpu`);
   settle  the faults are lifted and the view is given `settle` seconds to reflect every commit;
@@ -30,8 +31,9 @@ from loadgen.bench.profile import Stopwatches
 from loadgen.bench.profilers import Profilers, python_shares
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
-from loadgen.bench.resources import DRIVER, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
+from loadgen.bench.resources import DRIVER, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
 from loadgen.live.environment import NO_FAULTS, set_faults
+from loadgen.live.outside_writers import OutsideWriters, outside_writers_line, written_source
 from loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe
 from warehouse.core.registry import Settings
 from warehouse.core.sze_ling.deferral import Deferral
@@ -72,11 +74,11 @@ class Instruments:
     profile: bool = False
 
 
-def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | SyntheticRecipe, spark, run_dir: Path,
+def run_one(spec: RunSpec, catalog, initial: Path | dict, recipe: DataRecipe | SyntheticRecipe, spark, run_dir: Path,
             progress: Progress, instruments: Instruments = Instruments()) -> dict:
     """Runs `spec` in `run_dir`; returns its record (the summary's figures plus `series` for plots).
-    `source_files` are the sources' databases holding the initial data
-    (loadgen.live.federation.prepare_source_files), `recipe` how the load driver's process reads the same;
+    `initial`: the sources' databases holding the initial data (loadgen.live.federation.prepare_source_files),
+    or for PostgreSQL sources the rows themselves; `recipe` how the load driver's process reads the same;
     the view is the spec's (a TPC-H view, or its synthetic federation's)."""
     from loadgen.live.check import load_history
     from loadgen.live.federation import Federation
@@ -86,7 +88,7 @@ def run_one(spec: RunSpec, catalog, source_files: Path, recipe: DataRecipe | Syn
     bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
     settings = WarehouseSettings(spec.algorithm, Settings(access=spec.access, deferral=bounds),
                                  batch_interval=spec.batch_interval)
-    fed = Federation(catalog, view_sql, source_files, run_dir, spark, settings, source_engine=spec.source_engine)
+    fed = Federation(catalog, view_sql, initial, run_dir, spark, settings, source_engine=spec.source_engine)
     run = _LiveRun(spec, fed, record, _Phases(progress))
     try:
         run.start(catalog, recipe, run_dir)
@@ -126,6 +128,7 @@ class _LiveRun:
         self.watches = Stopwatches()
         self.sampler: ResourceSampler | None = None
         self.driver: DriverProcess | None = None
+        self.writers: OutsideWriters | None = None   # pgbench, during the load (spec.outside_writers)
         self.pids: dict[str, int] = {}
         self.start_versions: dict = {}        # the view's versions before the load
         self.wall0 = 0.0                      # monotonic time the load began (the time profile's start)
@@ -139,6 +142,8 @@ class _LiveRun:
         fed.start(ray_temp_dir=str(run_dir.parent / "ray"))
         self.pids = _source_pids(fed.actors, record["notes"])
         self.sampler = ResourceSampler(self.pids).start()
+        if fed.postgres is not None and fed.postgres.pid:   # the sources' work is done in its backends
+            self.sampler.name(fed.postgres.pid, POSTGRES, with_children=True)
         missing = self.watches.instrument_warehouse(fed.warehouse)
         if missing:
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
@@ -175,9 +180,17 @@ class _LiveRun:
         self.load_from = time.time()
         self.wall0 = time.monotonic()
         reads = ReadProbe(self.fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
+        if spec.outside_writers:
+            written = written_source(self.fed.catalog)
+            self.writers = OutsideWriters.start(self.fed.postgres.bin_dir, self.fed.postgres.dsn_for(written),
+                                                spec.outside_writers, spec.duration, spec.scale)
+            self.sampler.name(self.writers.process.pid, OUTSIDE_WRITERS)
         load = self.drive(spec.rate, spec.duration,
                           lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                       f"committed {r.committed}/{r.offered}"))
+        if self.writers is not None:
+            record["outside_writers"] = outside = self.writers.finish()
+            record["notes"].append(outside_writers_line(outside))
         record["read_latency_ms"] = reads.stop()
         if profilers is not None:
             progress("load", spec.duration, spec.duration, "writing the profiles")
@@ -224,6 +237,8 @@ class _LiveRun:
         self.progress("check", 0, None, "stopping the run's processes")
         if self.driver is not None:
             self.driver.close()
+        if self.writers is not None and self.writers.process.poll() is None:
+            self.writers.process.kill()
         self.fed.stop()
         if self.sampler is not None:
             self.sampler.stop()

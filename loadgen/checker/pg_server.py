@@ -48,6 +48,14 @@ class PostgresServer:
     def dsn_for(self, database: str) -> str:
         return f"host={self.root / 'socket'} port={self.port} user={USER} dbname={database}"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's main process (the postmaster, parent of every backend) while it runs."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
     @classmethod
     def start(cls, data: Path | None = None) -> "PostgresServer":
         """A new server, ready for connections; PostgresServerError when it cannot start. `data`:

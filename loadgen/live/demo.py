@@ -22,7 +22,12 @@ from pathlib import Path
 from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
 from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.live.outside_writers import OutsideWriters, written_source
+from loadgen.live.outside_writers import (
+    OutsideWriters,
+    add_outside_writers_argument,
+    outside_writers_line,
+    source_written,
+)
 from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
 from loadgen.workloads.driver import drive
 from warehouse.core import registry
@@ -47,7 +52,7 @@ def main(args) -> int:
         view_sql = load_view(args.view)
         bounds = deferral(args)
         registry.get(args.algorithm)
-        written = _outside_writers_source(args, tpch_catalog())
+        written = source_written(args.outside_writers, args.source_engine, tpch_catalog())
     except (ModelError, RoleError, registry.AlgorithmError) as err:   # before anything is made: no run directory for refused input
         print(f"fedlab demo: {err}")
         return 2
@@ -114,18 +119,6 @@ def main(args) -> int:
     return 0 if summary["converged"] and verdict.level == "complete" and not failed else 1
 
 
-def _outside_writers_source(args, catalog) -> str | None:
-    """The source pgbench writes with --outside-writers (None without); ModelError for a
-    combination that cannot run, before anything starts."""
-    if not args.outside_writers:
-        return None
-    if args.source_engine != "postgres":
-        raise ModelError("--outside-writers: pgbench writes PostgreSQL sources; add --source-engine postgres")
-    if not args.outside_writers > 0:
-        raise ModelError(f"--outside-writers: a rate in transactions per second above 0, got {args.outside_writers:g}")
-    return written_source(catalog)
-
-
 def _drive(fed, stream, rate: float, duration: float, progress):
     with progress:
         task = progress.add_task("load", total=duration, info="")
@@ -168,7 +161,7 @@ def _print(console, s: dict) -> None:
                   f"({s['achieved_rate']}/s), rejected {s['rejected']}, applied {s['applied']}"
                   f"{'' if s['caught_up'] else ' (did not catch up in time)'}\n"
                   + "".join(f"  rejected: {line}\n" for line in s["rejections"])
-                  + _outside_line(s["outside_writers"])
+                  + (f"  {outside_writers_line(s['outside_writers'])}\n" if s["outside_writers"] else "")
                   + f"  final view: {s['view_rows']} rows\n"
                   f"  final view equals the view recomputed from the sources (convergence): {verdict}\n"
                   f"  staleness ms: p50 {s['staleness_ms']['p50']}, p95 {s['staleness_ms']['p95']}, "
@@ -181,14 +174,6 @@ def _print(console, s: dict) -> None:
                   f"  consistency (fedlab check): {s['consistency']['level']} over {s['consistency']['transactions']} "
                   f"transactions, {len(s['consistency']['lost'])} lost, {len(s['consistency']['doubled'])} doubled\n"
                   f"  run directory: {s['run_dir']} (logs: fedlab.log, spark.log, ray.log)")
-
-
-def _outside_line(w: dict | None) -> str:
-    if w is None:
-        return ""
-    line = (f"  outside writers (pgbench, {w['rate']:g} txn/s offered): {w['committed']} committed "
-            f"({w['tps'] or 0:.1f}/s, latency {w['latency_ms']} ms), {w['failed']} failed")
-    return line + (f"; pgbench: {w['error']}" if "error" in w else "") + "\n"
 
 
 def add_arguments(parser) -> None:
@@ -204,10 +189,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--tls", action="store_true",
                         help="mutual TLS on every gRPC channel, with a throwaway CA written to RUN_DIR/tls")
-    parser.add_argument("--outside-writers", type=float, default=0.0, metavar="TXN_PER_S",
-                        help="with --source-engine postgres: pgbench also writes the sales source at this many "
-                             "transactions per second during the load, over 8 connections of its own "
-                             "(loadgen/live/outside_writers.py)")
+    add_outside_writers_argument(parser)
     add_deferral_arguments(parser)
     add_source_engine_argument(parser)
 

@@ -38,6 +38,26 @@ def written_source(catalog: Catalog) -> str:
     return sources.pop()
 
 
+def add_outside_writers_argument(parser) -> None:
+    """--outside-writers, for `fedlab demo` and `fedlab bench`."""
+    parser.add_argument("--outside-writers", type=float, default=0.0, metavar="TXN_PER_S",
+                        help="with --source-engine postgres: pgbench also writes the sales source at this many "
+                             f"transactions per second during the load, over {CLIENTS} connections of its own "
+                             "(loadgen/live/outside_writers.py)")
+
+
+def source_written(rate: float, engine: str, catalog: Catalog) -> str | None:
+    """The source pgbench writes at `rate` (--outside-writers; None for 0, none asked for);
+    ModelError for a combination that cannot run, before anything starts."""
+    if not rate:
+        return None
+    if engine != "postgres":
+        raise ModelError("--outside-writers: pgbench writes PostgreSQL sources; add --source-engine postgres")
+    if not rate > 0:
+        raise ModelError(f"--outside-writers: a rate in transactions per second above 0, got {rate:g}")
+    return written_source(catalog)
+
+
 @dataclass
 class OutsideWriters:
     """pgbench running against one database until `seconds` are over."""
@@ -84,3 +104,10 @@ def report(output: str, rate: float, returncode: int) -> dict:
         errors = [line for line in output.splitlines() if "error" in line.lower()]
         figures["error"] = (errors or output.splitlines() or [f"pgbench exited with {returncode}"])[-1][:300]
     return figures
+
+
+def outside_writers_line(figures: dict) -> str:
+    """pgbench's figures (`report`) in one line, for the demo's and the bench's summaries."""
+    line = (f"outside writers (pgbench, {figures['rate']:g} txn/s offered): {figures['committed']} committed "
+            f"({figures['tps'] or 0:.1f}/s, latency {figures['latency_ms']} ms), {figures['failed']} failed")
+    return line + (f"; pgbench: {figures['error']}" if "error" in figures else "")
