@@ -736,9 +736,9 @@ class Warehouse:
         deadline = time.monotonic() + timeout
         if point is not None:
             with self.lock:
-                if self.algorithm != "salem":
-                    raise PointError(f"point-in-time refresh needs the salem algorithm, which keeps a timed "
-                                     f"view delta; this warehouse runs {self.algorithm}")
+                if not registry.get(self.algorithm).point_in_time:
+                    raise PointError(f"point-in-time refresh needs an algorithm that keeps a timed view delta "
+                                     f"(salem); this warehouse runs {self.algorithm}")
                 self._handle(point)
                 self._arm_timer()
         else:

@@ -18,10 +18,11 @@ from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml
 from source_node.commit import check_initial_state
+from warehouse.core import registry
+from warehouse.core.registry import LEVELS
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 
-LEVELS = ("none", "convergence", "weak", "strong", "complete")
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
               "restart", "read", "tick", "queries", "refresh")
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
@@ -186,8 +187,8 @@ def _salem(doc, scenario: Scenario, where: str) -> SalemOptions:
 def _refresh(scenario: Scenario, args, where: str) -> dict:
     """`refresh: high-water`, `refresh: {as_of: TIME}` or `refresh: {vector: {SOURCE: DSV, ...}}`:
     salem's point-in-time refresh (warehouse.core.events.RefreshRequested)."""
-    if scenario.algorithm != "salem":
-        raise ScenarioError(f"{where}: refresh is salem's point-in-time refresh; the algorithm is {scenario.algorithm}")
+    if not registry.get(scenario.algorithm).point_in_time:
+        raise ScenarioError(f"{where}: refresh is a point-in-time refresh (salem's); the algorithm is {scenario.algorithm}")
     if args == "high-water":
         return {}
     if isinstance(args, dict) and set(args) == {"as_of"} and _is_number(args["as_of"]):

@@ -103,4 +103,4 @@ RECOMPUTE = Plugin("recompute", "periodic recomputation", "strong",
                    _recompute, default_access=None)
 SALEM = Plugin("salem", "Salem, Beyer, Lindsay & Cochrane 2000, roll a join", "complete",
                "asynchronous propagation into a timestamped view delta, applied in commit order or on demand",
-               _salem)
+               _salem, point_in_time=True)

@@ -88,6 +88,7 @@ class Plugin:
     factory: Callable[..., Algorithm]
     assumptions: Assumptions = Assumptions()
     default_access: str | None = "join-graph"
+    point_in_time: bool = False   # it takes RefreshRequested: rolls its view to a point in time
 
     def __post_init__(self):
         if self.level not in LEVELS:
