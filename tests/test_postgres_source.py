@@ -366,39 +366,6 @@ def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runti
 
 @pytest.mark.spark
 @pytest.mark.ray
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_a_bench_run_over_postgres_sources_with_outside_writers(spark, ray_runtime):
-    """`fedlab bench --source-engine postgres --outside-writers N`, one short run in this process
-    (the arguments as the bench plans them): pgbench writes the sales source during the load, its
-    figures reach the run's record and notes, the server's backends and pgbench are counted apart
-    in the CPU, and the checker judges the run complete, pgbench's transactions with the rest."""
-    import os
-    import tempfile
-    from pathlib import Path
-
-    from loadgen.bench.plan import plan
-    from loadgen.bench.runner import run_one
-    from loadgen.workloads.driver_process import DataRecipe
-
-    spec, = plan("sze-ling", "q3", "0.01", ["none"], rate=5, duration=6, ramp_start=5, ramp_factor=2, ramp_max=0,
-                 ramp_step=2, settle=60, seed=1, workload="mixed", source_engine="postgres", outside_writers=40)
-    base = Path(tempfile.mkdtemp(prefix="fedlab-pg-bench-"))
-    os.chmod(base, 0o755)   # the server's user must reach its data directory in the run directory
-    recipe = DataRecipe(0.01, None, 300)
-    record = run_one(spec, spec.catalog(), recipe.data(), recipe, spark, base / "run", lambda *progress: None)
-    outside = record["outside_writers"]
-    assert "error" not in outside and outside["committed"] > 150 and outside["failed"] == 0, outside
-    assert any(note.startswith("outside writers (pgbench, 40 txn/s offered)") for note in record["notes"])
-    load_cpu = record["cpu"][0]["by_role"]
-    assert load_cpu.get("postgres server", 0) > 0 and load_cpu.get("outside writers (pgbench)", 0) > 0, load_cpu
-    assert record["caught_up"] and record["consistency"] == "complete", record["notes"]
-    assert record["verdict"]["transactions"] > record["committed_in_load"] + 100   # pgbench's are judged too
-    shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.mark.spark
-@pytest.mark.ray
 @pytest.mark.slow
 def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned_maintenance(spark, ray_runtime):
     """Live, with the `versioned` algorithm (answers as of the tasks' versions,

@@ -148,7 +148,7 @@ def check(seed: int) -> dict | None:
             "violation": checker["first_violation"], "lost": checker["lost"], "doubled": checker["doubled"]}
 
 
-@pytest.mark.parametrize("schedules", [400])
+@pytest.mark.parametrize("schedules", [200])
 def test_random_federations_and_faults_keep_salem_complete(schedules):
     with multiprocessing.get_context("fork").Pool(2) as pool:
         failures = [f for f in pool.imap_unordered(check, seeds(schedules), chunksize=10) if f]

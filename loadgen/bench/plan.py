@@ -251,7 +251,7 @@ def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -
         for placement in {placement for _, _, placement, _ in data}:
             source_written(rate, source_engine, tpch_catalog(PLACEMENTS[placement]))
     except ModelError as err:
-        raise PlanError(str(err)) from None
+        raise PlanError(f"{err}: give --placement default" if "placement" in str(err) else str(err)) from None
 
 
 def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:
