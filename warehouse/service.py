@@ -140,7 +140,6 @@ class Warehouse:
         self.view = parse_query(view_sql, catalog)
         join = self.view.join
         self.settings = settings
-        self.algorithm = settings.algorithm
         self.plugin = registry.get(settings.algorithm)   # an unknown name fails here, before anything starts
         self.core_settings = settings.algorithm_settings(self.plugin.access(settings.core.access))
         self.salem = settings.core.salem or SalemOptions()
@@ -281,7 +280,7 @@ class Warehouse:
         # view_rows() are the join's again.
         join = self.view.join
         maintained = materialize(self.spark, self.plugin.maintained_view(join).rewritten, snapshots)
-        self.engine = registry.create(self.algorithm, join, maintained, brv, dsv, self.core_settings)
+        self.engine = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
         self.receipts = Receipts(dsv)
         rows = self.engine.view_rows()
         self.summary = summary_of(self.view, rows)
@@ -294,7 +293,7 @@ class Warehouse:
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
-            self.engine = registry.restore(self.algorithm, self.view.join, rows, state, self.core_settings)
+            self.engine = registry.restore(self.plugin.name, self.view.join, rows, state, self.core_settings)
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
         dsv = self.engine.applied_dsv()
@@ -736,9 +735,9 @@ class Warehouse:
         deadline = time.monotonic() + timeout
         if point is not None:
             with self.lock:
-                if not registry.get(self.algorithm).point_in_time:
+                if not self.plugin.point_in_time:
                     raise PointError(f"point-in-time refresh needs an algorithm that keeps a timed view delta "
-                                     f"(salem); this warehouse runs {self.algorithm}")
+                                     f"(salem); this warehouse runs {self.plugin.name}")
                 self._handle(point)
                 self._arm_timer()
         else:
@@ -762,7 +761,7 @@ class Warehouse:
 
     def status(self) -> dict:
         with self.lock:
-            return {"algorithm": self.algorithm, "applied": self.seq, "in_flight": self.engine.in_flight,
+            return {"algorithm": self.plugin.name, "applied": self.seq, "in_flight": self.engine.in_flight,
                     "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
                     "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
                     "withheld": self.withheld, "withheld_resends": self.withheld_resends,
@@ -807,7 +806,7 @@ class _Servicer(rpc.WarehouseServicer):
 
     def Refresh(self, request, context) -> pb.RefreshReply:
         point = None
-        on_demand = self.w.algorithm == "salem" and self.w.salem.apply == "on-demand"
+        on_demand = self.w.plugin.point_in_time and self.w.salem.apply == "on-demand"
         if request.HasField("as_of_time") or request.as_of_vector or on_demand:
             point = RefreshRequested(request.as_of_time if request.HasField("as_of_time") else None,
                                      tuple(sorted(request.as_of_vector.items())) or None, time.monotonic())
