@@ -29,7 +29,7 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 	touch $@
 
 test: venv $(VENV)/.example-stamp
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # The fast loop (a few minutes): the pure core, the simulator, the checker and the CLI, with fewer
 # random schedules; nothing that needs Spark, Ray, PostgreSQL or helm, nothing marked slow.

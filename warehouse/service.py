@@ -635,9 +635,10 @@ class Warehouse:
                 self.commits_failing = 0
             except Exception as err:  # a failed batch is retried at the next interval
                 log.exception("batch commit failed; it will be retried")
-                self.commit_failures += 1
-                self.commits_failing += 1
-                self.last_commit_error = f"{type(err).__name__}: {first_line(err)}"
+                with self.lock:   # Status reads the three together
+                    self.commit_failures += 1
+                    self.commits_failing += 1
+                    self.last_commit_error = f"{type(err).__name__}: {first_line(err)}"
                 self._after_failed_commit()
                 self._batch_due.set()
             took = time.monotonic() - started

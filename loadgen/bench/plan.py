@@ -245,7 +245,9 @@ def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -
     from loadgen.live.outside_writers import source_written
     from loadgen.workloads.tpch import tpch_catalog
 
-    if rate and any(recipe is not None for *_, recipe in data):
+    if not rate:
+        return
+    if any(recipe is not None for *_, recipe in data):
         raise PlanError("--outside-writers: the pgbench scripts write TPC-H's relations, not a synthetic federation's")
     try:
         for placement in {placement for _, _, placement, _ in data}:
