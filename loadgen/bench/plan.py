@@ -242,7 +242,7 @@ def _check_load(workload: str, rate: float, duration: float, ramp_start: float, 
 
 def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
     """PlanError when pgbench cannot write a source of every run (loadgen.live.outside_writers)."""
-    from loadgen.live.outside_writers import source_written
+    from loadgen.live.outside_writers import source_written, written_source
     from loadgen.workloads.tpch import tpch_catalog
 
     if not rate:
@@ -250,10 +250,14 @@ def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -
     if any(recipe is not None for *_, recipe in data):
         raise PlanError("--outside-writers: the pgbench scripts write TPC-H's relations, not a synthetic federation's")
     try:
-        for placement in {placement for _, _, placement, _ in data}:
-            source_written(rate, source_engine, tpch_catalog(PLACEMENTS[placement]))
+        source_written(rate, source_engine, tpch_catalog())   # the rate and the engine
     except ModelError as err:
-        raise PlanError(f"{err}: give --placement default" if "placement" in str(err) else str(err)) from None
+        raise PlanError(str(err)) from None
+    for placement in {placement for _, _, placement, _ in data}:
+        try:
+            written_source(tpch_catalog(PLACEMENTS[placement]))
+        except ModelError as err:
+            raise PlanError(f"{err}: give --placement default") from None
 
 
 def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:

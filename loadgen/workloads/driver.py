@@ -64,8 +64,9 @@ class DriveResult:
 
 def rejection_reason(outcome: Exception) -> str:
     """One line naming why a commit failed: a gRPC status and its details (a call that ended
-    without an outcome says so: the source may have committed it), or the error's first line; without the transaction's id and the rows' values, so that rejections for one reason
-    count together.
+    without an outcome says so: the source may have committed it), or the error's first line;
+    without the transaction's id and the rows' values, so that rejections for one reason count
+    together.
 
     >>> rejection_reason(ValueError("transaction w17: modifies orders[3, 'F', 9.5] which is not there"))
     'ValueError: modifies orders[...] which is not there'
