@@ -8,6 +8,8 @@ how far behind the view is (`transport`).
 
 from __future__ import annotations
 
+from fedmodel.transactions import Notification
+from warehouse.core.events import Acknowledge
 from warehouse.core.notification_log import NotificationLog
 
 
@@ -16,6 +18,19 @@ class AppliedVersions:
         self.transport = NotificationLog(dsv)
         self._applied_dsv = dict(dsv)
         self.refreshed = dict(brv)
+
+    def _take_in(self, n: Notification) -> tuple[bool, Acknowledge]:
+        """A notification arrived: whether it is new (not a copy of one received), and the
+        acknowledgement that answers it. The log forgets the source's notifications through
+        `_kept_after`."""
+        fresh = self.transport.add(n)
+        self.transport.forget_through(n.source, self._kept_after(n.source))
+        return fresh, self.transport.acknowledgement(n.source)
+
+    def _kept_after(self, source: str) -> int:
+        """The DSV through which the log forgets `source`'s notifications: every one that arrived
+        in order, since a baseline queues what it still needs itself."""
+        return self.transport.contiguous(source)
 
     def received_through(self, source: str) -> int:
         return self.transport.contiguous(source)

@@ -70,10 +70,8 @@ class PeriodicRecompute(AppliedVersions):
 
     def handle(self, event) -> list:
         if isinstance(event, NotificationArrived):
-            n = event.notification
-            self.transport.add(n)
-            self.transport.forget_through(n.source, self.transport.contiguous(n.source))
-            return [self.transport.acknowledgement(n.source)]
+            _, acknowledgement = self._take_in(event.notification)
+            return [acknowledgement]
         if isinstance(event, AnswerArrived):
             return self._on_answer(event.answer)
         if isinstance(event, TimerFired):

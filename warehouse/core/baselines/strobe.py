@@ -155,11 +155,8 @@ class StrobeFamily(AppliedVersions):
     def handle(self, event) -> list:
         self.now = event.now
         if isinstance(event, NotificationArrived):
-            n = event.notification
-            fresh = self.transport.add(n)
-            actions: list = [self.transport.acknowledgement(n.source)]
-            actions += self._receive(n, fresh, event.now)
-            self._forget(n.source)
+            fresh, acknowledgement = self._take_in(event.notification)
+            actions: list = [acknowledgement, *self._receive(event.notification, fresh, event.now)]
         elif isinstance(event, AnswerArrived):
             actions = self._on_answer(event.answer, event.now)
         elif isinstance(event, TimerFired):
@@ -181,9 +178,6 @@ class StrobeFamily(AppliedVersions):
 
     def _at_quiescence(self) -> list:
         raise NotImplementedError
-
-    def _forget(self, source: str) -> None:
-        self.transport.forget_through(source, self.transport.contiguous(source))
 
     # ---- queries ----
 
@@ -426,8 +420,8 @@ class GStrobe(TStrobe):
             self.holding.append(nxt)
         return self._process_ready(now)
 
-    def _forget(self, source: str) -> None:
-        self.transport.forget_through(source, self.released.get(source, 0))
+    def _kept_after(self, source: str) -> int:
+        return self.released.get(source, 0)   # the log holds what waits for its predecessors
 
     def _at_quiescence(self) -> list:
         complete = not self.holding and all(not self.transport.has_gap(s) for s in self.released)

@@ -169,9 +169,8 @@ class Sweep(AppliedVersions):
     def handle(self, event) -> list:
         if isinstance(event, NotificationArrived):
             n = event.notification
-            self.transport.add(n)
-            actions: list = [self.transport.acknowledgement(n.source)]
-            self.transport.forget_through(n.source, self.transport.contiguous(n.source))
+            _, acknowledgement = self._take_in(n)   # a copy is queued again: SWEEP assumes none comes
+            actions: list = [acknowledgement]
             self.umq.append(n)
             self._received += 1
             actions += self._advance(event.now)
