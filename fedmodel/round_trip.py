@@ -8,7 +8,7 @@ of timeouts doubles the wait until a sample arrives again. Without that doubling
 than the wait are never sampled (each one answers a retried message) and the retries feed on
 themselves: a bench on the Q5-like view made 106,959 sub-query retries for 9,036 transactions
 and never caught up. Both ends use it: the warehouse core for sub-queries
-(warehouse.core.sze_ling.engine) and for lost notifications (warehouse.core.missing_notifications),
+(warehouse.core.sze_ling.maintenance) and for lost notifications (warehouse.core.missing_notifications),
 the source for notifications (source_node.resend_policy).
 
 A round is one wait long. TCP has one timer per connection; here every message in flight has its

@@ -204,4 +204,4 @@ def test_versioned_compensates_only_what_a_restarted_source_no_longer_reaches(re
     result = restart_under_a_task(restart)
     assert result["consistency"] == "complete"
     assert [s["view"] for s in result["states"]][-2:] == [[["a1", "c1", 1], ["a2", "c1", 1]], []]
-    assert result["counters"]["engine_compensations"] == compensations
+    assert result["counters"]["algorithm_compensations"] == compensations

@@ -148,7 +148,7 @@ def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
     (held,) = sim.held["ds1"]                # t1's sub-query to R1; R1's initial version is 1 ...
     stale = Answer(held.id, "ds1", 1, (RelationAnswer("R1", 0, ()),))   # ... this claims version 0
     sim._handle(AnswerArrived(stale))
-    assert sim.engine.counters.rejected_answers == 1
+    assert sim.algorithm.counters.rejected_answers == 1
     assert any(e.get("event") == "rejected-answer" for e in sim.run.trace)
     sim.held["ds1"] = [held]
     for step in sim.scenario.steps[6:]:      # the real answers still complete the scenario
@@ -160,9 +160,9 @@ def test_a_gap_asks_for_the_missing_notifications_only():
     """Sze-Ling's lost-notification detection: DSVs 2 and 3 of ds1 are lost, 4 and 5 arrive; the
     resend request covers 2..3, not the notifications the warehouse already holds."""
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.engine import MaintenanceEngine
+    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     for dsv in (4, 5):
         row = (f"a{dsv}", "b", f"c{dsv}")
         engine.handle(NotificationArrived(Notification("ds1", dsv, f"t{dsv}", (RelationChange("R1", dsv, inserted=(row,)),)), 0.0))
@@ -175,9 +175,9 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     lost while that ask is young, and is asked for alone 0.1 s on; 2..6 are asked again once
     the first ask is older than resend_timeout (its resend may have been lost too)."""
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
+    from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=1.0, reorder_allowance=0.1))
 
     def arrive(*dsvs):
@@ -203,9 +203,9 @@ def test_a_gap_is_asked_for_again_after_four_round_trips_of_the_asks_not_a_fixed
     rule: gaps asked for once; fedmodel.round_trip): resent copies that take 0.5 s stretch the
     0.25 s floor to 2 s, so a slow resend path is not asked twice for everything."""
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
+    from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=0.25, reorder_allowance=0.1))
 
     def arrive(dsv, now):
@@ -228,9 +228,9 @@ def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_openi
     """DSV 2's resent copy is lost; a new gap opens every 0.2 s. DSV 2 is asked for again once
     its own ask is older than resend_timeout (found live: it waited for the source's timer)."""
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
+    from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=1.0))
     asks = []
     for step in range(8):                     # DSVs 3, 5, 7, ... arrive; 2, 4, 6, ... never do
@@ -246,9 +246,9 @@ def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     sampled, so the timeout doubles with every round that retried, instead of retries feeding
     on themselves."""
     from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
-    from warehouse.core.sze_ling.engine import MaintenanceEngine
+    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     change = RelationChange("R1", 2, inserted=(("a", "b", "c"),))
     first = engine.handle(NotificationArrived(Notification("ds1", 2, "t2", (change,)), 0.0))
     assert any(isinstance(a, SendSubquery) for a in first)
@@ -267,9 +267,9 @@ def test_subqueries_sent_at_different_times_double_the_wait_once_per_round():
     TCP's one timer), and do not double it again. Doubling for each sub-query made a few stuck
     ones wait 64 times the timeout after a source came back."""
     from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
-    from warehouse.core.sze_ling.engine import MaintenanceEngine
+    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     base = engine.query_timeout
     step = base / 8
     sent = []
@@ -303,9 +303,9 @@ def test_a_refused_resend_rebuilds_the_view_from_a_snapshot_read_at_one_state_pe
         StateApplied,
         ViewEvaluated,
     )
-    from warehouse.core.sze_ling.engine import MaintenanceEngine
+    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
-    engine = MaintenanceEngine(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
+    engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     rows = {"R1": [("a1", "b1", "c1")], "R2": [("c1", "d1", "e1")], "R3": [("e1", "f1", "g1")]}
     brv = {"R1": 3, "R2": 5, "R3": 6}
 

@@ -78,7 +78,7 @@ def test_a_condensed_delta_pushed_below_a_join_deletes_the_row_it_joined_before(
     events = [e for e in result["trace"] if e["event"] in ("apply", "read")]
     assert [e["event"] for e in events] == ["apply", "read"]   # the read is answered once the job applied
     assert [list(r) for r in events[1]["view"]] == [[2, "b", "z", 1], [3, "c", "z", 1]]
-    assert result["counters"]["engine_condensed"] == 2     # t1's two rows and t2's one became one
+    assert result["counters"]["algorithm_condensed"] == 2     # t1's two rows and t2's one became one
     assert result["checker"]["claims_held"]
 
 

@@ -56,7 +56,7 @@ def run_live(tmp_path, spark, algorithm: str, single_update: bool, **core) -> di
         fed.stop()   # the checker reads the sources' database files, each at the end of its history
     oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, load.history)
     return {"view": view, "status": status, "recomputed": oracle.view_at(oracle.final_versions()),
-            "verdict": check(run_dir), "engine": fed.warehouse.engine, "scenario": scenario}
+            "verdict": check(run_dir), "algorithm": fed.warehouse.algorithm, "scenario": scenario}
 
 
 @pytest.mark.parametrize("algorithm, claim", [("strobe", "strong"), ("c-strobe", "complete")])
@@ -70,7 +70,7 @@ def test_strobe_family_keeps_its_papers_level_live_under_fifo_without_loss(algor
     # It maintained the key-widened view; the user's view (what was checked) is its projection.
     user_view = run["scenario"].view
     assert len(registry.get(algorithm).maintained_view(user_view).outputs) > len(user_view.outputs)
-    assert project(user_view, run["engine"].maintained_rows()) == run["view"]
+    assert project(user_view, run["algorithm"].maintained_rows()) == run["view"]
 
 
 @pytest.mark.parametrize("algorithm", ["sweep", "nested-sweep"])
@@ -101,7 +101,7 @@ def test_recompute_converges_live_with_a_spark_job_every_period(spark, ray_runti
     verdict = run["verdict"]
     assert run["view"] == run["recomputed"]
     assert LEVELS.index(verdict.level) >= LEVELS.index("convergence"), verdict.first_violation
-    assert run["engine"].period == 1.0   # Federation -> Warehouse -> the algorithm
+    assert run["algorithm"].period == 1.0   # Federation -> Warehouse -> the algorithm
     counters = run["status"]["counters"]
     # The first materialisation is one Spark job; every recomputation that came back is another.
     assert counters["rounds"] > 0 and counters["evaluations"] > 0
@@ -119,7 +119,7 @@ def test_lazy_combines_live_and_stays_strongly_consistent(spark, ray_runtime, tm
     assert run["view"] == run["recomputed"]
     assert verdict.transactions == TRANSACTIONS and not verdict.lost and not verdict.doubled
     assert LEVELS.index(verdict.level) >= LEVELS.index("strong"), verdict.first_violation
-    assert run["engine"].options.deferral.max_delay == 0.5   # Federation -> Warehouse -> the engine
+    assert run["algorithm"].options.deferral.max_delay == 0.5   # Federation -> Warehouse -> the algorithm
     assert run["status"]["counters"]["jobs"] <= TRANSACTIONS
 
 

@@ -116,7 +116,7 @@ def test_the_view_is_rolled_to_points_in_time_chosen_after_they_passed(spark, ra
         while refresh.main(args) != 0:
             assert time.monotonic() < deadline, fed.warehouse.status()
             time.sleep(0.3)
-        assert fed.warehouse.engine.applied_dsv() == vector
+        assert fed.warehouse.algorithm.applied_dsv() == vector
         assert fed.warehouse.view_rows() == oracle.view_at(vector)
 
         # A Spark reader of Delta rolls the view itself: the view there plus the view delta rows

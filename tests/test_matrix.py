@@ -122,8 +122,8 @@ def test_a_restart_loses_held_queries_and_resends_what_was_not_acknowledged():
     result = simulate(parse_scenario(doc))           # but no batch had made it durable yet)
     assert result["expectations_met"], result["failures"]
     assert result["counters"]["restarts"] == 1 and result["counters"]["notification_resends"] == 2
-    assert result["counters"]["engine_retries"] >= 1
-    assert result["counters"]["engine_duplicates"] == 2      # t1 again; t3's copy in flight and the resent one
+    assert result["counters"]["algorithm_retries"] >= 1
+    assert result["counters"]["algorithm_duplicates"] == 2      # t1 again; t3's copy in flight and the resent one
     assert [s["transaction"] for s in result["states"]] == ["t1", "t2", "t3"]
 
 

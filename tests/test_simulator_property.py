@@ -57,7 +57,7 @@ def check(seed: int, algorithm: str = "sze-ling"):
     elif result["consistency"] == "complete" and checker["transactions"] == len(result["states"]):
         # Versioned answers need no compensation while the sources' recent changes reach back
         # (a restarted source's no longer do: it answers at its current state).
-        if algorithm != "versioned" or result["counters"]["engine_compensations"] == 0 or result["counters"].get("restarts"):
+        if algorithm != "versioned" or result["counters"]["algorithm_compensations"] == 0 or result["counters"].get("restarts"):
             return None
     path = Path(tempfile.gettempdir()) / f"fedlab-counterexample-{seed}.yaml"
     path.write_text(yaml.safe_dump({**doc, "access": access}, sort_keys=False))

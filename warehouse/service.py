@@ -151,7 +151,7 @@ class Warehouse:
         self._timed_committing = 0     # how many of them the batch being written holds
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
                                     list(join.output_types))
-        self.engine = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
+        self.algorithm = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      list(join.output_names))
@@ -216,9 +216,9 @@ class Warehouse:
         # holds brings what was committed in the outage now, not when those timers run out.
         with self.lock:
             for source in self.sources:
-                self.request_resend(RequestResend(source, self.engine.received_through(source) + 1))
+                self.request_resend(RequestResend(source, self.algorithm.received_through(source) + 1))
         if self.plugin.assumptions.fifo:
-            self.fifo = FifoOrder({s: self.engine.received_through(s) for s in self.sources})
+            self.fifo = FifoOrder({s: self.algorithm.received_through(s) for s in self.sources})
 
     def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_channel_options())
@@ -250,7 +250,7 @@ class Warehouse:
             # the same tables) starts would commit the same batch id twice. The compactor too: its
             # Spark job would outlive the warehouse on a session others go on using.
             t.join(timeout=None if t.name in ("committer", "compactor") else 10)
-        if commit and self.engine is not None:   # a warehouse that never opened holds nothing
+        if commit and self.algorithm is not None:   # a warehouse that never opened holds nothing
             self._commit_batch()
         if self._server is not None:
             self._server.stop(grace=1).wait()
@@ -280,9 +280,9 @@ class Warehouse:
         # view_rows() are the join's again.
         join = self.view.join
         maintained = materialize(self.spark, self.plugin.maintained_view(join).rewritten, snapshots)
-        self.engine = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
+        self.algorithm = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
         self.receipts = Receipts(dsv)
-        rows = self.engine.view_rows()
+        rows = self.algorithm.view_rows()
         self.summary = summary_of(self.view, rows)
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
@@ -293,10 +293,10 @@ class Warehouse:
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
-            self.engine = registry.restore(self.plugin.name, self.view.join, rows, state, self.core_settings)
+            self.algorithm = registry.restore(self.plugin.name, self.view.join, rows, state, self.core_settings)
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
-        dsv = self.engine.applied_dsv()
+        dsv = self.algorithm.applied_dsv()
         self.epoch = state.get("salem", {}).get("view_delta", {}).get("epoch", 0) + 1
         self.receipts = Receipts(dsv)
         self.durable_applied = dict(dsv)
@@ -344,7 +344,7 @@ class Warehouse:
 
     def _handle(self, event) -> None:
         with self.lock:
-            drive(self.engine, event, self)
+            drive(self.algorithm, event, self)
 
     # ---- the ports (warehouse.core.ports): the core's actions carried out live ----
 
@@ -586,7 +586,7 @@ class Warehouse:
     def _arm_timer(self, fired: bool = False) -> None:
         """After the core handled events (`fired`: a TimerFired among them): when the next timer
         is due. Called with the core's lock held."""
-        next_timer = getattr(self.engine, "next_timer", None)
+        next_timer = getattr(self.algorithm, "next_timer", None)
         at = next_timer() if next_timer is not None else time.monotonic() + self.settings.tick
         with self._timer_wake:
             if fired:
@@ -717,7 +717,7 @@ class Warehouse:
     # ---- reading ----
 
     def _version_state(self) -> dict:
-        state = self.engine.version_state()
+        state = self.algorithm.version_state()
         if "salem" in state:   # the epoch of the view delta rows this process writes
             state["salem"]["view_delta"]["epoch"] = self.epoch
         return state
@@ -725,7 +725,7 @@ class Warehouse:
     def view_rows(self) -> dict[tuple, int]:
         """The user's view now."""
         with self.lock:
-            return self.summary.rows() if self.summary is not None else self.engine.view_rows()
+            return self.summary.rows() if self.summary is not None else self.algorithm.view_rows()
 
     def refresh(self, durable: bool = False, timeout: float = 60.0, point: RefreshRequested | None = None) -> dict:
         """Brings the view up to date with every notification received (ViewQueried: lazy
@@ -753,18 +753,18 @@ class Warehouse:
                         self._readers.remove(ready)
                 raise TimeoutError(f"the view did not catch up with what was received within {timeout:g} s")
         with self.lock:
-            seq, applied = self.seq, self.engine.applied_dsv()
+            seq, applied = self.seq, self.algorithm.applied_dsv()
             while durable and self.durable_seq < seq:
                 if not self._durable_wake.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
                     raise TimeoutError(f"the refreshed view was not durable in Delta within {timeout:g} s")
-            high_water = {s: v["high_water"] for s, v in self.engine.version_state()["sources"].items() if "high_water" in v}
+            high_water = {s: v["high_water"] for s, v in self.algorithm.version_state()["sources"].items() if "high_water" in v}
             return {"applied_dsv": applied, "seq": seq, "batch": self.batch_id, "high_water": high_water}
 
     def status(self) -> dict:
         with self.lock:
-            return {"algorithm": self.plugin.name, "applied": self.seq, "in_flight": self.engine.in_flight,
-                    "applied_dsv": self.engine.applied_dsv(), "view_rows": len(self.engine.view_rows()),
-                    "durable": dict(self.durable), "counters": self.engine.counters.as_dict(),
+            return {"algorithm": self.plugin.name, "applied": self.seq, "in_flight": self.algorithm.in_flight,
+                    "applied_dsv": self.algorithm.applied_dsv(), "view_rows": len(self.algorithm.view_rows()),
+                    "durable": dict(self.durable), "counters": self.algorithm.counters.as_dict(),
                     "withheld": self.withheld, "withheld_resends": self.withheld_resends,
                     "resent_lost": self.resent_lost, "commit_failures": self.commit_failures,
                     "commits_failing": self.commits_failing, "last_commit_error": self.last_commit_error,

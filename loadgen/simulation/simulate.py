@@ -38,7 +38,7 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
     counters = {k: run.counters.get(k, 0) for k in
                 ("subqueries", "messages", "rows_transferred", "bytes_transferred", "resends")}
     counters.update({k: v for k, v in run.counters.items() if k not in counters})
-    counters.update({f"engine_{k}": v for k, v in sim.engine.counters.as_dict().items()})
+    counters.update({f"algorithm_{k}": v for k, v in sim.algorithm.counters.as_dict().items()})
     name = algorithm or scenario.algorithm
     join = scenario.view.join
     maintained = registry.get(name).maintained_view(join)
@@ -50,8 +50,8 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
         # summarised view is kept from its join (fedmodel.summary).
         "maintained_columns": list(maintained.column_names),
         # ...and its final rows, from which the user's view (`view`, what the checker judges) comes.
-        "maintained_view": ([list(r) for r in _rows(maintained, sim.engine.maintained_rows() if maintained is not join
-                                                     else sim.engine.view_rows())]
+        "maintained_view": ([list(r) for r in _rows(maintained, sim.algorithm.maintained_rows() if maintained is not join
+                                                     else sim.algorithm.view_rows())]
                             if maintained is not scenario.view else None),
         "view": [list(r) for r in final],
         "states": [{"transaction": s["transaction"], "view": [list(r) for r in _rows(scenario.view, s["view"])]}

@@ -107,7 +107,7 @@ class Simulator:
         self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
                                        scenario.log_retention.get(s))
                         for s in catalog.sources}
-        self.algorithm = name = algorithm or scenario.algorithm
+        self.algorithm_name = name = algorithm or scenario.algorithm
         plugin = registry.get(name)
         # The file's access path goes with the file's algorithm: one that reads whole relations
         # (recompute) takes none, and refuses only an access path asked for with it.
@@ -118,17 +118,17 @@ class Simulator:
         self.settings = Settings(access=self.access, force_queries=scenario.force_queries,
                                  global_transactions=scenario.global_transactions, period=scenario.period,
                                  deferral=scenario.deferral, salem=scenario.salem)
-        self.engine = registry.create(name, join, rows if maintained is join else recompute(maintained, scenario.initial),
+        self.algorithm = registry.create(name, join, rows if maintained is join else recompute(maintained, scenario.initial),
                                       {r.name: 1 for r in catalog.relations}, {s: 1 for s in catalog.sources},
                                       self.settings)
         self.now = 0.0
         self.incarnation = 1            # the warehouse process; a restart starts another
-        self.durable = Durable(dict(rows), self.engine.version_state())
+        self.durable = Durable(dict(rows), self.algorithm.version_state())
         self.applied: list[dict] = []   # states applied since the last batch (not durable yet)
         self.received: list[Notification] = []   # notifications received since the last batch
         # Each source's sender resends as the live one does (source_node.resend_policy), a timer
         # round being its short interval.
-        self.policies = {s: ResendPolicy(self.engine.timeout) for s in self.sources}
+        self.policies = {s: ResendPolicy(self.algorithm.timeout) for s in self.sources}
         self.flight: list[Message] = []
         self.held: dict[str, list[Subquery]] = {}
         self.queued_queries = False   # `queries: in-flight`: sub-queries, answers, resend requests travel too
@@ -246,12 +246,12 @@ class Simulator:
         """Nothing in flight at the warehouse or held, and every notification a source still
         waits to have acknowledged has reached the warehouse (one above a gap that can no longer
         close stays unacknowledged)."""
-        return (not self.engine.in_flight and not self.held
+        return (not self.algorithm.in_flight and not self.held
                 and all(self.policies[s].held(n.dsv) for s, src in self.sources.items() for n in src.unacknowledged()))
 
     def _fire_timers(self) -> None:
         self.commit_batch()
-        self.now += self.engine.timeout
+        self.now += self.algorithm.timeout
         for source, store in self.sources.items():
             for n in self.policies[source].due(store.unacknowledged(), self.now):
                 self._send(Message("notification", source, n), resend=True)
@@ -294,7 +294,7 @@ class Simulator:
             self._log("drop", msg)
         self.held.pop(source, None)
         self.sources[source].reopen()
-        self.policies[source] = ResendPolicy(self.engine.timeout)   # a new process: a new sender
+        self.policies[source] = ResendPolicy(self.algorithm.timeout)   # a new process: a new sender
         for n in self.policies[source].due(self.sources[source].unacknowledged(), self.now):
             self._send(Message("notification", source, n), resend=True)
 
@@ -305,9 +305,9 @@ class Simulator:
         to what reached the core without a gap is acknowledged."""
         self._make_durable()
         self.run.states += self.durable.states[len(self.run.states):]
-        applied = self.engine.applied_dsv()
+        applied = self.algorithm.applied_dsv()
         for source, store in self.sources.items():
-            store.acknowledge(self.engine.received_through(source))
+            store.acknowledge(self.algorithm.received_through(source))
             # The view in Delta reflects this far: no answer will be asked for below it.
             store.applied_through(applied.get(source, 0))
 
@@ -315,10 +315,10 @@ class Simulator:
         """The batch's Delta commit, which is atomic: all of it is durable, or none."""
         self.durable.states += self.applied
         self.applied = []
-        self.durable.state = self.engine.version_state()
+        self.durable.state = self.algorithm.version_state()
         self.durable.notifications.update(((n.source, n.dsv), n) for n in not_reflected(self.received, self.durable.state))
         self.received = []
-        self.durable.rows = self.engine.view_rows()   # a copy of the core's
+        self.durable.rows = self.algorithm.view_rows()   # a copy of the core's
 
     def restart_warehouse(self, mid_batch: bool = False) -> None:
         """The warehouse's process crashes and starts again from its durable store (see the
@@ -331,7 +331,7 @@ class Simulator:
                                "mid_batch": mid_batch})
         self.run.counters["warehouse_restarts"] += 1
         try:
-            self.engine = registry.restore(self.algorithm, self.view.join, dict(self.durable.rows), self.durable.state,
+            self.algorithm = registry.restore(self.algorithm_name, self.view.join, dict(self.durable.rows), self.durable.state,
                                            self.settings)
         except ValueError as err:
             raise ScenarioError(f"restart: {err}") from None
@@ -345,7 +345,7 @@ class Simulator:
             queue.clear()
         for policy in self.policies.values():
             policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
-        applied = self.engine.applied_dsv()
+        applied = self.algorithm.applied_dsv()
         self._handle_all([NotificationArrived(n, self.now) for (s, d), n in sorted(self.durable.notifications.items())
                           if d > applied.get(s, 0)])
 
@@ -406,7 +406,7 @@ class Simulator:
             self._handle(event)
 
     def _handle(self, event) -> None:
-        drive(self.engine, event, self)
+        drive(self.algorithm, event, self)
 
     # ---- the ports (warehouse.core.ports): the core's actions carried out in simulation ----
 
@@ -486,7 +486,7 @@ class Simulator:
 
     def final_view(self) -> dict[tuple, int]:
         """The user's view over the core's view now (row -> multiplicity)."""
-        return user_view(self.view, self.engine.view_rows()).rows()
+        return user_view(self.view, self.algorithm.view_rows()).rows()
 
     def view_rows(self) -> list[tuple]:
         return _rows(self.view, self.final_view())

@@ -1,8 +1,8 @@
 """The pure maintenance core: events in, actions out; no sockets, threads, clocks or Spark.
 
 The same core runs under the live warehouse service and under the deterministic simulator.
-- `sze_ling/`: Sze-Ling's algorithm (the engine, its transaction tasks and computations,
-  compensation, keys and dependencies, version state) and the modes the engine runs in besides
+- `sze_ling/`: Sze-Ling's algorithm (its maintenance core, its transaction tasks and computations,
+  compensation, keys and dependencies, version state) and the modes it runs in besides
   it: lazy maintenance's deferral (Zhou & Larson) and answers as of a version (Vinh).
 - `baselines/`: the algorithms it is compared with that have their own state machines: the Strobe
   family and periodic recomputation.

@@ -15,7 +15,7 @@ pyproject.toml registers in the `fedlab.algorithms` entry-point group, as any ot
   formula 12; fedmodel.as_of): every sub-query asks for its relations at exactly its task's
   initial versions, so no answer needs compensating; a source whose recent changes no longer
   reach back that far (it restarted) answers at its current state and is compensated as usual.
-  All four are configurations of the one engine (warehouse.core.sze_ling.engine).
+  All four are configurations of the one maintenance core (warehouse.core.sze_ling.maintenance).
 - `strobe`, `t-strobe`, `g-strobe` (warehouse.core.baselines.strobe) and `c-strobe`
   (warehouse.core.baselines.c_strobe): Zhuge, Garcia-Molina & Wiener 1996, on the view widened with every
   relation's key (warehouse.core.baselines.keyed_view), scan access by default.
@@ -40,19 +40,19 @@ from warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
 from warehouse.core.registry import Assumptions, Plugin, Settings
 from warehouse.core.salem.propagate import Salem, SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.core.sze_ling.engine import MaintenanceEngine, Options
+from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
 SZE_LING_PAPER = "Sze & Ling 2000, view maintenance with version numbers"
 STROBE_PAPER = "Zhuge, Garcia-Molina & Wiener 1996, the Strobe algorithms"
 
 
-def _engine(options: Options):
-    """A configuration of Sze-Ling's engine (warehouse.core.sze_ling.engine)."""
-    def factory(view, rows, brv, dsv, settings: Settings) -> MaintenanceEngine:
+def _sze_ling(options: Options):
+    """A configuration of Sze-Ling maintenance (warehouse.core.sze_ling.maintenance)."""
+    def factory(view, rows, brv, dsv, settings: Settings) -> SzeLingMaintenance:
         chosen = replace(options, access=settings.access, **settings.timings())
         if settings.deferral is not None and chosen.deferral is not None:
             chosen = replace(chosen, deferral=settings.deferral)
-        return MaintenanceEngine(view, rows, brv, dsv, chosen, settings.force_queries)
+        return SzeLingMaintenance(view, rows, brv, dsv, chosen, settings.force_queries)
     return factory
 
 
@@ -78,16 +78,16 @@ _STROBE = Assumptions(fifo=True, no_loss=True, keys_in_view=True, restartable=Fa
 
 SZE_LING = Plugin("sze-ling", SZE_LING_PAPER, "complete",
                   "version-number compensation, DSV order, lost notifications asked again, join-graph sub-queries",
-                  _engine(Options()))
+                  _sze_ling(Options()))
 CONVENTIONAL = Plugin("conventional", "Blakeley, Larson & Tompa 1986 (Strobe paper, Example 1)", "none",
                       "incremental maintenance without compensation, in arrival order: the reference for what goes wrong",
-                      _engine(Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True)))
+                      _sze_ling(Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True)))
 LAZY = Plugin("lazy", "Zhou & Larson 2007, lazy maintenance", "strong",
               "Sze-Ling's machinery, transactions deferred and combined when the warehouse is idle or a query reads",
-              _engine(Options(deferral=Deferral())))
+              _sze_ling(Options(deferral=Deferral())))
 VERSIONED = Plugin("versioned", "Vinh 2020 (formula 12) over Sze-Ling 2000", "complete",
                    "Sze-Ling with sources that answer as of the task's initial versions",
-                   _engine(Options(as_of=True)))
+                   _sze_ling(Options(as_of=True)))
 STROBE = Plugin("strobe", STROBE_PAPER + ", 5.2", "strong",
                 "an action list applied at quiescence; deletions by key, pending sets",
                 _strobe(Strobe), replace(_STROBE, single_update=True), "scan")

@@ -39,7 +39,7 @@ class ResendRefused:
 @dataclass(frozen=True)
 class ViewQueried:
     """A query is about to read the view: the core answers ViewReady once the view reflects
-    every transaction received so far. The engine waits for its tasks in flight, and lazy
+    every transaction received so far. Sze-Ling waits for its tasks in flight, and lazy
     maintenance starts maintaining what it deferred at once (Zhou-Larson section 3.5, on-demand
     scheduling); the algorithms whose view moves only at their own moments (the Strobe family,
     recompute) answer at once."""

@@ -7,7 +7,7 @@ does: waiting saves asking for the reordered and receiving them twice), and agai
 `resend_timeout` (its resent copy may be lost too), however many gaps open meanwhile. (Under 5%
 loss at 170 txn/s a source opens a gap every 0.1 s; one ask per source per timeout stalled its
 notifications behind a gap.) The resend asks for no more than the last DSV known missing, so
-notifications received after a gap do not travel again. Sze-Ling's engine and salem use it.
+notifications received after a gap do not travel again. Sze-Ling maintenance and salem use it.
 
 How long a gap asked for waits before it is asked for again follows the round trip of the asks
 (fedmodel.round_trip, TCP's timer): from a request to the arrival of the notification it brought,

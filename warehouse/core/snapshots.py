@@ -1,8 +1,8 @@
 """Reading every view relation whole, at one state per source: a snapshot of the federation.
 
-Periodic recomputation reads one every round (warehouse.core.baselines.periodic_recompute); Sze-Ling's
-engine reads one to resynchronise when a lost notification can no longer be resent
-(warehouse.core.sze_ling.engine). Each relation is asked for whole (a sub-query with no probe:
+Periodic recomputation reads one every round (warehouse.core.baselines.periodic_recompute); Sze-Ling
+maintenance reads one to resynchronise when a lost notification can no longer be resent
+(warehouse.core.sze_ling.maintenance). Each relation is asked for whole (a sub-query with no probe:
 the rows that pass the view's selection on it). A source's answers form a snapshot only if they
 were read at one state (one DSV), so a source whose answers disagree is asked again. The read is
 complete when every relation has its answer and each source's answers agree; it then names the

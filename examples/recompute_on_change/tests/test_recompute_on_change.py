@@ -24,7 +24,7 @@ def test_commits_made_while_a_round_is_out_share_the_next_state():
     assert result["expectations_met"], result["failures"]
     assert [s["view"] for s in result["states"]] == [[["c1", 2]]]   # one state for three transactions
     assert result["consistency"] == "strong"
-    assert result["counters"]["engine_rounds"] == 1
+    assert result["counters"]["algorithm_rounds"] == 1
 
 
 def test_its_matrix_row_keeps_its_claim_under_every_condition(tmp_path):

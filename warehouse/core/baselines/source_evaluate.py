@@ -6,7 +6,7 @@ Q substitutes known tuples for some relations: the rows of one relation that an 
 relation) and, in C-Strobe's compensating queries Q<U_p> (section 6), deleted rows of some other
 relations: those are *pinned* and never queried. The other relations are fetched along
 the access path (warehouse.core.planner: `scan`, one relation per sub-query as in the paper, or
-`join-graph`) by the same Computation that Sze-Ling's engine uses, with compensation and view
+`join-graph`) by the same Computation that Sze-Ling maintenance uses, with compensation and view
 reads switched off: here an answer is taken as read, and the Strobe algorithms correct it
 themselves (pending sets, key_delete, compensating queries).
 

@@ -30,7 +30,7 @@ commit at a time as soon as the mark passes it, which makes every commit a view 
 in the time line's order); `on-demand` apply leaves the view where it is until RefreshRequested
 names a point (point-in-time refresh), which may be decided long after that point passed.
 
-Lost notifications are found by DSV gaps and asked again as Sze-Ling's engine asks
+Lost notifications are found by DSV gaps and asked again as Sze-Ling maintenance asks
 (warehouse.core.missing_notifications; Salem's log capture does not need it); a sub-query unanswered for `query_timeout` is sent again. A source
 whose log can no longer resend a lost notification stops the line there: the view delta past it
 could not be computed (traced as `resend-refused`).

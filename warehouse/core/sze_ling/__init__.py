@@ -1,1 +1,1 @@
-"""Sze-Ling's maintenance algorithm (docs/paper-notes.md): the engine and what it is made of."""
+"""Sze-Ling's maintenance algorithm (docs/paper-notes.md): its core (maintenance.py) and what it is made of."""

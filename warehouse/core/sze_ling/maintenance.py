@@ -1,6 +1,6 @@
-"""The maintenance engine: events in, actions out (the pure core every adapter drives).
+"""Sze-Ling maintenance: events in, actions out (the pure core every adapter drives).
 
-`MaintenanceEngine.handle(event)` takes a notification, an answer, a timer or a refused resend
+`SzeLingMaintenance.handle(event)` takes a notification, an answer, a timer or a refused resend
 and returns the actions to carry out: sub-queries to send, resend requests, acknowledgements, and
 the view states it applied. It reads no clock (time comes with the events), draws no random
 numbers and opens no sockets, so the simulator can replay any interleaving through it.
@@ -82,7 +82,7 @@ class EngineCounters(Counters):
     condensed: int = 0     # base delta rows that condensing combined transactions removed
 
 
-class MaintenanceEngine:
+class SzeLingMaintenance:
     def __init__(self, view: ViewDef, rows: dict[tuple, int], brv: dict[str, int], dsv: dict[str, int],
                  options: Options = Options(), force_queries: Iterable[str] = ()):
         """`rows` is the view materialised at the source states `dsv` (per source), `brv` (per relation)."""
@@ -226,7 +226,7 @@ class MaintenanceEngine:
         return actions
 
     def next_timer(self) -> float | None:
-        """The earliest time a TimerFired could make the engine act: a sub-query to send again, a
+        """The earliest time a TimerFired could make it act: a sub-query to send again, a
         snapshot's, a lost notification to ask for, a lazy job due; None while nothing waits on
         time. Adapters fire no timer before it (a timer fired early does nothing)."""
         timeout = self.query_timeout
