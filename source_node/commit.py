@@ -9,9 +9,9 @@ so a rejected transaction leaves no partial state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
-from fedmodel.catalog import Catalog, check_row, check_value
+from fedmodel.catalog import Catalog, Relation, check_row, check_value
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 
@@ -57,11 +57,18 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
         if not catalog.has_relation(name) or catalog.relation(name).source != source:
             raise ModelError(f"{where}: source {source} does not own a relation named {name!r}")
         rel = catalog.relation(name)
-        # The relation's state as this transaction sees it, key -> row (None: deleted here).
+        # The relation's state as this transaction sees it, key -> row (None: deleted here), and
+        # as it was stored before it: each key looked up once (a lookup can be a round trip).
         touched: dict[tuple, tuple | None] = {}
+        stored: dict[tuple, tuple | None] = {}
+
+        def before(key):
+            if key not in stored:
+                stored[key] = lookup(rel.name, key)
+            return stored[key]
 
         def current(key):
-            return touched[key] if key in touched else lookup(rel.name, key)
+            return touched[key] if key in touched else before(key)
 
         def existing(row_or_key, what):
             values = tuple(row_or_key)
@@ -93,10 +100,47 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
             if current(rel.key_of(row)) is not None:
                 raise ModelError(f"{where}: inserting {rel.name}{list(row)} duplicates key {list(rel.key_of(row))}")
             touched[rel.key_of(row)] = row
-        planned.append(_net_change(rel.name, {k: lookup(rel.name, k) for k in touched}, touched))
+        planned.append(_net_change(rel.name, {k: before(k) for k in touched}, touched))
     if find is not None:
         _check_constraints(catalog, source, planned, find, where)
     return planned
+
+
+def named_keys(catalog: Catalog, source: str, requests: Sequence[TransactionRequest]) -> dict[str, set[tuple]]:
+    """relation -> the keys `requests` name in it (inserted, deleted, modified from and to): what
+    plan_commit will look up, for a store that reads them all ahead in one statement per relation.
+    A key with a value an engine could refuse to cast to its column (a DATE string, a type
+    mismatch, NULL, an integer past 64 bits) is left out, so that the planner's own lookup, and
+    its error, comes first."""
+    wanted: dict[str, set[tuple]] = {}
+    for request in requests:
+        for name in request.relations:
+            if not catalog.has_relation(name) or catalog.relation(name).source != source:
+                continue
+            rel = catalog.relation(name)
+            named = [*request.inserts.get(name, []), *request.deletes.get(name, []),
+                     *(v for m in request.modifies.get(name, []) for v in (m.old, m.new))]
+            wanted.setdefault(rel.name, set()).update(k for k in (_safe_key(rel, v) for v in named) if k)
+    return wanted
+
+
+_CASTS_SAFELY = {"BIGINT": lambda v: isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63,
+                 "DOUBLE": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+                 "VARCHAR": lambda v: isinstance(v, str), "BOOLEAN": lambda v: isinstance(v, bool)}
+
+
+def _safe_key(rel: Relation, values) -> tuple | None:
+    """The key a request's row (or key) names, as plan_commit reads it; None unless every value
+    casts to its column's type without fail."""
+    values = tuple(values)
+    if len(values) == len(rel.columns):
+        key = tuple(values[i] for i in rel.key_positions)
+    elif len(values) == len(rel.key):
+        key = values
+    else:
+        return None
+    ok = all(_CASTS_SAFELY.get(rel.types[i], lambda v: False)(v) for i, v in zip(rel.key_positions, key))
+    return key if ok else None
 
 
 def _net_change(relation: str, before: dict, after: dict) -> PlannedChange:
@@ -133,24 +177,34 @@ def check_initial_state(catalog: Catalog, rows: dict[str, list[tuple]], where: s
 
 
 def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChange], find, where: str) -> None:
-    """Declared FDs and RI must hold after the transaction (checked against rows it touches)."""
-    removed = {p.relation: {catalog.relation(p.relation).key_of(r)
+    """Declared FDs and RI must hold after the transaction (checked against rows it touches). The
+    stored rows are read only where the transaction's own rows leave the answer open: `find` can
+    be a round trip to the database, and a child's parent is often inserted beside it."""
+    # The rows the transaction removes, relation -> key -> the row as stored before it.
+    removed = {p.relation: {catalog.relation(p.relation).key_of(r): r
                             for r in p.deleted + tuple(m.old for m in p.modified)} for p in planned}
     added = {p.relation: list(p.inserted) + [m.new for m in p.modified] for p in planned}
     # The added rows indexed by (relation, columns) -> values, and each FD group checked once:
     # a transaction as large as a whole initial state is checked in time linear in its rows.
     added_by: dict[tuple[str, tuple], dict[tuple, list]] = {}
 
+    def added_with(relation: str, columns: tuple, values: tuple) -> list:
+        if (relation, columns) not in added_by:
+            rel = catalog.relation(relation)
+            pos = [rel.index(c) for c in columns]
+            index = added_by[(relation, columns)] = {}
+            for r in added.get(relation, []):
+                index.setdefault(tuple(r[i] for i in pos), []).append(r)
+        return added_by[(relation, columns)].get(tuple(values), [])
+
     def after(relation: str, columns: tuple, values: tuple) -> list:
         rel = catalog.relation(relation)
-        gone = removed.get(rel.name, set())
+        gone = removed.get(rel.name, {})
         stored = [r for r in find(rel.name, columns, values) if rel.key_of(r) not in gone]
-        if (rel.name, columns) not in added_by:
-            pos = [rel.index(c) for c in columns]
-            index = added_by[(rel.name, columns)] = {}
-            for r in added.get(rel.name, []):
-                index.setdefault(tuple(r[i] for i in pos), []).append(r)
-        return stored + added_by[(rel.name, columns)].get(tuple(values), [])
+        return stored + added_with(rel.name, columns, values)
+
+    def exists_after(relation: str, columns: tuple, values: tuple) -> bool:
+        return bool(added_with(catalog.relation(relation).name, columns, values) or after(relation, columns, values))
 
     for fd in catalog.fds:
         rel = catalog.relation(fd.relation)
@@ -171,13 +225,11 @@ def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChang
             continue
         for row in added.get(child.name, []):
             ref = tuple(row[child.index(c)] for c in ri.columns)
-            if None not in ref and not after(parent.name, ri.parent_columns, ref):
+            if None not in ref and not exists_after(parent.name, ri.parent_columns, ref):
                 raise ModelError(f"{where}: {child.name}{list(row)} refers to no {parent.name} row "
                                  f"with {list(ri.parent_columns)} = {list(ref)}")
-        for key in removed.get(parent.name, set()):
-            gone = [r for r in find(parent.name, parent.key, key)]
-            for old in gone:
-                ref = tuple(old[parent.index(c)] for c in ri.parent_columns)
-                if not after(parent.name, ri.parent_columns, ref) and after(child.name, ri.columns, ref):
-                    raise ModelError(f"{where}: removing {parent.name}{list(old)} leaves {child.name} rows "
-                                     f"referring to {list(ref)}")
+        for old in removed.get(parent.name, {}).values():
+            ref = tuple(old[parent.index(c)] for c in ri.parent_columns)
+            if not exists_after(parent.name, ri.parent_columns, ref) and after(child.name, ri.columns, ref):
+                raise ModelError(f"{where}: removing {parent.name}{list(old)} leaves {child.name} rows "
+                                 f"referring to {list(ref)}")

@@ -23,6 +23,7 @@ from fedmodel.catalog import Relation
 from fedmodel.codec import rows_to_arrow
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import RelationChange, TransactionRequest
+from source_node.commit import named_keys
 from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 _META = "_fedlab"
@@ -117,20 +118,10 @@ class DuckDBStore(DurableStore):
 
         A point lookup scans the table (DuckDB 2.0 uses no index for it under a compound key or a
         prepared parameter: 3-5 ms on SF 0.01 lineitem), so one scan for a whole group costs about
-        what one lookup did. Keys with a value DuckDB could refuse to cast (a DATE string, a type
-        mismatch, NULL) are left to the planner's own lookup, so that its error comes first.
+        what one lookup did.
         """
-        wanted: dict[str, set] = {}
-        for request in requests:
-            for name in request.relations:
-                if not self.catalog.has_relation(name) or self.catalog.relation(name).source != self.source:
-                    continue
-                rel = self.catalog.relation(name)
-                named = [*request.inserts.get(name, []), *request.deletes.get(name, []),
-                         *(v for m in request.modifies.get(name, []) for v in (m.old, m.new))]
-                wanted.setdefault(rel.name, set()).update(k for k in (_safe_key(rel, v) for v in named) if k)
         known: dict[tuple[str, tuple], tuple | None] = {}
-        for name, keys in wanted.items():
+        for name, keys in named_keys(self.catalog, self.source, requests).items():
             if not keys:
                 continue
             rel = self.catalog.relation(name)
@@ -229,22 +220,3 @@ class DuckDBStore(DurableStore):
         if not dates:
             return rows
         return [tuple(v.isoformat() if i in dates and v is not None else v for i, v in enumerate(r)) for r in rows]
-
-
-_CASTS_SAFELY = {"BIGINT": lambda v: isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63,
-                 "DOUBLE": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-                 "VARCHAR": lambda v: isinstance(v, str), "BOOLEAN": lambda v: isinstance(v, bool)}
-
-
-def _safe_key(rel: Relation, values) -> tuple | None:
-    """The key a request's row (or key) names, as plan_commit reads it; None unless every value is
-    one DuckDB casts to its column's type without fail."""
-    values = tuple(values)
-    if len(values) == len(rel.columns):
-        key = tuple(values[i] for i in rel.key_positions)
-    elif len(values) == len(rel.key):
-        key = values
-    else:
-        return None
-    ok = all(_CASTS_SAFELY.get(rel.types[i], lambda v: False)(v) for i, v in zip(rel.key_positions, key))
-    return key if ok else None

@@ -190,8 +190,8 @@ class DurableStore(GroupCommit):
             changes.append(RelationChange(rel.name, brv[rel.name], p.inserted, p.deleted, p.modified))
         return Notification(self.source, dsv, request.txn_id, tuple(changes), commit_time)
 
-    # What a group has read, so that each stored row is read once: plan_commit asks again for every
-    # key it touched, and the RI check for each of a new order's lines finds the same order.
+    # What a group has read, so that a stored row two of its transactions touch is read once (and
+    # an engine may read ahead for the whole group: DuckDB).
 
     def _start_group(self, requests: Sequence[TransactionRequest]) -> None:
         """Forgets the last group's reads (an engine may read ahead for all of `requests`)."""
