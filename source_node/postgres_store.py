@@ -54,7 +54,7 @@ from fedmodel.condense import condense
 from fedmodel.errors import ModelError, first_line
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
-from source_node.commit import GroupCommit, plan_commit
+from source_node.commit import GroupCommit, named_keys, plan_commit
 from source_node.durable_store import answer_at, check_subquery, owned_relation, quote, semijoin_chains
 from source_node.recent_changes import SharedRecentChanges
 
@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
 _PROBE_CHUNK = 500            # wanted values per statement
 LISTEN_TIMEOUT = 1.0          # seconds between looks at the log even without a NOTIFY
+LISTEN_SPACING = 0.05         # seconds at least between two reads of the log for NOTIFYs
 
 INSTALL = """
 CREATE SCHEMA fedlab;
@@ -216,44 +217,68 @@ class PostgresStore(GroupCommit):
     def commit_many(self, requests: Sequence[TransactionRequest], commit_time: float = 0.0) -> list:
         """Commits each request as one database transaction, in order; one outcome per request:
         its notification, or the ModelError that rejected it (the database rolled it back).
-        `commit_time` is not used: the database's clock at commit is."""
-        outcomes = []
+        `commit_time` is not used: the database's clock at commit is. The DSVs the commits got
+        are read once for the whole group: a statement is a round trip, and under writers from
+        outside each one waits for the server's CPU."""
+        written: list[str | ModelError] = []   # a transaction id, or what rejected the request
         for request in requests:
             with self._writer:
                 try:
-                    xid = self._write(request)
+                    written.append(self._write(request))
                 except ModelError as err:
-                    outcomes.append(err)
-                    continue
+                    written.append(err)
                 except psycopg.Error as err:
-                    outcomes.append(ModelError(f"transaction {request.txn_id}: {first_line(err)}"))
-                    continue
-                (dsv,), = self._con.execute("SELECT dsv FROM fedlab.log WHERE xid = %s::xid8", [xid]).fetchall()
-            self._catch_up()
-            outcomes.append(self.notifications_from(dsv, dsv)[0])
-        return outcomes
+                    written.append(ModelError(f"transaction {request.txn_id}: {first_line(err)}"))
+        xids = [w for w in written if isinstance(w, str)]
+        if not xids:
+            return written
+        with self._writer:
+            dsv_of = dict(self._con.execute("SELECT xid::text, dsv FROM fedlab.log WHERE xid = ANY(%s::xid8[])",
+                                            [xids]).fetchall())
+        self._catch_up()
+        notes = {n.dsv: n for n in self.notifications_from(min(dsv_of.values()), max(dsv_of.values()))}
+        return [notes[dsv_of[w]] if isinstance(w, str) else w for w in written]
 
     def _write(self, request: TransactionRequest) -> str:
-        """Plans and writes one request in one database transaction; returns its transaction id."""
+        """Plans and writes one request in one database transaction; returns its transaction id.
+        The rows the planner looks up are read ahead, one statement per relation, and the writes
+        go to the server in one pipeline: a round trip is what a commit costs here."""
         with self._con.transaction():
-            self._con.execute("SELECT set_config('fedlab.txn_id', %s, true)", [request.txn_id])
-            planned = plan_commit(self.catalog, self.source, request, self._lookup, self._find)
-            for p in planned:
-                rel = self.catalog.relation(p.relation)
-                gone = [rel.key_of(r) for r in p.deleted] + [rel.key_of(m.old) for m in p.modified]
-                where = " AND ".join(f"{quote(c)} = %s" for c in rel.key)
-                for key in gone:
-                    self._con.execute(f"DELETE FROM {quote(rel.name)} WHERE {where}", list(key))
-                marks = ", ".join(["%s"] * len(rel.columns))
-                with self._con.cursor() as cur:
+            known = self._read_ahead(request)
+
+            def lookup(relation: str, key: tuple) -> tuple | None:
+                return known[relation, key] if (relation, key) in known else self._lookup(relation, key)
+
+            planned = plan_commit(self.catalog, self.source, request, lookup, self._find)
+            with self._con.pipeline(), self._con.cursor() as cur:
+                cur.execute("SELECT set_config('fedlab.txn_id', %s, true)", [request.txn_id])
+                for p in planned:
+                    rel = self.catalog.relation(p.relation)
+                    gone = [rel.key_of(r) for r in p.deleted] + [rel.key_of(m.old) for m in p.modified]
+                    where = " AND ".join(f"{quote(c)} = %s" for c in rel.key)
+                    for key in gone:
+                        cur.execute(f"DELETE FROM {quote(rel.name)} WHERE {where}", list(key))
+                    marks = ", ".join(["%s"] * len(rel.columns))
                     cur.executemany(f"INSERT INTO {quote(rel.name)} VALUES ({marks})",
                                     [list(r) for r in [m.new for m in p.modified] + list(p.inserted)])
-            # A transaction whose net effect is nothing (a modification to the same values) wrote
-            # no row, so no trigger queued its stamp: it gets its DSV all the same, as in the
-            # embedded stores (the Commit RPC answers with it).
-            self._con.execute("INSERT INTO fedlab.pending VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING")
-            (xid,), = self._con.execute("SELECT pg_current_xact_id()::text").fetchall()
+                # A transaction whose net effect is nothing (a modification to the same values)
+                # wrote no row, so no trigger queued its stamp: it gets its DSV all the same, as
+                # in the embedded stores (the Commit RPC answers with it).
+                cur.execute("INSERT INTO fedlab.pending VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING")
+                xid = self._con.execute("SELECT pg_current_xact_id()::text")
+            (xid,), = xid.fetchall()
         return xid
+
+    def _read_ahead(self, request: TransactionRequest) -> dict[tuple[str, tuple], tuple | None]:
+        """(relation, key) -> the stored row or None, for each key the request names (what the
+        planner looks up: source_node.commit.named_keys)."""
+        known: dict[tuple[str, tuple], tuple | None] = {}
+        with self._con.cursor() as cur:
+            for name, keys in named_keys(self.catalog, self.source, [request]).items():
+                rel = self.catalog.relation(name)
+                known.update(((rel.name, k), None) for k in keys)
+                known.update(((rel.name, rel.key_of(r)), r) for r in self._matching(cur, rel, list(rel.key_positions), keys))
+        return known
 
     def _lookup(self, relation: str, key: tuple) -> tuple | None:
         rel = self.catalog.relation(relation)
@@ -275,18 +300,27 @@ class PostgresStore(GroupCommit):
         self._watchers.append(callback)
 
     def _listen(self) -> None:
-        """LISTEN fedlab: each NOTIFY (and every LISTEN_TIMEOUT seconds anyway) reads the new log."""
+        """LISTEN fedlab: a NOTIFY (and every LISTEN_TIMEOUT seconds anyway) reads the new log.
+        Every commit notifies; the notifications that queued while the log was read are taken
+        together, and reads are at least LISTEN_SPACING apart, so that writers from outside at
+        hundreds of commits a second cost a read per batch of them, not one each."""
         try:
             con = self._connect()
             con.execute("LISTEN fedlab")
         except psycopg.Error:
             log.exception("source %s: cannot listen for commits; polling instead", self.source)
             con = None
+        read = float("-inf")
         while not self._stop.is_set():
             try:
                 if con is not None:
                     for _ in con.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
                         pass
+                    if self._stop.wait(max(0.0, read + LISTEN_SPACING - time.monotonic())):
+                        return
+                    for _ in con.notifies(timeout=0):   # those that came meanwhile: this read covers them
+                        pass
+                    read = time.monotonic()
                 else:
                     self._stop.wait(LISTEN_TIMEOUT)
                 if self._catch_up():
@@ -318,15 +352,17 @@ class PostgresStore(GroupCommit):
             return True
 
     def _read_log(self, start: int, through: int | None) -> list[Notification]:
-        """The notifications of DSVs start..through (all from start with None), from the tables."""
+        """The notifications of DSVs start..through (all from start with None), from the tables,
+        in one statement (a round trip; no transaction needed: a DSV is logged only after every
+        earlier one is committed, so a statement's snapshot holds a prefix of the log)."""
         bound, params = ("AND l.dsv <= %s", [start, through]) if through is not None else ("", [start])
-        with self._reading() as cur:
-            entries = cur.execute(f"SELECT l.dsv, l.txn_id, l.commit_time, l.brv, "
-                                  f"coalesce(array_agg(c.relation ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}'), "
-                                  f"coalesce(array_agg(c.action ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}'), "
-                                  f"coalesce(array_agg(c.row ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}') "
-                                  f"FROM fedlab.log l LEFT JOIN fedlab.changes c ON c.xid = l.xid "
-                                  f"WHERE l.dsv >= %s {bound} GROUP BY l.dsv ORDER BY l.dsv", params).fetchall()
+        entries = self._reader().execute(
+            f"SELECT l.dsv, l.txn_id, l.commit_time, l.brv, "
+            f"coalesce(array_agg(c.relation ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}'), "
+            f"coalesce(array_agg(c.action ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}'), "
+            f"coalesce(array_agg(c.row ORDER BY c.seq) FILTER (WHERE c.seq IS NOT NULL), '{{}}') "
+            f"FROM fedlab.log l LEFT JOIN fedlab.changes c ON c.xid = l.xid "
+            f"WHERE l.dsv >= %s {bound} GROUP BY l.dsv ORDER BY l.dsv", params).fetchall()
         return [self._notification(*entry) for entry in entries]
 
     def _notification(self, dsv: int, txn_id: str, commit_time: float, brv: dict, relations: list,
@@ -470,16 +506,21 @@ class PostgresStore(GroupCommit):
         self._connections.append(con)
         return con
 
-    @contextmanager
-    def _reading(self):
-        """A cursor inside one REPEATABLE READ, READ ONLY transaction on this thread's connection."""
+    def _reader(self) -> psycopg.Connection:
+        """This thread's connection for reading: a statement alone reads one committed state, and
+        a transaction (`_reading`) begins REPEATABLE READ, READ ONLY in its BEGIN."""
         con = getattr(self._local, "con", None)
         if con is None:
             con = self._local.con = self._connect()
+            con.isolation_level, con.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+        return con
+
+    @contextmanager
+    def _reading(self):
+        """A cursor inside one REPEATABLE READ, READ ONLY transaction on this thread's connection."""
+        con = self._reader()
         with con.transaction():
-            cur = con.cursor()
-            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield cur
+            yield con.cursor()
 
     def close(self) -> None:
         self._stop.set()

@@ -168,6 +168,59 @@ def test_the_node_commits_through_the_same_triggers_and_rejects_invalid_transact
     assert (same.dsv, same.txn_id, same.changes, store.dsv) == (3, "t3", (), 3)
 
 
+def test_a_member_the_database_refuses_is_rolled_back_alone(store, dsn):
+    """A statement the database refuses (here a CHECK an application added, which the catalog
+    does not know) fails in the write pipeline: that transaction is rolled back and rejected with
+    the database's reason, and the group goes on."""
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute("ALTER TABLE acct ADD CHECK (balance >= 0)")
+    first, refused, last = store.commit_many([TransactionRequest("t1", inserts={"acct": [(5, "eve", 1.0)]}),
+                                              TransactionRequest("t2", inserts={"acct": [(6, "fay", -1.0)]},
+                                                                 deletes={"acct": [(1,)]}),
+                                              TransactionRequest("t3", deletes={"acct": [(2,)]})])
+    assert isinstance(refused, ModelError) and "t2" in str(refused) and "check constraint" in str(refused)
+    assert (first.dsv, last.dsv, store.dsv) == (2, 3, 3)
+    assert rows(dsn, "acct") == [(1, "ann", 10.0), (5, "eve", 1.0)]
+
+
+def test_random_groups_match_the_memory_store_committing_one_by_one(postgres_dsn):
+    """The node's commit path here reads the planner's rows ahead, writes in a pipeline and reads
+    a group's DSVs once: random groups, some members invalid (a duplicate key, a missing row),
+    give the memory store's outcomes, notifications and rows (the embedded stores' own test,
+    tests/test_source_store.py, on this engine)."""
+    from test_source_store import CATALOG as MIXED
+    from test_source_store import INITIAL as MIXED_INITIAL
+    from test_source_store import random_transaction
+
+    from source_node.memory_store import MemoryStore
+
+    def changes(note):
+        return sorted((c.relation, c.brv, sorted(c.inserted, key=repr), sorted(c.deleted, key=repr),
+                       sorted(c.modified, key=repr)) for c in note.changes)
+
+    rng = random.Random(7)
+    store = open_store(MIXED, "ds1", fresh_database(postgres_dsn, "src_random_groups"), "postgres", MIXED_INITIAL)
+    memory = MemoryStore(MIXED, "ds1", MIXED_INITIAL)
+    try:
+        for g in range(8):
+            group, expected = [], []
+            for i in range(rng.randint(1, 10)):
+                group.append(random_transaction(rng, 100 * g + i, {n: list(r.values()) for n, r in memory.relations.items()}))
+                try:
+                    note = memory.commit(group[-1])
+                    expected.append((note.dsv, note.txn_id, changes(note)))
+                except ModelError as err:
+                    expected.append(str(err))
+            got = [str(o) if isinstance(o, ModelError) else (o.dsv, o.txn_id, changes(o)) for o in store.commit_many(group)]
+            assert got == expected
+            dsv, relations = store.snapshot()
+            assert dsv == memory.dsv
+            assert {name: set(rows) for name, (_, rows) in relations.items()} == \
+                {name: set(rows.values()) for name, rows in memory.relations.items()}
+    finally:
+        store.close()
+
+
 def test_a_retried_group_is_not_committed_twice_among_outside_writers(store, dsn):
     """The commit queue's retry (source_node.commit_queue) over PostgreSQL's log, with an outside
     writer's transaction between the first attempt and the retry."""
