@@ -58,6 +58,9 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert set(run["per_txn"]) >= {"subqueries", "messages", "rows", "bytes", "resends", "compensations", "subquery_retries"}
         assert run["peak_memory_mb"] > 0 and run["warehouse_cpu_seconds"] > 0
         assert run["ramp"] and run["ramp"][0]["rate"] == 5
+        # every part of the warehouse the profile times was found under its name
+        assert not [n for n in run["notes"] if "to time" in n], run["notes"]
+        assert {"core handle()", "Delta batch commit", "sub-query RPC + answers"} <= set(run["profile"]["parts"])
         assert (Path(run["run_dir"]) / "run.json").is_file()
         # the view was read during the load, each read answered once it caught up
         assert run["read_latency_ms"]["n"] >= 1 and run["read_latency_ms"]["p50"] > 0

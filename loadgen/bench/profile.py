@@ -21,7 +21,7 @@ from warehouse.spark_session import jvm_pid
 
 # name in the report -> (path from the Warehouse object, method)
 WAREHOUSE_PARTS = {
-    "core handle()": ("engine", "handle"),
+    "core handle()": ("algorithm", "handle"),
     "Delta batch commit": ("store", "commit_batch"),
     "history file append": ("history", "append"),
     "sub-query RPC + answers": (None, "_query"),

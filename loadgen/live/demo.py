@@ -147,7 +147,7 @@ def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: 
         "converged": view == recomputed,
         "differences": len(set(view.items()) ^ set(recomputed.items())),
         "staleness_ms": percentiles(s for _, s in fed.warehouse.staleness),
-        "engine": status["counters"],
+        "counters": status["counters"],
         "withheld": status["withheld"],
         "withheld_resends": status["withheld_resends"],
         "resent_lost": status["resent_lost"],
@@ -166,11 +166,11 @@ def _print(console, s: dict) -> None:
                   f"  final view equals the view recomputed from the sources (convergence): {verdict}\n"
                   f"  staleness ms: p50 {s['staleness_ms']['p50']}, p95 {s['staleness_ms']['p95']}, "
                   f"p99 {s['staleness_ms']['p99']}, max {s['staleness_ms']['max']}\n"
-                  f"  sub-queries {s['engine']['subqueries']}, retries {s['engine']['retries']} "
+                  f"  sub-queries {s['counters']['subqueries']}, retries {s['counters']['retries']} "
                   f"({s['withheld']} withheld: answered before they went; {s['resent_lost']} lost, asked at once), "
-                  f"resend requests {s['engine']['resends']} ({s['withheld_resends']} withheld: arrived meanwhile), "
-                  f"duplicates ignored {s['engine']['duplicates']}, "
-                  f"compensation steps {s['engine']['compensations']}\n"
+                  f"resend requests {s['counters']['resends']} ({s['withheld_resends']} withheld: arrived meanwhile), "
+                  f"duplicates ignored {s['counters']['duplicates']}, "
+                  f"compensation steps {s['counters']['compensations']}\n"
                   f"  consistency (fedlab check): {s['consistency']['level']} over {s['consistency']['transactions']} "
                   f"transactions, {len(s['consistency']['lost'])} lost, {len(s['consistency']['doubled'])} doubled\n"
                   f"  run directory: {s['run_dir']} (logs: fedlab.log, spark.log, ray.log)")
