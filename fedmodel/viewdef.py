@@ -244,7 +244,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         operation = type(tree).__name__.upper() + ("" if tree.args.get("distinct") else " ALL")
         raise ModelError(f"view: {operation} is not supported; a view is one SELECT ... FROM ... statement")
     if not isinstance(tree, exp.Select):
-        raise ModelError(f"view: expected a single SELECT ... FROM ... statement, got {_clip(tree.sql())}")
+        raise ModelError(f"view: expected a single SELECT ... FROM ... statement, got {clip(tree.sql())}")
     # Imported here: the rewrites use this module's helpers.
     from fedmodel.rewrites import rewrite
 
@@ -253,7 +253,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     if construct is not None:
         raise ModelError(f"view: {construct} makes a summarised view, which `fedlab simulate` maintains "
                          "(fedmodel.summary); live runs take select-project-join views only")
-    _refuse_clauses(tree, _SELECT_PARTS, "")
+    refuse_clauses(tree, SELECT_PARTS, "")
 
     aliases: dict[str, str] = {}
     order: list[str] = []
@@ -270,7 +270,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     for j in tree.args.get("joins") or []:
         if j.args.get("side") or (j.args.get("kind") and j.args["kind"].upper() not in ("INNER", "CROSS")):
             raise ModelError(f"view: only inner joins are supported, got {j.sql()}")
-        _refuse_clauses(j, _JOIN_PARTS, f" in {j.sql()}")
+        refuse_clauses(j, _JOIN_PARTS, f" in {j.sql()}")
         if j.args.get("on"):
             conjuncts.extend(_conjuncts(j.args["on"]))
     for t in tables:
@@ -352,7 +352,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         target = item.this if isinstance(item, exp.Alias) else item
         if not isinstance(target, exp.Column):
             raise ModelError(f"view: {_select_item(target)} in the select list is not supported "
-                             f"(items must be columns), got {_clip(item.sql())}")
+                             f"(items must be columns), got {clip(item.sql())}")
         ref = resolve(target)
         if isinstance(ref, _Ambiguous):
             owners = " or ".join(f"{r.relation}.{r.column}" for r in ref.refs)
@@ -375,8 +375,8 @@ def base_relation(item: exp.Expression, catalog: Catalog) -> Relation:
         raise ModelError(f"view: a function in FROM ({item.this.sql()}) is not supported; name base relations")
     if not isinstance(item, exp.Table):
         raise ModelError(f"view: {_from_item(item)} in FROM is not supported; name base relations, "
-                         f"got {_clip(item.sql())}")
-    _refuse_clauses(item, _TABLE_PARTS, f" on {item.name}")
+                         f"got {clip(item.sql())}")
+    refuse_clauses(item, _TABLE_PARTS, f" on {item.name}")
     if not catalog.has_relation(item.name):
         raise ModelError(f"view: unknown relation {item.name!r} in FROM")
     return catalog.relation(item.name)
@@ -418,7 +418,7 @@ def summarised_by(tree: exp.Select) -> str | None:
 # The parts of a SELECT, a table in FROM and a join that a select-project-join view may use;
 # any other part sqlglot parsed is refused by its SQL name (a clause silently dropped would
 # leave the view holding other rows than the query says).
-_SELECT_PARTS = {"expressions", "from", "from_", "joins", "where"}
+SELECT_PARTS = {"expressions", "from", "from_", "joins", "where"}
 _TABLE_PARTS = {"this", "db", "catalog", "alias"}
 _JOIN_PARTS = {"this", "on", "kind", "side"}   # outer sides have a message of their own
 _SPELLING = {"group": "GROUP BY", "order": "ORDER BY", "limit": "LIMIT / FETCH FIRST", "locks": "FOR UPDATE / FOR SHARE",
@@ -432,7 +432,7 @@ _SPELLING = {"group": "GROUP BY", "order": "ORDER BY", "limit": "LIMIT / FETCH F
              "nearest": "NEAREST", "rows_from": "ROWS FROM", "exclude": "EXCLUDE"}
 
 
-def _refuse_clauses(node: exp.Expression, allowed: set[str], where: str) -> None:
+def refuse_clauses(node: exp.Expression, allowed: set[str], where: str) -> None:
     """Refuses, naming it, the first part of `node` outside `allowed` (see _SPELLING)."""
     for part, value in node.args.items():
         if part not in allowed and value not in (None, False, [], ""):
@@ -480,7 +480,8 @@ def _select_item(node: exp.Expression) -> str:
     return "an expression"
 
 
-def _clip(sql: str, limit: int = 80) -> str:
+def clip(sql: str, limit: int = 80) -> str:
+    """`sql` cut to `limit` characters for an error line (the rewrites quote with it too)."""
     return sql if len(sql) <= limit else sql[:limit - 3] + "..."
 
 

@@ -24,7 +24,7 @@ from sqlglot import exp
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.rewrites.scope import columns_of, from_items, own_columns
-from fedmodel.viewdef import _SELECT_PARTS, _clip, _refuse_clauses, summarised_by
+from fedmodel.viewdef import SELECT_PARTS, clip, refuse_clauses, summarised_by
 
 
 def bodies(tree: exp.Select) -> list[exp.Select]:
@@ -35,7 +35,7 @@ def bodies(tree: exp.Select) -> list[exp.Select]:
             continue
         name, body = item.alias_or_name, item.this
         if not name:
-            raise ModelError(f"view: a derived table needs a name (AS d), got {_clip(body.sql())}")
+            raise ModelError(f"view: a derived table needs a name (AS d), got {clip(body.sql())}")
         if not isinstance(body, exp.Select):
             raise ModelError(f"view: {type(body).__name__.upper()} in {name} is not supported; "
                              "a WITH query or derived table must be one SELECT ... FROM ...")
@@ -43,7 +43,7 @@ def bodies(tree: exp.Select) -> list[exp.Select]:
         if construct is not None:
             raise ModelError(f"view: {name} is summarised ({construct}); a WITH query or derived table "
                              "must be select-project-join")
-        _refuse_clauses(body, _SELECT_PARTS | {"with_"}, f" in {name}")
+        refuse_clauses(body, SELECT_PARTS | {"with_"}, f" in {name}")
         found.append(body)
     return found
 
