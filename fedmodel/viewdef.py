@@ -226,6 +226,11 @@ def _always(_row) -> bool:
 def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     """Parses the view SQL against the catalog; raises ModelError with one clear line on bad input.
 
+    Small passes over one sqlglot tree: the statement (`_select`), the rewrites to a plain
+    select-project-join (fedmodel.rewrites), the relations in FROM and the names they go by
+    (`_from_clause`), the conditions as join edges and per-relation selections (`_conditions`,
+    `_selections`), and the select list (`_outputs`).
+
     >>> from fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"ds1": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
     ...                                       "ds2": {"R2": {"columns": ["B", "C"], "key": ["B"]}}}})
@@ -233,6 +238,27 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     >>> v.column_names, v.edges[0].pairs
     (('C', 'count'), (('B', 'B'),))
     """
+    # Imported here: the rewrites use this module's helpers.
+    from fedmodel.rewrites import rewrite
+
+    tree = rewrite(_select(sql), catalog)
+    construct = summarised_by(tree)
+    if construct is not None:
+        raise ModelError(f"view: {construct} makes a summarised view, which `fedlab simulate` maintains "
+                         "(fedmodel.summary); live runs take select-project-join views only")
+    refuse_clauses(tree, SELECT_PARTS, "")
+    scope, bases, conjuncts = _from_clause(tree, catalog)
+    edges, local = _conditions(conjuncts, scope)
+    selections = _selections(local, scope.catalog)
+    outputs = _outputs(tree, scope)
+    order, catalog = tuple(scope.order), scope.catalog
+    view = ViewDef(sql, order, edges, selections, outputs, False, catalog, bases, tree.sql())
+    has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
+    return ViewDef(sql, order, edges, selections, outputs, has_count, catalog, bases, tree.sql())
+
+
+def _select(sql: str) -> exp.Select:
+    """The one SELECT statement `sql` holds."""
     if not isinstance(sql, str) or not sql.strip():
         raise ModelError("view: the view SQL is empty")
     try:
@@ -245,29 +271,52 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         raise ModelError(f"view: {operation} is not supported; a view is one SELECT ... FROM ... statement")
     if not isinstance(tree, exp.Select):
         raise ModelError(f"view: expected a single SELECT ... FROM ... statement, got {clip(tree.sql())}")
-    # Imported here: the rewrites use this module's helpers.
-    from fedmodel.rewrites import rewrite
+    return tree
 
-    tree = rewrite(tree, catalog)
-    construct = summarised_by(tree)
-    if construct is not None:
-        raise ModelError(f"view: {construct} makes a summarised view, which `fedlab simulate` maintains "
-                         "(fedmodel.summary); live runs take select-project-join views only")
-    refuse_clauses(tree, SELECT_PARTS, "")
 
-    aliases: dict[str, str] = {}
-    order: list[str] = []
-    conjuncts: list[exp.Expression] = []
+@dataclass
+class _Scope:
+    """The relations in FROM, in order (occurrence names), and the names they go by: what a column
+    reference resolves against."""
+
+    catalog: Catalog               # with the view's occurrences of a relation read twice
+    order: list[str]
+    aliases: dict[str, str]        # lower-case name in the SQL -> occurrence name
+
+    def resolve(self, col: exp.Column) -> ColumnRef | _Ambiguous:
+        if col.table:
+            rel_name = self.aliases.get(col.table.lower())
+            if rel_name is None:
+                raise ModelError(f"view: unknown relation {col.table!r} in {col.sql()}")
+            rel = self.catalog.relation(rel_name)
+            if not rel.has_column(col.name):
+                raise ModelError(f"view: relation {rel.name} has no column {col.name!r}")
+            return ColumnRef(rel.name, rel.columns[rel.index(col.name)])
+        owners = [self.catalog.relation(r) for r in self.order if self.catalog.relation(r).has_column(col.name)]
+        if not owners:
+            raise ModelError(f"view: no relation in FROM has a column {col.name!r}")
+        refs = [ColumnRef(o.name, o.columns[o.index(col.name)]) for o in owners]
+        return refs[0] if len(refs) == 1 else _Ambiguous(col.name, refs)  # settled once edges are known
+
+    def column_type(self, col: exp.Column) -> str:
+        ref = self.resolve(col)
+        return self.catalog.relation(ref.relation).type_of(ref.column)
+
+
+def _from_clause(tree: exp.Select, catalog: Catalog) -> tuple[_Scope, dict, list[exp.Expression]]:
+    """The relations FROM and its inner joins read, the occurrences of a relation read twice
+    (fedmodel.occurrences), and the conjuncts of every ON and of WHERE."""
     from_ = tree.args.get("from_") or tree.args.get("from")
     if from_ is None:
         raise ModelError("view: missing FROM clause")
-    tables = [from_.this] + [j.this for j in tree.args.get("joins") or []]
-    conditions = [("WHERE", tree.args.get("where"))] + [("ON", j.args.get("on")) for j in tree.args.get("joins") or []]
-    for clause, condition in conditions:
+    joins = tree.args.get("joins") or []
+    tables = [from_.this] + [j.this for j in joins]
+    for clause, condition in [("WHERE", tree.args.get("where"))] + [("ON", j.args.get("on")) for j in joins]:
         subquery = condition.find(exp.Select) if condition else None
         if subquery:
             raise ModelError(f"view: a subquery ({_construct(subquery)}) in {clause} is not supported")
-    for j in tree.args.get("joins") or []:
+    conjuncts: list[exp.Expression] = []
+    for j in joins:
         if j.args.get("side") or (j.args.get("kind") and j.args["kind"].upper() not in ("INNER", "CROSS")):
             raise ModelError(f"view: only inner joins are supported, got {j.sql()}")
         refuse_clauses(j, _JOIN_PARTS, f" in {j.sql()}")
@@ -277,6 +326,8 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         base_relation(t, catalog)
     bases = occurrences(tables, catalog)
     catalog = catalog.with_occurrences(bases)
+    order: list[str] = []
+    aliases: dict[str, str] = {}
     for t in tables:
         name = occurrence_name(t, bases, catalog)
         if name in order:
@@ -292,50 +343,38 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
             aliases.setdefault(name.lower(), name)
     if tree.args.get("where"):
         conjuncts.extend(_conjuncts(tree.args["where"].this))
+    return _Scope(catalog, order, aliases), bases, conjuncts
 
-    def resolve(col: exp.Column) -> ColumnRef:
-        if col.table:
-            rel_name = aliases.get(col.table.lower())
-            if rel_name is None:
-                raise ModelError(f"view: unknown relation {col.table!r} in {col.sql()}")
-            rel = catalog.relation(rel_name)
-            if not rel.has_column(col.name):
-                raise ModelError(f"view: relation {rel.name} has no column {col.name!r}")
-            return ColumnRef(rel.name, rel.columns[rel.index(col.name)])
-        owners = [catalog.relation(r) for r in order if catalog.relation(r).has_column(col.name)]
-        if not owners:
-            raise ModelError(f"view: no relation in FROM has a column {col.name!r}")
-        refs = [ColumnRef(o.name, o.columns[o.index(col.name)]) for o in owners]
-        return refs[0] if len(refs) == 1 else _Ambiguous(col.name, refs)  # settled once edges are known
 
-    def column_type(col: exp.Column) -> str:
-        ref = resolve(col)
-        return catalog.relation(ref.relation).type_of(ref.column)
-
+def _conditions(conjuncts: list[exp.Expression], scope: _Scope) -> tuple[tuple[JoinEdge, ...], dict]:
+    """The join edges (equalities between two relations' columns, the pairs of each pair of
+    relations together) and the conjuncts local to one relation, relation -> conjuncts."""
     edge_pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     local: dict[str, list[exp.Expression]] = {}
     for c in conjuncts:
-        cols = list(c.find_all(exp.Column))
-        refs = [resolve(col) for col in cols]
+        refs = [scope.resolve(col) for col in c.find_all(exp.Column)]
         for r in refs:
             if isinstance(r, _Ambiguous):
                 raise ModelError(f"view: column {r.name!r} is ambiguous in {c.sql()}; qualify it")
-        check_types(c, column_type)
+        check_types(c, scope.column_type)
         rels = {r.relation for r in refs}
         if len(rels) >= 2:
             if not (isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
                     and isinstance(c.expression, exp.Column) and len(rels) == 2):
                 raise ModelError(f"view: only equalities may relate two relations, got {c.sql()}")
             ra, rb = refs
-            key = tuple(sorted((ra.relation, rb.relation), key=order.index))
+            key = tuple(sorted((ra.relation, rb.relation), key=scope.order.index))
             pair = (ra.column, rb.column) if ra.relation == key[0] else (rb.column, ra.column)
             if pair not in edge_pairs.setdefault(key, []):
                 edge_pairs[key].append(pair)
         else:
-            rel = next(iter(rels)) if rels else order[0]
+            rel = next(iter(rels)) if rels else scope.order[0]
             local.setdefault(rel, []).append(c)
-    edges = tuple(JoinEdge(a, b, tuple(p)) for (a, b), p in edge_pairs.items())
+    return tuple(JoinEdge(a, b, tuple(p)) for (a, b), p in edge_pairs.items()), local
 
+
+def _selections(local: dict[str, list[exp.Expression]], catalog: Catalog) -> dict[str, Selection]:
+    """Each relation's local conjuncts as one compiled selection over its own column names."""
     selections = {}
     for rel_name, preds in local.items():
         rel = catalog.relation(rel_name)
@@ -345,7 +384,11 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
             col.set("this", exp.to_identifier(rel.columns[rel.index(col.name)]))
         selections[rel_name] = Selection(rel_name, predicate_sql(expr), compile_predicate(expr, rel),
                                          frozenset(c.name for c in expr.find_all(exp.Column)))
+    return selections
 
+
+def _outputs(tree: exp.Select, scope: _Scope) -> tuple[OutputColumn, ...]:
+    """The select list: columns only, each of one relation, none named `count`."""
     outputs: list[OutputColumn] = []
     for item in tree.expressions:
         name = item.alias_or_name
@@ -353,7 +396,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         if not isinstance(target, exp.Column):
             raise ModelError(f"view: {_select_item(target)} in the select list is not supported "
                              f"(items must be columns), got {clip(item.sql())}")
-        ref = resolve(target)
+        ref = scope.resolve(target)
         if isinstance(ref, _Ambiguous):
             owners = " or ".join(f"{r.relation}.{r.column}" for r in ref.refs)
             raise ModelError(f"view: column {ref.name!r} is ambiguous in the select list; write {owners}")
@@ -363,10 +406,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         outputs.append(OutputColumn(name, ref))
     if not outputs:
         raise ModelError("view: the select list is empty")
-
-    view = ViewDef(sql, tuple(order), edges, selections, tuple(outputs), False, catalog, bases, tree.sql())
-    has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
-    return ViewDef(sql, tuple(order), edges, selections, tuple(outputs), has_count, catalog, bases, tree.sql())
+    return tuple(outputs)
 
 
 def base_relation(item: exp.Expression, catalog: Catalog) -> Relation:
