@@ -124,6 +124,22 @@ def named_keys(catalog: Catalog, source: str, requests: Sequence[TransactionRequ
     return wanted
 
 
+def read_ahead(catalog: Catalog, source: str, requests: Sequence[TransactionRequest],
+               stored_with_keys: Callable[[Relation, list[tuple]], list[tuple]]) -> dict[tuple[str, tuple], tuple | None]:
+    """(relation, key) -> the stored row or None, for every key `requests` name (`named_keys`),
+    read with one `stored_with_keys(relation, keys)` per relation: what a store whose every read
+    is costly (a scan in DuckDB, a round trip in PostgreSQL) answers plan_commit's lookups from."""
+    known: dict[tuple[str, tuple], tuple | None] = {}
+    for name, keys in named_keys(catalog, source, requests).items():
+        if not keys:
+            continue
+        rel = catalog.relation(name)
+        keys = list(keys)
+        known.update(((rel.name, k), None) for k in keys)
+        known.update(((rel.name, rel.key_of(r)), r) for r in stored_with_keys(rel, keys))
+    return known
+
+
 _CASTS_SAFELY = {"BIGINT": lambda v: isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63,
                  "DOUBLE": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
                  "VARCHAR": lambda v: isinstance(v, str), "BOOLEAN": lambda v: isinstance(v, bool)}
@@ -204,7 +220,7 @@ def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChang
         return stored + added_with(rel.name, columns, values)
 
     def exists_after(relation: str, columns: tuple, values: tuple) -> bool:
-        return bool(added_with(catalog.relation(relation).name, columns, values) or after(relation, columns, values))
+        return bool(added_with(relation, columns, values) or after(relation, columns, values))
 
     for fd in catalog.fds:
         rel = catalog.relation(fd.relation)

@@ -7,7 +7,7 @@ the data (docs/architecture.md 5), against well under a millisecond for SQLite, 
 
 What is DuckDB's own: the store's tables in schema `_fedlab`, an acknowledged flag per outbox
 row, DATE values read back as ISO strings (fedmodel.codec's form), sub-queries evaluated as one
-CTE per relation, and reading ahead for a group (`_prefetch`): a point lookup scans the table.
+CTE per relation, and reading ahead for a group (`_start_group`): a point lookup scans the table.
 One connection serves writes and reads, so every use of it holds the writer's lock.
 """
 
@@ -23,7 +23,7 @@ from fedmodel.catalog import Relation
 from fedmodel.codec import rows_to_arrow
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import RelationChange, TransactionRequest
-from source_node.commit import named_keys
+from source_node.commit import read_ahead
 from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 _META = "_fedlab"
@@ -109,30 +109,18 @@ class DuckDBStore(DurableStore):
     # ---- reading ahead for a group ----
 
     def _start_group(self, requests: Sequence[TransactionRequest]) -> None:
+        """Reads every key the group names ahead (source_node.commit.read_ahead): a point lookup
+        scans the table (DuckDB 2.0 uses no index for it under a compound key or a prepared
+        parameter: 3-5 ms on SF 0.01 lineitem), so one scan for a whole group costs about what one
+        lookup did."""
         super()._start_group(requests)
-        self._known.update(self._prefetch(requests))
+        self._known.update(read_ahead(self.catalog, self.source, requests, self._stored_with_keys))
 
-    def _prefetch(self, requests: Sequence[TransactionRequest]) -> dict[tuple[str, tuple], tuple | None]:
-        """(relation, key) -> the stored row or None, for every key the requests name (the keys
-        plan_commit looks up), read with one query per relation.
-
-        A point lookup scans the table (DuckDB 2.0 uses no index for it under a compound key or a
-        prepared parameter: 3-5 ms on SF 0.01 lineitem), so one scan for a whole group costs about
-        what one lookup did.
-        """
-        known: dict[tuple[str, tuple], tuple | None] = {}
-        for name, keys in named_keys(self.catalog, self.source, requests).items():
-            if not keys:
-                continue
-            rel = self.catalog.relation(name)
-            cols = ", ".join(quote(c) for c in rel.key)
-            keys = list(keys)
-            with self._table_of(rel.key, [rel.types[i] for i in rel.key_positions], keys) as (table, params):
-                rows = self._select(rel, f"SELECT * FROM {quote(rel.name)} WHERE ({cols}) IN (SELECT {cols} FROM {table})",
-                                    params)
-            known.update(((rel.name, k), None) for k in keys)
-            known.update(((rel.name, rel.key_of(r)), r) for r in rows)
-        return known
+    def _stored_with_keys(self, rel: Relation, keys: list[tuple]) -> list[tuple]:
+        cols = ", ".join(quote(c) for c in rel.key)
+        with self._table_of(rel.key, [rel.types[i] for i in rel.key_positions], keys) as (table, params):
+            return self._select(rel, f"SELECT * FROM {quote(rel.name)} WHERE ({cols}) IN (SELECT {cols} FROM {table})",
+                                params)
 
     # ---- sub-queries ----
 

@@ -54,7 +54,7 @@ from fedmodel.condense import condense
 from fedmodel.errors import ModelError, first_line
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
-from source_node.commit import GroupCommit, named_keys, plan_commit
+from source_node.commit import GroupCommit, plan_commit, read_ahead
 from source_node.durable_store import answer_at, check_subquery, owned_relation, quote, semijoin_chains
 from source_node.recent_changes import SharedRecentChanges
 
@@ -244,7 +244,9 @@ class PostgresStore(GroupCommit):
         The rows the planner looks up are read ahead, one statement per relation, and the writes
         go to the server in one pipeline: a round trip is what a commit costs here."""
         with self._con.transaction():
-            known = self._read_ahead(request)
+            with self._con.cursor() as cur:
+                known = read_ahead(self.catalog, self.source, [request],
+                                   lambda rel, keys: self._matching(cur, rel, list(rel.key_positions), keys))
 
             def lookup(relation: str, key: tuple) -> tuple | None:
                 return known[relation, key] if (relation, key) in known else self._lookup(relation, key)
@@ -268,17 +270,6 @@ class PostgresStore(GroupCommit):
                 xid = self._con.execute("SELECT pg_current_xact_id()::text")
             (xid,), = xid.fetchall()
         return xid
-
-    def _read_ahead(self, request: TransactionRequest) -> dict[tuple[str, tuple], tuple | None]:
-        """(relation, key) -> the stored row or None, for each key the request names (what the
-        planner looks up: source_node.commit.named_keys)."""
-        known: dict[tuple[str, tuple], tuple | None] = {}
-        with self._con.cursor() as cur:
-            for name, keys in named_keys(self.catalog, self.source, [request]).items():
-                rel = self.catalog.relation(name)
-                known.update(((rel.name, k), None) for k in keys)
-                known.update(((rel.name, rel.key_of(r)), r) for r in self._matching(cur, rel, list(rel.key_positions), keys))
-        return known
 
     def _lookup(self, relation: str, key: tuple) -> tuple | None:
         rel = self.catalog.relation(relation)
