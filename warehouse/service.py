@@ -64,6 +64,7 @@ from fedmodel.summary import parse_query
 from fedmodel.wire import pb, rpc
 from warehouse.answered_recently import AnsweredRecently
 from warehouse.core import registry
+from warehouse.core.batches import Batch, BatchLedger
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -81,7 +82,6 @@ from warehouse.core.events import (
     ViewReady,
 )
 from warehouse.core.ports import drive
-from warehouse.core.receipts import Receipts
 from warehouse.core.registry import not_reflected
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
@@ -147,8 +147,6 @@ class Warehouse:
         self.spark = spark
         self.data_dir = str(data_dir)
         self.epoch = 0                 # salem: which propagation of the view delta this process is
-        self.timed: list = []          # salem: view delta rows propagated since the last batch
-        self._timed_committing = 0     # how many of them the batch being written holds
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
                                     list(join.output_types))
         self.algorithm = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
@@ -158,19 +156,14 @@ class Warehouse:
         self.summary = None   # a summarised view's rows, kept from the join's deltas (set by open)
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
-        self._edge = threading.Lock()                 # receipts, received, stored, durable: taken without the core
+        self._edge = threading.Lock()                 # the batch ledger: Notify takes it without the core
         self._inbox: list[Inbound] = []               # what arrived, in order, for the core thread
         self._inbox_wake = threading.Condition(threading.Lock())
-        self.receipts: Receipts | None = None         # which DSVs reached this process (set by open)
-        self.applied: list[AppliedTxn] = []          # applied since the last batch commit
-        self.received: list = []                      # notifications received since the last batch commit
-        self.stored: set[tuple[str, int]] = set()     # (source, dsv) already durable or pending
-        self.durable: dict[str, int] = {}             # per source: every DSV up to it is in Delta
-        self.durable_applied: dict[str, int] = {}     # per source: the DSV the view in Delta reflects
+        # What the next Delta batch holds and what sources are told is durable (set by open).
+        self.batches: BatchLedger | None = None
         # Names this process's memory: a source trusts received_dsv marks only of the incarnation
         # that gave them, since a restarted warehouse has lost what it held and not committed.
         self.incarnation = uuid.uuid4().hex
-        self.batch_id = 0
         self.seq = 0
         self.staleness: list[tuple[float, float]] = []   # (applied time, seconds since commit)
         self.resyncs: list[str] = []
@@ -281,15 +274,13 @@ class Warehouse:
         join = self.view.join
         maintained = materialize(self.spark, self.plugin.maintained_view(join).rewritten, snapshots)
         self.algorithm = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
-        self.receipts = Receipts(dsv)
+        self.batches = BatchLedger(dsv)
         rows = self.algorithm.view_rows()
         self.summary = summary_of(self.view, rows)
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
         self.history.write_initial(rows, dsv)
         self.store.initialize(rows, self._version_state())
-        self.durable = dict(dsv)
-        self.durable_applied = dict(dsv)
 
     def _restore(self, rows, state, log_length, last_batch) -> None:
         try:
@@ -298,18 +289,14 @@ class Warehouse:
             raise RuntimeError(f"{err} (start a new run)") from None
         dsv = self.algorithm.applied_dsv()
         self.epoch = state.get("salem", {}).get("view_delta", {}).get("epoch", 0) + 1
-        self.receipts = Receipts(dsv)
-        self.durable_applied = dict(dsv)
-        self.batch_id = last_batch or 0
         self.seq = log_length
         self.summary = summary_of(self.view, rows)
         # A crash between a batch's Delta commit and its line here: the change log has it.
         self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
-        pending = [n for n in self.store.read_notifications() if n.dsv > dsv.get(n.source, 0)]
-        self.stored = {(n.source, n.dsv) for n in self.store.read_notifications()}
-        self.durable = {s: max([d for (src, d) in self.stored if src == s] + [dsv.get(s, 0)]) for s in self.sources}
+        kept = self.store.read_notifications()
+        self.batches = BatchLedger(dsv, kept, last_batch or 0)
+        pending = not_reflected(kept, state)
         for n in sorted(pending, key=lambda n: (n.source, n.dsv)):
-            self.receipts.add(n.source, n.dsv)
             self._handle(NotificationArrived(n, time.monotonic()))
         log.info("restored from Delta: %d view rows, %d notifications to re-apply", len(rows), len(pending))
 
@@ -359,13 +346,14 @@ class Warehouse:
     def acknowledge(self, action: Acknowledge) -> None:
         # The core no longer needs some DSVs it never received (a resynchronisation read past them).
         with self._edge:
-            self.receipts.advance(action.source, action.dsv)
+            self.batches.read_past(action.source, action.dsv)
 
     def apply_state(self, action: StateApplied) -> None:
         self.seq += 1
         now = time.time()
-        self.applied.append(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
-                                       now, dict(action.versions), list(action.delta.items())))
+        with self._edge:
+            self.batches.apply(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
+                                          now, dict(action.versions), list(action.delta.items())))
         self._note_batch_due()
         if self.summary is not None:
             self.summary.apply(action.delta)
@@ -373,7 +361,8 @@ class Warehouse:
             self.staleness.append((now, now - action.commit_time))
 
     def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
-        self.timed += [(*row, self.epoch) for row in action.rows]
+        with self._edge:
+            self.batches.keep_timed([(*row, self.epoch) for row in action.rows])
         self._note_batch_due()
 
     def _note_batch_due(self) -> None:
@@ -412,15 +401,12 @@ class Warehouse:
         by_source: dict[str, list] = {}
         with self._edge:
             for n in notes:
-                self.receipts.add(n.source, n.dsv)
-                if (n.source, n.dsv) not in self.stored:
-                    self.stored.add((n.source, n.dsv))
-                    self.received.append(n)
+                if self.batches.receive(n):
                     self._note_batch_due()
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
-            acked = {s: self.durable.get(s, 0) for s in by_source}
-            reached = {s: self.receipts.acknowledgement(s) for s in by_source}
-            applied = {s: self.durable_applied.get(s, 0) for s in by_source}
+            acked = {s: self.batches.acked(s) for s in by_source}
+            reached = {s: self.batches.reached(s) for s in by_source}
+            applied = {s: self.batches.view_dsv(s) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
             self._arrived(source, events)
         return acked, reached, applied
@@ -457,7 +443,7 @@ class Warehouse:
         spans = []
         with self._edge:
             for r in requests:
-                span = self.receipts.missing(source, r.from_dsv, r.through_dsv)
+                span = self.batches.receipts.missing(source, r.from_dsv, r.through_dsv)
                 if span is not None and span not in spans:
                     spans.append(span)
             self.withheld_resends += len(requests) - len(spans)
@@ -639,7 +625,6 @@ class Warehouse:
                     self.commit_failures += 1
                     self.commits_failing += 1
                     self.last_commit_error = f"{type(err).__name__}: {first_line(err)}"
-                self._after_failed_commit()
                 self._batch_due.set()
             took = time.monotonic() - started
 
@@ -651,10 +636,10 @@ class Warehouse:
         no batch commit waits for one."""
         compacted = None
         while not self._stop.wait(self.settings.compact_interval):
-            if self.batch_id == compacted:
+            if self.batches.last_batch == compacted:
                 continue
             try:
-                batch = self.batch_id
+                batch = self.batches.last_batch
                 self.store.compact()
                 compacted = batch
                 self.store.checkpoint()
@@ -662,57 +647,43 @@ class Warehouse:
                 log.exception("compacting the Delta view failed; the next interval tries again")
 
     def _commit_batch(self) -> None:
-        # Copies: the lists grow while the batch is written (the core and Notify go on meanwhile).
-        with self.lock, self._edge:
-            applied = list(self.applied)
-            state = self._version_state()
-            received = list(self.received)
-            timed = list(self.timed)
-            # Every DSV up to the receipts' mark is in this batch's notifications or an earlier
-            # one's, or was read past by a resynchronisation this batch's state holds.
-            contiguous = {s: self.receipts.contiguous(s) for s in self.sources}
-        if not applied and not received and not timed:
+        """Writes the ledger's next batch (warehouse.core.batches) as one Delta commit. A commit
+        that failed may still have made its batch durable (Delta committed, the reply was lost):
+        the store, recovered, says so, and then the batch counts as committed."""
+        with self.lock, self._edge:   # the state and the ledger at one moment
+            batch = self.batches.take(self._version_state())
+        if batch is None:
             return
         net = Counter()
-        for a in applied:
+        for a in batch.applied:
             net.update(dict(a.delta))
-        self._timed_committing = len(timed)
-        self.store.commit_batch(self.batch_id + 1, applied, list(net.items()), state, not_reflected(received, state),
-                                timed=timed)
-        self.history.append(applied, durable_time=time.time())
-        with self.lock:
-            self.batch_id += 1
-            self.applied = self.applied[len(applied):]
-            self.timed = self.timed[len(timed):]
-            if applied:
-                self.durable_seq = applied[-1].seq
-            self._durable_wake.notify_all()
-        with self._edge:
-            self.received = self.received[len(received):]
-            for s, c in contiguous.items():
-                self.durable[s] = max(self.durable.get(s, 0), c)
-            for s, v in state.get("sources", {}).items():
-                self.durable_applied[s] = max(self.durable_applied.get(s, 0), v["applied_dsv"])
-
-    def _after_failed_commit(self) -> None:
-        """A failed call may still have made its batch durable (Delta committed, the reply was
-        lost): recover the store, and if it holds that batch, move on past it, so the retry
-        carries only what is not durable yet (re-sent notifications are stored once anyway)."""
         try:
-            _rows, _state, _length, last_batch = self.store.load()
+            self.store.commit_batch(batch.id, batch.applied, list(net.items()), batch.state, batch.notifications,
+                                    timed=batch.timed)
+        except Exception:
+            if self._durable_after_all(batch):
+                self._made_durable(batch, durable_time=None)   # when it became durable is not known
+            raise
+        with self.lock, self._edge:
+            self.batches.committed(batch)
+        self._made_durable(batch, durable_time=time.time())
+
+    def _durable_after_all(self, batch: Batch) -> bool:
+        try:
+            last_batch = self.store.load()[3]
         except Exception:
             log.exception("the store could not recover; the next batch will try again")
-            return
-        if last_batch is None or last_batch <= self.batch_id:
-            return
+            return False
+        with self.lock, self._edge:
+            return self.batches.failed(batch, last_batch)
+
+    def _made_durable(self, batch: Batch, durable_time: float | None) -> None:
+        """The history gets the batch's states, and refreshes waiting for them to be durable go on."""
+        self.history.append(batch.applied, durable_time=durable_time)
         with self.lock:
-            done = [a for a in self.applied if a.seq <= self.store.last_seq]
-            self.applied = self.applied[len(done):]
-            self.timed = self.timed[self._timed_committing:]   # that batch holds them
-            self.batch_id = last_batch
-            self.durable_seq = max(self.durable_seq, self.store.last_seq)
+            if batch.applied:
+                self.durable_seq = max(self.durable_seq, batch.applied[-1].seq)
             self._durable_wake.notify_all()
-        self.history.append([a for a in done if a.seq > self.history.last_seq()])
 
     # ---- reading ----
 
@@ -758,13 +729,14 @@ class Warehouse:
                 if not self._durable_wake.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
                     raise TimeoutError(f"the refreshed view was not durable in Delta within {timeout:g} s")
             high_water = {s: v["high_water"] for s, v in self.algorithm.version_state()["sources"].items() if "high_water" in v}
-            return {"applied_dsv": applied, "seq": seq, "batch": self.batch_id, "high_water": high_water}
+            return {"applied_dsv": applied, "seq": seq, "batch": self.batches.last_batch, "high_water": high_water}
 
     def status(self) -> dict:
-        with self.lock:
+        with self.lock, self._edge:
             return {"algorithm": self.plugin.name, "applied": self.seq, "in_flight": self.algorithm.in_flight,
                     "applied_dsv": self.algorithm.applied_dsv(), "view_rows": len(self.algorithm.view_rows()),
-                    "durable": dict(self.durable), "counters": self.algorithm.counters.as_dict(),
+                    "durable": {s: self.batches.acked(s) for s in self.sources},
+                    "counters": self.algorithm.counters.as_dict(),
                     "withheld": self.withheld, "withheld_resends": self.withheld_resends,
                     "resent_lost": self.resent_lost, "commit_failures": self.commit_failures,
                     "commits_failing": self.commits_failing, "last_commit_error": self.last_commit_error,

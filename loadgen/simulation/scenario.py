@@ -63,6 +63,7 @@ class Scenario:
     period: float | None = None    # recompute's period
     deferral: Deferral | None = None   # lazy's bounds
     salem: SalemOptions | None = None  # salem's apply mode, step and rolling intervals
+    fifo_repair: bool = False          # the live warehouse's per-source FIFO order (warehouse.fifo_order)
 
 
 def _deferral(doc, where: str) -> Deferral:
@@ -84,7 +85,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
     if not isinstance(doc, dict):
         raise ScenarioError(f"{where}: a scenario is a YAML mapping")
     unknown = set(doc) - {"name", "algorithm", "access", "sources", "constraints", "view", "initial", "steps",
-                          "expect", "log_retention", "period", "lazy", "salem"}
+                          "expect", "log_retention", "period", "lazy", "salem", "fifo_repair"}
     if unknown:
         raise ScenarioError(f"{where}: unknown top-level key {sorted(unknown)[0]!r}")
     try:
@@ -119,6 +120,10 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
         if not _is_number(period) or period <= 0:
             raise ScenarioError(f"{where}: period must be a positive number (recompute's period in simulated time)")
         scenario.period = float(period)
+    if "fifo_repair" in doc:
+        if not isinstance(doc["fifo_repair"], bool):
+            raise ScenarioError(f"{where}: fifo_repair is true (as the live warehouse) or false (the default)")
+        scenario.fifo_repair = doc["fifo_repair"]
     if "lazy" in doc:
         scenario.deferral = _deferral(doc["lazy"], f"{where}: lazy")
     if "salem" in doc:

@@ -13,7 +13,10 @@ compensation step, and each view state the warehouse applied.
 The warehouse keeps what the live one keeps in Delta (`Durable`): at each timer round, as the
 live one at each batch commit, the view, its version state, the states applied since and every
 notification received become durable, and only then are those notifications acknowledged to
-their sources (before, a source only hears that they reached the core). A warehouse restart
+their sources (before, a source only hears that they reached the core), by the live one's rules
+(warehouse.core.batches). With the scenario's `fifo_repair`, an algorithm that assumes FIFO
+channels takes each source's messages in the order the source sent them, through the live
+warehouse's FifoOrder (a sub-query's round trip ends with its first answer or its loss). A warehouse restart
 (`restart: {warehouse: true}`) loses everything else: the algorithm starts again from the
 durable view and state (warehouse.core.registry.restore, as the live one restarts from Delta)
 and takes the durable notifications it had not applied again; sub-queries and answers of the
@@ -39,6 +42,7 @@ from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
 from warehouse.core import registry
+from warehouse.core.batches import Batch, BatchLedger
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -57,9 +61,10 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
-from warehouse.core.registry import Settings, not_reflected
+from warehouse.core.registry import Settings
 from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import user_view
+from warehouse.fifo_order import FifoOrder
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
 
@@ -86,6 +91,7 @@ class Durable:
     state: dict           # its version state (the algorithm's version_state())
     notifications: dict = field(default_factory=dict)   # (source, DSV) -> every one received
     states: list = field(default_factory=list)          # the change log: every state applied
+    last_batch: int = 0                                 # the id of the last batch committed
 
 
 @dataclass
@@ -124,8 +130,8 @@ class Simulator:
         self.now = 0.0
         self.incarnation = 1            # the warehouse process; a restart starts another
         self.durable = Durable(dict(rows), self.algorithm.version_state())
-        self.applied: list[dict] = []   # states applied since the last batch (not durable yet)
-        self.received: list[Notification] = []   # notifications received since the last batch
+        # What the next batch holds and what sources are told is durable, as live.
+        self.batches = BatchLedger({s: 1 for s in catalog.sources})
         # Each source's sender resends as the live one does (source_node.resend_policy), a timer
         # round being its short interval.
         self.policies = {s: ResendPolicy(self.algorithm.timeout) for s in self.sources}
@@ -133,6 +139,12 @@ class Simulator:
         self.held: dict[str, list[Subquery]] = {}
         self.queued_queries = False   # `queries: in-flight`: sub-queries, answers, resend requests travel too
         self.fifo_answers = False     # inside `run: all`, an answer does not overtake its source's messages
+        # With the scenario's `fifo_repair`, an algorithm that assumes FIFO channels takes each
+        # source's messages in the order it sent them, as the live warehouse (warehouse.fifo_order).
+        self.fifo_repair = scenario.fifo_repair and plugin.assumptions.fifo
+        self.fifo: FifoOrder | None = None
+        self.round_trips: Counter = Counter()   # sub-query id -> copies sent whose round trip is not over
+        self._start_fifo_order()
         self.run = Run()
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
         self.current = user_view(self.view, rows)   # the view state by state, kept from the applied deltas
@@ -157,7 +169,7 @@ class Simulator:
         elif step.kind in ("deliver", "drop", "duplicate"):
             msg = self._take(a["message"], a["name"], step)
             if step.kind == "drop":
-                self._log("drop", msg)
+                self._lost(msg)
             else:
                 for _ in range(2 if step.kind == "duplicate" else 1):
                     self._deliver(msg)
@@ -291,42 +303,44 @@ class Simulator:
         self.run.counters["restarts"] += 1
         for msg in [m for m in self.flight if m.kind == "answer" and m.source == source]:
             self.flight.remove(msg)
-            self._log("drop", msg)
-        self.held.pop(source, None)
+            self._lost(msg)
+        for sq in self.held.pop(source, []):
+            self._lost(Message("subquery", source, sq))
         self.sources[source].reopen()
         self.policies[source] = ResendPolicy(self.algorithm.timeout)   # a new process: a new sender
         for n in self.policies[source].due(self.sources[source].unacknowledged(), self.now):
             self._send(Message("notification", source, n), resend=True)
 
     def commit_batch(self) -> None:
-        """What the live warehouse's batch commit does: the view, its version state, the states
-        applied since and the notifications received become durable (one Delta commit), the
-        states are added to the run's history, and the sources hear that every notification up
-        to what reached the core without a gap is acknowledged."""
-        self._make_durable()
+        """What the live warehouse's batch commit does, by the same rules (warehouse.core.batches):
+        the view, its version state, the states applied since and the notifications received
+        that it does not reflect become durable (one Delta commit), the states are added to the
+        run's history, and the sources hear what is durable."""
+        batch = self.batches.take(self.algorithm.version_state())
+        if batch is not None:
+            self._make_durable(batch)
+            self.batches.committed(batch)
         self.run.states += self.durable.states[len(self.run.states):]
-        applied = self.algorithm.applied_dsv()
         for source, store in self.sources.items():
-            store.acknowledge(self.algorithm.received_through(source))
+            store.acknowledge(self.batches.acked(source))
             # The view in Delta reflects this far: no answer will be asked for below it.
-            store.applied_through(applied.get(source, 0))
+            store.applied_through(self.batches.view_dsv(source))
 
-    def _make_durable(self) -> None:
+    def _make_durable(self, batch: Batch) -> None:
         """The batch's Delta commit, which is atomic: all of it is durable, or none."""
-        self.durable.states += self.applied
-        self.applied = []
-        self.durable.state = self.algorithm.version_state()
-        self.durable.notifications.update(((n.source, n.dsv), n) for n in not_reflected(self.received, self.durable.state))
-        self.received = []
+        self.durable.states += batch.applied
+        self.durable.state = batch.state
+        self.durable.notifications.update(((n.source, n.dsv), n) for n in batch.notifications)
         self.durable.rows = self.algorithm.view_rows()   # a copy of the core's
+        self.durable.last_batch = batch.id
 
     def restart_warehouse(self, mid_batch: bool = False) -> None:
         """The warehouse's process crashes and starts again from its durable store (see the
         module docstring); `mid_batch`: it crashes between a batch's Delta commit and the rest
         (the history's lines, the acknowledgements): the history takes the missing states from
         the change log at the next batch, as the live warehouse does when it restarts."""
-        if mid_batch:
-            self._make_durable()
+        if mid_batch and (batch := self.batches.take(self.algorithm.version_state())) is not None:
+            self._make_durable(batch)
         self.run.trace.append({"t": self.now, "event": "restart", "source": "warehouse",
                                "mid_batch": mid_batch})
         self.run.counters["warehouse_restarts"] += 1
@@ -336,7 +350,8 @@ class Simulator:
         except ValueError as err:
             raise ScenarioError(f"restart: {err}") from None
         self.incarnation += 1
-        self.applied, self.received = [], []
+        applied = self.algorithm.applied_dsv()
+        self.batches = BatchLedger(applied, self.durable.notifications.values(), self.durable.last_batch)
         self.current = user_view(self.view, self.durable.rows)
         for msg in [m for m in self.flight if m.kind in ("subquery", "answer", "resend")]:
             self.flight.remove(msg)
@@ -345,9 +360,10 @@ class Simulator:
             queue.clear()
         for policy in self.policies.values():
             policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
-        applied = self.algorithm.applied_dsv()
+        self.fifo = None   # as live, the durable notifications go to the algorithm before FIFO order starts
         self._handle_all([NotificationArrived(n, self.now) for (s, d), n in sorted(self.durable.notifications.items())
                           if d > applied.get(s, 0)])
+        self._start_fifo_order()
 
     # ---- message flow ----
 
@@ -363,12 +379,13 @@ class Simulator:
     def _deliver(self, msg: Message) -> None:
         self._log("deliver", msg)
         if msg.kind == "notification":
-            self.received.append(msg.payload)   # durable at the next batch
-            self._handle(NotificationArrived(msg.payload, self.now))
+            self.batches.receive(msg.payload)   # durable at the next batch
+            self._handle_all(self._arrived(msg.source, [NotificationArrived(msg.payload, self.now)]))
         elif msg.kind == "subquery":
             self._handle_all(self._query_arrives(msg.payload))
         elif msg.kind == "answer":
-            self._handle(AnswerArrived(msg.payload, self.now))
+            self._handle_all(self._arrived(msg.source, [AnswerArrived(msg.payload, self.now)],
+                                           self._round_trip_over(msg.payload.id)))
         elif msg.kind == "resend":
             store = self.sources[msg.source]
             if msg.payload[0] < store.oldest_available():
@@ -399,7 +416,34 @@ class Simulator:
                 m.source == sq.source and m.kind in ("notification", "answer") for m in self.flight)):
             self.flight.append(Message("answer", sq.source, answer))
             return []
-        return [AnswerArrived(answer, self.now)]
+        return self._arrived(sq.source, [AnswerArrived(answer, self.now)], self._round_trip_over(sq.id))
+
+    # ---- per-source FIFO processing (warehouse.fifo_order), for the algorithms that assume it ----
+
+    def _start_fifo_order(self) -> None:
+        """The warehouse process's FIFO order starts from what the algorithm has received, with
+        no round trip under way (the live warehouse's open)."""
+        self.round_trips.clear()
+        if self.fifo_repair:
+            self.fifo = FifoOrder({s: self.algorithm.received_through(s) for s in self.sources})
+
+    def _arrived(self, source: str, events: list, query_done: bool = False) -> list:
+        """What of the arrived `events` the algorithm may take now (all of them, without FIFO repair)."""
+        return events if self.fifo is None else self.fifo.arrived(source, events, query_done)
+
+    def _round_trip_over(self, subquery_id: str) -> bool:
+        """A copy of the sub-query's answer arrived, or the sub-query or its answer was lost: one of
+        its round trips is over (a duplicated copy ends none: its round trip ended with the first)."""
+        if not self.round_trips[subquery_id]:
+            return False
+        self.round_trips[subquery_id] -= 1
+        return True
+
+    def _lost(self, msg: Message) -> None:
+        """`msg` is gone: a lost sub-query or answer ends its round trip, as a failed Query RPC does live."""
+        self._log("drop", msg)
+        if msg.kind in ("subquery", "answer") and self._round_trip_over(msg.payload.id):
+            self._handle_all(self._arrived(msg.source, [], query_done=True))
 
     def _handle_all(self, events: list) -> None:
         for event in events:
@@ -412,6 +456,9 @@ class Simulator:
 
     def send_subquery(self, action: SendSubquery) -> list:
         sq = action.subquery
+        if self.fifo is not None:
+            self.fifo.query_sent(sq.source)
+            self.round_trips[sq.id] += 1
         self.run.counters["subqueries"] += 1
         self.run.counters["messages"] += 1
         self._count_rows(None, sq.probe)
@@ -436,13 +483,14 @@ class Simulator:
 
     def acknowledge(self, action: Acknowledge) -> None:
         # Reached the core; acknowledged (the outbox entry dropped) once durable: commit_batch.
+        self.batches.read_past(action.source, action.dsv)
         self.policies[action.source].heard(self._incarnation, action.dsv, action.beyond, now=self.now)
 
     def apply_state(self, action: StateApplied) -> None:
         self.current.apply(action.delta)
         view = self.current.rows()
-        self.applied.append({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
-                             "versions": action.versions, "view": view})
+        self.batches.apply({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
+                            "versions": action.versions, "view": view})
         self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
                                "versions": action.versions, "view": _rows(self.view, view)})
 

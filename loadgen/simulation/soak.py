@@ -4,6 +4,7 @@ it restarts from its simulated durable store, half the time between the parts of
 
     fedlab soak                                   # 10,000 schedules of sze-ling, 2 workers
     fedlab soak --algorithm versioned --schedules 20000
+    fedlab soak --algorithm strobe --fifo-repair  # with the live warehouse's per-source FIFO order
 
 The schedules are spread evenly over the conditions; each is a random federation (2-6 relations
 over 2-4 sources, loadgen.workloads.synthetic) with 60 random steps. Condition by condition it prints how
@@ -23,7 +24,7 @@ import math
 import sys
 import time
 
-from loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, run_matrix
+from loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, add_fifo_repair, run_matrix
 from loadgen.simulation.scenario import LEVELS
 from warehouse.core import registry
 
@@ -35,6 +36,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="first federation seed (0)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (2)")
     parser.add_argument("--out", default="runs/soak", metavar="DIR", help="counterexamples (runs/soak)")
+    add_fifo_repair(parser)
 
 
 def main(args) -> int:
@@ -51,7 +53,8 @@ def main(args) -> int:
     started, short = time.monotonic(), []
     for i, condition in enumerate(conditions):
         began = time.monotonic()
-        cell, = run_matrix(per, args.seed + i * per, [args.algorithm], [condition], args.out, args.jobs)
+        cell, = run_matrix(per, args.seed + i * per, [args.algorithm], [condition], args.out, args.jobs,
+                           fifo_repair=args.fifo_repair)
         verdict = cell["level"]
         if LEVELS.index(verdict) < LEVELS.index(claim):
             above = LEVELS[LEVELS.index(verdict) + 1]

@@ -11,8 +11,9 @@ The same core runs under the live warehouse service and under the deterministic 
   (timeline).
 - here, what they all share: the events and actions (events), the interface adapters drive
   (algorithm), the one loop and the ports that carry out actions (ports), the built-in
-  algorithms as plug-ins (builtin_plugins), the notification log and its receipts, the view state, the join planner
-  and the evaluation of a plan's fragments, snapshots of every source (snapshots), and the
+  algorithms as plug-ins (builtin_plugins), the notification log and its receipts, the batch
+  protocol by which the warehouse makes its work durable (batches), the view state, the join
+  planner and the evaluation of a plan's fragments, snapshots of every source (snapshots), and the
   edges of a view's SQL beyond a join of distinct relations: a self-join's occurrences
   (occurrences) and a summarised view kept from its join's deltas (summarised).
 """
