@@ -50,9 +50,10 @@ def test_a_random_schedule_replays_from_its_recorded_explicit_steps(condition, a
 
 def test_the_recorded_steps_name_every_kind_of_fault():
     """Over a few schedules of every fault together, each decision a random step can take shows."""
-    seen = Counter(shape(s) for seed in range(6) for s in recorded(schedule("sze-ling", "everything", seed)))
+    seen = Counter(shape(s) for seed in range(10) for s in recorded(schedule("sze-ling", "everything", seed)))
     expected = {("commit", "source"), ("tick", "timers"), ("restart", "source"), ("restart", "warehouse"),
-                ("queries", "in-flight"), ("queries", "at-once"), ("run", "all")}
+                ("queries", "in-flight"), ("queries", "at-once"), ("run", "all"),
+                ("fail_batch", "refused"), ("fail_batch", "stored")}
     expected |= {(fate, kind) for fate in ("deliver", "drop", "duplicate") for kind in ("notification", "answer")}
     expected |= {("deliver", "subquery"), ("drop", "subquery")}
     assert expected <= set(seen), expected - set(seen)

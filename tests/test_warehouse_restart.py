@@ -50,6 +50,28 @@ def test_the_warehouse_restarts_from_what_its_last_batch_made_durable(mid_batch)
     assert result["counters"].get("notification_resends", 0) >= (0 if mid_batch else 1)
 
 
+@pytest.mark.parametrize("failure", ["refused", "stored"])
+def test_a_failed_batch_commit_is_retried_or_counted_as_its_store_says(failure):
+    """t1's batch commit fails: refused, it is taken again at the next round, with t2; stored (the
+    reply lost), it counts as committed and t2 goes alone. Either way each state is durable once,
+    and a crash after it loses neither."""
+    doc = {**EXAMPLE, "algorithm": "sze-ling", "expect": {"view": [["c1", 2]], "consistency": "complete"}, "steps": [
+        {"commit": {"source": "ds2", "id": "t1", "insert": {"R2": [["b1", "c1"]]}}},
+        {"deliver": {"notification": "t1"}},
+        {"fail_batch": failure},
+        {"tick": "timers"},
+        {"commit": {"source": "ds1", "id": "t2", "insert": {"R1": [["a2", "b1"]]}}},
+        {"deliver": {"notification": "t2"}},
+        {"tick": "timers"},
+        {"restart": {"warehouse": True}},
+        {"run": "all"}]}
+    result = simulate(parse_scenario(doc, "failed batch"))
+    assert result["expectations_met"], result["failures"]
+    failed, = [e for e in result["trace"] if e["event"] == "batch-failed"]
+    assert (failed["batch"], failed["counted_committed"]) == (1, failure == "stored")
+    assert [s["transaction"] for s in result["states"]] == ["t1", "t2"]
+
+
 def test_a_restart_step_names_the_warehouse_or_a_source():
     doc = {**EXAMPLE, "steps": [{"restart": {"warehouse": "later"}}]}
     with pytest.raises(ScenarioError, match=r"restart needs \{source: SOURCE\} naming a known source, or "
@@ -66,14 +88,15 @@ def test_the_strobe_family_cannot_restart_and_says_so():
 @pytest.mark.parametrize("algorithm, claim", [("sze-ling", "complete"), ("versioned", "complete"), ("lazy", "strong"),
                                              ("salem", "complete")])
 def test_random_schedules_with_warehouse_crashes_keep_the_algorithms_level(algorithm, claim):
-    crashes, federations = 0, seeds(40)
+    crashes, failures, federations = 0, 0, seeds(40)
     for seed in federations:
         result = simulate(parse_scenario(schedule(algorithm, "everything", seed), f"{algorithm} seed {seed}"))
         checker = result["checker"]
         assert result["consistency"] in (claim, "complete") and not checker["lost"] and not checker["doubled"], \
             (seed, result["consistency"], checker["anomalies"][:2])
         crashes += result["counters"].get("warehouse_restarts", 0)
-    assert crashes >= len(federations)   # about two a schedule
+        failures += result["counters"].get("batch_failures", 0)
+    assert crashes >= len(federations) and failures >= len(federations) / 2   # about two and one a schedule
 
 
 @pytest.mark.slow   # counterexamples shrunk with hundreds of replays
@@ -113,3 +136,8 @@ def test_a_durable_notification_whose_task_was_lost_is_maintained_after_the_rest
     result = simulate(parse_scenario(doc, "durable, not applied"))
     assert result["expectations_met"], result["failures"]
     assert result["counters"].get("notification_resends", 0) == 0 and [s["transaction"] for s in result["states"]] == ["t1"]
+
+
+def test_a_fail_batch_step_says_how_the_commit_fails():
+    with pytest.raises(ScenarioError, match="fail_batch takes refused or stored"):
+        parse_scenario({**EXAMPLE, "steps": [{"fail_batch": "lost"}]}, "bad fail_batch")

@@ -53,12 +53,14 @@ CONDITIONS = {
     "all": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03},
 }
 # Crashes of the warehouse (loadgen.simulation.simulator: it restarts from its simulated durable store, half
-# the time between a batch's Delta commit and the rest). Not in the matrix by default: some
+# the time between a batch's Delta commit and the rest; under everything, a batch's commit also
+# fails, refused or stored with its reply lost: fail_batch). Not in the matrix by default: some
 # algorithms cannot restart (the Strobe family: its widened view is not what the store holds);
 # `fedlab soak` runs them.
 RESTART_CONDITIONS = {
     "warehouse-restart": {"warehouse_restart": 0.03},
-    "everything": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03, "warehouse_restart": 0.03},
+    "everything": {"reorder": 0.3, "drop": 0.1, "duplicate": 0.1, "restart": 0.03, "warehouse_restart": 0.03,
+                   "batch_failure": 0.03},
 }
 # The assumptions (warehouse.core.registry.Assumptions) each condition breaks.
 BREAKS = {"fifo": (), "reordering": ("fifo",), "loss": ("no_loss",), "duplication": ("no_loss",),
@@ -77,7 +79,7 @@ def schedule(algorithm: str, condition: str, seed: int, transactions: str = "sou
     rates = {k: faults.get(k, 0.0) for k in ("drop", "reorder", "duplicate")}
     doc = random_scenario(seed, steps=steps, commit_rate=0.4, algorithm=algorithm, **rates)
     step = doc["steps"][0]["random"]
-    step.update({k: faults[k] for k in ("restart", "warehouse_restart") if k in faults})
+    step.update({k: faults[k] for k in ("restart", "warehouse_restart", "batch_failure") if k in faults})
     if transactions != "source-local":
         step["transactions"] = transactions
     if period is not None:

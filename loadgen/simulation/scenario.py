@@ -24,12 +24,13 @@ from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read", "tick", "queries", "refresh")
+              "restart", "read", "tick", "queries", "refresh", "fail_batch")
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
 # its id, an answer by the sub-query it answers, a resend request by the source it goes to.
 MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
 _RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "warehouse_restart",
-                "transactions"}
+                "batch_failure", "transactions"}
+BATCH_FAILURES = ("refused", "stored")   # how a batch's commit fails: fail_batch
 TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
 
 
@@ -247,6 +248,10 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
         if args != "timers":
             raise ScenarioError(f"{where}: tick takes 'timers'")
         return {}
+    if kind == "fail_batch":
+        if args not in BATCH_FAILURES:
+            raise ScenarioError(f"{where}: fail_batch takes {' or '.join(BATCH_FAILURES)}")
+        return {"failure": args}
     if kind == "restart":
         if isinstance(args, dict) and set(args) == {"warehouse"} and args["warehouse"] in (True, "mid-batch"):
             return {"warehouse": args["warehouse"]}
@@ -264,7 +269,7 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
         raise ScenarioError(f"{where}: random.steps must be a positive integer, got {steps!r}")
     rates = {}
     for rate, default in (("drop", 0), ("reorder", 0), ("duplicate", 0), ("commit_rate", 0.5), ("restart", 0),
-                          ("warehouse_restart", 0)):
+                          ("warehouse_restart", 0), ("batch_failure", 0)):
         value = args.get(rate, default)
         if not _is_number(value) or not 0 <= value <= 1:
             raise ScenarioError(f"{where}: random.{rate} must be a number between 0 and 1, got {value!r}")

@@ -36,7 +36,7 @@ from fedmodel.errors import ModelError
 from fedmodel.subquery import Subquery
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 from fedmodel.viewdef import ColumnRef
-from loadgen.simulation.scenario import Scenario, ScenarioError, Step, commit_step, parse_step
+from loadgen.simulation.scenario import BATCH_FAILURES, Scenario, ScenarioError, Step, commit_step, parse_step
 from source_node.faults import KINDS as SOURCE_FAULTED
 from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
@@ -132,6 +132,7 @@ class Simulator:
         self.durable = Durable(dict(rows), self.algorithm.version_state())
         # What the next batch holds and what sources are told is durable, as live.
         self.batches = BatchLedger({s: 1 for s in catalog.sources})
+        self.batch_failure: str | None = None   # how the next batch's commit fails (fail_batch)
         # Each source's sender resends as the live one does (source_node.resend_policy), a timer
         # round being its short interval.
         self.policies = {s: ResendPolicy(self.algorithm.timeout) for s in self.sources}
@@ -155,7 +156,8 @@ class Simulator:
         for step in self.scenario.steps:
             self.now += 1
             self._step(step)
-        self.commit_batch()   # the run ends with what it applied durable
+        self.batch_failure = None   # the run ends with what it applied durable: a commit that succeeds
+        self.commit_batch()
         return self.run
 
     def _step(self, step: Step) -> None:
@@ -200,6 +202,8 @@ class Simulator:
             self._handle(ViewQueried(self.now))
         elif step.kind == "tick":
             self._fire_timers()
+        elif step.kind == "fail_batch":
+            self.batch_failure = a["failure"]
         elif step.kind == "refresh":
             self.refresh(RefreshRequested(a.get("as_of"), a.get("vector"), self.now))
 
@@ -318,8 +322,16 @@ class Simulator:
         run's history, and the sources hear what is durable."""
         batch = self.batches.take(self.algorithm.version_state())
         if batch is not None:
-            self._make_durable(batch)
-            self.batches.committed(batch)
+            failure, self.batch_failure = self.batch_failure, None
+            if failure != "refused":
+                self._make_durable(batch)
+            if failure is None:
+                self.batches.committed(batch)
+            else:   # the live warehouse reads its store back: does it hold the batch?
+                counted = self.batches.failed(batch, self.durable.last_batch)
+                self.run.trace.append({"t": self.now, "event": "batch-failed", "batch": batch.id,
+                                       "failure": failure, "counted_committed": counted})
+                self.run.counters["batch_failures"] += 1
         self.run.states += self.durable.states[len(self.run.states):]
         for source, store in self.sources.items():
             store.acknowledge(self.batches.acked(source))
@@ -570,13 +582,13 @@ class RandomSchedule:
 
     def __init__(self, sim: Simulator, seed: int, drop: float, reorder: float, duplicate: float,
                  commit_rate: float, restart: float = 0.0, transactions: str = "source-local",
-                 warehouse_restart: float = 0.0):
+                 warehouse_restart: float = 0.0, batch_failure: float = 0.0):
         self.sim = sim
         self.rng = random.Random(seed)
         self.workload = RandomTransactions(sim.scenario, self.rng, single_update=transactions == "single-update")
         self.faults = {s: FaultInjector(f"{seed}:{s}", drop=drop, duplicate=duplicate) for s in sim.sources}
         self.drop, self.reorder, self.duplicate, self.commit_rate = drop, reorder, duplicate, commit_rate
-        self.restart, self.warehouse_restart = restart, warehouse_restart
+        self.restart, self.warehouse_restart, self.batch_failure = restart, warehouse_restart, batch_failure
 
     def next_step(self) -> dict | None:
         """The next step; None when the drawn transaction is one its source would refuse."""
@@ -586,6 +598,8 @@ class RandomSchedule:
             return {"restart": {"source": rng.choice(sorted(sim.sources))}}
         if self.warehouse_restart and rng.random() < self.warehouse_restart:
             return {"restart": {"warehouse": "mid-batch" if rng.random() < 0.5 else True}}
+        if self.batch_failure and rng.random() < self.batch_failure:
+            return {"fail_batch": rng.choice(BATCH_FAILURES)}
         if rng.random() < self.commit_rate:
             return self._commit(rng.choice(sorted(sim.sources)))
         if not sim.flight:
