@@ -267,13 +267,15 @@ def test_the_factories_take_access_and_query_timeout():
 
 # ---- random single-source federations under FIFO delivery without loss ----
 
-def fifo_runs(name: str, seeds: range, **schedule) -> list[dict]:
+def fifo_runs(name: str, seeds: range, fifo_repair: bool = False, **schedule) -> list[dict]:
     """One result per seed. Views of two to four relations: ECA's terms multiply with the
-    relations a term can still substitute (module docstring, Cost)."""
+    relations a term can still substitute (module docstring, Cost). `fifo_repair`: through the
+    live warehouse's FIFO order (warehouse.fifo_order)."""
     results = []
     for seed in seeds:
         doc = random_scenario(seed, relations=(2, 4), sources=(1, 1), drop=0.0, reorder=0.0, duplicate=0.0,
                               steps=40, algorithm=name)
+        doc["fifo_repair"] = fifo_repair
         doc["steps"][0]["random"].update(schedule)
         results.append(simulate(parse_scenario(doc, f"{name} seed {seed}")))
     return results
@@ -287,6 +289,14 @@ def test_eca_is_at_least_strong_on_random_single_source_federations_under_fifo()
     results = fifo_runs("eca", seeds(40))
     assert all(at_least_strong(r) for r in results), Counter(r["consistency"] for r in results)
     assert sum(r["counters"]["algorithm_compensations"] for r in results) > 0
+
+
+def test_eca_stays_strong_with_the_live_warehouses_fifo_order():
+    """The live warehouse puts ECA's messages through warehouse.fifo_order; over a FIFO network
+    that order changes nothing, and the level must not change either (the simulator once let an
+    answer overtake a notification the order had released: scenarios/defects)."""
+    results = fifo_runs("eca", seeds(40), fifo_repair=True)
+    assert all(at_least_strong(r) for r in results), Counter(r["consistency"] for r in results)
 
 
 def test_eca_key_falls_below_strong_only_where_a_tuple_is_deleted_during_its_own_insertion_query():

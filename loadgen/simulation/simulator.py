@@ -61,7 +61,7 @@ from warehouse.core.events import (
 )
 from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
-from warehouse.core.registry import Settings
+from warehouse.core.registry import Settings, not_reflected
 from warehouse.core.salem.timeline import PointError
 from warehouse.core.summarised import user_view
 from warehouse.fifo_order import FifoOrder
@@ -145,6 +145,7 @@ class Simulator:
         self.fifo_repair = scenario.fifo_repair and plugin.assumptions.fifo
         self.fifo: FifoOrder | None = None
         self.round_trips: Counter = Counter()   # sub-query id -> copies sent whose round trip is not over
+        self.releasing: list | None = None      # released by the FIFO order, not yet taken by the core
         self._start_fifo_order()
         self.run = Run()
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
@@ -373,8 +374,8 @@ class Simulator:
         for policy in self.policies.values():
             policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
         self.fifo = None   # as live, the durable notifications go to the algorithm before FIFO order starts
-        self._handle_all([NotificationArrived(n, self.now) for (s, d), n in sorted(self.durable.notifications.items())
-                          if d > applied.get(s, 0)])
+        pending = not_reflected(self.durable.notifications.values(), self.durable.state)
+        self._handle_all([NotificationArrived(n, self.now) for n in sorted(pending, key=lambda n: (n.source, n.dsv))])
         self._start_fifo_order()
 
     # ---- message flow ----
@@ -440,8 +441,17 @@ class Simulator:
             self.fifo = FifoOrder({s: self.algorithm.received_through(s) for s in self.sources})
 
     def _arrived(self, source: str, events: list, query_done: bool = False) -> list:
-        """What of the arrived `events` the algorithm may take now (all of them, without FIFO repair)."""
-        return events if self.fifo is None else self.fifo.arrived(source, events, query_done)
+        """What of the arrived `events` the algorithm may take now (all of them, without FIFO repair).
+        With FIFO repair, what arrives while the core is still taking earlier released events goes
+        after them, as it does live through the warehouse's inbox: an answer read after
+        notification d was released must not reach the core before d does."""
+        if self.fifo is None:
+            return events
+        released = self.fifo.arrived(source, events, query_done)
+        if self.releasing is None:
+            return released
+        self.releasing.extend(released)
+        return []
 
     def _round_trip_over(self, subquery_id: str) -> bool:
         """A copy of the sub-query's answer arrived, or the sub-query or its answer was lost: one of
@@ -458,8 +468,19 @@ class Simulator:
             self._handle_all(self._arrived(msg.source, [], query_done=True))
 
     def _handle_all(self, events: list) -> None:
-        for event in events:
-            self._handle(event)
+        if self.fifo is None:
+            for event in events:
+                self._handle(event)
+            return
+        if self.releasing is not None:   # reached from inside the core's turn: after what it is taking
+            self.releasing.extend(events)
+            return
+        self.releasing = list(events)
+        try:
+            while self.releasing:
+                self._handle(self.releasing.pop(0))
+        finally:
+            self.releasing = None
 
     def _handle(self, event) -> None:
         drive(self.algorithm, event, self)
