@@ -75,11 +75,10 @@ def schedule(algorithm: str, condition: str, seed: int, transactions: str = "sou
              fifo_repair: bool = False) -> dict:
     """The scenario document of one schedule (a random federation and its random step); written
     with its `fifo_repair`, so that a counterexample replays the same way."""
-    faults = {**CONDITIONS, **RESTART_CONDITIONS}[condition]
-    rates = {k: faults.get(k, 0.0) for k in ("drop", "reorder", "duplicate")}
-    doc = random_scenario(seed, steps=steps, commit_rate=0.4, algorithm=algorithm, **rates)
+    doc = random_scenario(seed, steps=steps, commit_rate=0.4, algorithm=algorithm, drop=0.0, reorder=0.0,
+                          duplicate=0.0)
     step = doc["steps"][0]["random"]
-    step.update({k: faults[k] for k in ("restart", "warehouse_restart", "batch_failure") if k in faults})
+    step.update({**CONDITIONS, **RESTART_CONDITIONS}[condition])   # the condition's rates (scenario.RANDOM_RATES)
     if transactions != "source-local":
         step["transactions"] = transactions
     if period is not None:

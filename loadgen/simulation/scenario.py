@@ -28,8 +28,11 @@ STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "relea
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
 # its id, an answer by the sub-query it answers, a resend request by the source it goes to.
 MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
-_RANDOM_KEYS = {"seed", "steps", "drop", "reorder", "duplicate", "commit_rate", "restart", "warehouse_restart",
-                "batch_failure", "transactions"}
+# A random step's rates, each a probability per decision, with its default (the simulator's
+# RandomSchedule takes them by these names; the matrix's conditions set some of them).
+RANDOM_RATES = {"drop": 0, "reorder": 0, "duplicate": 0, "commit_rate": 0.5, "restart": 0, "warehouse_restart": 0,
+                "batch_failure": 0}
+_RANDOM_KEYS = {"seed", "steps", "transactions", *RANDOM_RATES}
 BATCH_FAILURES = ("refused", "stored")   # how a batch's commit fails: fail_batch
 TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
 
@@ -268,8 +271,7 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
     if not _is_integer(steps) or steps < 1:
         raise ScenarioError(f"{where}: random.steps must be a positive integer, got {steps!r}")
     rates = {}
-    for rate, default in (("drop", 0), ("reorder", 0), ("duplicate", 0), ("commit_rate", 0.5), ("restart", 0),
-                          ("warehouse_restart", 0), ("batch_failure", 0)):
+    for rate, default in RANDOM_RATES.items():
         value = args.get(rate, default)
         if not _is_number(value) or not 0 <= value <= 1:
             raise ScenarioError(f"{where}: random.{rate} must be a number between 0 and 1, got {value!r}")
