@@ -61,6 +61,10 @@ _CONF = {
     "spark.ui.showConsoleProgress": "false",
     # Delta reconstructs table snapshots with this many partitions (default 50): one is plenty.
     "spark.databricks.delta.snapshotPartitions": "2",
+    # No checksum file (_delta_log/N.crc) per commit: no reader needs it, and writing it was 17%
+    # of the JVM's samples at 100 txn/s; per batch 14.6-21.1 -> 12.2-18.8 ms of JVM CPU
+    # (fedlab bench --profile, three trials each; docs/results.md).
+    "spark.databricks.delta.writeChecksumFile.enabled": "false",
     # The initial materialisation hands Spark the sources' snapshots as Arrow batches: at SF 1
     # (6M lineitem rows) the default 1 GB heap ran out reading them.
     "spark.driver.memory": "4g",

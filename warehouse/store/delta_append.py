@@ -1,7 +1,8 @@
 """One Delta commit of an Arrow table without a Spark job: the rows go into one Parquet file beside
 the table's others, and one AddFile naming it is committed through delta-spark's own transaction
-(`DeltaLog.startTransaction().commit`: the log store's put-if-absent, conflict detection, the
-checksum file and the checkpoints, as every Delta write of Spark's ends).
+(`DeltaLog.startTransaction().commit`: the log store's put-if-absent, conflict detection and
+the checkpoints, as every Delta write of Spark's ends; the session writes no checksum file,
+warehouse.spark_session).
 
 Why not `df.write.format("delta").mode("append")`: for the few hundred rows of a warehouse batch
 that is a Spark job -- planning, a task serialized with the whole Hadoop configuration, a Parquet
