@@ -7,6 +7,7 @@ oracle at each state's version vector, and the final view against Sze-Ling's one
 from __future__ import annotations
 
 import pytest
+from scenario_support import seeds
 
 from fedmodel.condense import condense
 from fedmodel.transactions import Modification, RelationChange
@@ -106,8 +107,8 @@ def test_the_combined_result_is_the_one_by_one_result(bounds):
     """Section 3.4's claim, on 30 random federations: combining tasks (and condensing them)
     gives the view that maintaining each transaction on its own gives, and each state equals
     the recomputed view at the source states it claims."""
-    fewer = 0
-    for seed in range(30):
+    fewer, federations = 0, seeds(30)
+    for seed in federations:
         one_by_one = _commits_then_read(seed, "sze-ling")
         lazy = _commits_then_read(seed, "lazy", bounds)
         assert lazy["view"] == one_by_one["view"], f"seed {seed}"
@@ -120,14 +121,14 @@ def test_the_combined_result_is_the_one_by_one_result(bounds):
             assert len(lazy["states"]) == transactions and lazy["consistency"] == "complete"
         fewer += lazy["counters"]["subqueries"] < one_by_one["counters"]["subqueries"]
     if bounds["combine_max"] > 1:
-        assert fewer >= 20   # combining saves sub-queries in most federations
+        assert fewer >= 2 * len(federations) // 3   # combining saves sub-queries in most federations
 
 
 def test_random_schedules_with_every_fault_stay_strongly_consistent():
     """Drops, reorders, duplicates and source restarts, over the four bound settings of
     loadgen.workloads.synthetic.LAZY_BOUNDS: every state is the view at the vector it claims."""
-    combined = 0
-    for seed in range(60):
+    combined, federations = 0, seeds(60)
+    for seed in federations:
         doc = random_scenario(seed, algorithm="lazy", drop=0.1, reorder=0.3, duplicate=0.05, steps=60)
         doc["steps"][0]["random"]["restart"] = 0.03
         result = simulate(parse_scenario(doc, f"seed {seed}"))
@@ -135,7 +136,7 @@ def test_random_schedules_with_every_fault_stay_strongly_consistent():
         assert result["consistency"] in ("strong", "complete"), f"seed {seed}: {checker['first_violation']}"
         assert checker["claims_held"] and not checker["lost"] and not checker["doubled"], f"seed {seed}"
         combined += len(result["states"]) < checker["transactions"]
-    assert combined >= 30
+    assert combined >= len(federations) // 2
 
 
 @pytest.mark.parametrize("bounds, message", [
