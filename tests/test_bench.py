@@ -322,11 +322,11 @@ def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
 
 
 def test_repeated_runs_are_planned_round_robin_and_summarised_as_spreads():
-    from loadgen.bench.plan import plan
     from loadgen.bench.report import document, markdown
+    from loadgen.bench.run_specs import run_specs
     from loadgen.bench.trials import trials
 
-    specs = plan("sze-ling,recompute", "q3", "0.1", None, 500, 15, 256, 2, 1024, 8, 30, 1, "mixed",
+    specs = run_specs("sze-ling,recompute", "q3", "0.1", None, 500, 15, 256, 2, 1024, 8, 30, 1, "mixed",
                  "spread", repeat=3)
     assert [(s.algorithm, s.trial) for s in specs] == [("sze-ling", 1), ("recompute", 1), ("sze-ling", 2),
                                                       ("recompute", 2), ("sze-ling", 3), ("recompute", 3)]

@@ -1,6 +1,6 @@
 """`fedlab bench`: maintenance algorithms side by side on one workload and seed.
 
-- plan: the runs one invocation asks for (algorithms x access paths x views x scales x chaos, or
+- run_specs: the runs one invocation asks for (algorithms x access paths x views x scales x chaos, or
   x synthetic federations of each shape and size with --federation), checked before anything starts;
 - runner: one run live (Federation, driver, ramp, checker) and its raw figures;
 - ramp: the search for the highest sustained rate;

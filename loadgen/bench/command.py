@@ -27,14 +27,14 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.bench.plan import (
+from loadgen.bench.run_specs import (
     DEFAULT_ALGORITHMS,
     DEFAULT_CHAOS,
     DEFAULT_COMBINE,
     DEFAULT_RELATION_ROWS,
     DEFAULT_SOURCES,
-    PlanError,
-    plan,
+    BenchArgumentError,
+    run_specs,
     synthetic_federations,
 )
 from loadgen.live.outside_writers import add_outside_writers_argument
@@ -109,14 +109,14 @@ def main(args) -> int:
     try:
         synthetic = _synthetic_federations(args)
         if args.orders < 0:
-            raise PlanError("--orders must be 0 (all) or a positive number")
+            raise BenchArgumentError("--orders must be 0 (all) or a positive number")
         if args.idle < 0:
-            raise PlanError(f"--idle must be 0 (not measured) or a positive number of seconds, got {args.idle:g}")
-        specs = plan(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
+            raise BenchArgumentError(f"--idle must be 0 (not measured) or a positive number of seconds, got {args.idle:g}")
+        specs = run_specs(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
                      args.max_jobs, synthetic, args.outside_writers)
-    except PlanError as err:
+    except BenchArgumentError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
     from rich.console import Console
@@ -147,10 +147,10 @@ def main(args) -> int:
 
 def _synthetic_federations(args) -> list | None:
     """The synthetic federations --federation asks for (None: the TPC-H bench), with the chosen
-    bench's data arguments defaulted in `args`; PlanError for an argument of the other bench."""
+    bench's data arguments defaulted in `args`; BenchArgumentError for an argument of the other bench."""
     if args.federation is None:
         if args.sources is not None or args.relation_rows is not None:
-            raise PlanError("--sources and --relation-rows size the synthetic federations: give --federation too")
+            raise BenchArgumentError("--sources and --relation-rows size the synthetic federations: give --federation too")
         for name, default in TPCH_DEFAULTS.items():
             if getattr(args, name) is None:
                 setattr(args, name, default)
@@ -158,7 +158,7 @@ def _synthetic_federations(args) -> list | None:
     given = [f"--{name.replace('_', '-')}" for name in TPCH_DEFAULTS if getattr(args, name) is not None]
     if given:
         named = given[0] if len(given) == 1 else f"{', '.join(given[:-1])} and {given[-1]} are"
-        raise PlanError(f"--federation benches synthetic federations: {named}{' is' * (len(given) == 1)} for TPC-H")
+        raise BenchArgumentError(f"--federation benches synthetic federations: {named}{' is' * (len(given) == 1)} for TPC-H")
     args.sources = DEFAULT_SOURCES if args.sources is None else args.sources
     args.relation_rows = DEFAULT_RELATION_ROWS if args.relation_rows is None else args.relation_rows
     args.orders = 0

@@ -26,12 +26,12 @@ from typing import Callable
 
 from fedmodel import change_history
 from loadgen.bench import metrics
-from loadgen.bench.plan import RunSpec
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.profilers import Profilers, python_shares
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import DRIVER, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
+from loadgen.bench.run_specs import RunSpec
 from loadgen.live.environment import NO_FAULTS, set_faults
 from loadgen.live.outside_writers import OutsideWriters, outside_writers_line, written_source
 from loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe

@@ -42,7 +42,7 @@ DEFAULT_SOURCES = "3,6,12,24"       # --sources: how many sources the synthetic 
 DEFAULT_RELATION_ROWS = 2000
 
 
-class PlanError(ValueError):
+class BenchArgumentError(ValueError):
     """Bad bench arguments (one line, exit status 2)."""
 
 
@@ -123,35 +123,35 @@ def _split(text: str) -> list[str]:
 def synthetic_federations(shapes: str, sizes: str, rows: int, seed: int) -> list[SyntheticRecipe]:
     """The synthetic federations `--federation` and `--sources` ask for: every shape at every
     size, the smallest size first (an interrupted bench has compared the shapes as far as it got),
-    `rows` rows per relation drawn with `seed`; PlanError naming the first bad argument."""
+    `rows` rows per relation drawn with `seed`; BenchArgumentError naming the first bad argument."""
     from loadgen.workloads.driver_process import SyntheticRecipe
     from loadgen.workloads.federation_shapes import SHAPES
 
     shape_list = list(dict.fromkeys(_split(shapes)))
     for shape in shape_list:
         if shape not in SHAPES:
-            raise PlanError(f"--federation: unknown shape {shape!r} (one of {', '.join(SHAPES)})")
+            raise BenchArgumentError(f"--federation: unknown shape {shape!r} (one of {', '.join(SHAPES)})")
     if not shape_list:
-        raise PlanError(f"--federation: name at least one shape ({', '.join(SHAPES)})")
+        raise BenchArgumentError(f"--federation: name at least one shape ({', '.join(SHAPES)})")
     try:
         size_list = sorted({int(n) for n in _split(sizes)})
     except ValueError:
-        raise PlanError(f"--sources: expected whole numbers such as {DEFAULT_SOURCES}, got {sizes!r}") from None
+        raise BenchArgumentError(f"--sources: expected whole numbers such as {DEFAULT_SOURCES}, got {sizes!r}") from None
     if not size_list or size_list[0] < 2:
-        raise PlanError(f"--sources: a view joins two sources at least; expected whole numbers of at least 2, "
+        raise BenchArgumentError(f"--sources: a view joins two sources at least; expected whole numbers of at least 2, "
                         f"got {sizes!r}")
     if rows < 1:
-        raise PlanError(f"--relation-rows must be 1 or more, got {rows}")
+        raise BenchArgumentError(f"--relation-rows must be 1 or more, got {rows}")
     return [SyntheticRecipe(shape, n, rows, seed) for n in size_list for shape in shape_list]
 
 
-def plan(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
+def run_specs(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
          ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
          workload: str, placements: str = "default",
          source_engine: str = DEFAULT_ENGINE, batch_interval: float = WarehouseSettings.batch_interval, repeat: int = 1,
          combine: str = DEFAULT_COMBINE, max_jobs: int = 1,
          synthetic: list[SyntheticRecipe] | None = None, outside_writers: float = 0.0) -> list[RunSpec]:
-    """The runs, in order; PlanError naming the first bad argument. With `repeat` > 1 the whole
+    """The runs, in order; BenchArgumentError naming the first bad argument. With `repeat` > 1 the whole
     list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
     the machine over the bench spreads over every run alike. `synthetic` (synthetic_federations)
     replaces the TPC-H views, scale factors and placements: one run per federation;
@@ -186,18 +186,18 @@ def _algorithm_runs(algorithms: str, combine: str, max_jobs: int) -> list[tuple[
         try:
             registry.get(name).access(access or None)
         except registry.AlgorithmError as err:
-            raise PlanError(f"--algorithms: {item}: {err}") from None
+            raise BenchArgumentError(f"--algorithms: {item}: {err}") from None
         pairs.append((name, access or None))
     if not pairs:
-        raise PlanError("--algorithms: name at least one algorithm")
+        raise BenchArgumentError("--algorithms: name at least one algorithm")
     try:
         bounds = [int(n) for n in _split(combine)]
     except ValueError:
-        raise PlanError(f"--combine-max: expected whole numbers such as 1,10,100, got {combine!r}") from None
+        raise BenchArgumentError(f"--combine-max: expected whole numbers such as 1,10,100, got {combine!r}") from None
     if not bounds or any(n < 1 for n in bounds):
-        raise PlanError(f"--combine-max: expected whole numbers of at least 1, got {combine!r}")
+        raise BenchArgumentError(f"--combine-max: expected whole numbers of at least 1, got {combine!r}")
     if max_jobs < 1:
-        raise PlanError(f"--max-jobs must be 1 or more, got {max_jobs}")
+        raise BenchArgumentError(f"--max-jobs must be 1 or more, got {max_jobs}")
     return [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
 
 
@@ -219,45 +219,45 @@ def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
         try:
             faults[spec], kills = parse_chaos("" if spec == "none" else spec, sources)
         except ValueError as err:
-            raise PlanError(str(err)) from None
+            raise BenchArgumentError(str(err)) from None
         if kills:
-            raise PlanError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
+            raise BenchArgumentError("--chaos: the bench injects message faults only (use fedlab run for process kills)")
     return faults
 
 
 def _check_load(workload: str, rate: float, duration: float, ramp_start: float, ramp_factor: float, ramp_step: float,
                 settle: float, batch_interval: float, repeat: int) -> None:
-    """PlanError naming the first of the load's and the timings' arguments that the bench cannot run."""
+    """BenchArgumentError naming the first of the load's and the timings' arguments that the bench cannot run."""
     from loadgen.workloads.workload import WORKLOADS
 
     if workload not in WORKLOADS:
-        raise PlanError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
+        raise BenchArgumentError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
     if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0
             and batch_interval > 0):
-        raise PlanError("--rate, --duration, --ramp-step, --ramp-start and --batch-interval must be positive, "
+        raise BenchArgumentError("--rate, --duration, --ramp-step, --ramp-start and --batch-interval must be positive, "
                         "--ramp-factor above 1")
     if repeat < 1:
-        raise PlanError(f"--repeat must be 1 or more, got {repeat}")
+        raise BenchArgumentError(f"--repeat must be 1 or more, got {repeat}")
 
 
 def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
-    """PlanError when pgbench cannot write a source of every run (loadgen.live.outside_writers)."""
+    """BenchArgumentError when pgbench cannot write a source of every run (loadgen.live.outside_writers)."""
     from loadgen.live.outside_writers import source_written, written_source
     from loadgen.workloads.tpch import tpch_catalog
 
     if not rate:
         return
     if any(recipe is not None for *_, recipe in data):
-        raise PlanError("--outside-writers: the pgbench scripts write TPC-H's relations, not a synthetic federation's")
+        raise BenchArgumentError("--outside-writers: the pgbench scripts write TPC-H's relations, not a synthetic federation's")
     try:
         source_written(rate, source_engine, tpch_catalog())   # the rate and the engine
     except ModelError as err:
-        raise PlanError(str(err)) from None
+        raise BenchArgumentError(str(err)) from None
     for placement in {placement for _, _, placement, _ in data}:
         try:
             written_source(tpch_catalog(PLACEMENTS[placement]))
         except ModelError as err:
-            raise PlanError(f"{err}: give --placement default") from None
+            raise BenchArgumentError(f"{err}: give --placement default") from None
 
 
 def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:
@@ -268,23 +268,23 @@ def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[s
     view_list = _split(views)
     for v in view_list:
         if v not in view_names():
-            raise PlanError(f"--views: unknown view {v!r} (one of {', '.join(view_names())})")
+            raise BenchArgumentError(f"--views: unknown view {v!r} (one of {', '.join(view_names())})")
         try:
             load_view(v)
         except ModelError as err:
-            raise PlanError(f"--views: {err}") from None
+            raise BenchArgumentError(f"--views: {err}") from None
     try:
         scale_list = [float(s) for s in _split(scales)]
     except ValueError:
-        raise PlanError(f"--scale: expected numbers such as 0.01,0.1, got {scales!r}") from None
+        raise BenchArgumentError(f"--scale: expected numbers such as 0.01,0.1, got {scales!r}") from None
     if not view_list or not scale_list or any(not s > 0 for s in scale_list):
-        raise PlanError("--views and --scale need at least one view and positive scale factors")
+        raise BenchArgumentError("--views and --scale need at least one view and positive scale factors")
     placement_list = _split(placements)
     for p in placement_list:
         if p not in PLACEMENTS:
-            raise PlanError(f"--placement: unknown placement {p!r} (one of {', '.join(PLACEMENTS)})")
+            raise BenchArgumentError(f"--placement: unknown placement {p!r} (one of {', '.join(PLACEMENTS)})")
     if not placement_list:
-        raise PlanError("--placement: name at least one placement")
+        raise BenchArgumentError("--placement: name at least one placement")
     # A fault for one source must name a source of every placement compared.
     sources = sorted(set.intersection(*(set(PLACEMENTS[p] or DEFAULT_PLACEMENT) for p in placement_list)))
     return [(view, scale, placement, None) for placement in placement_list for view in view_list
