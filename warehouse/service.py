@@ -296,7 +296,7 @@ class Warehouse:
         kept = self.store.read_notifications()
         self.batches = BatchLedger(dsv, kept, last_batch or 0)
         pending = not_reflected(kept, state)
-        for n in sorted(pending, key=lambda n: (n.source, n.dsv)):
+        for n in pending:
             self._handle(NotificationArrived(n, time.monotonic()))
         log.info("restored from Delta: %d view rows, %d notifications to re-apply", len(rows), len(pending))
 

@@ -375,7 +375,7 @@ class Simulator:
             policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
         self.fifo = None   # as live, the durable notifications go to the algorithm before FIFO order starts
         pending = not_reflected(self.durable.notifications.values(), self.durable.state)
-        self._handle_all([NotificationArrived(n, self.now) for n in sorted(pending, key=lambda n: (n.source, n.dsv))])
+        self._handle_all([NotificationArrived(n, self.now) for n in pending])
         self._start_fifo_order()
 
     # ---- message flow ----

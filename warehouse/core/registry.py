@@ -176,15 +176,15 @@ def restore(name: str, view: ViewDef, rows: dict, state: dict, settings: Setting
 
 def not_reflected(notifications, state: dict) -> list:
     """The notifications a durable store keeps beside the version `state` it makes durable: those
-    the view does not reflect yet (above the state's applied DSV of their source). A restart
-    maintains exactly those again (`restore`, then the notifications above applied_dsv); the
-    others are in the view and the change log already. The live warehouse (a Delta batch) and the
-    simulator's durable store keep the same.
+    the view does not reflect yet (above the state's applied DSV of their source), in (source,
+    DSV) order. A restart maintains exactly those again, in that order (`restore`, then these);
+    the others are in the view and the change log already. The live warehouse (a Delta batch) and
+    the simulator's durable store keep the same.
 
     >>> from fedmodel.transactions import Notification
-    >>> notes = [Notification("ds1", d, f"t{d}", ()) for d in (3, 4, 5)] + [Notification("ds2", 2, "u", ())]
-    >>> [(n.source, n.dsv) for n in not_reflected(notes, {"sources": {"ds1": {"applied_dsv": 4}}})]
-    [('ds1', 5), ('ds2', 2)]
+    >>> notes = [Notification("ds2", 2, "u", ())] + [Notification("ds1", d, f"t{d}", ()) for d in (5, 3, 4)]
+    >>> [(n.source, n.dsv) for n in not_reflected(notes, {"sources": {"ds1": {"applied_dsv": 3}}})]
+    [('ds1', 4), ('ds1', 5), ('ds2', 2)]
     """
     applied = {s: v.get("applied_dsv", 0) for s, v in state.get("sources", {}).items()}
-    return [n for n in notifications if n.dsv > applied.get(n.source, 0)]
+    return sorted((n for n in notifications if n.dsv > applied.get(n.source, 0)), key=lambda n: (n.source, n.dsv))
