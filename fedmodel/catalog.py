@@ -263,34 +263,34 @@ _FITS = {
 
 
 # The exact types each column type takes without a closer look (NULL included): what nearly every
-# row holds. A value of another type (a subclass, an int out of range) goes to check_row.
+# row holds. A value of another type (a subclass, an int out of range) goes to validate_row.
 _PLAIN = {"BIGINT": {int}, "DOUBLE": {int, float}, "BOOLEAN": {bool}, "VARCHAR": {str}, "DATE": {str, datetime.date}}
 _PLAIN = {typ: frozenset(kinds | {type(None)}) for typ, kinds in _PLAIN.items()}
 _COLUMNWISE_FROM = 6   # rows: below, a call per value costs less than a pass per column
 
 
-def check_rows(relation: Relation, rows: Sequence[Sequence], where: str) -> list[tuple]:
-    """check_row for many rows; from _COLUMNWISE_FROM rows on, column by column: one pass of C
+def validate_rows(relation: Relation, rows: Sequence[Sequence], where: str) -> list[tuple]:
+    """validate_row for many rows; from _COLUMNWISE_FROM rows on, column by column: one pass of C
     over each column's types instead of a Python call per value (measured on TPC-H's lineitem:
-    the same at 6 rows, 3.5 times faster at 256). Rows that need a closer look get check_row's,
+    the same at 6 rows, 3.5 times faster at 256). Rows that need a closer look get validate_row's,
     and its error.
 
     >>> rel = Relation("R", "ds1", ("a", "b"), ("BIGINT", "VARCHAR"), ("a",))
-    >>> check_rows(rel, [[1, "x"], (2, None)] * 4, "test")[:2]
+    >>> validate_rows(rel, [[1, "x"], (2, None)] * 4, "test")[:2]
     [(1, 'x'), (2, None)]
-    >>> check_rows(rel, [(1, "x"), (2, 3)] * 4, "test")
+    >>> validate_rows(rel, [(1, "x"), (2, 3)] * 4, "test")
     Traceback (most recent call last):
     fedmodel.errors.ModelError: test: R.b is VARCHAR, got 3
     """
     if len(rows) < _COLUMNWISE_FROM:
-        return [check_row(relation, r, where) for r in rows]
+        return [validate_row(relation, r, where) for r in rows]
     width = len(relation.columns)
     checked = [tuple(r) if isinstance(r, (list, tuple)) and len(r) == width else None for r in rows]
     if None in checked:
-        return [check_row(relation, r, where) for r in rows]
+        return [validate_row(relation, r, where) for r in rows]
     for typ, column in zip(relation.types, zip(*checked)):
         if not set(map(type, column)) <= _PLAIN[typ] or (typ == "BIGINT" and not _within_64_bits(column)):
-            return [check_row(relation, r, where) for r in rows]
+            return [validate_row(relation, r, where) for r in rows]
     return checked
 
 
@@ -299,17 +299,17 @@ def _within_64_bits(values: Sequence[int | None]) -> bool:
     return not numbers or (_INT64_MIN <= min(numbers) and max(numbers) <= _INT64_MAX)
 
 
-def check_row(relation: Relation, row: Sequence, where: str) -> tuple:
+def validate_row(relation: Relation, row: Sequence, where: str) -> tuple:
     """Validates one row against the relation's arity and column types; returns it as a tuple."""
     if not isinstance(row, (list, tuple)) or len(row) != len(relation.columns):
         raise ModelError(f"{where}: a row of {relation.name} needs {len(relation.columns)} values, got {row!r}")
     for value, column, typ in zip(row, relation.columns, relation.types):
         if value is not None and not _FITS[typ](value):   # checked here first: most rows are fine
-            check_value(value, typ, f"{where}: {relation.name}.{column}")
+            validate_value(value, typ, f"{where}: {relation.name}.{column}")
     return tuple(row)
 
 
-def check_value(value, typ: str, what: str) -> None:
+def validate_value(value, typ: str, what: str) -> None:
     """Raises ModelError '<what> is <typ>, got <value>' unless `value` is NULL or a value of `typ`.
 
     BIGINT is 64 bits, as in every engine and in the row codec: a larger integer is refused here,

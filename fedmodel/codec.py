@@ -7,7 +7,7 @@ Arrow IPC, which the wire used first: a federation's messages are small (a trans
 probe, an answer), and an Arrow stream pays its schema and its per-column buffers on each: 450 us
 to encode and 260 us to decode four TPC-H line items, in 2.2 kB, against 5 us each way in 0.4 kB
 here. Types are not carried: every reader checks rows against the catalog (fedmodel.messages
-checks each row with fedmodel.catalog.check_row), as it did with Arrow's.
+checks each row with fedmodel.catalog.validate_row), as it did with Arrow's.
 
 A garbled or truncated payload raises ModelError, which servers turn into INVALID_ARGUMENT; so
 does a value the format cannot carry (an integer beyond 64 bits).

@@ -13,7 +13,7 @@ warehouse: `messages.jsonl` in its history folder), so nothing is shared between
 - bytes: the serialized protobuf size on the wire; rows: the rows it carries;
 - anything else names the message: dsv for a notification, id and versions for an answer.
 
-The checker summarises these files and `fedlab bench` turns them into cost per transaction
+The checker totals these files and `fedlab bench` turns them into cost per transaction
 (messages, rows and bytes on the wire). This module is the format: what a line says, where a node
 keeps its file, and the totals over lines; fedio.message_log writes and reads the files.
 """

@@ -3,7 +3,7 @@
 One place that both sides use: the source's servicer and the warehouse's client encode and decode
 with the same code. Every row payload is one payload of fedmodel.codec with the catalog's
 column names; decoding checks the columns against the catalog and every value against
-its column type (catalog.check_row), so a garbled payload, a payload with other columns or a value
+its column type (catalog.validate_row), so a garbled payload, a payload with other columns or a value
 of the wrong type raises ModelError, which a servicer turns into INVALID_ARGUMENT.
 
 `to_pb(obj, catalog)` takes a Notification, TransactionRequest, Subquery or Answer;
@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import singledispatch
 from typing import Sequence
 
-from fedmodel.catalog import Catalog, Relation, check_row, check_rows
+from fedmodel.catalog import Catalog, Relation, validate_row, validate_rows
 from fedmodel.codec import decode_rows, encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
@@ -133,7 +133,7 @@ def _subquery_to_pb(sq: Subquery, catalog: Catalog) -> pb.Subquery:
     if sq.probe_columns:
         probe_rel = _probe_relation(catalog, sq.relations[0], sq.probe_columns, f"sub-query {sq.id}")
         probe = encode_rows(probe_rel.columns, probe_rel.types,
-                            [check_row(probe_rel, p, f"sub-query {sq.id}") for p in sq.probe])
+                            [validate_row(probe_rel, p, f"sub-query {sq.id}") for p in sq.probe])
     return pb.Subquery(id=sq.id, relations=relations, probe_columns=sq.probe_columns, probe=probe,
                        as_of=dict(sq.as_of))
 
@@ -195,7 +195,7 @@ def _encode(rel: Relation, rows: Sequence[Sequence], where: str) -> bytes:
     """Full rows of `rel`, checked against its types; no rows travel as an empty field."""
     if not rows:
         return b""
-    return encode_rows(rel.columns, rel.types, check_rows(rel, rows, where))
+    return encode_rows(rel.columns, rel.types, validate_rows(rel, rows, where))
 
 
 def _encode_rows_or_keys(rel: Relation, rows: Sequence[Sequence], where: str) -> bytes:
@@ -215,7 +215,7 @@ def _decode(rel: Relation, payload: bytes, where: str, keys_allowed: bool = Fals
     expected = [rel] + ([_key_relation(rel)] if keys_allowed else [])
     for shape in expected:
         if [n.lower() for n in names] == [c.lower() for c in shape.columns]:
-            return check_rows(shape, rows, where)
+            return validate_rows(shape, rows, where)
     wanted = " or ".join(str(list(s.columns)) for s in expected)
     raise ModelError(f"{where}: expected columns {wanted}, got {names}")
 

@@ -16,7 +16,7 @@ SQL's: it truncates toward zero, so -7 % 3 is -1 (Python's `%` says 2). It takes
 only, where the engines agree: PostgreSQL has no `%` for DOUBLE, and SQLite truncates its
 operands to integers first.
 
-Types are checked before anything runs (`check_types`): comparing a BOOLEAN column with text, or
+Types are checked before anything runs (`validate_types`): comparing a BOOLEAN column with text, or
 a number with text, is refused with one line, since the SQL engines refuse it at run time
 (DuckDB: "Could not convert string 'x' to BOOL") while Python would silently answer false. Text
 compares with DATE: a date is written as a string literal, DuckDB casts it, and the compiled form
@@ -57,14 +57,14 @@ _ARITH = {exp.Add: operator.add, exp.Sub: operator.sub, exp.Mul: operator.mul, e
 
 def compile_predicate(expr: exp.Expression, relation) -> Callable[[Sequence], bool]:
     """Returns row -> bool for `expr`, whose columns all belong to `relation` (types checked by
-    the caller: `check_types`)."""
+    the caller: `validate_types`)."""
     value = _compile(expr, relation)
     return lambda row: value(row) is True
 
 
 def compile_value(expr: exp.Expression, relation) -> Callable[[Sequence], object]:
     """Returns row -> the value of the scalar expression `expr` (arithmetic over `relation`'s
-    columns, NULL-propagating as SQL is; what a summarised view aggregates: fedmodel.summary)."""
+    columns, NULL-propagating as SQL is; what an aggregate view aggregates: fedmodel.aggregate_view)."""
     return _compile(expr, relation)
 
 
@@ -73,12 +73,12 @@ _KIND = {"BIGINT": "a number", "DOUBLE": "a number", "VARCHAR": "text", "DATE": 
 _COMPARABLE = {frozenset({"text", "a date"})}
 
 
-def check_types(expr: exp.Expression, column_type: Callable[[exp.Column], str]) -> None:
+def validate_types(expr: exp.Expression, column_type: Callable[[exp.Column], str]) -> None:
     """Raises ModelError naming the first sub-expression of the condition `expr` that compares or
     combines values of different types; `column_type(column)` is a column's catalog type.
 
     >>> import sqlglot
-    >>> check_types(sqlglot.parse_one("F = 'on' AND N > 1"), lambda c: {"F": "BOOLEAN", "N": "BIGINT"}[c.name])
+    >>> validate_types(sqlglot.parse_one("F = 'on' AND N > 1"), lambda c: {"F": "BOOLEAN", "N": "BIGINT"}[c.name])
     Traceback (most recent call last):
     ...
     fedmodel.errors.ModelError: view: F = 'on' compares a boolean with text
@@ -294,7 +294,7 @@ def compile_sql(sql: str, relation) -> Callable[[Sequence], bool]:
         except sqlglot.errors.ParseError as err:
             raise ModelError(f"selection on {relation.name}: malformed SQL: {str(err).splitlines()[0]}") from None
         _compiled_sql[key] = compile_predicate(expr, relation)
-        check_types(expr, lambda column: relation.type_of(column.name))
+        validate_types(expr, lambda column: relation.type_of(column.name))
     return _compiled_sql[key]
 
 

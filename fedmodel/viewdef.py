@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
-from fedmodel.predicates import check_types, compile_predicate, predicate_sql
+from fedmodel.predicates import compile_predicate, predicate_sql, validate_types
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class ViewDef:
     @property
     def join(self) -> "ViewDef":
         """The select-project-join view the algorithms maintain for this one: itself (a
-        summarised view's is the join under it: fedmodel.summary)."""
+        aggregate view's is the join under it: fedmodel.aggregate_view)."""
         return self
 
     @property
@@ -242,10 +242,10 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     from fedmodel.rewrites import rewrite
 
     tree = rewrite(_select(sql), catalog)
-    construct = summarised_by(tree)
+    construct = aggregated_by(tree)
     if construct is not None:
-        raise ModelError(f"view: {construct} makes a summarised view, which `fedlab simulate` maintains "
-                         "(fedmodel.summary); live runs take select-project-join views only")
+        raise ModelError(f"view: {construct} makes an aggregate view, which `fedlab simulate` maintains "
+                         "(fedmodel.aggregate_view); live runs take select-project-join views only")
     refuse_clauses(tree, SELECT_PARTS, "")
     scope, bases, conjuncts = _from_clause(tree, catalog)
     edges, local = _conditions(conjuncts, scope)
@@ -356,7 +356,7 @@ def _conditions(conjuncts: list[exp.Expression], scope: _Scope) -> tuple[tuple[J
         for r in refs:
             if isinstance(r, _Ambiguous):
                 raise ModelError(f"view: column {r.name!r} is ambiguous in {c.sql()}; qualify it")
-        check_types(c, scope.column_type)
+        validate_types(c, scope.column_type)
         rels = {r.relation for r in refs}
         if len(rels) >= 2:
             if not (isinstance(c, exp.EQ) and isinstance(c.this, exp.Column)
@@ -438,8 +438,8 @@ def occurrence_name(table: exp.Table, bases: dict[str, str], catalog: Catalog) -
     return next((o for o in bases if o.lower() == alias), catalog.relation(table.name).name)
 
 
-def summarised_by(tree: exp.Select) -> str | None:
-    """The construct that makes `tree` a summarised view (fedmodel.summary), as SQL spells it:
+def aggregated_by(tree: exp.Select) -> str | None:
+    """The construct that makes `tree` an aggregate view (fedmodel.aggregate_view), as SQL spells it:
     GROUP BY, DISTINCT, HAVING or an aggregate of the select list itself (not one inside a
     window function or a subquery, which are other constructs); None for none."""
     for part, spelled in (("group", "GROUP BY"), ("distinct", "DISTINCT"), ("having", "HAVING")):

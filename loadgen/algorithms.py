@@ -22,7 +22,7 @@ def add_arguments(parser) -> None:
 
 def describe(plugin: registry.Plugin) -> dict:
     """What `fedlab algorithms --json` prints of one plug-in."""
-    return {"name": plugin.name, "claims": plugin.level, "paper": plugin.paper, "summary": plugin.summary,
+    return {"name": plugin.name, "claims": plugin.level, "paper": plugin.paper, "description": plugin.description,
             "assumes": plugin.assumptions.held(), "restartable": plugin.assumptions.restartable,
             "access": plugin.default_access or "whole relations"}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from fedmodel.catalog import Catalog, Relation, check_row, check_value
+from fedmodel.catalog import Catalog, Relation, validate_row, validate_value
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Modification, Notification, TransactionRequest
 
@@ -74,13 +74,13 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
             values = tuple(row_or_key)
             key = values if len(values) == len(rel.key) and len(values) != len(rel.columns) else None
             if key is None:
-                check_row(rel, values, where)
+                validate_row(rel, values, where)
                 key = rel.key_of(values)
             else:
                 # A key of the wrong type names no row in any store; saying so beats "not there"
                 # (or an engine's cast error, or its casting '5' to the 5 it then finds).
                 for value, i in zip(key, rel.key_positions):
-                    check_value(value, rel.types[i], f"{where}: {rel.name}.{rel.columns[i]}")
+                    validate_value(value, rel.types[i], f"{where}: {rel.name}.{rel.columns[i]}")
             row = current(key)
             if row is None or (len(values) == len(rel.columns) and row != values):
                 raise ModelError(f"{where}: {what} {rel.name}{list(values)} which is not there")
@@ -90,19 +90,19 @@ def plan_commit(catalog: Catalog, source: str, request: TransactionRequest,
             touched[rel.key_of(existing(r, "deletes"))] = None
         for m in request.modifies.get(name, []):
             old = existing(m.old, "modifies")
-            new = check_row(rel, m.new, where)
+            new = validate_row(rel, m.new, where)
             touched[rel.key_of(old)] = None
             if current(rel.key_of(new)) is not None:
                 raise ModelError(f"{where}: modifying {rel.name}{list(old)} would duplicate key {list(rel.key_of(new))}")
             touched[rel.key_of(new)] = new
         for r in request.inserts.get(name, []):
-            row = check_row(rel, r, where)
+            row = validate_row(rel, r, where)
             if current(rel.key_of(row)) is not None:
                 raise ModelError(f"{where}: inserting {rel.name}{list(row)} duplicates key {list(rel.key_of(row))}")
             touched[rel.key_of(row)] = row
         planned.append(_net_change(rel.name, {k: before(k) for k in touched}, touched))
     if find is not None:
-        _check_constraints(catalog, source, planned, find, where)
+        _validate_constraints(catalog, source, planned, find, where)
     return planned
 
 
@@ -177,7 +177,7 @@ def _net_change(relation: str, before: dict, after: dict) -> PlannedChange:
     return PlannedChange(relation, tuple(inserted), tuple(deleted), tuple(modified))
 
 
-def check_initial_state(catalog: Catalog, rows: dict[str, list[tuple]], where: str) -> None:
+def validate_initial_state(catalog: Catalog, rows: dict[str, list[tuple]], where: str) -> None:
     """Raises ModelError naming the relation, the constraint and the row when the initial `rows`
     (relation -> rows) break a declared functional dependency or referential integrity.
 
@@ -189,10 +189,10 @@ def check_initial_state(catalog: Catalog, rows: dict[str, list[tuple]], where: s
     for source in catalog.sources:
         inserts = [PlannedChange(rel.name, tuple(rows.get(rel.name, ())), (), ())
                    for rel in catalog.relations_at(source)]
-        _check_constraints(catalog, source, inserts, lambda relation, columns, values: [], where)
+        _validate_constraints(catalog, source, inserts, lambda relation, columns, values: [], where)
 
 
-def _check_constraints(catalog: Catalog, source: str, planned: list[PlannedChange], find, where: str) -> None:
+def _validate_constraints(catalog: Catalog, source: str, planned: list[PlannedChange], find, where: str) -> None:
     """Declared FDs and RI must hold after the transaction (checked against rows it touches). The
     stored rows are read only where the transaction's own rows leave the answer open: `find` can
     be a round trip to the database, and a child's parent is often inserted beside it."""

@@ -40,7 +40,7 @@ from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
 from fedmodel.as_of import answered_versions, reading_as_of
-from fedmodel.catalog import Catalog, Relation, check_row
+from fedmodel.catalog import Catalog, Relation, validate_row
 from fedmodel.errors import ModelError, first_line
 from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery
@@ -89,7 +89,7 @@ class DurableStore(GroupCommit):
         try:
             if self._is_new():
                 self._create(initial or {})
-            self._check_owner()
+            self._validate_owner()
             with self._reading() as query:
                 self._dsv, self._brv = self._versions(query)
                 self._unacknowledged = deque(self._parse(query(
@@ -260,7 +260,7 @@ class DurableStore(GroupCommit):
     def answer_all(self, subqueries: Sequence[Subquery]) -> list[Answer]:
         """`answer` for each of a batch, all read at one state in one read transaction: the
         transaction and the version reads are paid once per batch, not once per sub-query."""
-        checked = [(sq, check_subquery(self.catalog, self.source, sq)) for sq in subqueries]
+        checked = [(sq, validate_subquery(self.catalog, self.source, sq)) for sq in subqueries]
         for sq, relations in checked:
             self._prepare_probes(sq, relations)
         read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
@@ -350,7 +350,7 @@ class DurableStore(GroupCommit):
             for name, rows in initial.items():
                 rel = owned_relation(self.catalog, self.source, name, "initial rows")
                 where = f"initial rows of {rel.name}"
-                checked = [check_row(rel, r, where) for r in rows]
+                checked = [validate_row(rel, r, where) for r in rows]
                 keys = set()
                 for row in checked:
                     if rel.key_of(row) in keys:
@@ -361,7 +361,7 @@ class DurableStore(GroupCommit):
                 except self._refusals as err:
                     raise ModelError(f"{where}: {first_line(err)}") from None
 
-    def _check_owner(self) -> None:
+    def _validate_owner(self) -> None:
         with self._reading() as query:
             (owner,), = query(f"SELECT source FROM {self._meta('source')}", [])
         if owner != self.source:
@@ -449,7 +449,7 @@ class DurableStore(GroupCommit):
         return list(values)
 
 
-def check_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation]:
+def validate_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation]:
     """The sub-query's relations, once it is known to be one `source` can answer: ModelError (one
     line) for a relation it does not own or names twice, a parent not listed before its child,
     join column lists of different lengths, a probe value of the wrong width or type, or a
@@ -483,7 +483,7 @@ def check_subquery(catalog: Catalog, source: str, sq: Subquery) -> list[Relation
     for value in sq.probe:
         if len(value) != len(columns):
             raise ModelError(f"{where}: probe value {list(value)} has {len(value)} values, expected {len(columns)}")
-        check_row(probe, value, f"{where}: probe value")
+        validate_row(probe, value, f"{where}: probe value")
     return relations
 
 

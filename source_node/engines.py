@@ -25,7 +25,7 @@ FILE_ENGINES = ("sqlite", "duckdb")   # the engines whose source is a file
 
 def file_name(source: str, engine: str = DEFAULT_ENGINE) -> str:
     """The name of `source`'s database file under `engine`: `<source>.sqlite` or `<source>.duckdb`."""
-    _check_engine(engine)
+    _validate_engine(engine)
     if engine not in FILE_ENGINES:
         raise ModelError(f"a {_NAMES[engine]} source is a database named by a connection string, not a file")
     return f"{source}.{engine}"
@@ -72,7 +72,7 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
         if found is None:
             raise ModelError(f"no source database at {path}")
         engine = found
-    _check_engine(engine)
+    _validate_engine(engine)
     if found is not None and found != engine:
         raise ModelError(f"{path} is a {_NAMES[found]} database, not {_NAMES[engine]} "
                          f"(it was made with --source-engine {found})")
@@ -92,7 +92,7 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
     return DuckDBStore(catalog, source, path, initial, log_retention)
 
 
-def _check_engine(engine: str) -> None:
+def _validate_engine(engine: str) -> None:
     if engine not in ENGINES:
         raise ModelError(f"unknown source engine {engine!r} (one of {', '.join(ENGINES)})")
 

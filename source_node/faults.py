@@ -53,7 +53,7 @@ class FaultInjector:
         Raises ModelError on an unknown name or an out-of-range value, changing nothing.
         """
         updated = dict(self._rates)
-        for name, value in check_rates(rates).items():
+        for name, value in validate_rates(rates).items():
             kinds, rate = _parse_rate_name(name)
             for kind in kinds:
                 updated[kind] = replace(updated[kind], **{rate: value})
@@ -78,11 +78,11 @@ class FaultInjector:
                     for _ in range(copies)]
 
 
-def check_rates(rates: dict) -> dict[str, float]:
+def validate_rates(rates: dict) -> dict[str, float]:
     """`rates` checked as `configure` takes them (every place that reads fault rates does it with
     this, or with parse_rates for text, which checks each rate alike): ModelError (one line) on an
     unknown name or an out-of-range value."""
-    return {name: _check_rate(name, _parse_rate_name(name)[1], value) for name, value in rates.items()}
+    return {name: _validate_rate(name, _parse_rate_name(name)[1], value) for name, value in rates.items()}
 
 
 def parse_rates(text: str) -> dict[str, float]:
@@ -91,7 +91,7 @@ def parse_rates(text: str) -> dict[str, float]:
     The one reader of rate text, so that the commands that take it (`fedlab run --chaos`,
     `fedlab chaos-k8s --faults`) take the same names and refuse the same mistakes with the same
     message. Names are `configure`'s, or reorder or delay for delay_mean (what a delay does to
-    messages), with or without a kind prefix; values are checked as `check_rates` checks them.
+    messages), with or without a kind prefix; values are checked as `validate_rates` checks them.
     ModelError (one line, naming the item as written) on an item that is not name=value, an
     unknown name, or a value that is not a number or is out of range.
     """
@@ -103,9 +103,9 @@ def parse_rates(text: str) -> dict[str, float]:
         try:
             value = float(value)
         except ValueError:
-            pass   # _check_rate refuses it, naming the rate
+            pass   # _validate_rate refuses it, naming the rate
         name = _unalias(written)
-        rates[name] = _check_rate(written, _parse_rate_name(name)[1], value)
+        rates[name] = _validate_rate(written, _parse_rate_name(name)[1], value)
     return rates
 
 
@@ -141,7 +141,7 @@ def _unalias(name: str) -> str:
     return name
 
 
-def _check_rate(name: str, rate: str, value) -> float:
+def _validate_rate(name: str, rate: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ModelError(f"faults: {name} must be a number, got {value!r}")
     if rate == "delay_mean":

@@ -49,13 +49,13 @@ from typing import Callable, Iterable, Sequence
 import psycopg
 from psycopg.types.string import TextLoader
 
-from fedmodel.catalog import Catalog, Relation, check_row
+from fedmodel.catalog import Catalog, Relation, validate_row
 from fedmodel.condense import condense
 from fedmodel.errors import ModelError, first_line
 from fedmodel.subquery import Answer, Subquery
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
 from source_node.commit import GroupCommit, plan_commit, read_ahead
-from source_node.durable_store import answer_at, check_subquery, owned_relation, quote, semijoin_chains
+from source_node.durable_store import answer_at, owned_relation, quote, semijoin_chains, validate_subquery
 from source_node.recent_changes import SharedRecentChanges
 
 log = logging.getLogger(__name__)
@@ -443,7 +443,7 @@ class PostgresStore(GroupCommit):
         side by side (durable_store.semijoin_chains): a statement is a round trip to the server,
         and under writers from outside each one waits for the server's CPU, so a batch pays a few
         per relation rather than a few per sub-query."""
-        checked = [(sq, check_subquery(self.catalog, self.source, sq)) for sq in subqueries]
+        checked = [(sq, validate_subquery(self.catalog, self.source, sq)) for sq in subqueries]
         read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
         where = f"sub-queries {', '.join(sq.id for sq in subqueries[:3])}{', ...' if len(subqueries) > 3 else ''}"
         try:
@@ -540,7 +540,7 @@ class PostgresStore(GroupCommit):
                 self._con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({_definition(rel)})")
             for name, rows in initial.items():
                 rel = owned_relation(self.catalog, self.source, name, "initial rows")
-                checked = [check_row(rel, r, f"initial rows of {rel.name}") for r in rows]
+                checked = [validate_row(rel, r, f"initial rows of {rel.name}") for r in rows]
                 marks = ", ".join(["%s"] * len(rel.columns))
                 with self._con.cursor() as cur:
                     cur.executemany(f"INSERT INTO {quote(rel.name)} ({_columns(rel)}) VALUES ({marks})",

@@ -321,7 +321,7 @@ def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
     assert use["by_role"].get("busy child", 0) >= 0.2, use
 
 
-def test_repeated_runs_are_planned_round_robin_and_summarised_as_spreads():
+def test_repeated_runs_are_planned_round_robin_and_reported_as_spreads():
     from loadgen.bench.report import document, markdown
     from loadgen.bench.run_specs import run_specs
     from loadgen.bench.trials import trials

@@ -1,6 +1,6 @@
 """fedmodel.catalog: what it accepts as relations, constraints and rows, and the one line it
 gives for what it does not; an initial state held to the declared constraints
-(source_node.commit.check_initial_state)."""
+(source_node.commit.validate_initial_state)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from fedmodel.catalog import Catalog, check_row
+from fedmodel.catalog import Catalog, validate_row
 from fedmodel.errors import ModelError
-from source_node.commit import check_initial_state
+from source_node.commit import validate_initial_state
 
 SOURCES = {"ds1": {"R1": {"columns": ["j", "v"], "key": ["j"]}},
            "ds2": {"R2": {"columns": ["A", "B", "D"], "types": ["BIGINT", "VARCHAR", "DATE"], "key": ["A"]}}}
@@ -41,13 +41,13 @@ def test_a_key_given_as_a_string_is_not_read_as_its_letters():
 def test_an_integer_beyond_64_bits_is_refused_by_the_row_check():
     with pytest.raises(ModelError, match=r"^initial: R2.A is BIGINT, got 18446744073709551616, "
                                          r"which does not fit in 64 bits$"):
-        check_row(R2, [2 ** 64, "x", None], "initial")
-    assert check_row(R2, [-2 ** 63, "x", None], "initial") == (-2 ** 63, "x", None)
+        validate_row(R2, [2 ** 64, "x", None], "initial")
+    assert validate_row(R2, [-2 ** 63, "x", None], "initial") == (-2 ** 63, "x", None)
 
 
 def test_a_yaml_boolean_in_a_text_column_is_refused_with_a_hint():
     with pytest.raises(ModelError, match=r"R2.B is VARCHAR, got the boolean True \(quote on/off/yes/no in YAML"):
-        check_row(R2, [1, True, None], "initial")
+        validate_row(R2, [1, True, None], "initial")
 
 
 FEDERATION = Catalog.from_dict({
@@ -67,10 +67,10 @@ FEDERATION = Catalog.from_dict({
 def test_an_initial_state_is_held_to_the_declared_fds_and_ri(children, message):
     rows = {"P": [(1, "n"), (2, "m")], "C": children}
     if message is None:
-        check_initial_state(FEDERATION, rows, "initial")   # a NULL reference refers to nothing: allowed
+        validate_initial_state(FEDERATION, rows, "initial")   # a NULL reference refers to nothing: allowed
     else:
         with pytest.raises(ModelError) as err:
-            check_initial_state(FEDERATION, rows, "initial")
+            validate_initial_state(FEDERATION, rows, "initial")
         assert str(err.value) == message
 
 
@@ -78,7 +78,7 @@ def test_checking_an_initial_state_takes_time_linear_in_its_rows():
     # One FD group of every row: checking each row against its whole group took 84 s here.
     rows = {"P": [(k, "n") for k in range(1000)], "C": [(i, i % 1000, "x", "y") for i in range(5000)]}
     started = time.perf_counter()
-    check_initial_state(FEDERATION, rows, "initial")
+    validate_initial_state(FEDERATION, rows, "initial")
     assert time.perf_counter() - started < 3
 
 

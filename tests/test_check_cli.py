@@ -1,5 +1,5 @@
 """`fedlab check RUN_DIR` on hand-built run directories: one per consistency level, one per kind
-of violation (a lost transaction, a doubled one, a wrong state), the summary of the nodes' message
+of violation (a lost transaction, a doubled one, a wrong state), the totals of the nodes' message
 logs, and unreadable histories.
 
 Each run has two sources with real database files, ds1's SQLite and ds2's DuckDB (the checker

@@ -109,8 +109,8 @@ def test_a_negative_count_is_a_bug_unless_the_algorithm_has_no_compensation():
     ("SELECT B FROM R1 JOIN R2 ON R1.C < R2.C", "only equalities may relate two relations"),
     ("SELECT B FROM R1 LEFT JOIN R2 ON R1.C = R2.C", "only inner joins"),
     ("SELECT B FROM R1 JOIN R1 ON R1.A = R1.A", "appears twice"),
-    ("SELECT COUNT(*) FROM R1", "an aggregate (COUNT) makes a summarised view"),
-    ("SELECT B FROM R1 GROUP BY B", "GROUP BY makes a summarised view"),
+    ("SELECT COUNT(*) FROM R1", "an aggregate (COUNT) makes an aggregate view"),
+    ("SELECT B FROM R1 GROUP BY B", "GROUP BY makes an aggregate view"),
     ("SELECT x.* FROM R1", "view: unknown relation 'x' in x.*"),
     ("SELECT B FROM R1 JOIN R2 ON R1.C = R2.C WHERE R1.B = 'x' OR R2.D = 'y'",
      "only equalities may relate two relations"),
@@ -120,7 +120,7 @@ def test_a_negative_count_is_a_bug_unless_the_algorithm_has_no_compensation():
      "view: a subquery (scalar (SELECT ...)) in ON"),
     ("SELECT B FROM R1 WHERE R1.A > ALL (SELECT C FROM R2)", "view: a subquery (ALL (SELECT ...)) in WHERE"),
     ("WITH RECURSIVE x AS (SELECT * FROM R1) SELECT B FROM x", "view: WITH RECURSIVE is not supported"),
-    ("WITH x AS (SELECT DISTINCT R1.B FROM R1) SELECT B FROM x", "view: x is summarised (DISTINCT)"),
+    ("WITH x AS (SELECT DISTINCT R1.B FROM R1) SELECT B FROM x", "view: x aggregates (DISTINCT)"),
 ])
 def test_bad_view_sql_gets_one_clear_line(sql, message):
     with pytest.raises(ModelError) as err:

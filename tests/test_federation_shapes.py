@@ -9,8 +9,8 @@ import collections
 
 import pytest
 
+from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
-from fedmodel.summary import parse_query
 from loadgen.workloads.driver_process import SyntheticRecipe
 from loadgen.workloads.federation_shapes import SHAPES, shaped_federation
 from source_node.memory_store import MemoryStore

@@ -96,7 +96,7 @@ def test_fedlab_algorithms_lists_every_claim_and_names_a_broken_plug_in_in_one_l
     assert listed["strobe"]["claims"] == "strong" and listed["strobe"]["assumes"] == [
         "fifo", "no_loss", "keys_in_view", "single_update"]
     assert listed["overclaiming"] == {"name": "overclaiming", "claims": "complete", "paper": "none",
-                                      "summary": "conventional maintenance claiming completeness", "assumes": [],
+                                      "description": "conventional maintenance claiming completeness", "assumes": [],
                                       "restartable": True, "access": "join-graph"}
     assert err.count("\n") == 1 and err.startswith("fedlab algorithms: algorithm plug-in 'broken'")
 

@@ -129,7 +129,7 @@ def _options(seed: int, relations) -> SalemOptions:
 
 
 def check(seed: int) -> dict | None:
-    doc = random_scenario(seed, adversarial=seed % 2 == 1, summarised=seed % 3 == 2, self_join=seed % 5 == 4,
+    doc = random_scenario(seed, adversarial=seed % 2 == 1, aggregate=seed % 3 == 2, self_join=seed % 5 == 4,
                           algorithm="salem", drop=(seed % 5) * 0.05, reorder=(seed % 4) * 0.1,
                           duplicate=(seed % 3) * 0.03, commit_rate=0.3 + (seed % 3) * 0.1, steps=40 + seed % 41)
     scenario = parse_scenario(doc, f"seed {seed}")

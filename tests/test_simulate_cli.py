@@ -116,7 +116,7 @@ def example1_with(tmp_path, changes: str) -> str:
     ("view: SELECT C FROM R1 JOIN R2 ON R1.B = R2.B WHERE R1.A IN (SELECT B FROM R2)",
      "view: a subquery (IN (SELECT ...)) in WHERE is not supported"),
     ("view: WITH x AS (SELECT R1.B, count(*) AS n FROM R1 GROUP BY R1.B) SELECT C FROM x JOIN R2 ON x.B = R2.B",
-     "view: x is summarised (GROUP BY)"),
+     "view: x aggregates (GROUP BY)"),
     ("constraints: {fds: [{relation: R1, from: [B], to: [A]}]}\ninitial: {R1: [[a1, b1], [a2, b1]], R2: []}",
      "initial: R1['a1', 'b1'] violates the functional dependency ['B'] -> ['A']"),
     ("sources: {ds1: {R1: {columns: [A, B], key: [A]}, P: {columns: [B], key: [B]}}, ds2: {R2: {columns: [B, C]}}}\n"
@@ -124,7 +124,7 @@ def example1_with(tmp_path, changes: str) -> str:
      "initial: {R1: [[a1, b1], [a2, b2]], P: [[b1]], R2: []}\nsteps: []",
      "initial: R1['a2', 'b2'] refers to no P row with ['B'] = ['b2']"),
 ], ids=["integer beyond 64 bits", "FD without to", "constraints as a list", "FD columns as a string",
-        "YAML booleans compared with text", "subquery in WHERE", "summarised CTE", "initial rows break an FD",
+        "YAML booleans compared with text", "subquery in WHERE", "aggregate CTE", "initial rows break an FD",
         "initial rows break an RI"])
 def test_adversarial_input_exits_two_with_one_line(fedlab, tmp_path, changes, message):
     out = fedlab("simulate", example1_with(tmp_path, changes))

@@ -45,7 +45,7 @@ def schedule(seed: int) -> dict:
 
 
 def check(seed: int, algorithm: str = "sze-ling"):
-    doc = random_scenario(seed, adversarial=seed % 2 == 1, summarised=seed % 3 == 2, self_join=seed % 5 == 4,
+    doc = random_scenario(seed, adversarial=seed % 2 == 1, aggregate=seed % 3 == 2, self_join=seed % 5 == 4,
                           algorithm=algorithm, **schedule(seed))
     access = "scan" if seed % 4 == 3 else "join-graph"
     result = simulate(parse_scenario(doc, f"seed {seed}"), access=access)

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from fedmodel.catalog import Catalog, FunctionalDependency, check_row
+from fedmodel.aggregate_view import parse_query
+from fedmodel.catalog import Catalog, FunctionalDependency, validate_row
 from fedmodel.errors import ModelError
-from fedmodel.summary import parse_query
 from loadgen.workloads.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
 from loadgen.workloads.workload import STREAMS, UpdateStream, Workload, zipf_rank
 from source_node.memory_store import MemoryStore
@@ -93,7 +93,7 @@ def test_every_view_parses_with_the_expected_shape():
     assert {"q3", "q3_keys", "q5", "star", "demo4"} <= set(view_names())
     views = {name: parse_query(load_view(name), cat) for name in view_names()}
     assert views["q3"].has_count and not views["q3_keys"].has_count
-    # TPC-H's own Q3 and Q5: summarised views over the joins of q3 and q5 (fedmodel.summary)
+    # TPC-H's own Q3 and Q5: aggregate views over the joins of q3 and q5 (fedmodel.aggregate_view)
     q3_revenue, q5_revenue = views["q3_revenue"], views["q5_revenue"]
     assert q3_revenue.output_names == ("l_orderkey", "revenue", "o_orderdate", "o_shippriority")
     assert q3_revenue.join.relations == views["q3"].relations and q3_revenue.output_types[1] == "DOUBLE"
@@ -130,7 +130,7 @@ def test_generate_sf001_has_tpch_counts_types_and_unique_keys(sf001):
         rel = cat.relation(name)
         assert len({rel.key_of(r) for r in rows}) == len(rows), f"{name} repeats a key"
         for row in rows[:: max(1, len(rows) // 500)]:
-            check_row(rel, row, name)
+            validate_row(rel, row, name)
     order = sf001["orders"][0]
     assert order[:2] == (1, 370) and order[4] == "1996-01-02"  # dbgen's first order
     assert sf001["lineitem"][0][5] == 24710.35

@@ -2,10 +2,10 @@
 
 The corpus follows pg_ivm's regression categories and the SQL reference: select-project-join
 views in their spellings (`*`, USING, NATURAL, WITH queries and derived tables among them, rewritten
-by fedmodel.rewrites) and summarised ones (GROUP BY with aggregates, DISTINCT: maintained: a random schedule of commits with dropped, reordered and
+by fedmodel.rewrites) and aggregate ones (GROUP BY with aggregates, DISTINCT: maintained: a random schedule of commits with dropped, reordered and
 duplicated messages under `fedlab simulate`, every applied state checked by the DuckDB oracle's
 recomputation), and everything else (HAVING, DISTINCT ON, aggregates of DISTINCT values, outer
-joins, subqueries, summarised or recursive WITH queries, set operations, window functions, sampling, locking, row limits,
+joins, subqueries, aggregate or recursive WITH queries, set operations, window functions, sampling, locking, row limits,
 functions in FROM, ...) refused before anything starts with one line that names the
 construct.
 """
@@ -17,9 +17,9 @@ from collections import Counter
 import duckdb
 import pytest
 
+from fedmodel.aggregate_view import AggregateView, parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.summary import Summary, parse_query
 from loadgen.checker.oracle import Oracle
 from loadgen.simulation.scenario import parse_scenario
 from loadgen.simulation.simulate import simulate
@@ -70,7 +70,7 @@ MAINTAINED = [
     "SELECT a.i, b.k FROM a JOIN b ON a.i = b.i AND a.j = b.k",
     "SELECT A.I, B.K FROM A JOIN B ON A.I = B.I",
     "SELECT a.i, b.k FROM a JOIN b ON (a.i = b.i)",
-    # summarised views (fedmodel.summary): pg_ivm's mv_ivm_agg, mv_ivm_min_max, mv_ivm_avg, mv_ivm_distinct
+    # aggregate views (fedmodel.aggregate_view): pg_ivm's mv_ivm_agg, mv_ivm_min_max, mv_ivm_avg, mv_ivm_distinct
     "SELECT count(*) FROM a",
     "SELECT a.i, count(b.k) FROM a JOIN b ON a.i = b.i GROUP BY a.i",
     "SELECT sum(a.j) FROM a",
@@ -127,7 +127,7 @@ MAINTAINED = [
 ]
 
 REFUSED = [
-    # aggregates and grouping beyond what fedmodel.summary maintains
+    # aggregates and grouping beyond what fedmodel.aggregate_view maintains
     ("SELECT a.i FROM a GROUP BY a.i HAVING a.i > 1", "HAVING"),
     ("SELECT a.i, count(DISTINCT b.k) FROM a JOIN b ON a.i = b.i GROUP BY a.i", "COUNT(DISTINCT"),
     ("SELECT a.j + 1, count(*) FROM a GROUP BY a.j + 1", "GROUP BY a.j + 1"),
@@ -164,9 +164,9 @@ REFUSED = [
     ("SELECT a.i, x.k FROM a, LATERAL (SELECT * FROM b WHERE b.i = a.i) x", "LATERAL"),
     # WITH queries and derived tables that are not select-project-join (mv_cte, mv_ivm_subquery)
     ("WITH RECURSIVE r AS (SELECT 1 AS n) SELECT r.n FROM r", "WITH RECURSIVE"),
-    ("WITH x AS (SELECT a.j, count(*) AS n FROM a GROUP BY a.j) SELECT x.j FROM x", "x is summarised (GROUP BY)"),
-    ("SELECT d.j FROM (SELECT DISTINCT a.j FROM a) AS d", "d is summarised (DISTINCT)"),
-    ("SELECT d.m FROM (SELECT max(a.j) AS m FROM a) AS d", "d is summarised (an aggregate (MAX))"),
+    ("WITH x AS (SELECT a.j, count(*) AS n FROM a GROUP BY a.j) SELECT x.j FROM x", "x aggregates (GROUP BY)"),
+    ("SELECT d.j FROM (SELECT DISTINCT a.j FROM a) AS d", "d aggregates (DISTINCT)"),
+    ("SELECT d.m FROM (SELECT max(a.j) AS m FROM a) AS d", "d aggregates (an aggregate (MAX))"),
     ("SELECT d.i FROM (SELECT a.i FROM a ORDER BY a.j) AS d", "ORDER BY in d"),
     ("SELECT d.i FROM (SELECT a.i FROM a LIMIT 2) AS d", "LIMIT / FETCH FIRST in d"),
     ("SELECT d.i FROM (SELECT a.i FROM a UNION SELECT b.i FROM b) AS d", "UNION in d"),
@@ -267,7 +267,7 @@ def test_a_view_shows_the_columns_and_rows_duckdb_gives_its_sql(sql):
         db.executemany(f"INSERT INTO {rel.name} VALUES ({', '.join('?' for _ in rel.columns)})", INITIAL[rel.name])
     result = db.execute(f"SELECT * FROM ({sql}) AS v")
     view = parse_query(sql, catalog)
-    if not isinstance(view, Summary):   # an aggregate's column is named otherwise by each
+    if not isinstance(view, AggregateView):   # an aggregate's column is named otherwise by each
         # without case, as SQL compares unquoted names (DuckDB spells a column as its table does)
         assert tuple(d[0].lower() for d in result.description) == tuple(n.lower() for n in view.output_names)
     oracle = Oracle(catalog, sql, {r: [tuple(row) for row in rows] for r, rows in INITIAL.items()}, {})

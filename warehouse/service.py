@@ -53,6 +53,7 @@ import grpc
 
 from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
 from fedio.message_log import MessageLog
+from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
 from fedmodel.codec import encode_rows
@@ -60,10 +61,10 @@ from fedmodel.errors import ModelError, first_line
 from fedmodel.message_log import WAREHOUSE_LOG, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
-from fedmodel.summary import parse_query
 from fedmodel.wire import pb, rpc
 from warehouse.answered_recently import AnsweredRecently
 from warehouse.core import registry
+from warehouse.core.aggregate_state import aggregate_of
 from warehouse.core.batches import Batch, BatchLedger
 from warehouse.core.events import (
     Acknowledge,
@@ -85,7 +86,6 @@ from warehouse.core.ports import drive
 from warehouse.core.registry import not_reflected
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
-from warehouse.core.summarised import summary_of
 from warehouse.fifo_order import FifoOrder
 from warehouse.settings import WarehouseSettings
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
@@ -133,10 +133,10 @@ class Warehouse:
         <data_dir>/history); `tls`: mutual TLS on its server and its channels to the sources."""
         self.catalog = catalog
         self.tls = tls
-        # The user's view; the algorithm maintains its join (itself, unless it is summarised:
-        # fedmodel.summary), whose states Delta and the history keep, and reads see the user's
-        # view: the join's rows, or a summarised view's kept from its deltas (self.summary,
-        # warehouse.core.summarised).
+        # The user's view; the algorithm maintains its join (itself, unless it is an aggregate view:
+        # fedmodel.aggregate_view), whose states Delta and the history keep, and reads see the user's
+        # view: the join's rows, or an aggregate view's kept from its deltas (self.aggregate_state,
+        # warehouse.core.aggregate_state).
         self.view = parse_query(view_sql, catalog)
         join = self.view.join
         self.settings = settings
@@ -153,7 +153,7 @@ class Warehouse:
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      list(join.output_names))
-        self.summary = None   # a summarised view's rows, kept from the join's deltas (set by open)
+        self.aggregate_state = None   # an aggregate view's rows, kept from the join's deltas (set by open)
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # the batch ledger: Notify takes it without the core
@@ -276,7 +276,7 @@ class Warehouse:
         self.algorithm = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
         self.batches = BatchLedger(dsv)
         rows = self.algorithm.view_rows()
-        self.summary = summary_of(self.view, rows)
+        self.aggregate_state = aggregate_of(self.view, rows)
         # History first: a crash before the store is initialised materialises (and writes) again,
         # while a store without its initial view in the history could never be checked.
         self.history.write_initial(rows, dsv)
@@ -290,7 +290,7 @@ class Warehouse:
         dsv = self.algorithm.applied_dsv()
         self.epoch = state.get("salem", {}).get("view_delta", {}).get("epoch", 0) + 1
         self.seq = log_length
-        self.summary = summary_of(self.view, rows)
+        self.aggregate_state = aggregate_of(self.view, rows)
         # A crash between a batch's Delta commit and its line here: the change log has it.
         self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
         kept = self.store.read_notifications()
@@ -355,8 +355,8 @@ class Warehouse:
             self.batches.apply(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                           now, dict(action.versions), list(action.delta.items())))
         self._note_batch_due()
-        if self.summary is not None:
-            self.summary.apply(action.delta)
+        if self.aggregate_state is not None:
+            self.aggregate_state.apply(action.delta)
         if action.commit_time:
             self.staleness.append((now, now - action.commit_time))
 
@@ -696,7 +696,7 @@ class Warehouse:
     def view_rows(self) -> dict[tuple, int]:
         """The user's view now."""
         with self.lock:
-            return self.summary.rows() if self.summary is not None else self.algorithm.view_rows()
+            return self.aggregate_state.rows() if self.aggregate_state is not None else self.algorithm.view_rows()
 
     def refresh(self, durable: bool = False, timeout: float = 60.0, point: RefreshRequested | None = None) -> dict:
         """Brings the view up to date with every notification received (ViewQueried: lazy

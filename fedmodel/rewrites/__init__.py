@@ -11,7 +11,7 @@ distinctly named columns, one rule per module, applied in this order:
 - derived_tables: a derived table's relations and conditions join the outer query's;
 - names: a second column of one name is renamed.
 What no rule turns into a select-project-join view is left for the parser to refuse, or refused
-here with one line when only the rule sees it (WITH RECURSIVE, a summarised derived table).
+here with one line when only the rule sees it (WITH RECURSIVE, an aggregate derived table).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ take the derived table's place in FROM, its conditions join the outer ones, and 
 becomes the body's expression for c (under the name c where the select list shows it). Columns
 are qualified first, so that the relations the body brings cannot capture a name; a body
 relation named like one already in FROM is renamed `<d>_<name>` (`_2`, `_3`, ... if that is
-taken too). A body that is summarised (GROUP BY, aggregates, DISTINCT) or cut (ORDER BY, LIMIT,
+taken too). A body that aggregates (GROUP BY, aggregates, DISTINCT) or cut (ORDER BY, LIMIT,
 ...) has other rows than its relations' join, so it is refused, as pg_ivm refuses it.
 
 >>> import sqlglot
@@ -24,7 +24,7 @@ from sqlglot import exp
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.rewrites.scope import columns_of, from_items, own_columns
-from fedmodel.viewdef import SELECT_PARTS, clip, refuse_clauses, summarised_by
+from fedmodel.viewdef import SELECT_PARTS, aggregated_by, clip, refuse_clauses
 
 
 def bodies(tree: exp.Select) -> list[exp.Select]:
@@ -39,9 +39,9 @@ def bodies(tree: exp.Select) -> list[exp.Select]:
         if not isinstance(body, exp.Select):
             raise ModelError(f"view: {type(body).__name__.upper()} in {name} is not supported; "
                              "a WITH query or derived table must be one SELECT ... FROM ...")
-        construct = summarised_by(body)
+        construct = aggregated_by(body)
         if construct is not None:
-            raise ModelError(f"view: {name} is summarised ({construct}); a WITH query or derived table "
+            raise ModelError(f"view: {name} aggregates ({construct}); a WITH query or derived table "
                              "must be select-project-join")
         refuse_clauses(body, SELECT_PARTS | {"with_"}, f" in {name}")
         found.append(body)

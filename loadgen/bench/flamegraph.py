@@ -1,4 +1,4 @@
-"""Sampled call stacks: read from py-spy and Java Flight Recorder, summarised by self time, drawn
+"""Sampled call stacks: read from py-spy and Java Flight Recorder, ranked by self time, drawn
 as flame graphs (SVG). One representation serves both profilers: a stack is a tuple of frame
 names, root first, and a profile maps each stack to the samples that ended in it.
 

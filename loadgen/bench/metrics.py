@@ -1,5 +1,5 @@
 """A run's figures from the files it left: staleness per source transaction, cost on the wire per
-source transaction, and the percentiles both are summarised by.
+source transaction, and the percentiles that describe both.
 
 Staleness is measured the same way for every algorithm, from the two sides of the history: a
 source transaction (source, DSV) committed at its source's `commit_time` is reflected by the

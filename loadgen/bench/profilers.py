@@ -1,5 +1,5 @@
 """`fedlab bench --profile`: sampling profilers on every process of a live run during its load
-phase, each process's samples drawn as a flame graph and summarised by its hottest frames.
+phase, each process's samples drawn as a flame graph and ranked by its hottest frames.
 
 - Python processes (the warehouse, each source actor, the load driver): py-spy, attached from
   outside (`py-spy record --nonblocking`: it reads the process's memory without stopping it), at

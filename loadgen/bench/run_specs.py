@@ -164,8 +164,8 @@ def run_specs(algorithms: str, views: str, scales: str, chaos: list[str] | None,
     data, sources = _synthetic_runs(synthetic) if synthetic else _tpch(views, scales, placements)
     chaos_list = chaos if chaos else [DEFAULT_CHAOS]
     faults = _faults(chaos_list, sources)
-    _check_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat)
-    _check_outside_writers(outside_writers, source_engine, data)
+    _validate_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat)
+    _validate_outside_writers(outside_writers, source_engine, data)
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
                     step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
@@ -225,7 +225,7 @@ def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
     return faults
 
 
-def _check_load(workload: str, rate: float, duration: float, ramp_start: float, ramp_factor: float, ramp_step: float,
+def _validate_load(workload: str, rate: float, duration: float, ramp_start: float, ramp_factor: float, ramp_step: float,
                 settle: float, batch_interval: float, repeat: int) -> None:
     """BenchArgumentError naming the first of the load's and the timings' arguments that the bench cannot run."""
     from loadgen.workloads.workload import WORKLOADS
@@ -240,7 +240,7 @@ def _check_load(workload: str, rate: float, duration: float, ramp_start: float, 
         raise BenchArgumentError(f"--repeat must be 1 or more, got {repeat}")
 
 
-def _check_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
+def _validate_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
     """BenchArgumentError when pgbench cannot write a source of every run (loadgen.live.outside_writers)."""
     from loadgen.live.outside_writers import source_written, written_source
     from loadgen.workloads.tpch import tpch_catalog

@@ -14,7 +14,7 @@ which it existed. The user's view SQL is rewritten with sqlglot in one of two wa
   the rows of the whole history, each view row with the positions at which it exists; its result
   is the view's history (each row once per life), however many states there are: how the
   checker reads the view at every state of a run.
-Either way identical rows are grouped into a count. A summarised view (GROUP BY with aggregates,
+Either way identical rows are grouped into a count. An aggregate view (GROUP BY with aggregates,
 or DISTINCT) is not a union of per-row lives, so it is only evaluated at given states: each
 state's groups apart (GROUP BY the state as well), and its history along a chain is the
 difference of the views at successive states; an aggregate without GROUP BY, which SQL answers
@@ -114,9 +114,9 @@ class Oracle:
         self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
         self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
         tree = _view_tree(view_sql, catalog)
-        self.summarised = _summarised(tree)
-        self.chain_sql = None if self.summarised else chain_sql(view_sql, catalog, self.engine.dialect)
-        self._empty_row = _empty_row(tree, self.tables, self.engine) if self.summarised == "grand total" else None
+        self.aggregate_kind = _aggregate_kind(tree)
+        self.chain_sql = None if self.aggregate_kind else chain_sql(view_sql, catalog, self.engine.dialect)
+        self._empty_row = _empty_row(tree, self.tables, self.engine) if self.aggregate_kind == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
@@ -142,7 +142,7 @@ class Oracle:
         signed counts, none zero). Equal, once summed, to `views_at(vectors)`, at the cost of the
         view's history over the chain rather than of every view (loadgen.checker.chain: cheapest
         when no source's DSV goes back along the chain)."""
-        if self.summarised:
+        if self.aggregate_kind:
             return _differences(self.views_at(vectors))
         tables = {name: state_intervals(table, [v.get(self._source_of[name], 1) for v in vectors])
                   for name, table in self.tables.items()}
@@ -190,7 +190,7 @@ def _versioned(rel, initial: list[tuple], history: list[Notification]) -> pa.Tab
     return pa.table(columns, names=[*(c.lower() for c in rel.columns), "__vfrom", "__vto"])
 
 
-def _summarised(tree: exp.Select) -> str | None:
+def _aggregate_kind(tree: exp.Select) -> str | None:
     """"grouped" (GROUP BY or DISTINCT), "grand total" (aggregates, no GROUP BY) or None."""
     if tree.args.get("group") or tree.args.get("distinct"):
         return "grouped"
@@ -245,7 +245,7 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
         at = exp.column(_state_column(sources.index(catalog.relation(table.name).source)), table="__s")
         conditions += [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
     tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross").where(*conditions)
-    if _summarised(tree) and not tree.args.get("distinct"):   # each state's groups apart
+    if _aggregate_kind(tree) and not tree.args.get("distinct"):   # each state's groups apart
         tree = tree.group_by(exp.column("__i", table="__s"))
     return _counted(tree, [exp.column("__i", table="__s").as_("__i")], dialect)
 
@@ -337,7 +337,7 @@ def _plain(v):
 
 def comparable(v):
     """A value as the checker compares it: a float to 12 significant digits, since a sum of DOUBLE
-    values (a summarised view's SUM or AVG) depends in its last bits on the order it was added in,
+    values (an aggregate view's SUM or AVG) depends in its last bits on the order it was added in,
     which neither the warehouse nor the SQL engine promises; anything else as it is.
 
     >>> comparable(0.1 + 0.2) == comparable(0.3), comparable(2.5), comparable("x")

@@ -17,11 +17,11 @@ import grpc
 import ray
 
 from fedio.channels import TlsFiles, client_channel
+from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError, first_line
 from fedmodel.messages import to_pb
-from fedmodel.summary import parse_query
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer

@@ -24,8 +24,8 @@ import threading
 import time
 from pathlib import Path
 
+from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
-from fedmodel.summary import parse_query
 from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 from loadgen.roles.process import (

@@ -132,12 +132,12 @@ class FaultRule:
         return f"faults {self.rates} {self.schedule.text}"
 
 
-def check_rates(rates: dict, where: str = "faults") -> dict:
-    """The rates as the sources' fault injector checks them (source_node.faults.check_rates)."""
+def validate_rates(rates: dict, where: str = "faults") -> dict:
+    """The rates as the sources' fault injector checks them (source_node.faults.validate_rates)."""
     if not isinstance(rates, dict):
         raise ChaosError(f"{where}: rates must be a mapping of rate names to numbers")
     try:
-        return faults.check_rates({str(k): v for k, v in rates.items()})
+        return faults.validate_rates({str(k): v for k, v in rates.items()})
     except ModelError as err:
         raise ChaosError(f"{where}: {str(err).removeprefix('faults: ')}") from None
 
@@ -181,7 +181,7 @@ class Plan:
                 raise ChaosError(f"{where}: faults[{i}] must be a mapping")
             rates = f.get("rates", {k: v for k, v in f.items() if k != "schedule"})
             faults.append(FaultRule(Schedule.parse(f.get("schedule", "once")),
-                                    check_rates(rates, f"{where}: faults[{i}]")))
+                                    validate_rates(rates, f"{where}: faults[{i}]")))
         return Plan(tuple(kills), tuple(faults), bool(doc.get("reset_faults", True)))
 
     @staticmethod
@@ -314,7 +314,7 @@ class ChaosClient:
             zero = {k: 0.0 for k in [*current, *faults.RATES] if faults.is_rate_name(k)}
             new = {**current, **zero}
         else:
-            new = {**current, **check_rates(rates)}
+            new = {**current, **validate_rates(rates)}
         new["version"] = int(current.get("version", 0)) + 1
         body = {"data": {FAULTS_FILE_KEY: json.dumps(new, sort_keys=True)}}
         try:

@@ -24,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedmodel.aggregate_view import AggregateView, parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.summary import Summary, parse_query
 from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml as read_yaml_file
 from warehouse.core import registry
@@ -51,7 +51,7 @@ class RunConfig:
     algorithm: str
     seed: int
     catalog: Catalog
-    view: ViewDef | Summary   # the user's; what sources are probed for and loads draw from is view.join
+    view: ViewDef | AggregateView   # the user's; what sources are probed for and loads draw from is view.join
     sources: list[SourceEntry]
     warehouse_address: str | None
     warehouse_data: str | None

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from fedmodel.catalog import check_row
+from fedmodel.catalog import validate_row
 from fedmodel.errors import ModelError
 from fedmodel.message_log import source_log_path
 from loadgen.roles.faults_file import FaultsFile
@@ -153,5 +153,5 @@ def _initial_rows(catalog, source: str, path: str) -> dict[str, list[tuple]]:
         rel = catalog.relation(str(name))
         if not isinstance(table, list):
             raise RoleError(f"initial rows {path}: {name} must be a list of rows")
-        rows[rel.name] = [check_row(rel, r, f"initial rows {path}: {name}") for r in table]
+        rows[rel.name] = [validate_row(rel, r, f"initial rows {path}: {name}") for r in table]
     return rows

@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedmodel.catalog import Catalog, check_row, check_value
+from fedmodel.aggregate_view import AggregateView, parse_query
+from fedmodel.catalog import Catalog, validate_row, validate_value
 from fedmodel.errors import ModelError
-from fedmodel.summary import Summary, parse_query
 from fedmodel.transactions import Modification, TransactionRequest
 from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml
-from source_node.commit import check_initial_state
+from source_node.commit import validate_initial_state
 from warehouse.core import registry
 from warehouse.core.registry import LEVELS
 from warehouse.core.salem.propagate import SalemOptions
@@ -54,7 +54,7 @@ class Scenario:
     name: str
     algorithm: str
     catalog: Catalog
-    view: ViewDef | Summary   # the user's; the algorithms maintain view.join
+    view: ViewDef | AggregateView   # the user's; the algorithms maintain view.join
     initial: dict[str, list[tuple]]
     steps: list[Step]
     expect_view: list[tuple] | None = None
@@ -107,7 +107,7 @@ def parse_scenario(doc, where: str = "<scenario>") -> Scenario:
                 raise ScenarioError(f"{where}: initial.{name} repeats a key")
         for rel in catalog.relations:
             initial.setdefault(rel.name, [])
-        check_initial_state(catalog, initial, "initial")
+        validate_initial_state(catalog, initial, "initial")
     except ScenarioError:
         raise
     except ModelError as err:
@@ -352,12 +352,12 @@ def _rows(rel, rows, where: str) -> list[tuple]:
     if not isinstance(rows, list):
         raise ScenarioError(f"{where}: rows of {rel.name} must be a list of rows")
     try:
-        return [check_row(rel, r, where) for r in rows]
+        return [validate_row(rel, r, where) for r in rows]
     except ModelError as err:
         raise ScenarioError(str(err)) from None
 
 
-def _view_rows(view: ViewDef | Summary, rows, where: str) -> list[tuple]:
+def _view_rows(view: ViewDef | AggregateView, rows, where: str) -> list[tuple]:
     """Expected view rows: the view's columns, each of its type, then a positive count if it has one."""
     width = len(view.column_names)
     if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == width for r in rows):
@@ -366,7 +366,7 @@ def _view_rows(view: ViewDef | Summary, rows, where: str) -> list[tuple]:
     for row in rows:
         try:
             for value, name, typ in zip(row, view.column_names, types):
-                check_value(value, typ, f"{where}: view column {name}")
+                validate_value(value, typ, f"{where}: view column {name}")
         except ModelError as err:
             raise ScenarioError(str(err)) from None
         if view.has_count and (not _is_integer(row[-1]) or row[-1] < 1):

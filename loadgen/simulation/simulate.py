@@ -47,7 +47,7 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
         "algorithm": name,
         "columns": list(scenario.view.column_names),
         # The Strobe family keeps the view widened with every relation's key (keyed_view); a
-        # summarised view is kept from its join (fedmodel.summary).
+        # aggregate view is kept from its join (fedmodel.aggregate_view).
         "maintained_columns": list(maintained.column_names),
         # ...and its final rows, from which the user's view (`view`, what the checker judges) comes.
         "maintained_view": ([list(r) for r in _rows(maintained, sim.algorithm.maintained_rows() if maintained is not join

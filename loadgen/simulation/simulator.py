@@ -42,6 +42,7 @@ from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
 from warehouse.core import registry
+from warehouse.core.aggregate_state import user_view
 from warehouse.core.batches import Batch, BatchLedger
 from warehouse.core.events import (
     Acknowledge,
@@ -63,7 +64,6 @@ from warehouse.core.ports import drive
 from warehouse.core.recompute import recompute
 from warehouse.core.registry import Settings, not_reflected
 from warehouse.core.salem.timeline import PointError
-from warehouse.core.summarised import user_view
 from warehouse.fifo_order import FifoOrder
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
@@ -118,7 +118,7 @@ class Simulator:
         # The file's access path goes with the file's algorithm: one that reads whole relations
         # (recompute) takes none, and refuses only an access path asked for with it.
         self.access = access or (scenario.access if plugin.default_access is not None else None)
-        join = self.view.join   # what the algorithm maintains (a summarised view is kept from it)
+        join = self.view.join   # what the algorithm maintains (an aggregate view is kept from it)
         rows = recompute(join, scenario.initial)
         maintained = plugin.maintained_view(join)
         self.settings = Settings(access=self.access, force_queries=scenario.force_queries,

@@ -16,7 +16,7 @@ equal arity with different types), and NULLs in join columns.
 
 `self_join=True` reads one relation a second time under an alias (warehouse.core.occurrences),
 joined to itself on its value column: `R2 AS R2b ON R2.V2 = R2b.V2`, its key in the select list.
-`summarised=True` makes the view a summarised one (fedmodel.summary), from a generator of its own
+`aggregate=True` makes the view an aggregate one (fedmodel.aggregate_view), from a generator of its own
 as well: SELECT DISTINCT over the drawn columns, GROUP BY some of them with COUNT(*), COUNT, SUM,
 AVG, MIN and MAX over the others, or those aggregates without GROUP BY. SUM and AVG read only
 BIGINT columns, whose sums both sides compute exactly (a DOUBLE sum's last bits depend on the
@@ -33,7 +33,7 @@ SHAPES = ("chain", "star", "tree")
 def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tuple[int, int] = (2, 4),
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
                     commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False,
-                    summarised: bool = False, self_join: bool = False) -> dict:
+                    aggregate: bool = False, self_join: bool = False) -> dict:
     """The scenario document of random federation `seed`: between `relations` relations over
     between `sources` sources, run by `algorithm` for one `random` step of `steps` decisions with
     those fault and commit rates (the module's docstring says what the flags add).
@@ -56,7 +56,7 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
     select = _select_list(rng, names, columns)
     if odd:
         select = odd.select_list(names, fds, select, chain)
-    sql = _view_sql(rng, seed, names, columns, types, conditions, select, self_join, summarised)
+    sql = _view_sql(rng, seed, names, columns, types, conditions, select, self_join, aggregate)
     doc_sources: dict = {}
     for i, name in enumerate(names):
         doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": types[i],
@@ -160,9 +160,9 @@ def _select_list(rng: random.Random, names: list[str], columns: dict[int, list[s
 
 def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int, list[str]],
               types: dict[int, list[str]], conditions: list[str], select: list[str], self_join: bool,
-              summarised: bool) -> str:
+              aggregate: bool) -> str:
     """The view over `select`: the join tree, selections on some values, and the self-join and
-    the summary when asked for (each from a generator of its own)."""
+    the aggregates when asked for (each from a generator of its own)."""
     three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
     where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(len(names)) if rng.random() < 0.2]
     joins = [f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names))]
@@ -174,7 +174,7 @@ def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int
         select = select + [f"{again}.K{twice + 1} AS K{twice + 1}b"]
         typed.update({f"{again}.{c}": typ for c, typ in zip(columns[twice], types[twice])})
     select = list(dict.fromkeys(select))
-    if summarised:
+    if aggregate:
         head, group_by = _summary(random.Random(f"summary {seed}"), select, typed)
     else:
         head, group_by = ", ".join(select), ""
@@ -185,7 +185,7 @@ def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int
 
 
 def _summary(rng: random.Random, select: list[str], typed: dict[str, str]) -> tuple[str, str]:
-    """A summarised select list over the drawn columns, and its GROUP BY clause (or "")."""
+    """An aggregate select list over the drawn columns, and its GROUP BY clause (or "")."""
     kind = rng.choice(("distinct", "grouped", "grand total"))
     if kind == "distinct":
         return "DISTINCT " + ", ".join(select), ""

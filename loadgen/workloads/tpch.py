@@ -282,7 +282,7 @@ def view_names() -> list[str]:
 def load_view(name: str) -> str:
     """The SQL of the named view, parsed before anything starts: ModelError naming the available
     views for an unknown name, or the file and the construct for a view the parser refuses."""
-    from fedmodel.summary import parse_query
+    from fedmodel.aggregate_view import parse_query
 
     names = view_names()
     if name not in names:

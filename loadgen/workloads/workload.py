@@ -225,7 +225,7 @@ class UpdateStream:
         self._rng = random.Random(seed)
         self._count = 0
         self._pending: deque[tuple[str, TransactionRequest, str]] = deque()
-        _check_writable(catalog)
+        _validate_writable(catalog)
         self._rel = {name: catalog.relation(name) for name in ("customer", "orders", "lineitem", "part",
                                                                   "partsupp", "nation")}
         self._col = {name: {c: i for i, c in enumerate(rel.columns)} for name, rel in self._rel.items()}
@@ -460,7 +460,7 @@ def _weights(mix: Mapping[str, float]) -> tuple[list[str], list[float]]:
     return names, list(accumulate(mix[name] for name in names))
 
 
-def _check_writable(catalog: Catalog) -> None:
+def _validate_writable(catalog: Catalog) -> None:
     """Refuses a catalog that binds a column the streams modify by a declared FD or RI constraint,
     which a source would then enforce against the streams. o_custkey is exempt: modify_join
     only ever points an order at an existing customer."""

@@ -15,5 +15,5 @@ The same core runs under the live warehouse service and under the deterministic 
   protocol by which the warehouse makes its work durable (batches), the view state, the join
   planner and the evaluation of a plan's fragments, snapshots of every source (snapshots), and the
   edges of a view's SQL beyond a join of distinct relations: a self-join's occurrences
-  (occurrences) and a summarised view kept from its join's deltas (summarised).
+  (occurrences) and an aggregate view kept from its join's deltas (aggregate_state).
 """

@@ -84,7 +84,7 @@ class Plugin:
     name: str
     paper: str
     level: str               # the consistency level it claims: one of LEVELS
-    summary: str             # one line
+    description: str         # one line
     factory: Callable[..., Algorithm]
     assumptions: Assumptions = Assumptions()
     default_access: str | None = "join-graph"

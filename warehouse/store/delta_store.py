@@ -76,7 +76,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
 from warehouse.store.delta_append import DeltaAppender, delta_log
-from warehouse.store.sparktypes import SPARK_TYPES, check_types, create_df, from_spark, quote, spark_schema, to_arrow
+from warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
 
 INITIAL_BATCH = 0
 _TAG = "fedlab-batch="
@@ -134,7 +134,7 @@ class DeltaViewStore:
             raise StoreError("view_columns and view_types must be non-empty and of equal length")
         self.root = _absolute(root_dir)
         self.columns = list(view_columns)
-        self.types = check_types(view_types)
+        self.types = validate_types(view_types)
         # A child session: same SparkContext, but its SQL conf and temp views stay private.
         self._spark = spark.newSession()
         for key, value in {**SESSION_CONF, **(session_conf or {})}.items():

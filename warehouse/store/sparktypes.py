@@ -22,7 +22,7 @@ SPARK_TYPES: dict[str, DataType] = {
 }
 
 
-def check_types(types: Sequence[str]) -> list[str]:
+def validate_types(types: Sequence[str]) -> list[str]:
     """Upper-cased catalog type names; raises ValueError on anything else."""
     out = [str(t).upper() for t in types]
     bad = [t for t in out if t not in SPARK_TYPES]
@@ -32,13 +32,13 @@ def check_types(types: Sequence[str]) -> list[str]:
 
 
 def spark_schema(columns: Sequence[str], types: Sequence[str]) -> StructType:
-    return StructType([StructField(c, SPARK_TYPES[t], True) for c, t in zip(columns, check_types(types))])
+    return StructType([StructField(c, SPARK_TYPES[t], True) for c, t in zip(columns, validate_types(types))])
 
 
 def to_arrow(columns: Sequence[str], types: Sequence[str], rows: Iterable[Sequence]) -> pa.Table:
     """Rows (tuples in column order) as an Arrow table of the catalog types (fedmodel.codec);
     ValueError naming the column a value does not fit."""
-    return rows_to_arrow(columns, check_types(types), list(rows))
+    return rows_to_arrow(columns, validate_types(types), list(rows))
 
 
 def create_df(spark, columns: Sequence[str], types: Sequence[str], rows: Iterable[Sequence]):

@@ -140,7 +140,7 @@ PLUGIN = Plugin(
     name="recompute-on-change",
     paper="docs/new-algorithm.md (fedlab's tutorial)",
     level="strong",
-    summary="the view recomputed from a snapshot whenever a source reports a change",
+    description="the view recomputed from a snapshot whenever a source reports a change",
     factory=create,
     default_access=None,   # it reads whole relations: no access path to choose
 )

@@ -1,5 +1,5 @@
--- TPC-H Q3 itself: the revenue of each unshipped order of a BUILDING customer (a summarised view,
--- fedmodel.summary; the algorithms maintain its join, the q3 view with the keys it needs).
+-- TPC-H Q3 itself: the revenue of each unshipped order of a BUILDING customer (an aggregate view,
+-- fedmodel.aggregate_view; the algorithms maintain its join, the q3 view with the keys it needs).
 SELECT lineitem.l_orderkey,
        SUM(lineitem.l_extendedprice * (1 - lineitem.l_discount)) AS revenue,
        orders.o_orderdate, orders.o_shippriority

@@ -1,5 +1,5 @@
 -- TPC-H Q5 itself: the revenue of each Asian nation from orders of 1994 whose customer and
--- supplier share the nation (a summarised view, fedmodel.summary, over q5's join).
+-- supplier share the nation (an aggregate view, fedmodel.aggregate_view, over q5's join).
 SELECT nation.n_name, SUM(lineitem.l_extendedprice * (1 - lineitem.l_discount)) AS revenue
 FROM customer
 JOIN orders ON customer.c_custkey = orders.o_custkey

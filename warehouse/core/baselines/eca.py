@@ -290,7 +290,7 @@ def _factory(cls):
 PAPER = "Zhuge, Garcia-Molina, Hammer & Widom 1995"
 ECA = Plugin(
     name="eca", paper=PAPER, level="strong",
-    summary="compensating queries for the queries still unanswered; signed answers applied when none is pending",
+    description="compensating queries for the queries still unanswered; signed answers applied when none is pending",
     factory=_factory(EagerCompensating),
     # It keeps the view the durable store holds, but a restart delivers notifications again
     # (the durable ones not applied, and the sources' unacknowledged ones), which it processes
@@ -298,6 +298,6 @@ ECA = Plugin(
     assumptions=Assumptions(fifo=True, no_loss=True, single_source=True, restartable=False))
 ECA_KEY = Plugin(
     name="eca-key", paper=PAPER, level="strong",
-    summary="ECA for views that hold every key: deletions applied locally by key, insertions queried uncompensated",
+    description="ECA for views that hold every key: deletions applied locally by key, insertions queried uncompensated",
     factory=_factory(ECAKey),
     assumptions=Assumptions(fifo=True, no_loss=True, keys_in_view=True, single_source=True, restartable=False))

@@ -1,12 +1,12 @@
-"""A summarised view: GROUP BY with aggregates, or SELECT DISTINCT, over a select-project-join view.
+"""An aggregate view: GROUP BY with aggregates, or SELECT DISTINCT, over a select-project-join view.
 
 `parse_query(sql, catalog)` reads the SQL a user writes for a view. A select-project-join view is
-a ViewDef (fedmodel.viewdef); a summarised one is a `Summary` over its *join*: the
+a ViewDef (fedmodel.viewdef); an aggregate one is an `AggregateView` over its *join*: the
 select-project-join view of the same FROM and WHERE whose columns are the grouping columns and
 every column an aggregate reads. The maintenance algorithms keep the join as they keep any view,
-with its multiplicities and version numbers, so a summarised view has the consistency its
-algorithm gives the join; the summary is a function of the join's rows (each group is one row of
-the user's view), kept up to date from the join's deltas (warehouse.core.summarised).
+with its multiplicities and version numbers, so an aggregate view has the consistency its
+algorithm gives the join; its rows are a function of the join's rows (each group is one row of
+the user's view), kept up to date from the join's deltas (warehouse.core.aggregate_state).
 
 Accepted: `SELECT g1, ..., f(...), ... FROM ... [WHERE ...] GROUP BY g1, ...` where every plain
 column of the select list is grouped by and each f is COUNT(*), COUNT(e), SUM(e), AVG(e), MIN(e)
@@ -28,7 +28,7 @@ from sqlglot import exp
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_value
-from fedmodel.viewdef import ViewDef, parse_view, summarised_by
+from fedmodel.viewdef import ViewDef, aggregated_by, parse_view
 
 FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
 
@@ -40,7 +40,7 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
-class Summary:
+class AggregateView:
     sql: str                      # the user's SQL
     join: ViewDef                 # the select-project-join view the algorithms maintain
     groups: tuple[int, ...]       # the join columns grouped by, in GROUP BY order
@@ -67,10 +67,10 @@ class Summary:
         return tuple(group[i] if kind == "group" else values[i] for kind, i in self.layout)
 
 
-def parse_query(sql: str, catalog: Catalog) -> ViewDef | Summary:
+def parse_query(sql: str, catalog: Catalog) -> ViewDef | AggregateView:
     """The view a user's SQL defines; ModelError (one line) for what neither kind accepts."""
     tree = _parse(sql)
-    if tree is None or summarised_by(tree) is None:
+    if tree is None or aggregated_by(tree) is None:
         return parse_view(sql, catalog)
     if tree.args.get("having"):
         raise ModelError("view: HAVING is not supported; filter the groups when reading the view")
@@ -105,7 +105,7 @@ def parse_query(sql: str, catalog: Catalog) -> ViewDef | Summary:
             arguments.append((function, target.sql()))
             layout.append(("aggregate", len(arguments) - 1))
         else:
-            raise ModelError(f"view: {_spelled(target)} in the select list of a summarised view is not "
+            raise ModelError(f"view: {_spelled(target)} in the select list of an aggregate view is not "
                              f"supported (columns and COUNT, SUM, AVG, MIN, MAX), got {target.sql()}")
         name = item.alias if isinstance(item, exp.Alias) else target.name if isinstance(target, exp.Column) else target.sql()
         if name.lower() in {n.lower() for n in names}:
@@ -120,12 +120,12 @@ def parse_query(sql: str, catalog: Catalog) -> ViewDef | Summary:
     aggregates = [_aggregate(f, written, positions, join.output_types) for f, written in arguments]
     types = tuple(join.output_types[positions[groups[i]]] if kind == "group" else aggregates[i][1]
                   for kind, i in layout)
-    return Summary(sql, join, tuple(positions[g] for g in groups), tuple(a for a, _ in aggregates),
+    return AggregateView(sql, join, tuple(positions[g] for g in groups), tuple(a for a, _ in aggregates),
                    tuple(names), types, tuple(layout))
 
 
 class _JoinColumns:
-    """The join's select list: each column a summarised view groups by or aggregates, once, named
+    """The join's select list: each column an aggregate view groups by or aggregates, once, named
     by its own name or, when that is taken, qualified by its relation."""
 
     def __init__(self):

@@ -1,18 +1,18 @@
-"""A summarised view (fedmodel.summary: GROUP BY with aggregates, or DISTINCT) kept from the
+"""An aggregate view (fedmodel.aggregate_view: GROUP BY with aggregates, or DISTINCT) kept from the
 deltas of the join the algorithms maintain.
 
-Every algorithm maintains the select-project-join view under the summary, its *join*, with
+Every algorithm maintains the select-project-join view under the aggregates, its *join*, with
 multiplicities and version numbers as for any view, and applies it state by state
 (StateApplied). The adapter that carries out a StateApplied (the simulator, the live warehouse)
-hands its delta to `SummaryState.apply`, which returns the summarised view's delta for that same
-state, so the summarised view goes through exactly the join's states: the consistency the
+hands its delta to `AggregateState.apply`, which returns the aggregate view's delta for that same
+state, so the aggregate view goes through exactly the join's states: the consistency the
 algorithm keeps for the join holds for it.
 
 A group's aggregates are recomputed, when a delta touches the group, from what the warehouse
 holds of it: the multiset of the values its join rows give each aggregate (`members`, value ->
 multiplicity). So MIN and MAX survive the deletion of the current extreme without asking any
 source, SUM and COUNT follow inserts and deletes exactly, and the cost of a delta is that of the
-groups it touches. A group is a row of the summarised view while its join rows' multiplicities
+groups it touches. A group is a row of the aggregate view while its join rows' multiplicities
 sum above zero; an aggregate without GROUP BY has one row always (COUNT 0 and the others NULL
 over an empty join, as SQL has it). Aggregates skip NULL values, as SQL's do.
 """
@@ -21,19 +21,19 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fedmodel.summary import Summary
+from fedmodel.aggregate_view import AggregateView
 from fedmodel.viewdef import ViewDef
 
 
-def user_view(view: ViewDef | Summary, join_rows: dict[tuple, int]) -> "SummaryState | JoinRows":
+def user_view(view: ViewDef | AggregateView, join_rows: dict[tuple, int]) -> "AggregateState | JoinRows":
     """The user's view of `view`, kept from its join's deltas (`apply`) from `join_rows` on."""
-    return summary_of(view, join_rows) or JoinRows(join_rows)
+    return aggregate_of(view, join_rows) or JoinRows(join_rows)
 
 
-def summary_of(view: ViewDef | Summary, join_rows: dict[tuple, int]) -> "SummaryState | None":
-    """The summary kept beside a summarised view's join, from `join_rows` on; None for a
+def aggregate_of(view: ViewDef | AggregateView, join_rows: dict[tuple, int]) -> "AggregateState | None":
+    """The aggregates kept beside an aggregate view's join, from `join_rows` on; None for a
     select-project-join view, whose rows are its join's (whoever holds the join has them)."""
-    return SummaryState(view, join_rows) if isinstance(view, Summary) else None
+    return AggregateState(view, join_rows) if isinstance(view, AggregateView) else None
 
 
 class JoinRows:
@@ -50,28 +50,28 @@ class JoinRows:
         return dict(join_delta)
 
 
-class SummaryState:
-    def __init__(self, summary: Summary, join_rows: dict[tuple, int]):
-        self.summary = summary
+class AggregateState:
+    def __init__(self, view: AggregateView, join_rows: dict[tuple, int]):
+        self.view = view
         self.members: dict[tuple, list[Counter]] = {}   # group -> per aggregate, its values' multiset
         self.sizes: Counter = Counter()                   # group -> its join rows' multiplicity
         self.apply(join_rows)
 
     def rows(self) -> dict[tuple, int]:
-        """The summarised view: each group's row once."""
-        groups = set(self.sizes) | ({()} if self.summary.grand_total else set())
+        """The aggregate view: each group's row once."""
+        groups = set(self.sizes) | ({()} if self.view.grand_total else set())
         return {self._row(g): 1 for g in groups}
 
     def apply(self, join_delta: dict[tuple, int]) -> dict[tuple, int]:
-        """Applies a delta of the join (row -> signed multiplicity); the summarised view's delta."""
+        """Applies a delta of the join (row -> signed multiplicity); the aggregate view's delta."""
         touched = {}
         for row, count in join_delta.items():
-            group = tuple(row[i] for i in self.summary.groups)
+            group = tuple(row[i] for i in self.view.groups)
             if group not in touched:
                 touched[group] = self._row(group) if self._shown(group) else None
             self.sizes[group] += count
-            values = self.members.setdefault(group, [Counter() for _ in self.summary.aggregates])
-            for counter, aggregate in zip(values, self.summary.aggregates):
+            values = self.members.setdefault(group, [Counter() for _ in self.view.aggregates])
+            for counter, aggregate in zip(values, self.view.aggregates):
                 value = aggregate.argument(row) if aggregate.argument else 0
                 counter[value] += count
                 if not counter[value]:
@@ -89,12 +89,12 @@ class SummaryState:
         return {r: c for r, c in out.items() if c}
 
     def _shown(self, group: tuple) -> bool:
-        return group in self.sizes or self.summary.grand_total
+        return group in self.sizes or self.view.grand_total
 
     def _row(self, group: tuple) -> tuple:
-        values = self.members.get(group) or [Counter() for _ in self.summary.aggregates]
-        return self.summary.row(group, tuple(_aggregate(a.function, v, a.argument is None)
-                                             for a, v in zip(self.summary.aggregates, values)))
+        values = self.members.get(group) or [Counter() for _ in self.view.aggregates]
+        return self.view.row(group, tuple(_aggregate(a.function, v, a.argument is None)
+                                             for a, v in zip(self.view.aggregates, values)))
 
 
 def _aggregate(function: str, values: Counter, counts_rows: bool):
