@@ -443,7 +443,7 @@ class Warehouse:
         spans = []
         with self._edge:
             for r in requests:
-                span = self.batches.receipts.missing(source, r.from_dsv, r.through_dsv)
+                span = self.batches.missing(source, r.from_dsv, r.through_dsv)
                 if span is not None and span not in spans:
                     spans.append(span)
             self.withheld_resends += len(requests) - len(spans)

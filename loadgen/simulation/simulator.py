@@ -145,7 +145,7 @@ class Simulator:
         self.fifo_repair = scenario.fifo_repair and plugin.assumptions.fifo
         self.fifo: FifoOrder | None = None
         self.round_trips: Counter = Counter()   # sub-query id -> copies sent whose round trip is not over
-        self.releasing: list | None = None      # released by the FIFO order, not yet taken by the core
+        self.inbox: list | None = None          # arrived during the core's turn, not yet taken (as live: the inbox)
         self._start_fifo_order()
         self.run = Run()
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
@@ -448,9 +448,9 @@ class Simulator:
         if self.fifo is None:
             return events
         released = self.fifo.arrived(source, events, query_done)
-        if self.releasing is None:
+        if self.inbox is None:
             return released
-        self.releasing.extend(released)
+        self.inbox.extend(released)   # an answer returned to the core's turn (_answer_now) goes after it
         return []
 
     def _round_trip_over(self, subquery_id: str) -> bool:
@@ -468,19 +468,18 @@ class Simulator:
             self._handle_all(self._arrived(msg.source, [], query_done=True))
 
     def _handle_all(self, events: list) -> None:
-        if self.fifo is None:
-            for event in events:
-                self._handle(event)
+        """Hands `events` to the core one at a time, as the live warehouse's inbox does: what
+        arrives while the core is taking an event (a resent notification delivered from one of its
+        actions) waits until that turn is over."""
+        if self.inbox is not None:   # reached from inside the core's turn: after what it is taking
+            self.inbox.extend(events)
             return
-        if self.releasing is not None:   # reached from inside the core's turn: after what it is taking
-            self.releasing.extend(events)
-            return
-        self.releasing = list(events)
+        self.inbox = list(events)
         try:
-            while self.releasing:
-                self._handle(self.releasing.pop(0))
+            while self.inbox:
+                self._handle(self.inbox.pop(0))
         finally:
-            self.releasing = None
+            self.inbox = None
 
     def _handle(self, event) -> None:
         drive(self.algorithm, event, self)
@@ -601,9 +600,11 @@ class RandomSchedule:
     same rates and by the injector's rule (a duplicate is a message not lost that arrives twice).
     """
 
-    def __init__(self, sim: Simulator, seed: int, drop: float, reorder: float, duplicate: float,
-                 commit_rate: float, restart: float = 0.0, transactions: str = "source-local",
-                 warehouse_restart: float = 0.0, batch_failure: float = 0.0):
+    def __init__(self, sim: Simulator, *, seed: int, drop: float, reorder: float, duplicate: float,
+                 commit_rate: float, restart: float, warehouse_restart: float, batch_failure: float,
+                 transactions: str):
+        """Every rate as a parsed `random` step names it (loadgen.simulation.scenario.RANDOM_RATES
+        holds their defaults, in one place)."""
         self.sim = sim
         self.rng = random.Random(seed)
         self.workload = RandomTransactions(sim.scenario, self.rng, single_update=transactions == "single-update")

@@ -142,3 +142,9 @@ class BatchLedger:
     def reached(self, source: str) -> Acknowledge:
         """What of `source` has reached this process, durable or not."""
         return self.receipts.acknowledgement(source)
+
+    def missing(self, source: str, from_dsv: int, through_dsv: int | None) -> tuple[int, int | None] | None:
+        """The span of `source`'s DSVs from `from_dsv` through `through_dsv` (None: no end) that
+        has not reached this process, narrowed at both ends; None when all of it has
+        (warehouse.core.receipts.Receipts.missing)."""
+        return self.receipts.missing(source, from_dsv, through_dsv)
