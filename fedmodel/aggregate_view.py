@@ -5,8 +5,8 @@ a ViewDef (fedmodel.viewdef); an aggregate one is an `AggregateView` over its *j
 select-project-join view of the same FROM and WHERE whose columns are the grouping columns and
 every column an aggregate reads. The maintenance algorithms keep the join as they keep any view,
 with its multiplicities and version numbers, so an aggregate view has the consistency its
-algorithm gives the join; its rows are a function of the join's rows (each group is one row of
-the user's view), kept up to date from the join's deltas (warehouse.core.aggregate_state).
+algorithm gives the join; its rows are a function of the join's rows (each group gives one row of
+the user's view; two groups may give the same row when a column grouped by is not shown), kept up to date from the join's deltas (warehouse.core.aggregate_state).
 
 Accepted: `SELECT g1, ..., f(...), ... FROM ... [WHERE ...] GROUP BY g1, ...` where every plain
 column of the select list is grouped by and each f is COUNT(*), COUNT(e), SUM(e), AVG(e), MIN(e)
@@ -51,11 +51,13 @@ class AggregateView:
 
     @property
     def column_names(self) -> tuple[str, ...]:
-        return self.output_names   # no count: each group is one row
+        return self.output_names + (("count",) if self.has_count else ())
 
     @property
     def has_count(self) -> bool:
-        return False   # each group is one row
+        """Whether two groups can give one row: when a column grouped by is not shown
+        (`SELECT count(*) FROM a GROUP BY a.j` has a row (1) for every j held once)."""
+        return not {i for kind, i in self.layout if kind == "group"} >= set(range(len(self.groups)))
 
     @property
     def grand_total(self) -> bool:

@@ -78,6 +78,8 @@ MAINTAINED = [
     "SELECT min(a.j) FROM a",
     "SELECT max(a.s) FROM a",
     "SELECT a.i FROM a GROUP BY a.i",
+    "SELECT count(*) FROM b GROUP BY b.k",   # a grouping column not shown: two groups, one row twice
+    "SELECT b.k, count(*) FROM a JOIN b ON a.i = b.i GROUP BY b.k, a.j",
     "SELECT DISTINCT a.j FROM a",
     "SELECT a.i, sum(a.j), count(*) FROM a GROUP BY a.i",
     "SELECT b.k, avg(a.j), min(a.s), max(a.s) FROM a JOIN b ON a.i = b.i GROUP BY b.k",

@@ -58,9 +58,10 @@ class AggregateState:
         self.apply(join_rows)
 
     def rows(self) -> dict[tuple, int]:
-        """The aggregate view: each group's row once."""
+        """The aggregate view: each group's row, as many times as groups give it (more than once
+        only when a column grouped by is not shown: AggregateView.has_count)."""
         groups = set(self.sizes) | ({()} if self.view.grand_total else set())
-        return {self._row(g): 1 for g in groups}
+        return dict(Counter(self._row(g) for g in groups))
 
     def apply(self, join_delta: dict[tuple, int]) -> dict[tuple, int]:
         """Applies a delta of the join (row -> signed multiplicity); the aggregate view's delta."""
