@@ -14,7 +14,8 @@ or MAX(e) over an arithmetic expression e of the relations' columns; a GROUP BY 
 aggregates; an aggregate without GROUP BY (one row, also over an empty join: COUNT 0, the others
 NULL); `SELECT DISTINCT cols FROM ...` (GROUP BY every column). Refused, naming the construct:
 HAVING, DISTINCT inside an aggregate, other aggregate functions, grouping by an expression, an
-aggregate nested in an expression.
+aggregate nested in an expression. A view with EXISTS in WHERE (a semi-join) is read as the
+aggregate view it amounts to (fedmodel.rewrites.exists).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sqlglot import exp
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.predicates import compile_value
+from fedmodel.rewrites.exists import semijoins
 from fedmodel.viewdef import ViewDef, aggregated_by, parse_view
 
 FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
@@ -72,6 +74,8 @@ class AggregateView:
 def parse_query(sql: str, catalog: Catalog) -> ViewDef | AggregateView:
     """The view a user's SQL defines; ModelError (one line) for what neither kind accepts."""
     tree = _parse(sql)
+    if tree is not None:
+        tree = semijoins(tree, catalog)   # EXISTS: an aggregate view over the join (fedmodel.rewrites.exists)
     if tree is None or aggregated_by(tree) is None:
         return parse_view(sql, catalog)
     if tree.args.get("having"):

@@ -2,10 +2,10 @@
 
 The corpus follows pg_ivm's regression categories and the SQL reference: select-project-join
 views in their spellings (`*`, USING, NATURAL, WITH queries and derived tables among them, rewritten
-by fedmodel.rewrites) and aggregate ones (GROUP BY with aggregates, DISTINCT: maintained: a random schedule of commits with dropped, reordered and
+by fedmodel.rewrites), EXISTS (a semi-join) and aggregate ones (GROUP BY with aggregates, DISTINCT: maintained: a random schedule of commits with dropped, reordered and
 duplicated messages under `fedlab simulate`, every applied state checked by the DuckDB oracle's
 recomputation), and everything else (HAVING, DISTINCT ON, aggregates of DISTINCT values, outer
-joins, subqueries, aggregate or recursive WITH queries, set operations, window functions, sampling, locking, row limits,
+joins, NOT EXISTS and other subqueries, aggregate or recursive WITH queries, set operations, window functions, sampling, locking, row limits,
 functions in FROM, ...) refused before anything starts with one line that names the
 construct.
 """
@@ -78,6 +78,14 @@ MAINTAINED = [
     "SELECT min(a.j) FROM a",
     "SELECT max(a.s) FROM a",
     "SELECT a.i FROM a GROUP BY a.i",
+    # EXISTS: a semi-join (fedmodel.rewrites.exists; pg_ivm's mv_ivm_exists_subquery*)
+    "SELECT a.i, a.j FROM a WHERE EXISTS (SELECT 1 FROM b WHERE a.i = b.i)",
+    "SELECT a.j FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i) AND a.j > 10",
+    "SELECT DISTINCT a.j FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i)",
+    "SELECT b.k FROM b WHERE EXISTS (SELECT 1 FROM a JOIN c ON a.j > 0 WHERE a.i = b.i AND c.k = b.k)",
+    "SELECT * FROM b WHERE EXISTS (SELECT 1 FROM a WHERE a.i = b.i) AND EXISTS (SELECT 1 FROM c WHERE c.k = b.k)",
+    "SELECT a.i, c.t FROM a JOIN b ON a.i = b.i JOIN c ON b.k = c.k WHERE EXISTS (SELECT 1 FROM b WHERE b.k = c.k AND b.i > 1)",
+    "SELECT s FROM a WHERE EXISTS (SELECT * FROM b WHERE i = a.i AND k > 5)",   # i: b's, as SQL scopes it
     "SELECT count(*) FROM b GROUP BY b.k",   # a grouping column not shown: two groups, one row twice
     "SELECT b.k, count(*) FROM a JOIN b ON a.i = b.i GROUP BY b.k, a.j",
     "SELECT DISTINCT a.j FROM a",
@@ -155,8 +163,15 @@ REFUSED = [
     # subqueries (mv_ivm_subquery, mv_ivm_exists)
     ("SELECT a.i FROM a WHERE a.i IN (SELECT b.i FROM b)", "IN (SELECT ...)"),
     ("SELECT a.i FROM a WHERE a.i NOT IN (SELECT b.i FROM b)", "IN (SELECT ...)"),
-    ("SELECT a.i FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "EXISTS (SELECT ...)"),
-    ("SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "EXISTS (SELECT ...)"),
+    ("SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "NOT EXISTS (an anti-join)"),
+    ("SELECT a.i FROM a WHERE a.j > 10 OR EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "EXISTS under OR"),
+    ("SELECT a.i FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i AND EXISTS (SELECT 1 FROM c WHERE c.k = b.k))",
+     "a subquery nested in EXISTS"),
+    ("SELECT a.i FROM a WHERE EXISTS (SELECT count(*) FROM b WHERE b.i = a.i)", "in EXISTS that aggregates"),
+    ("SELECT count(*) FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "EXISTS in an aggregate view"),
+    ("SELECT a.j + 1 FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "select columns"),
+    ("SELECT d.i FROM (SELECT a.i FROM a) AS d WHERE EXISTS (SELECT 1 FROM b WHERE b.i = d.i)",
+     "EXISTS beside a WITH query or derived table"),
     ("SELECT a.i FROM a WHERE a.j > (SELECT max(b.k) FROM b)", "scalar (SELECT ...)"),
     ("SELECT a.i FROM a WHERE a.j > ALL (SELECT b.k FROM b)", "ALL (SELECT ...)"),
     ("SELECT a.i FROM a WHERE a.j = ANY (SELECT b.k FROM b)", "ANY (SELECT ...)"),

@@ -12,6 +12,9 @@ distinctly named columns, one rule per module, applied in this order:
 - names: a second column of one name is renamed.
 What no rule turns into a select-project-join view is left for the parser to refuse, or refused
 here with one line when only the rule sees it (WITH RECURSIVE, an aggregate derived table).
+
+One rule is not in that order: exists, EXISTS in WHERE, turns the view into an aggregate one over
+a join (fedmodel.aggregate_view.parse_query applies it first), whose join then takes the rules above.
 """
 
 from __future__ import annotations

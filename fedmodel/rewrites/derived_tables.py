@@ -23,7 +23,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.rewrites.scope import columns_of, from_items, own_columns
+from fedmodel.rewrites.scope import columns_of, from_items, own_columns, qualify, rename, unused
 from fedmodel.viewdef import SELECT_PARTS, aggregated_by, clip, refuse_clauses
 
 
@@ -54,7 +54,7 @@ def flatten(tree: exp.Select, catalog: Catalog) -> exp.Select:
     derived = [item for item in from_items(tree) if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select)]
     if not derived:
         return tree
-    _qualify(tree, catalog)
+    qualify(tree, catalog)
     taken = {item.alias_or_name.lower() for item in from_items(tree)}
     for table in derived:
         _merge(tree, table, catalog, taken)
@@ -63,10 +63,10 @@ def flatten(tree: exp.Select, catalog: Catalog) -> exp.Select:
 
 def _merge(tree: exp.Select, derived: exp.Subquery, catalog: Catalog, taken: set[str]) -> None:
     body = derived.this
-    _qualify(body, catalog)
+    qualify(body, catalog)
     for item in from_items(body):
         if item.alias_or_name.lower() in taken:
-            _rename(body, item, _unused(f"{derived.alias_or_name}_{item.alias_or_name}", taken))
+            rename(body, item, unused(f"{derived.alias_or_name}_{item.alias_or_name}", taken))
         taken.add(item.alias_or_name.lower())
     values = dict(zip((c.lower() for c in columns_of(derived, catalog)), (e.unalias() for e in body.expressions)))
     for column in list(own_columns(tree)):
@@ -82,35 +82,3 @@ def _merge(tree: exp.Select, derived: exp.Subquery, catalog: Catalog, taken: set
     tree.set("joins", joins[:at] + list(body.args.get("joins") or []) + joins[at:])
     if body.args.get("where"):
         tree.where(body.args["where"].this, copy=False)
-
-
-def _qualify(select: exp.Select, catalog: Catalog) -> None:
-    """Names the FROM item of each of `select`'s unqualified columns: the one that shows it."""
-    shown = [(item.alias_or_name, {c.lower() for c in columns_of(item, catalog)}) for item in from_items(select)]
-    for column in list(own_columns(select)):
-        if column.table:
-            continue
-        owners = [name for name, columns in shown if column.name.lower() in columns]
-        if not owners:
-            raise ModelError(f"view: no relation in FROM has a column {column.name!r}")
-        if len(owners) > 1:
-            raise ModelError(f"view: column {column.name!r} is ambiguous ({' or '.join(owners)}); qualify it")
-        column.set("table", exp.to_identifier(owners[0]))
-
-
-def _rename(body: exp.Select, item: exp.Expression, name: str) -> None:
-    """Gives the body's FROM `item` the alias `name`, in its columns too."""
-    old = item.alias_or_name.lower()
-    for column in own_columns(body):
-        if column.table.lower() == old:
-            column.set("table", exp.to_identifier(name))
-    item.set("alias", exp.TableAlias(this=exp.to_identifier(name)))
-
-
-def _unused(name: str, taken: set[str]) -> str:
-    """`name`, or `name_2`, `name_3`, ..., the first not `taken`."""
-    n, candidate = 1, name
-    while candidate.lower() in taken:
-        n += 1
-        candidate = f"{name}_{n}"
-    return candidate

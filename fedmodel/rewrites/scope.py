@@ -39,3 +39,41 @@ def own_columns(select: exp.Select) -> Iterator[exp.Column]:
             for node in list(part.walk(prune=lambda n: isinstance(n, exp.Query))):
                 if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
                     yield node
+
+
+def qualify(select: exp.Select, catalog: Catalog, enclosing: exp.Select | None = None) -> None:
+    """Names the FROM item of each of `select`'s unqualified columns: the one that shows it, or,
+    when none of `select`'s does and `select` is nested in `enclosing`, the enclosing query's
+    (a correlated column, as SQL resolves it)."""
+    def shown_by(query):
+        return [(item.alias_or_name, {c.lower() for c in columns_of(item, catalog)}) for item in from_items(query)]
+
+    shown, outer = shown_by(select), shown_by(enclosing) if enclosing is not None else []
+    for column in list(own_columns(select)):
+        if column.table:
+            continue
+        owners = ([name for name, columns in shown if column.name.lower() in columns]
+                  or [name for name, columns in outer if column.name.lower() in columns])
+        if not owners:
+            raise ModelError(f"view: no relation in FROM has a column {column.name!r}")
+        if len(owners) > 1:
+            raise ModelError(f"view: column {column.name!r} is ambiguous ({' or '.join(owners)}); qualify it")
+        column.set("table", exp.to_identifier(owners[0]))
+
+
+def rename(body: exp.Select, item: exp.Expression, name: str) -> None:
+    """Gives the body's FROM `item` the alias `name`, in its columns too."""
+    old = item.alias_or_name.lower()
+    for column in own_columns(body):
+        if column.table.lower() == old:
+            column.set("table", exp.to_identifier(name))
+    item.set("alias", exp.TableAlias(this=exp.to_identifier(name)))
+
+
+def unused(name: str, taken: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`, ..., the first not `taken`."""
+    n, candidate = 1, name
+    while candidate.lower() in taken:
+        n += 1
+        candidate = f"{name}_{n}"
+    return candidate

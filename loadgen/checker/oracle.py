@@ -15,7 +15,7 @@ which it existed. The user's view SQL is rewritten with sqlglot in one of two wa
   is the view's history (each row once per life), however many states there are: how the
   checker reads the view at every state of a run.
 Either way identical rows are grouped into a count. An aggregate view (GROUP BY with aggregates,
-or DISTINCT) is not a union of per-row lives, so it is only evaluated at given states: each
+or DISTINCT), or one with EXISTS (a row lives while some partner does), is not a union of per-row lives, so it is only evaluated at given states: each
 state's groups apart (GROUP BY the state as well), and its history along a chain is the
 difference of the views at successive states; an aggregate without GROUP BY, which SQL answers
 with one row even over no rows, gets that row at a state where the join is empty (the view's SQL
@@ -115,7 +115,10 @@ class Oracle:
         self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
         tree = _view_tree(view_sql, catalog)
         self.aggregate_kind = _aggregate_kind(tree)
-        self.chain_sql = None if self.aggregate_kind else chain_sql(view_sql, catalog, self.engine.dialect)
+        # A row of a view with EXISTS exists while some partner does, not only while its own
+        # base rows do: it is found state by state, as an aggregate view's are.
+        along_chain = not self.aggregate_kind and tree.find(exp.Exists) is None
+        self.chain_sql = chain_sql(view_sql, catalog, self.engine.dialect) if along_chain else None
         self._empty_row = _empty_row(tree, self.tables, self.engine) if self.aggregate_kind == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
@@ -142,7 +145,7 @@ class Oracle:
         signed counts, none zero). Equal, once summed, to `views_at(vectors)`, at the cost of the
         view's history over the chain rather than of every view (loadgen.checker.chain: cheapest
         when no source's DSV goes back along the chain)."""
-        if self.aggregate_kind:
+        if self.chain_sql is None:
             return _differences(self.views_at(vectors))
         tables = {name: state_intervals(table, [v.get(self._source_of[name], 1) for v in vectors])
                   for name, table in self.tables.items()}
@@ -240,10 +243,15 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     tree = _view_tree(view_sql, catalog)
     sources = list(catalog.sources)
     conditions = []
-    for table in tree.find_all(exp.Table):
+    for table in list(tree.find_all(exp.Table)):
         alias = table.alias_or_name
         at = exp.column(_state_column(sources.index(catalog.relation(table.name).source)), table="__s")
-        conditions += [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
+        alive = [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
+        scope = table.find_ancestor(exp.Select)
+        if scope is tree:
+            conditions += alive
+        else:   # a relation of an EXISTS subquery: its rows alive at the outer query's state
+            scope.where(*alive, copy=False)
     tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross").where(*conditions)
     if _aggregate_kind(tree) and not tree.args.get("distinct"):   # each state's groups apart
         tree = tree.group_by(exp.column("__i", table="__s"))
