@@ -21,6 +21,9 @@ as well: SELECT DISTINCT over the drawn columns, GROUP BY some of them with COUN
 AVG, MIN and MAX over the others, or those aggregates without GROUP BY. SUM and AVG read only
 BIGINT columns, whose sums both sides compute exactly (a DOUBLE sum's last bits depend on the
 order it is added in).
+`semijoin=True` (without the two above) moves the join tree's last relation, a leaf, into an
+EXISTS subquery of its own join condition and selections (fedmodel.rewrites.exists), its columns
+out of the select list.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ SHAPES = ("chain", "star", "tree")
 def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tuple[int, int] = (2, 4),
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
                     commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False,
-                    aggregate: bool = False, self_join: bool = False) -> dict:
+                    aggregate: bool = False, self_join: bool = False, semijoin: bool = False) -> dict:
     """The scenario document of random federation `seed`: between `relations` relations over
     between `sources` sources, run by `algorithm` for one `random` step of `steps` decisions with
     those fault and commit rates (the module's docstring says what the flags add).
@@ -56,7 +59,8 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
     select = _select_list(rng, names, columns)
     if odd:
         select = odd.select_list(names, fds, select, chain)
-    sql = _view_sql(rng, seed, names, columns, types, conditions, select, self_join, aggregate)
+    sql = _view_sql(rng, seed, names, columns, types, conditions, select, self_join, aggregate,
+                    semijoin and not aggregate and not self_join)
     doc_sources: dict = {}
     for i, name in enumerate(names):
         doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": types[i],
@@ -160,11 +164,13 @@ def _select_list(rng: random.Random, names: list[str], columns: dict[int, list[s
 
 def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int, list[str]],
               types: dict[int, list[str]], conditions: list[str], select: list[str], self_join: bool,
-              aggregate: bool) -> str:
-    """The view over `select`: the join tree, selections on some values, and the self-join and
-    the aggregates when asked for (each from a generator of its own)."""
+              aggregate: bool, semijoin: bool = False) -> str:
+    """The view over `select`: the join tree, selections on some values, and the self-join, the
+    aggregates or the EXISTS when asked for (each from a generator of its own, or none)."""
     three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
     where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(len(names)) if rng.random() < 0.2]
+    if semijoin:
+        return _semijoin_sql(names, conditions, select, where)
     joins = [f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names))]
     typed = {f"{names[i]}.{c}": typ for i in range(len(names)) for c, typ in zip(columns[i], types[i])}
     if self_join:
@@ -182,6 +188,17 @@ def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int
     if where:
         sql += " WHERE " + " AND ".join(where)
     return sql + group_by
+
+
+def _semijoin_sql(names: list[str], conditions: list[str], select: list[str], where: list[str]) -> str:
+    """The view with its last relation (a leaf of the join tree) asked for in EXISTS."""
+    last = names[-1]
+    inside = [c for c in where if c.startswith(f"{last}.")]
+    outside = [c for c in where if not c.startswith(f"{last}.")]
+    shown = [item for item in dict.fromkeys(select) if not item.startswith(f"{last}.")] or [f"{names[0]}.K1"]
+    joins = "".join(f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names) - 1))
+    exists = f"EXISTS (SELECT 1 FROM {last} WHERE {' AND '.join([conditions[-1], *inside])})"
+    return f"SELECT {', '.join(shown)} FROM {names[0]}{joins} WHERE {' AND '.join([*outside, exists])}"
 
 
 def _summary(rng: random.Random, select: list[str], typed: dict[str, str]) -> tuple[str, str]:
