@@ -70,7 +70,7 @@ class Options:
 
 
 @dataclass
-class EngineCounters(Counters):
+class MaintenanceCounters(Counters):
     subqueries: int = 0
     retries: int = 0
     resends: int = 0
@@ -95,7 +95,7 @@ class SzeLingMaintenance:
         self.pending = PendingTasks()   # received in DSV order, not started (lazy only)
         self._read_waits_for: dict[str, int] | None = None   # a read waits until the view reflects these DSVs
         self.trace: list[dict] = []
-        self.counters = EngineCounters()
+        self.counters = MaintenanceCounters()
         self.force_queries = set(force_queries)
         self._ids = 0
         self._routes: dict[str, Computation] = {}
