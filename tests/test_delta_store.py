@@ -16,7 +16,15 @@ import duckdb
 import pytest
 
 from fedmodel.transactions import Notification, RelationChange
-from warehouse.spark_session import JVM_NICE
+from warehouse.spark_session import (
+    JAVA_OPTS,
+    JVM_NICE,
+    cached_delta_jars,
+    class_archive,
+    driver_java_options,
+    jvm_pid,
+    local_fs_jar,
+)
 from warehouse.store.delta_append import DeltaAppender
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
@@ -513,3 +521,19 @@ def test_fedlab_view_refuses_a_run_without_a_store_in_one_line(tmp_path, layout,
                           text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
+
+
+def test_the_driver_jvm_starts_from_the_class_data_archive_when_there_is_one(spark, tmp_path, monkeypatch):
+    """warehouse.spark_session.class_archive: the suite's session started from it when `make test`
+    dumped it first; its options name it only when it exists, and FEDLAB_JAVA_OPTS stands alone."""
+    jars, local_fs = cached_delta_jars(), local_fs_jar()
+    started_with = Path(f"/proc/{jvm_pid(spark)}/cmdline").read_bytes().decode()
+    assert (f"-XX:SharedArchiveFile={class_archive(jars, local_fs)}" in started_with) == class_archive(jars, local_fs).is_file()
+    monkeypatch.setenv("FEDLAB_JARS_DIR", str(tmp_path))
+    monkeypatch.delenv("FEDLAB_JAVA_OPTS", raising=False)
+    assert driver_java_options(jars, local_fs) == JAVA_OPTS
+    class_archive(jars, local_fs).write_bytes(b"")
+    assert driver_java_options(jars, local_fs) == f"{JAVA_OPTS} -XX:SharedArchiveFile={class_archive(jars, local_fs)}"
+    assert class_archive(jars[1:], local_fs) != class_archive(jars, local_fs)   # other jars, another archive
+    monkeypatch.setenv("FEDLAB_JAVA_OPTS", "-Xmx1g")
+    assert driver_java_options(jars, local_fs) == "-Xmx1g"
