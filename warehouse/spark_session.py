@@ -260,12 +260,15 @@ def _start(builder, ivy: bool):
 
 def class_archive(jars: list[str], local_fs: str | None) -> Path:
     """Where the class data archive of a driver JVM with these jars lives: named by a hash of the
-    java binary, pyspark, the jars and the JVM options, so that a change of any makes a new one."""
+    java binary, pyspark (its version and where it is installed: the JVM's class path starts with
+    its jars, and an archive serves only the class path it was dumped with), the jars and the JVM
+    options, so that a change of any makes a new one."""
     import pyspark
 
     java = os.path.realpath(shutil.which("java") or "java")
     stamp = os.stat(java).st_mtime_ns if os.path.exists(java) else 0
-    key = "|".join([java, str(stamp), pyspark.__version__, *jars, local_fs or "", JAVA_OPTS])
+    key = "|".join([java, str(stamp), pyspark.__version__, os.path.realpath(pyspark.__file__), *jars,
+                    local_fs or "", JAVA_OPTS])
     return jar_cache_dir().parent / f"spark-classes-{hashlib.sha256(key.encode()).hexdigest()[:12]}.jsa"
 
 
