@@ -6,7 +6,8 @@ select-project-join view of the same FROM and WHERE whose columns are the groupi
 every column an aggregate reads. The maintenance algorithms keep the join as they keep any view,
 with its multiplicities and version numbers, so an aggregate view has the consistency its
 algorithm gives the join; its rows are a function of the join's rows (each group gives one row of
-the user's view; two groups may give the same row when a column grouped by is not shown), kept up to date from the join's deltas (warehouse.core.aggregate_state).
+the user's view; two groups may give the same row when a column grouped by is not shown), kept up
+to date from the join's deltas (warehouse.core.aggregate_state).
 
 Accepted: `SELECT g1, ..., f(...), ... FROM ... [WHERE ...] GROUP BY g1, ...` where every plain
 column of the select list is grouped by and each f is COUNT(*), COUNT(e), SUM(e), AVG(e), MIN(e)
