@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from background_bench import start_all
 from postgres_support import postgres_dsn  # noqa: F401  (the session's PostgreSQL server, started on first use)
 
 # fixture -> the markers of what a test that uses it needs (`bench`: tests/test_bench*.py's
@@ -46,3 +47,17 @@ def pytest_collection_modifyitems(items):
             if fixture in getattr(item, "fixturenames", ()):
                 for marker in markers:
                     item.add_marker(marker)
+
+
+def pytest_collection_finish(session):
+    """The selected tests' background benches start now and their tests run last, so that the
+    benches' minutes pass beside the rest of the suite (tests/background_bench.py)."""
+    selected = {item.module.__name__ for item in session.items if hasattr(item, "module")}
+    session.config.background_benches = start_all(selected)
+    benched = {bench.module for bench in session.config.background_benches}
+    session.items.sort(key=lambda item: hasattr(item, "module") and item.module.__name__ in benched)
+
+
+def pytest_sessionfinish(session):
+    for bench in getattr(session.config, "background_benches", ()):
+        bench.stop()

@@ -81,18 +81,3 @@ def refuses(address: str) -> bool:
     except grpc.RpcError as err:
         return err.code() == grpc.StatusCode.UNAVAILABLE
     return False
-
-
-
-def run_bench(out, *args: str, timeout: float = 900) -> dict:
-    """`fedlab bench ARGS --out OUT --json` in a process of its own, as a user runs it; asserts it
-    succeeded and returns the summary it printed."""
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *args, "--out", str(out), "--json"],
-                          cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])

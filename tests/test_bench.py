@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from live_support import run_bench
+from background_bench import BackgroundBench
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRED = ("algorithm", "access_path", "view", "scale", "chaos", "rate_target", "rate_achieved",
@@ -20,23 +20,18 @@ REQUIRED = ("algorithm", "access_path", "view", "scale", "chaos", "rate_target",
             "consistency")
 
 
+# Over PostgreSQL sources with pgbench writing the sales source beside the load: the bench's every
+# figure and its outside writers in one run of the bench (tests/test_bench_federation.py's runs over
+# SQLite files). It runs beside the rest of the suite (tests/background_bench.py).
+BENCH = BackgroundBench(__name__, "--algorithms", "sze-ling,lazy", "--combine-max", "100", "--views", "demo4",
+                        "--scale", "0.01", "--orders", "300", "--rate", "5", "--duration", "3", "--ramp-start", "5",
+                        "--ramp-max", "5", "--ramp-step", "2", "--settle", "30", "--idle", "2", "--profile",
+                        "--source-engine", "postgres", "--outside-writers", "40", "--placement", "default")
+
+
 @pytest.fixture(scope="module")
 def bench():
-    """Over PostgreSQL sources with pgbench writing the sales source beside the load: the bench's
-    every figure and its outside writers in one run of the bench (tests/test_bench_federation.py's
-    runs over SQLite files)."""
-    import os
-    import shutil
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="fedlab-bench-"))
-    os.chmod(base, 0o755)   # the server's user must reach its data directory in the run directories
-    out = base / "b"
-    yield out, run_bench(out, "--algorithms", "sze-ling,lazy", "--combine-max", "100", "--views", "demo4",
-                         "--scale", "0.01", "--orders", "300", "--rate", "5", "--duration", "3", "--ramp-start", "5",
-                         "--ramp-max", "5", "--ramp-step", "2", "--settle", "30", "--idle", "2", "--profile",
-                         "--source-engine", "postgres", "--outside-writers", "40", "--placement", "default")
-    shutil.rmtree(base, ignore_errors=True)
+    return BENCH.result()
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from live_support import run_bench
+from background_bench import BackgroundBench
 
 FIGURES = ("cpu_ms_per_txn", "bytes_per_txn", "staleness_p50_ms", "staleness_p99_ms", "to_delta_p50_ms",
            "to_delta_p99_ms", "memory_per_source_mb")
@@ -77,12 +77,14 @@ def test_the_summary_has_the_table_and_no_tpch_targets():
     assert "| sze-ling | star | 6 | 50 / 49.5 | - | - | - | 600 | 5 | 60 / 180 | 500 / 900 | 173.5 | - | failed |" in page
 
 
+BENCH = BackgroundBench(__name__, "--algorithms", "sze-ling", "--federation", "chain", "--sources", "2,3",
+                        "--relation-rows", "300", "--rate", "10", "--duration", "2", "--ramp-max", "0",
+                        "--idle", "0", "--settle", "30", timeout=600)
+
+
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "b"
-    return out, run_bench(out, "--algorithms", "sze-ling", "--federation", "chain", "--sources", "2,3",
-                          "--relation-rows", "300", "--rate", "10", "--duration", "2", "--ramp-max", "0",
-                          "--idle", "0", "--settle", "30", timeout=600)
+def bench():
+    return BENCH.result()   # run beside the rest of the suite (tests/background_bench.py)
 
 
 @pytest.mark.slow
