@@ -1,5 +1,6 @@
 """What the algorithm tests read from a simulated scenario (tests/scenarios/*.yaml): its states,
-its trace's events of one kind; and how many random federations a property test runs over."""
+its trace's events of one kind; how many random federations a property test runs over; and a
+view's scenario under a random schedule of faults."""
 
 from __future__ import annotations
 
@@ -30,3 +31,11 @@ def states(result) -> list[tuple[str, list]]:
 
 def events(result, kind: str) -> list[dict]:
     return [e for e in result["trace"] if e["event"] == kind]
+
+
+def under_random_faults(name: str, federation: dict, view: str, seed: int) -> dict:
+    """A scenario of `view` over `federation` (its sources and initial rows): 40 random steps with
+    10% of messages dropped, 20% reordered and 5% duplicated, then every message delivered."""
+    return {"name": name, "sources": federation["sources"], "initial": federation["initial"], "view": view,
+            "steps": [{"random": {"seed": seed, "steps": 40, "drop": 0.1, "reorder": 0.2, "duplicate": 0.05}},
+                      {"run": "all"}]}

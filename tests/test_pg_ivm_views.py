@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from scenario_support import under_random_faults
 
 from fedmodel.errors import ModelError
 from loadgen.simulation.scenario import parse_scenario
@@ -150,10 +151,7 @@ REFUSED = [(f, name, sql, refusal) for f, name, sql, refusal in VIEWS if refusal
 
 
 def scenario(catalog_file: str, sql: str, seed: int) -> dict:
-    catalog = CATALOGS[catalog_file]
-    return {"name": "pg_ivm", "sources": catalog["sources"], "initial": catalog["initial"], "view": sql,
-            "steps": [{"random": {"seed": seed, "steps": 40, "drop": 0.1, "reorder": 0.2, "duplicate": 0.05}},
-                      {"run": "all"}]}
+    return under_random_faults("pg_ivm", CATALOGS[catalog_file], sql, seed)
 
 
 def test_each_view_is_taken_once():

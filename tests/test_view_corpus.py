@@ -16,6 +16,7 @@ from collections import Counter
 
 import duckdb
 import pytest
+from scenario_support import under_random_faults
 
 from fedmodel.aggregate_view import AggregateView, parse_query
 from fedmodel.catalog import Catalog
@@ -246,9 +247,7 @@ REFUSED = [
 
 
 def scenario(view: str, seed: int = 1) -> dict:
-    return {"name": "corpus", "sources": SOURCES, "initial": INITIAL, "view": view,
-            "steps": [{"random": {"seed": seed, "steps": 40, "drop": 0.1, "reorder": 0.2, "duplicate": 0.05}},
-                      {"run": "all"}]}
+    return under_random_faults("corpus", {"sources": SOURCES, "initial": INITIAL}, view, seed)
 
 
 def test_the_corpus_spans_a_hundred_views_and_every_category():
