@@ -1,6 +1,7 @@
-"""`fedlab run` end to end: a live TPC-H federation under message faults, a source actor killed
-(Ray restarts it) and the warehouse crashed and restarted from Delta mid-run; the checker's
-verdict over the run's histories must be complete, with nothing lost or applied twice."""
+"""`fedlab run` end to end: a live TPC-H federation under message faults, a source actor frozen
+for seconds from outside (SIGSTOP, loadgen.nemesis), a source actor killed (Ray restarts it) and
+the warehouse crashed and restarted from Delta mid-run; the checker's verdict over the run's
+histories must be complete, with nothing lost or applied twice."""
 
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "loadgen.cli", "run", "--duration", "10s", "--rate", "8", "--json",
          "--chaos", "drop=0.05,reorder=0.1,duplicate=0.02,sales:answer_drop=0.2,kill-source=once,kill-warehouse=once",
-         "--run-dir", str(tmp_path / "run")],
+         "--nemesis", "pause sales at 1s for 3s", "--run-dir", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     verdict = json.loads(out.stdout.strip().splitlines()[-1])
     assert verdict["level"] == "complete"
     assert verdict["lost"] == [] and verdict["doubled"] == []
     assert verdict["transactions"] == verdict["committed"] == verdict["states"] > 0
-    assert len(verdict["process_faults"]) == 2
+    faults = verdict["process_faults"]
+    assert [f.split(" (pid")[0] for f in faults[:2]] == ["paused source sales", "resumed source sales"], faults
+    assert len(faults) == 4 and faults[2].startswith("killed source ") and faults[3].startswith("restarted the warehouse")
 
 
 def test_bad_chaos_spec_is_one_line_and_exit_two():
@@ -49,6 +52,15 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --chaos: answer_drop is a probability between 0 and 1, got 1.5"),
     (["--duration", "soon"],
      "fedlab run: --duration: bad duration 'soon': use e.g. 500ms, 20s, 2m, 1h"),
+    (["--nemesis", "pause warehouse at 1s for 2s"],
+     "fedlab run: --nemesis: 'pause warehouse at 1s for 2s': the warehouse runs inside the run's own process "
+     "(kill warehouse restarts it)"),
+    (["--nemesis", "partition warehouse|sales at 1s for 2s"],
+     "fedlab run: --nemesis: 'partition warehouse|sales at 1s for 2s': a local run's processes share one network "
+     "namespace, where a partition cannot tell them apart"),
+    (["--algorithm", "strobe", "--nemesis", "kill warehouse at 5s"],
+     "fedlab run: --nemesis: 'kill warehouse at 5s': strobe cannot restart from Delta"),
+    (["--nemesis", "pause sales at 1s"], "fedlab run: --nemesis: 'pause sales at 1s': pause takes 'for <duration>'"),
 ])
 def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
     from loadgen.cli import main

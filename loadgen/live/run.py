@@ -12,6 +12,12 @@ source's only. `fedlab chaos-k8s --faults` takes the same rate names and aliases
 (source_node.faults.parse_rates reads both).
 `kill-source=every:20s` (or `once`) kills a random source actor that Ray then restarts;
 `kill-warehouse=once` stops the warehouse as a crash would, mid-run, and restarts it from Delta.
+
+`--nemesis` applies faults from outside the processes, on a schedule (loadgen.nemesis):
+
+    fedlab run --nemesis "pause sales at 3s for 4s; kill warehouse at 10s" --duration 20s
+
+`--nemesis random:SEED` draws one; what a local run cannot apply is refused with the reason.
 The exit status is the checker's: 0 when the run kept `--expect` (default complete).
 """
 
@@ -27,6 +33,7 @@ from pathlib import Path
 from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
 from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
+from loadgen.nemesis import local, schedule
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 from loadgen.roles.process import (
     RoleError,
@@ -88,6 +95,8 @@ def main(args) -> int:
         plugin = registry.get(args.algorithm)
         if "kill-warehouse" in kills and not plugin.assumptions.restartable:
             raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta")
+        nemesis = _nemesis(args.nemesis, sorted(tpch_catalog().sources), duration, plugin.assumptions.restartable,
+                           args.algorithm)
         view_sql = load_view(args.view)
         settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:
@@ -107,13 +116,14 @@ def main(args) -> int:
     fed = Federation(catalog, view_sql, data, run_dir, spark, settings,
                      tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
     events: list[str] = []
+    process_faults = sorted(nemesis + _scheduled_kills(kills, duration, sorted(catalog.sources), random.Random(args.seed)),
+                            key=lambda f: f.at)
+    applier, stop = local.LocalNemesis(fed, process_faults, events), threading.Event()
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
         if faults:
             set_faults(fed, faults)
-        stop = threading.Event()
-        chaos = threading.Thread(target=_process_faults, args=(fed, kills, duration, random.Random(args.seed), stop, events),
-                                 daemon=True)
+        chaos = threading.Thread(target=applier.run, args=(time.monotonic(), stop), daemon=True)
         chaos.start()
         load = drive(fed.commit_batch, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
                      catalog.sources, args.rate, duration)
@@ -123,6 +133,8 @@ def main(args) -> int:
             set_faults(fed, NO_FAULTS)
         caught_up = fed.wait_until_applied(timeout=args.settle)
     finally:
+        stop.set()
+        applier.close()   # nothing stays frozen, whatever happened
         fed.stop()
         stop_ray()
         spark.stop()
@@ -145,24 +157,32 @@ def main(args) -> int:
     return 0 if LEVELS.index(verdict.level) >= LEVELS.index(args.expect) else 1
 
 
-def _process_faults(fed, kills: dict, duration: float, rng: random.Random, stop: threading.Event, events: list) -> None:
-    """Kills source actors (Ray restarts them) and restarts the warehouse on schedule."""
-    import ray
+def _nemesis(text: str, sources: list[str], duration: float, restartable: bool, algorithm: str) -> list:
+    """--nemesis read and checked against what a local run can apply (loadgen.nemesis.local)."""
+    if not text:
+        return []
+    m = re.fullmatch(r"random:(\d+)", text.strip())
+    faults = (schedule.draw(int(m.group(1)), duration, sources, local.refusal) if m
+              else schedule.parse(text, sources))
+    for fault in faults:
+        reason = local.refusal(fault)
+        if reason is None and fault.kind == "kill" and fault.targets == ("warehouse",) and not restartable:
+            reason = f"{algorithm} cannot restart from Delta"
+        if reason:
+            raise ModelError(f"--nemesis: '{fault}': {reason}")
+    return faults
 
-    start = time.monotonic()
-    due = {name: (every if every else duration / 2) for name, every in kills.items()}
-    while not stop.wait(0.2):
-        elapsed = time.monotonic() - start
-        for name in [n for n, t in due.items() if elapsed >= t]:
-            if name == "kill-source":
-                source = rng.choice(sorted(fed.actors))
-                ray.kill(fed.actors[source], no_restart=False)
-                events.append(f"killed source {source} at {elapsed:.1f}s")
-            else:
-                fed.restart_warehouse()
-                events.append(f"restarted the warehouse at {elapsed:.1f}s")
-            every = kills[name]
-            due[name] = due[name] + every if every else float("inf")
+
+def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: random.Random) -> list:
+    """--chaos kill-source and kill-warehouse as nemesis faults: each every N seconds (a random
+    source each time), or once half-way through the load."""
+    faults = []
+    for name, every in kills.items():
+        times = [every * i for i in range(1, int(duration / every) + 1) if every * i < duration] if every else [duration / 2]
+        for at in times:
+            target = rng.choice(sources) if name == "kill-source" else "warehouse"
+            faults.append(schedule.Fault("kill", (target,), at))
+    return faults
 
 
 def _throwaway_tls(run_dir: Path):
@@ -174,6 +194,8 @@ def _throwaway_tls(run_dir: Path):
 def add_arguments(parser) -> None:
     parser.add_argument("--chaos", default="", help="faults, e.g. drop=0.05,reorder=0.2,duplicate=0.01,"
                                                      "kill-source=every:20s,kill-warehouse=once")
+    parser.add_argument("--nemesis", default="", help="faults from outside the processes, e.g. "
+                        "'pause sales at 3s for 4s; kill warehouse at 10s', or random:SEED")
     parser.add_argument("--algorithm", default="sze-ling")
     parser.add_argument("--access", choices=["join-graph", "scan"])
     add_warehouse_arguments(parser)

@@ -1,0 +1,122 @@
+"""A nemesis schedule (loadgen.nemesis.schedule) applied to a local run (`fedlab run --nemesis`).
+
+Faults come from outside the code under test, as the operating system or Ray deliver them:
+- `pause SOURCE` (or `sources`): SIGSTOP to the source actor's process, SIGCONT when the pause
+  ends. Its gRPC server, sender and database stop mid-call; its peers' deadlines, resend timers
+  and the driver's unheard-commit retry are what carry the run through;
+- `kill SOURCE`: the actor killed through Ray, which starts it again on its database file;
+- `kill warehouse`: the warehouse crashed and started again from Delta (what
+  `--chaos kill-warehouse` does).
+
+The rest need what a local run does not have, each refused before the run starts with the
+reason: the warehouse and the load generator run inside the run's own process (no pause, no
+partition from it); every process shares the machine's one network namespace and clock (no
+partition, no clock offset).
+
+Whatever it paused is thawed when the schedule ends, the run fails, or the process is stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from loadgen.nemesis.schedule import Fault
+
+
+def refusal(fault: Fault) -> str | None:
+    """Why a local run cannot apply `fault`, or None if it can."""
+    if fault.kind == "partition":
+        return "a local run's processes share one network namespace, where a partition cannot tell them apart"
+    if fault.kind == "clock":
+        return "a local run's processes share the machine's clock"
+    if "load" in fault.targets:
+        return "the load generator runs inside the run's own process"
+    if fault.kind == "pause" and "warehouse" in fault.targets:
+        return "the warehouse runs inside the run's own process (kill warehouse restarts it)"
+    if fault.kind == "kill" and "sources" in fault.targets:
+        return "kill one source at a time"
+    return None
+
+
+class LocalNemesis:
+    """Applies `faults` to the local federation `fed` (loadgen.live.federation.Federation), timed
+    from `start` (time.monotonic()); `events` gets one line per action."""
+
+    def __init__(self, fed, faults: list[Fault], events: list[str]):
+        self.fed, self.faults, self.events = fed, faults, events
+        self._paused: dict[int, str] = {}   # pid -> source, while frozen
+        self._closed = False                 # after close(), nothing is frozen again
+        self._lock = threading.Lock()
+
+    def run(self, start: float, stop: threading.Event) -> None:
+        """Applies each fault at its time until the schedule ends or `stop` is set, then thaws
+        whatever is still frozen."""
+        actions = sorted([(f.at, "begin", f) for f in self.faults] +
+                         [(f.end, "end", f) for f in self.faults if f.kind == "pause"], key=lambda a: a[0])
+        frozen: dict[Fault, list[int]] = {}
+        try:
+            for at, step, fault in actions:
+                if stop.wait(max(0.0, start + at - time.monotonic())):
+                    return
+                if step == "end":
+                    self._thaw(frozen.pop(fault), time.monotonic() - start)
+                elif fault.kind == "pause":
+                    frozen[fault] = self._freeze(fault, time.monotonic() - start)
+                else:
+                    self._kill(fault, time.monotonic() - start)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Thaws whatever is frozen, and freezes nothing after."""
+        with self._lock:
+            self._closed = True
+            for pid in list(self._paused):
+                _signal(pid, signal.SIGCONT)
+            self._paused.clear()
+
+    def _sources(self, fault: Fault) -> list[str]:
+        return sorted(self.fed.actors) if fault.targets == ("sources",) else list(fault.targets)
+
+    def _freeze(self, fault: Fault, elapsed: float) -> list[int]:
+        import ray
+
+        pids = []
+        for source in self._sources(fault):
+            pid = ray.get(self.fed.actors[source].health.remote(), timeout=60)["pid"]
+            with self._lock:
+                if self._closed:
+                    break
+                _signal(pid, signal.SIGSTOP)
+                self._paused[pid] = source
+            pids.append(pid)
+            self.events.append(f"paused source {source} (pid {pid}) at {elapsed:.1f}s for {fault.length:g}s")
+        return pids
+
+    def _thaw(self, pids: list[int], elapsed: float) -> None:
+        with self._lock:
+            for pid in pids:
+                _signal(pid, signal.SIGCONT)
+                if pid in self._paused:
+                    self.events.append(f"resumed source {self._paused.pop(pid)} (pid {pid}) at {elapsed:.1f}s")
+
+    def _kill(self, fault: Fault, elapsed: float) -> None:
+        import ray
+
+        target = fault.targets[0]
+        if target == "warehouse":
+            self.fed.restart_warehouse()
+            self.events.append(f"restarted the warehouse at {elapsed:.1f}s")
+        else:
+            ray.kill(self.fed.actors[target], no_restart=False)
+            self.events.append(f"killed source {target} at {elapsed:.1f}s")
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:   # the process ended meanwhile (Ray restarted the actor): nothing to thaw
+        pass

@@ -1,0 +1,70 @@
+"""Nemesis schedules (loadgen.nemesis.schedule): read from text, each clause's mistake named in one
+line, drawn at random from a seed, and checked against what a local run can apply
+(loadgen.nemesis.local). The faults applied live are tests/test_run_chaos.py's."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedmodel.errors import ModelError
+from loadgen.nemesis import local
+from loadgen.nemesis.schedule import Fault, draw, parse
+
+SOURCES = ["crm", "ordering", "sales"]
+
+
+def test_a_schedule_reads_each_fault_kind_in_time_order_and_writes_back_as_it_was_read():
+    text = ("kill warehouse at 12s; pause crm at 5s for 3s; partition warehouse|sales at 20s for 10s; "
+            "partition load->sales at 40s for 500ms; clock ordering -2m at 50s")
+    faults = parse(text, SOURCES)
+    assert faults == [Fault("pause", ("crm",), 5.0, 3.0), Fault("kill", ("warehouse",), 12.0),
+                      Fault("partition", ("warehouse", "sales"), 20.0, 10.0),
+                      Fault("partition", ("load", "sales"), 40.0, 0.5, one_way=True),
+                      Fault("clock", ("ordering",), 50.0, offset=-120.0)]
+    assert parse("; ".join(map(str, faults)), SOURCES) == faults
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "--nemesis: the schedule is empty"),
+    ("pause crm at 5s", "--nemesis: 'pause crm at 5s': pause takes 'for <duration>'"),
+    ("kill crm at 5s for 2s", "--nemesis: 'kill crm at 5s for 2s': kill takes no 'for'"),
+    ("clock crm at 1s", "--nemesis: 'clock crm at 1s': clock takes an offset, e.g. +300s"),
+    ("pause crm +5s at 1s for 1s", "--nemesis: 'pause crm +5s at 1s for 1s': pause takes no offset"),
+    ("pause nobody at 1s for 1s", "--nemesis: 'pause nobody at 1s for 1s': no target 'nobody' "
+                                  "(sources: crm, ordering, sales; or sources, warehouse, load)"),
+    ("partition crm at 1s for 1s", "--nemesis: 'partition crm at 1s for 1s': a partition names two sides, X|Y or X->Y"),
+    ("pause crm|sales at 1s for 1s", "--nemesis: 'pause crm|sales at 1s for 1s': only a partition names two sides"),
+    ("pause crm at soon for 1s", "--nemesis: 'pause crm at soon for 1s': bad duration 'soon': use e.g. 500ms, 20s, 2m, 1h"),
+    ("jump crm at 1s", "--nemesis: 'jump crm at 1s': write e.g. 'pause crm at 5s for 3s', 'kill warehouse at 10s', "
+                       "'partition warehouse|crm at 20s for 5s' or 'clock crm +300s at 30s'"),
+    ("pause crm at 1s for 5s; kill sources at 2s",
+     "--nemesis: 'kill sources at 2s' starts before 'pause crm at 1s for 5s' ends, on the same target"),
+])
+def test_a_wrong_clause_is_named_in_one_line(text, message):
+    with pytest.raises(ModelError) as err:
+        parse(text, SOURCES)
+    assert str(err.value) == message
+
+
+def test_faults_on_one_target_one_after_the_other_are_taken():
+    assert len(parse("pause crm at 1s for 2s; kill crm at 3s; pause sales at 1s for 9s", SOURCES)) == 3
+
+
+def test_a_drawn_schedule_is_the_seeds_and_leaves_time_to_recover_between_faults():
+    faults = draw(7, 60.0, SOURCES)
+    assert faults == draw(7, 60.0, SOURCES) and faults != draw(8, 60.0, SOURCES)
+    assert len(faults) == 6 and {f.kind for f in draw(1, 600.0, SOURCES)} == {"pause", "kill", "partition", "clock"}
+    for window, fault in enumerate(faults):   # one fault per 10 s window, over before the next begins
+        assert window * 10 <= fault.at and fault.end < (window + 1) * 10, fault
+    assert parse("; ".join(map(str, faults)), SOURCES) == faults
+
+
+def test_a_local_run_is_given_only_faults_it_can_apply():
+    faults = draw(3, 300.0, SOURCES, local.refusal)
+    assert len(faults) == 30 and all(local.refusal(f) is None for f in faults)
+    assert {f.kind for f in faults} == {"pause", "kill"} and ("warehouse",) in {f.targets for f in faults}
+    assert all(f.targets != ("warehouse",) for f in faults if f.kind == "pause")
+    refused = parse("pause load at 1s for 1s; clock crm +5s at 3s; kill sources at 5s", SOURCES)
+    assert [local.refusal(f) for f in refused] == [
+        "the load generator runs inside the run's own process", "a local run's processes share the machine's clock",
+        "kill one source at a time"]
