@@ -1,5 +1,5 @@
-"""Chaos with real processes: the role commands on loopback, the warehouse killed with SIGKILL
-mid-run and started again on the same Delta tables; `fedlab check` then judges the run from its
+"""Chaos with real processes: the role commands on loopback, the warehouse frozen (SIGSTOP) past
+its callers' deadlines, then killed with SIGKILL mid-run and started again on the same Delta tables; `fedlab check` then judges the run from its
 directory alone (docs/architecture.md 4.1 and 4.5: complete consistency across a warehouse crash).
 
 Two `fedlab source` processes (no Ray) and one `fedlab warehouse` process (Spark local); the test
@@ -138,6 +138,16 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
         print(f"warehouse up after {time.monotonic() - started:.1f} s")
         commit(150, pause=0.01)
         wait_for("the warehouse applied nothing", lambda: status().applied >= 20, 60, procs)
+        # Frozen longer than a Notify's deadline (5 s): the sources' calls hang with no error, time
+        # out and go again, and the frozen process answers the old ones once thawed.
+        frozen_at = status().applied
+        procs.procs["warehouse"].send_signal(signal.SIGSTOP)
+        try:
+            commit(40, pause=0.1)
+            time.sleep(3)
+        finally:
+            procs.procs["warehouse"].send_signal(signal.SIGCONT)
+        wait_for("the thawed warehouse applied nothing", lambda: status().applied >= frozen_at + 40, 60, procs)
         procs.procs["warehouse"].kill()                     # SIGKILL: no last batch, no goodbye
         procs.procs.pop("warehouse").wait()
         commit(50)                                          # the sources keep committing meanwhile
@@ -169,7 +179,7 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
     verdict = json.loads(checked.stdout)
     assert (checked.returncode, verdict["level"], verdict["lost"], verdict["doubled"]) == (0, "complete", [], []), verdict
-    assert verdict["transactions"] == verdict["states"] == 300
+    assert verdict["transactions"] == verdict["states"] == 340
 
 
 @pytest.mark.spark
