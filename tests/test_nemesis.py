@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fedmodel.errors import ModelError
-from loadgen.nemesis import local
+from loadgen.nemesis import effects, local
 from loadgen.nemesis.schedule import Fault, draw, parse
 
 SOURCES = ["crm", "ordering", "sales"]
@@ -68,3 +68,17 @@ def test_a_local_run_is_given_only_faults_it_can_apply():
     assert [local.refusal(f) for f in refused] == [
         "the load generator runs inside the run's own process", "a local run's processes share the machine's clock",
         "kill one source at a time"]
+
+
+def test_each_fault_owns_the_load_until_the_next_one_and_a_phase_with_nothing_committed_says_so():
+    applied = [{"fault": "pause a at 1s for 1s", "began": 101.0, "ended": 102.0},
+               {"fault": "kill warehouse at 3s", "began": 103.0, "ended": 106.0}]
+    lags = [(101.2, 0.9), (101.5, 0.6), (104.0, 2.5), (109.0, 0.1), (111.0, 0.1)]   # the last after the load
+    phases = effects.phases(applied, lags, 100.0, 110.0)
+    assert [(p["phase"], p["committed"], p["staleness_ms"]["max"]) for p in phases] == [
+        ("before any fault", 0, None), ("pause a at 1s for 1s", 2, 900.0), ("kill warehouse at 3s", 2, 2500.0)]
+    assert [p.get("window_s") for p in phases] == [None, 1.0, 3.0]
+    assert [effects.describe(p) for p in phases] == [
+        "before any fault: 0 transactions, nothing committed",
+        "pause a at 1s for 1s: 2 transactions, staleness p50 600 ms, max 900 ms",
+        "kill warehouse at 3s: 2 transactions, staleness p50 100 ms, max 2,500 ms"]

@@ -28,6 +28,11 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     faults = verdict["process_faults"]
     assert [f.split(" (pid")[0] for f in faults[:2]] == ["paused source sales", "resumed source sales"], faults
     assert len(faults) == 4 and faults[2].startswith("killed source ") and faults[3].startswith("restarted the warehouse")
+    # each fault's phase of the load, and the staleness of what was committed in it
+    phases = verdict["fault_phases"]
+    assert [p["phase"].split()[0] for p in phases] == ["before", "pause", "kill", "kill"], phases
+    assert sum(p["committed"] for p in phases) == verdict["committed"]
+    assert phases[1]["window_s"] >= 3 and phases[1]["staleness_ms"]["max"] > 0
 
 
 def test_bad_chaos_spec_is_one_line_and_exit_two():

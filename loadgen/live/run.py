@@ -33,7 +33,7 @@ from pathlib import Path
 from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
 from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.nemesis import local, schedule
+from loadgen.nemesis import effects, local, schedule
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 from loadgen.roles.process import (
     RoleError,
@@ -125,8 +125,10 @@ def main(args) -> int:
             set_faults(fed, faults)
         chaos = threading.Thread(target=applier.run, args=(time.monotonic(), stop), daemon=True)
         chaos.start()
+        load_from = time.time()
         load = drive(fed.commit_batch, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
                      catalog.sources, args.rate, duration)
+        load_until = time.time()
         stop.set()
         chaos.join()
         if faults:   # let the last messages through, then wait for the view to catch up
@@ -141,7 +143,8 @@ def main(args) -> int:
     verdict = check(run_dir)
     result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
               "rejected": load.rejected, "rejections": load.rejections(),
-              "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events}
+              "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events,
+              "fault_phases": _fault_phases(run_dir, applier.applied, load_from, load_until) if applier.applied else []}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:
         print(json.dumps(result, default=str))
@@ -150,6 +153,8 @@ def main(args) -> int:
               f"{len(events)} process faults ({'; '.join(events) or 'none'})")
         for line in result["rejections"]:
             print(f"rejected: {line}")
+        for phase in result["fault_phases"]:
+            print(f"  {effects.describe(phase)}")
         print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
               f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
         if verdict.first_violation:
@@ -171,6 +176,20 @@ def _nemesis(text: str, sources: list[str], duration: float, restartable: bool, 
         if reason:
             raise ModelError(f"--nemesis: '{fault}': {reason}")
     return faults
+
+
+def _fault_phases(run_dir: Path, applied: list[dict], load_from: float, load_until: float) -> list[dict]:
+    """Each fault's phase of the load and the staleness of what was committed in it
+    (loadgen.nemesis.effects), from the run's files as the bench reads them."""
+    from fedmodel import change_history
+    from loadgen.bench import metrics
+    from loadgen.live.check import load_history
+    from loadgen.live.runfile import RunFile
+
+    commits = metrics.commit_times(load_history(run_dir).log)
+    states = change_history.applied_states(RunFile.read(run_dir).warehouse_history)
+    lags = metrics.staleness(commits, metrics.reflected_at(states, {}))
+    return effects.phases(applied, lags, load_from, load_until)
 
 
 def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: random.Random) -> list:

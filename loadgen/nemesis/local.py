@@ -18,6 +18,7 @@ Whatever it paused is thawed when the schedule ends, the run fails, or the proce
 
 from __future__ import annotations
 
+import heapq
 import os
 import signal
 import threading
@@ -43,32 +44,46 @@ def refusal(fault: Fault) -> str | None:
 
 class LocalNemesis:
     """Applies `faults` to the local federation `fed` (loadgen.live.federation.Federation), timed
-    from `start` (time.monotonic()); `events` gets one line per action."""
+    from `start` (time.monotonic()); `events` gets one line per action, `applied` each fault's
+    wall-clock window (`began`, `ended`: what loadgen.nemesis.effects reads)."""
 
     def __init__(self, fed, faults: list[Fault], events: list[str]):
         self.fed, self.faults, self.events = fed, faults, events
+        self.applied: list[dict] = []
         self._paused: dict[int, str] = {}   # pid -> source, while frozen
         self._closed = False                 # after close(), nothing is frozen again
         self._lock = threading.Lock()
 
     def run(self, start: float, stop: threading.Event) -> None:
         """Applies each fault at its time until the schedule ends or `stop` is set, then thaws
-        whatever is still frozen."""
-        actions = sorted([(f.at, "begin", f) for f in self.faults] +
-                         [(f.end, "end", f) for f in self.faults if f.kind == "pause"], key=lambda a: a[0])
-        frozen: dict[Fault, list[int]] = {}
+        whatever is still frozen. One action at a time: a fault that takes long (a warehouse
+        restart) delays the next, and a pause lasts its length from when it actually began."""
+        due = [(f.at, i, "begin", f) for i, f in enumerate(self.faults)]   # (seconds from start, tie, step, fault)
+        heapq.heapify(due)
+        frozen: dict[int, tuple[list[int], dict]] = {}   # a pause's index -> its pids and window
         try:
-            for at, step, fault in actions:
+            while due:
+                at, i, step, fault = heapq.heappop(due)
                 if stop.wait(max(0.0, start + at - time.monotonic())):
                     return
+                elapsed = time.monotonic() - start
                 if step == "end":
-                    self._thaw(frozen.pop(fault), time.monotonic() - start)
-                elif fault.kind == "pause":
-                    frozen[fault] = self._freeze(fault, time.monotonic() - start)
+                    pids, window = frozen.pop(i)
+                    self._thaw(pids, elapsed)
+                    window["ended"] = time.time()
+                    continue
+                window = {"fault": str(fault), "began": time.time()}
+                self.applied.append(window)
+                if fault.kind == "pause":
+                    frozen[i] = self._freeze(fault, elapsed), window
+                    heapq.heappush(due, (elapsed + fault.length, i, "end", fault))
                 else:
-                    self._kill(fault, time.monotonic() - start)
+                    self._kill(fault, elapsed)
+                    window["ended"] = time.time()   # the source's restart is Ray's; the warehouse is back
         finally:
             self.close()
+            for _, window in frozen.values():   # stopped while frozen: thawed now
+                window["ended"] = time.time()
 
     def close(self) -> None:
         """Thaws whatever is frozen, and freezes nothing after."""
