@@ -82,3 +82,13 @@ def test_each_fault_owns_the_load_until_the_next_one_and_a_phase_with_nothing_co
         "before any fault: 0 transactions, nothing committed",
         "pause a at 1s for 1s: 2 transactions, staleness p50 600 ms, max 900 ms",
         "kill warehouse at 3s: 2 transactions, staleness p50 100 ms, max 2,500 ms"]
+
+
+def test_a_schedule_drawn_for_fedlab_run_holds_only_what_the_run_can_apply():
+    from loadgen.live.run import _nemesis
+
+    restartable = [f for seed in range(6) for f in _nemesis(f"random:{seed}", SOURCES, 60.0, True, "sze-ling")]
+    assert ("warehouse",) in {f.targets for f in restartable if f.kind == "kill"}
+    for seed in range(6):
+        faults = _nemesis(f"random:{seed}", SOURCES, 60.0, False, "strobe")
+        assert all(local.refusal(f) is None and f.targets != ("warehouse",) for f in faults), faults

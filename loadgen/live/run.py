@@ -163,16 +163,20 @@ def main(args) -> int:
 
 
 def _nemesis(text: str, sources: list[str], duration: float, restartable: bool, algorithm: str) -> list:
-    """--nemesis read and checked against what a local run can apply (loadgen.nemesis.local)."""
+    """--nemesis read and checked against what a local run can apply (loadgen.nemesis.local);
+    a drawn schedule holds only such faults."""
     if not text:
         return []
+
+    def refusal(fault):
+        if fault.kind == "kill" and fault.targets == ("warehouse",) and not restartable:
+            return f"{algorithm} cannot restart from Delta"
+        return local.refusal(fault)
+
     m = re.fullmatch(r"random:(\d+)", text.strip())
-    faults = (schedule.draw(int(m.group(1)), duration, sources, local.refusal) if m
-              else schedule.parse(text, sources))
+    faults = schedule.draw(int(m.group(1)), duration, sources, refusal) if m else schedule.parse(text, sources)
     for fault in faults:
-        reason = local.refusal(fault)
-        if reason is None and fault.kind == "kill" and fault.targets == ("warehouse",) and not restartable:
-            reason = f"{algorithm} cannot restart from Delta"
+        reason = refusal(fault)
         if reason:
             raise ModelError(f"--nemesis: '{fault}': {reason}")
     return faults
