@@ -49,13 +49,23 @@ def pytest_collection_modifyitems(items):
                     item.add_marker(marker)
 
 
+HEAVY = ("spark", "ray", "postgres", "helm", "slow")   # tests that keep both cores busy while they run
+
+
 def pytest_collection_finish(session):
-    """The selected tests' background benches start now and their tests run last, so that the
-    benches' minutes pass beside the rest of the suite (tests/background_bench.py)."""
+    """The selected tests' background benches start now, so that their minutes pass beside the
+    rest of the suite (tests/background_bench.py): the tests that need none of Spark, Ray,
+    PostgreSQL or helm and are not slow run first, on one core beside the benches, then the
+    others, then the benches' own tests."""
     selected = {item.module.__name__ for item in session.items if hasattr(item, "module")}
     session.config.background_benches = start_all(selected)
     benched = {bench.module for bench in session.config.background_benches}
-    session.items.sort(key=lambda item: hasattr(item, "module") and item.module.__name__ in benched)
+
+    def place(item):
+        waits = hasattr(item, "module") and item.module.__name__ in benched
+        return waits, any(item.get_closest_marker(m) for m in HEAVY)
+
+    session.items.sort(key=place)
 
 
 def pytest_sessionfinish(session):
