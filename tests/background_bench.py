@@ -7,7 +7,7 @@ selected as soon as collection ends, one after another in a process of their own
 tests last (tests/conftest.py); by then the bench has usually ended, and the module's fixture
 only reads its result.
 
-    BENCH = BackgroundBench("federation", "--algorithms", "sze-ling", ...)
+    BENCH = BackgroundBench(__name__, "--algorithms", "sze-ling", ...)
 
     @pytest.fixture(scope="module")
     def bench():
@@ -30,8 +30,8 @@ DECLARED: dict[str, BackgroundBench] = {}   # test module name -> its bench
 
 
 class BackgroundBench:
-    """`fedlab bench ARGS --out DIR --json` as a user runs it, started by `start` and awaited by
-    `result`, which asserts that it succeeded."""
+    """`fedlab bench ARGS --out DIR --json` as a user runs it, declared by the test module named
+    `module`, run by `start_all` and awaited by `result`, which asserts that it succeeded."""
 
     def __init__(self, module: str, *args: str, timeout: float = 900):
         self.module, self.args, self.timeout = module, args, timeout

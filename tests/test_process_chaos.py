@@ -1,6 +1,6 @@
 """Chaos with real processes: the role commands on loopback, the warehouse frozen (SIGSTOP) past
-its callers' deadlines, then killed with SIGKILL mid-run and started again on the same Delta tables; `fedlab check` then judges the run from its
-directory alone (docs/architecture.md 4.1 and 4.5: complete consistency across a warehouse crash).
+its callers' deadlines, then killed with SIGKILL mid-run and started again on the same Delta
+tables; `fedlab check` then judges the run from its directory alone (docs/architecture.md 4.1 and 4.5: complete consistency across a warehouse crash).
 
 Two `fedlab source` processes (no Ray) and one `fedlab warehouse` process (Spark local); the test
 plays the load generator, committing random valid transactions over gRPC, drawn against its own

@@ -14,14 +14,14 @@ which it existed. The user's view SQL is rewritten with sqlglot in one of two wa
   the rows of the whole history, each view row with the positions at which it exists; its result
   is the view's history (each row once per life), however many states there are: how the
   checker reads the view at every state of a run.
-Either way identical rows are grouped into a count. An aggregate view (GROUP BY with aggregates,
-or DISTINCT), or one with EXISTS (a row lives while some partner does), is not a union of per-row
-lives, so it is only evaluated at given states: each state's groups apart (GROUP BY the state as well), and its history along a chain is the
-difference of the views at successive states; an aggregate without GROUP BY, which SQL answers
-with one row even over no rows, gets that row at a state where the join is empty (the view's SQL
-evaluated once over empty relations). The tables and the rewrites are built once,
-here, for every engine; an engine only loads the tables, runs the query in its dialect and
-returns the rows.
+Either way identical rows are grouped into a count. An aggregate view (GROUP BY with aggregates, or
+DISTINCT), or one with EXISTS (a row lives while some partner does), is not a union of per-row
+lives, so it is only evaluated at given states: each state's groups apart (GROUP BY the state as
+well), and its history along a chain is the difference of the views at successive states; an
+aggregate without GROUP BY, which SQL answers with one row even over no rows, gets that row at a
+state where the join is empty (the view's SQL evaluated once over empty relations). The tables and
+the rewrites are built once, here, for every engine; an engine only loads the tables, runs the
+query in its dialect and returns the rows.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ The exit status is the checker's: 0 when the run kept `--expect` (default comple
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import threading
@@ -116,8 +117,8 @@ def main(args) -> int:
     fed = Federation(catalog, view_sql, data, run_dir, spark, settings,
                      tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
     events: list[str] = []
-    process_faults = sorted(nemesis + _scheduled_kills(kills, duration, sorted(catalog.sources), random.Random(args.seed)),
-                            key=lambda f: f.at)
+    chaos_kills = _scheduled_kills(kills, duration, sorted(catalog.sources), random.Random(args.seed))
+    process_faults = sorted(nemesis + chaos_kills, key=lambda f: f.at)
     applier, stop = local.LocalNemesis(fed, process_faults, events), threading.Event()
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
@@ -201,7 +202,7 @@ def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: rand
     source each time), or once half-way through the load."""
     faults = []
     for name, every in kills.items():
-        times = [every * i for i in range(1, int(duration / every) + 1) if every * i < duration] if every else [duration / 2]
+        times = [every * i for i in range(1, math.ceil(duration / every))] if every else [duration / 2]
         for at in times:
             target = rng.choice(sources) if name == "kill-source" else "warehouse"
             faults.append(schedule.Fault("kill", (target,), at))

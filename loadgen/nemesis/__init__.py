@@ -1,1 +1,2 @@
-"""Faults applied from outside the processes under test: a schedule (schedule.py) and what applies it to a local run (local.py)."""
+"""Faults applied from outside the processes under test: a schedule (schedule.py), what applies
+it to a local run (local.py), and what each fault did (effects.py)."""
