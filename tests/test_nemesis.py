@@ -1,13 +1,14 @@
 """Nemesis schedules (loadgen.nemesis.schedule): read from text, each clause's mistake named in one
 line, drawn at random from a seed, and checked against what a local run can apply
-(loadgen.nemesis.local). The faults applied live are tests/test_run_chaos.py's."""
+(loadgen.nemesis.local); what each fault did, in phases and plotted (loadgen.nemesis.effects,
+loadgen.nemesis.plot). The faults applied live are tests/test_run_chaos.py's."""
 
 from __future__ import annotations
 
 import pytest
 
 from fedmodel.errors import ModelError
-from loadgen.nemesis import effects, local
+from loadgen.nemesis import effects, local, plot
 from loadgen.nemesis.schedule import Fault, draw, parse
 
 SOURCES = ["crm", "ordering", "sales"]
@@ -82,6 +83,27 @@ def test_each_fault_owns_the_load_until_the_next_one_and_a_phase_with_nothing_co
         "before any fault: 0 transactions, nothing committed",
         "pause a at 1s for 1s: 2 transactions, staleness p50 600 ms, max 900 ms",
         "kill warehouse at 3s: 2 transactions, staleness p50 100 ms, max 2,500 ms"]
+
+
+def test_commits_are_counted_in_each_second_from_the_load_start_and_none_outside_it():
+    commits = [99.9, 100.0, 100.5, 101.999, 103.0, 104.0]
+    assert plot.per_second(commits, 100.0, 4) == [2, 1, 0, 1]
+
+
+def test_a_fault_begun_a_moment_before_the_load_is_drawn_from_its_start():
+    applied = [{"fault": "kill crm at 0s", "began": 99.99, "ended": 99.995},
+               {"fault": "pause crm at 0s for 2s", "began": 99.99, "ended": 102.0}]
+    assert plot.fault_windows(applied, 100.0) == [("kill crm at 0s", 0.0, 0.0), ("pause crm at 0s for 2s", 0.0, 2.0)]
+
+
+def test_the_fault_plot_is_a_png_where_it_was_asked_for(tmp_path):
+    applied = [{"fault": "pause crm at 1s for 2s", "began": 101.0, "ended": 103.0},
+               {"fault": "kill crm at 4s", "began": 104.0, "ended": 104.0},
+               {"fault": "kill warehouse at 5s", "began": 105.0, "ended": 112.5}]   # restarted after the load
+    lags = [(100.0 + i / 10, 0.004 if i < 10 else 2.0) for i in range(100)]
+    path = plot.plot_faults(tmp_path / "plots" / "faults.png", applied, lags, 100.0, 110.0)
+    assert path == tmp_path / "plots" / "faults.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_schedule_drawn_for_fedlab_run_holds_only_what_the_run_can_apply():

@@ -1,7 +1,8 @@
 """`fedlab run` end to end: a live TPC-H federation under message faults, a source actor frozen
 for seconds from outside (SIGSTOP, loadgen.nemesis), a source actor killed (Ray restarts it) and
 the warehouse crashed and restarted from Delta mid-run; the checker's verdict over the run's
-histories must be complete, with nothing lost or applied twice."""
+histories must be complete, with nothing lost or applied twice, and what each fault did is
+reported and plotted."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     assert [p["phase"].split()[0] for p in phases] == ["before", "pause", "kill", "kill"], phases
     assert sum(p["committed"] for p in phases) == verdict["committed"]
     assert phases[1]["window_s"] >= 3 and phases[1]["staleness_ms"]["max"] > 0
+    # and their figure: staleness and throughput with each fault's window shaded
+    plot = (tmp_path / "run" / "plots" / "faults.png").resolve()   # run_dir as the run resolved it
+    assert verdict["fault_plot"] == str(plot) and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((tmp_path / "run" / "verdict.json").read_text())["fault_plot"] == str(plot)
 
 
 def test_bad_chaos_spec_is_one_line_and_exit_two():

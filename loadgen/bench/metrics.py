@@ -18,10 +18,12 @@ a note naming it, never an error: a node that writes no log yet still gets a ver
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from fedio.message_log import read
+from fedmodel import change_history
 from fedmodel.message_log import totals
 
 
@@ -77,6 +79,35 @@ def staleness(commits: dict[tuple[str, int], float],
     [(10.0, 1.0), (10.5, 0.5)]
     """
     return [(commits[key], at - commits[key]) for key, at in reflected.items() if commits.get(key)]
+
+
+@dataclass(frozen=True)
+class Reflections:
+    """Both sides of a run's history as staleness reads them (this module's docstring): per source
+    transaction (source, DSV), when it committed and when the core's view (`applied`) and the
+    Delta table (`durable`) first reflected it.
+
+    >>> seen = Reflections({("a", 2): 10.0}, {("a", 2): 10.5}, {("a", 2): 11.0})
+    >>> seen.lags(), seen.lags(to_delta=True)
+    ([(10.0, 0.5)], [(10.0, 1.0)])
+    """
+
+    commits: dict[tuple[str, int], float]
+    applied: dict[tuple[str, int], float]
+    durable: dict[tuple[str, int], float]
+
+    def lags(self, to_delta: bool = False) -> list[tuple[float, float]]:
+        """(commit time, seconds until reflected) in the core's view, or in the Delta table (`staleness`)."""
+        return staleness(self.commits, self.durable if to_delta else self.applied)
+
+
+def reflections(log: dict[str, list], warehouse_history: Path, start_versions: dict[str, int]) -> Reflections:
+    """`Reflections` of every source transaction above `start_versions`, from the sources' logs
+    (loadgen.live.check.LiveHistory.log) and the view states in the warehouse's history folder
+    (fedmodel.change_history.applied_states): what the bench and `fedlab run` measure staleness from."""
+    states = change_history.applied_states(warehouse_history)
+    return Reflections(commit_times(log), reflected_at(states, start_versions),
+                       reflected_at(states, start_versions, "durable_time"))
 
 
 PARTS = ("delivery", "at the warehouse", "to Delta")

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fedmodel import change_history
 from loadgen.bench import metrics
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.profilers import Profilers, python_shares
@@ -319,16 +318,14 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     except Exception as err:  # the checker already said why in the notes
         log = {}
         record["notes"].append(f"staleness: the sources' logs could not be read ({err})")
-    commits = metrics.commit_times(log)
+    seen = metrics.reflections(log, run.warehouse_history, start_versions)
+    commits = seen.commits
     record["transactions"] = len(commits)
-    states = change_history.applied_states(run.warehouse_history)
-    applied = metrics.reflected_at(states, start_versions)
-    durable = metrics.reflected_at(states, start_versions, "durable_time")
-    lags = metrics.staleness(commits, applied)
+    lags = seen.lags()
     in_load = [lag for committed, lag in lags if load_from <= committed <= load_until]
     record["staleness_ms"] = metrics.percentiles(in_load)
     record["staleness_ms_whole_run"] = metrics.percentiles(lag for _, lag in lags)
-    to_delta = metrics.staleness(commits, durable)
+    to_delta = seen.lags(to_delta=True)
     record["staleness_delta_ms"] = metrics.percentiles(lag for committed, lag in to_delta
                                                        if load_from <= committed <= load_until)
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
@@ -336,8 +333,8 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     files = run.message_logs()
     receipts = metrics.first_receipts(files)
     record["staleness_parts"] = metrics.staleness_parts(
-        {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts, applied, durable,
-        metrics.lost_notifications(files))
+        {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts, seen.applied,
+        seen.durable, metrics.lost_notifications(files))
     cost = metrics.wire_cost(files)
     record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
     counters = record.get("counters", {})

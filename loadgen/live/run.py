@@ -18,6 +18,9 @@ source's only. `fedlab chaos-k8s --faults` takes the same rate names and aliases
     fedlab run --nemesis "pause sales at 3s for 4s; kill warehouse at 10s" --duration 20s
 
 `--nemesis random:SEED` draws one; what a local run cannot apply is refused with the reason.
+After the run, what each fault did: the staleness of each phase of the load (loadgen.nemesis.effects)
+and a plot of staleness and throughput with each fault's window shaded, RUN_DIR/plots/faults.png
+(loadgen.nemesis.plot).
 The exit status is the checker's: 0 when the run kept `--expect` (default complete).
 """
 
@@ -142,10 +145,11 @@ def main(args) -> int:
         stop_ray()
         spark.stop()
     verdict = check(run_dir)
+    phases, plot = _fault_effects(run_dir, applier.applied, load_from, load_until) if applier.applied else ([], None)
     result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
               "rejected": load.rejected, "rejections": load.rejections(),
               "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events,
-              "fault_phases": _fault_phases(run_dir, applier.applied, load_from, load_until) if applier.applied else []}
+              "fault_phases": phases, "fault_plot": str(plot) if plot else None}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:
         print(json.dumps(result, default=str))
@@ -156,6 +160,8 @@ def main(args) -> int:
             print(f"rejected: {line}")
         for phase in result["fault_phases"]:
             print(f"  {effects.describe(phase)}")
+        if plot:
+            print(f"  staleness and throughput with each fault's window: {plot}")
         print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
               f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
         if verdict.first_violation:
@@ -183,18 +189,18 @@ def _nemesis(text: str, sources: list[str], duration: float, restartable: bool, 
     return faults
 
 
-def _fault_phases(run_dir: Path, applied: list[dict], load_from: float, load_until: float) -> list[dict]:
+def _fault_effects(run_dir: Path, applied: list[dict], load_from: float, load_until: float) -> tuple[list[dict], Path]:
     """Each fault's phase of the load and the staleness of what was committed in it
-    (loadgen.nemesis.effects), from the run's files as the bench reads them."""
-    from fedmodel import change_history
+    (loadgen.nemesis.effects), and their figure, RUN_DIR/plots/faults.png (loadgen.nemesis.plot),
+    from the run's files as the bench reads them (loadgen.bench.metrics.reflections)."""
     from loadgen.bench import metrics
     from loadgen.live.check import load_history
-    from loadgen.live.runfile import RunFile
+    from loadgen.nemesis.plot import plot_faults
 
-    commits = metrics.commit_times(load_history(run_dir).log)
-    states = change_history.applied_states(RunFile.read(run_dir).warehouse_history)
-    lags = metrics.staleness(commits, metrics.reflected_at(states, {}))
-    return effects.phases(applied, lags, load_from, load_until)
+    history = load_history(run_dir)
+    lags = metrics.reflections(history.log, history.run.warehouse_history, history.start_versions).lags()
+    return (effects.phases(applied, lags, load_from, load_until),
+            plot_faults(run_dir / "plots" / "faults.png", applied, lags, load_from, load_until))
 
 
 def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: random.Random) -> list:
