@@ -30,14 +30,16 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 
 # The Spark JVM's class data archive (warehouse/spark_session.py) is dumped once per machine and
 # jar set, where the Delta jars are cached: every session of the suite then starts in half the time.
+# Two pytest-xdist workers: one runs every test that needs Spark, Ray, PostgreSQL or helm, on one
+# session of each (tests/conftest.py), while the other runs the rest on the core the first leaves idle.
 test: venv $(VENV)/.example-stamp
 	@$(BIN)/python -m warehouse.spark_session --class-archive
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # The fast loop (a few minutes): the pure core, the simulator, the checker and the CLI, with fewer
 # random schedules; nothing that needs Spark, Ray, PostgreSQL or helm, nothing marked slow.
 check: venv $(VENV)/.example-stamp
-	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -m "not spark and not ray and not postgres and not helm and not slow"
+	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -n 2 -m "not spark and not ray and not postgres and not helm and not slow"
 
 # At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).
 soak: venv

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from background_bench import start_all
+from background_bench import DECLARED, make_folder, start_all, stop_all
 from postgres_support import postgres_dsn  # noqa: F401  (the session's PostgreSQL server, started on first use)
 
 # fixture -> the markers of what a test that uses it needs (`bench`: tests/test_bench*.py's
@@ -41,25 +41,38 @@ def ray_runtime(tmp_path_factory):
     stop_ray()
 
 
+HEAVY = ("spark", "ray", "postgres", "helm", "slow")   # tests that keep both cores busy while they run
+SHARED = "shared"   # their pytest-xdist group: one worker runs them all, on one Spark, Ray and PostgreSQL
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):   # the main process, not a pytest-xdist worker
+        make_folder()
+
+
+@pytest.hookimpl(tryfirst=True)   # before -m deselects by these markers and pytest-xdist reads the group
 def pytest_collection_modifyitems(items):
     for item in items:
         for fixture, markers in NEEDS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 for marker in markers:
                     item.add_marker(marker)
+        if any(item.get_closest_marker(m) for m in HEAVY):
+            item.add_marker(pytest.mark.xdist_group(SHARED))
 
 
-HEAVY = ("spark", "ray", "postgres", "helm", "slow")   # tests that keep both cores busy while they run
-
-
+@pytest.hookimpl(tryfirst=True)   # before a pytest-xdist worker reports its collection, in this order
 def pytest_collection_finish(session):
     """The selected tests' background benches start now, so that their minutes pass beside the
-    rest of the suite (tests/background_bench.py): the tests that need none of Spark, Ray,
-    PostgreSQL or helm and are not slow run first, on one core beside the benches, then the
-    others, then the benches' own tests."""
+    rest of the suite (tests/background_bench.py), and the tests are put in the order they run:
+    those that need none of Spark, Ray, PostgreSQL or helm and are not slow first, then the others,
+    then the benches' own tests. Under `pytest -n 2 --dist loadgroup` (make test) the heavy ones
+    are one group, the largest, which one worker takes first and runs in this order while the other
+    worker runs the light ones; pytest-xdist's workers all collect, and gw0 starts the benches."""
     selected = {item.module.__name__ for item in session.items if hasattr(item, "module")}
-    session.config.background_benches = start_all(selected)
-    benched = {bench.module for bench in session.config.background_benches}
+    benched = selected & set(DECLARED)
+    if getattr(session.config, "workerinput", {}).get("workerid", "gw0") == "gw0":
+        start_all(benched)
 
     def place(item):
         waits = hasattr(item, "module") and item.module.__name__ in benched
@@ -69,5 +82,5 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session):
-    for bench in getattr(session.config, "background_benches", ()):
-        bench.stop()
+    if not hasattr(session.config, "workerinput"):
+        stop_all()

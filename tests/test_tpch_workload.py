@@ -192,7 +192,7 @@ def test_a_stream_reading_the_tbl_files_on_demand_is_the_stream_over_the_rows_in
     assert len(lazy._orders) < len(data["orders"])   # only what the stream touched was read
 
 
-def test_tbl_rows_refuse_a_file_out_of_order_key_order(tmp_path, tpch_dir):
+def test_tbl_rows_refuse_a_file_out_of_order_key_order(tmp_path, tpch_dir, sf001):
     for name in ("orders", "lineitem"):
         lines = open(os.path.join(tpch_dir, f"{name}.tbl")).readlines()[:40]
         if name == "orders":
