@@ -241,17 +241,18 @@ class DeltaViewStore:
     def load(self):
         """Restart from Delta: (view {row: count}, version state, change-log length, last batch id)."""
         with self._lock:
-            self._recover()
-            state = self.read_version_state(self._last_batch)
+            state = self._recover()
             return dict(self._counts), state, self._log_len, self._last_batch
 
-    def _recover(self) -> None:
+    def _recover(self) -> dict:
+        """Rebuilds what the store believes from Delta; returns the last batch's version state,
+        read by the same Spark job as the journal's totals (a second one cost a second on restart)."""
         self._last_batch = None
         if not self._exists("journal"):
             raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
-        committed, log_len, last_seq = self._spark.sql(   # seq: view_delta rows keep their epoch there
-            f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(CASE WHEN kind = '{_TXN}' THEN seq END) "
-            f"FROM {self._sql_name('journal')}").first()
+        committed, log_len, last_seq, state = self._spark.sql(   # seq: view_delta rows keep their epoch there
+            f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(CASE WHEN kind = '{_TXN}' THEN seq END), "
+            f"max_by(body, CASE WHEN kind = '{_STATE}' THEN batch_id END) FROM {self._sql_name('journal')}").first()
         want = [c.lower() for c in self.columns]
         stored = self._read("view").columns
         logged = self._read("journal").schema[_ROW].dataType.fieldNames()
@@ -262,6 +263,7 @@ class DeltaViewStore:
         self._notified = {(r[0], int(r[1])) for r in self._journal(_NOTIFICATION).select("source", "dsv").collect()}
         self._counts = self.read_view()
         self._last_batch = int(committed)
+        return json.loads(state)
 
     # ------------------------------------------------------------------ commit
     def commit_batch(self, batch_id: int, applied: list[AppliedTxn], view_delta, version_state: Mapping,
@@ -434,14 +436,19 @@ class DeltaViewStore:
         return INITIAL_BATCH if newest is None else int(newest)
 
     def _base(self) -> tuple[int, int]:
-        """(version, batch) of the view's newest commit tagged with a batch: its base. Every view
+        """(version, batch) of the view's base: its newest commit tagged with a batch. Every view
         commit is tagged but the constraint's, right after the first: the newest few suffice, and
-        a long run's history (a compaction a minute) is not read whole."""
+        a long run's history (a compaction a minute) is not read whole. A constraint added after the
+        base changes no row, so its version is the base's too, and the one read: Delta keeps the
+        newest version's snapshot, and rebuilds an older one on each read (a second here)."""
         history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name('view')} LIMIT 10")
-        for version, meta in history.select("version", "userMetadata").collect():  # newest first
+        above = []   # the untagged commits newer than the base, newest first
+        for version, meta, operation in history.select("version", "userMetadata", "operation").collect():
             batch = _batch_of(meta)
             if batch is not None:
-                return int(version), batch
+                rows_unchanged = above and all(op == "ADD CONSTRAINT" for _, op in above)
+                return (above[0][0] if rows_unchanged else int(version)), batch
+            above.append((int(version), operation))
         raise StoreError(f"the view under {self.root} has no commit tagged with a batch")
 
     def _snapshot(self, version: int, base_batch: int, upto: int | None = None, also=None):
