@@ -96,11 +96,13 @@ def main(args) -> int:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
         from warehouse.core import registry
 
-        plugin = registry.get(args.algorithm)
-        if "kill-warehouse" in kills and not plugin.assumptions.restartable:
-            raise ModelError(f"--chaos kill-warehouse: {args.algorithm} cannot restart from Delta")
-        nemesis = _nemesis(args.nemesis, sorted(tpch_catalog().sources), duration, plugin.assumptions.restartable,
-                           args.algorithm)
+        refusal = _refusal(args.algorithm, registry.get(args.algorithm).assumptions.restartable)
+        chaos_kills = _scheduled_kills(kills, duration, sorted(tpch_catalog().sources), random.Random(args.seed))
+        for fault in chaos_kills:
+            reason = refusal(fault)
+            if reason:
+                raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
+        nemesis = _nemesis(args.nemesis, sorted(tpch_catalog().sources), duration, refusal)
         view_sql = load_view(args.view)
         settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:
@@ -120,7 +122,6 @@ def main(args) -> int:
     fed = Federation(catalog, view_sql, data, run_dir, spark, settings,
                      tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
     events: list[str] = []
-    chaos_kills = _scheduled_kills(kills, duration, sorted(catalog.sources), random.Random(args.seed))
     process_faults = sorted(nemesis + chaos_kills, key=lambda f: f.at)
     applier, stop = local.LocalNemesis(fed, process_faults, events), threading.Event()
     try:
@@ -169,17 +170,21 @@ def main(args) -> int:
     return 0 if LEVELS.index(verdict.level) >= LEVELS.index(args.expect) else 1
 
 
-def _nemesis(text: str, sources: list[str], duration: float, restartable: bool, algorithm: str) -> list:
-    """--nemesis read and checked against what a local run can apply (loadgen.nemesis.local);
-    a drawn schedule holds only such faults."""
-    if not text:
-        return []
-
+def _refusal(algorithm: str, restartable: bool):
+    """What a local run cannot apply of a process fault, and why (None: it can): loadgen.nemesis.local's
+    refusals, and a warehouse kill for an algorithm that cannot restart from Delta."""
     def refusal(fault):
         if fault.kind == "kill" and fault.targets == ("warehouse",) and not restartable:
             return f"{algorithm} cannot restart from Delta"
         return local.refusal(fault)
+    return refusal
 
+
+def _nemesis(text: str, sources: list[str], duration: float, refusal) -> list:
+    """--nemesis read and checked against what a local run can apply (`refusal`); a drawn schedule
+    holds only such faults."""
+    if not text:
+        return []
     m = re.fullmatch(r"random:(\d+)", text.strip())
     faults = schedule.draw(int(m.group(1)), duration, sources, refusal) if m else schedule.parse(text, sources)
     for fault in faults:
