@@ -256,7 +256,7 @@ def test_a_batch_of_subqueries_is_answered_at_one_state_while_writers_commit(sto
     by_owner = [Subquery(f"q{i}", "ds1", (SubqueryRelation("acct", None, ("owner",), ("name",), ""),),
                          ((name,),)) for i, name in enumerate(["ann", "bob", "cy", "ann"])]
     everything = Subquery("all", "ds1", (SubqueryRelation("acct", None, (), ()),), ())
-    stop = threading.Event()
+    stop, writing = threading.Event(), threading.Event()
 
     def application():
         with psycopg.connect(dsn, autocommit=True) as con:
@@ -264,10 +264,15 @@ def test_a_batch_of_subqueries_is_answered_at_one_state_while_writers_commit(sto
             while not stop.is_set():
                 con.execute("INSERT INTO acct VALUES (%s, %s, 1.0)", [key, random.choice(["ann", "bob", "cy"])])
                 key += 1
+                if key == 102:
+                    writing.set()
 
     writer = threading.Thread(target=application)
     writer.start()
     try:
+        # The batches are read while the application commits: on a loaded machine its connection
+        # can take longer than the twenty batches, which then met no commit at all.
+        assert writing.wait(30)
         for _ in range(20):
             answers = store.answer_all(by_owner + [everything])
             dsv = answers[0].dsv
