@@ -6,6 +6,7 @@ three sources measures every figure of every run, each judged complete by the ch
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from background_bench import BackgroundBench
@@ -77,9 +78,10 @@ def test_the_summary_has_the_table_and_no_tpch_targets():
     assert "| sze-ling | star | 6 | 50 / 49.5 | - | - | - | 600 | 5 | 60 / 180 | 500 / 900 | 173.5 | - | failed |" in page
 
 
+NEMESIS = "pause s01 at 0.5s for 1s"   # s01: a source of every synthetic federation
 BENCH = BackgroundBench(__name__, "--algorithms", "sze-ling", "--federation", "chain", "--sources", "2,3",
                         "--relation-rows", "300", "--rate", "10", "--duration", "2", "--ramp-max", "0",
-                        "--idle", "0", "--settle", "30", timeout=600)
+                        "--idle", "0", "--settle", "30", "--nemesis", NEMESIS, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +108,26 @@ def test_every_run_of_a_short_federation_bench_has_every_figure_and_is_complete(
         assert row["consistency"] == "complete"
     assert "chain (sze-ling), 2 -> 3 sources: CPU/txn" in summary["federation_size"]["finding"]
     assert "## Cost as the federation grows" in (out / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_each_run_meets_the_nemesis_and_reports_what_it_did(bench):
+    import matplotlib.image
+
+    out, summary = bench
+    assert summary["settings"]["nemesis"] == NEMESIS
+    page = (out / "summary.md").read_text()
+    for run in summary["runs"]:
+        assert [a["fault"] for a in run["nemesis"]["applied"]] == [NEMESIS]
+        assert [e.split(" (")[0] for e in run["nemesis"]["events"]] == ["paused source s01", "resumed source s01"]
+        before, paused = run["fault_phases"]
+        assert (before["phase"], paused["phase"]) == ("before any fault", NEMESIS)
+        assert 0.9 <= paused["window_s"] < 5, paused       # thawed after its second, not at the load's end
+        assert 0 < before["committed"] + paused["committed"] <= run["transactions"]
+        plot = Path(run["fault_plot"])
+        assert matplotlib.image.imread(plot).shape[1] > 600
+        assert f"]({plot.relative_to(out)})" in page
+    assert "| phase of the load (from a fault's start to the next's) |" in page
 
 
 @pytest.mark.slow

@@ -107,10 +107,9 @@ def test_the_fault_plot_is_a_png_where_it_was_asked_for(tmp_path):
 
 
 def test_a_schedule_drawn_for_fedlab_run_holds_only_what_the_run_can_apply():
-    from loadgen.live.run import _nemesis
-
-    restartable = [f for seed in range(6) for f in _nemesis(f"random:{seed}", SOURCES, 60.0, True, "sze-ling")]
+    restartable = [f for seed in range(6)
+                   for f in local.read_schedule(f"random:{seed}", SOURCES, 60.0, local.refuser("sze-ling", True))]
     assert ("warehouse",) in {f.targets for f in restartable if f.kind == "kill"}
     for seed in range(6):
-        faults = _nemesis(f"random:{seed}", SOURCES, 60.0, False, "strobe")
+        faults = local.read_schedule(f"random:{seed}", SOURCES, 60.0, local.refuser("strobe", False))
         assert all(local.refusal(f) is None and f.targets != ("warehouse",) for f in faults), faults

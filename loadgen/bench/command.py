@@ -25,6 +25,7 @@ import platform
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from loadgen.bench.run_specs import (
@@ -101,6 +102,10 @@ def add_arguments(parser) -> None:
                         help="sample every process during the load phase (py-spy on the Python processes, Java Flight "
                              "Recorder in the Spark JVM): a flame graph per process in RUN_DIR/profile, the hottest "
                              "frames in the summary")
+    parser.add_argument("--nemesis", default="", metavar="SCHEDULE",
+                        help="faults applied from outside during each run's load, timed from its start, as "
+                             "`fedlab run --nemesis` takes them (e.g. 'pause SOURCE at 5s for 3s; kill warehouse "
+                             "at 10s', or random:SEED): every algorithm meets the same schedule")
     add_source_engine_argument(parser)
     add_outside_writers_argument(parser)
 
@@ -116,6 +121,8 @@ def main(args) -> int:
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
                      args.max_jobs, synthetic, args.outside_writers)
+        if args.nemesis:
+            specs = [replace(spec, nemesis=_nemesis(args.nemesis, spec)) for spec in specs]
     except BenchArgumentError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -143,6 +150,20 @@ def main(args) -> int:
     else:
         _print(console, summary, paths)
     return 0
+
+
+def _nemesis(text: str, spec) -> tuple:
+    """--nemesis for one run: its faults, checked against the run's sources and what a local run
+    of its algorithm can apply (loadgen.nemesis.local)."""
+    from fedmodel.errors import ModelError
+    from loadgen.nemesis.local import read_schedule, refuser
+    from warehouse.core import registry
+
+    refuse = refuser(spec.algorithm, registry.get(spec.algorithm).assumptions.restartable)
+    try:
+        return tuple(read_schedule(text, sorted(spec.catalog().sources), spec.duration, refuse))
+    except ModelError as err:
+        raise BenchArgumentError(str(err)) from None
 
 
 def _synthetic_federations(args) -> list | None:
@@ -256,6 +277,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                             {"views": args.views, "scale": args.scale, "orders": args.orders or "all",
                              "placement": args.placement}),
                          "chaos": [s or "none" for s in dict.fromkeys(s.chaos for s in specs)],
+                         "nemesis": args.nemesis,
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,

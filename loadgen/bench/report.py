@@ -163,6 +163,20 @@ def _profile_blocks(r: dict) -> list[tuple]:
     return blocks + [("p", f"Note: {note}") for note in p.get("notes", [])]
 
 
+def _fault_blocks(r: dict) -> list[tuple]:
+    """What each fault of --nemesis did in the run (loadgen.nemesis.effects), and their plot."""
+    phases = r.get("fault_phases")
+    if not phases:
+        return []
+    rows = [[p["phase"], _fmt(p.get("window_s")), str(p["committed"]),
+             _fmt(p["staleness_ms"]["p50"]), _fmt(p["staleness_ms"]["max"])] for p in phases]
+    return [("table", ("phase of the load (from a fault's start to the next's)", "fault window s", "committed",
+                       "staleness p50 ms", "staleness max ms"), rows),
+            ("p", "The nemesis: " + "; ".join(r["nemesis"]["events"])),
+            ("img", str(Path(r["fault_plot"]).relative_to(Path(r["run_dir"]).parent)),
+             f"{r['label']}: staleness and throughput, each fault's window shaded")]
+
+
 def document(summary: dict) -> list[tuple]:
     m, st = summary["machine"], summary["settings"]
     blocks = [("h1", "fedlab bench"),
@@ -226,6 +240,7 @@ def document(summary: dict) -> list[tuple]:
             blocks.append(("p", f"Idle federation ({idle['seconds']:g} s up with no load): "
                                 f"{idle['share_of_a_core']:.1%} of one core in all; by process (CPU-s): "
                                 + ", ".join(f"{role} {s:g}" for role, s in idle["by_role"].items())))
+        blocks += _fault_blocks(r)
         blocks += _profile_blocks(r)
         memory = r.get("peak_memory_by_process_mb") or {}
         if memory:

@@ -69,6 +69,7 @@ class RunSpec:
     max_jobs: int = 1                # lazy's jobs in progress at once
     synthetic: SyntheticRecipe | None = None   # the synthetic federation the run is over, instead of TPC-H
     outside_writers: float = 0.0     # pgbench's transactions per second on the sales source during the load
+    nemesis: tuple = ()              # process faults applied from outside during the load (loadgen.nemesis)
 
     @property
     def label(self) -> str:

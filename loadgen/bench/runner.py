@@ -33,6 +33,8 @@ from loadgen.bench.resources import DRIVER, OUTSIDE_WRITERS, POSTGRES, PROFILER,
 from loadgen.bench.run_specs import RunSpec
 from loadgen.live.environment import NO_FAULTS, set_faults
 from loadgen.live.outside_writers import OutsideWriters, outside_writers_line, written_source
+from loadgen.nemesis import effects
+from loadgen.nemesis.local import LocalNemesis
 from loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe
 from warehouse.core.registry import Settings
 from warehouse.core.sze_ling.deferral import Deferral
@@ -128,6 +130,7 @@ class _LiveRun:
         self.sampler: ResourceSampler | None = None
         self.driver: DriverProcess | None = None
         self.writers: OutsideWriters | None = None   # pgbench, during the load (spec.outside_writers)
+        self.nemesis: LocalNemesis | None = None      # the process faults, during the load (spec.nemesis)
         self.pids: dict[str, int] = {}
         self.start_versions: dict = {}        # the view's versions before the load
         self.wall0 = 0.0                      # monotonic time the load began (the time profile's start)
@@ -178,6 +181,8 @@ class _LiveRun:
                 self.sampler.name(pid, PROFILER)
         self.load_from = time.time()
         self.wall0 = time.monotonic()
+        if spec.nemesis:
+            self.nemesis = LocalNemesis(self.fed, list(spec.nemesis), []).start()
         reads = ReadProbe(self.fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
         if spec.outside_writers:
             written = written_source(self.fed.catalog)
@@ -187,6 +192,12 @@ class _LiveRun:
         load = self.drive(spec.rate, spec.duration,
                           lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                       f"committed {r.committed}/{r.offered}"))
+        if self.nemesis is not None:
+            self.nemesis.stop()
+            record["nemesis"] = {"events": self.nemesis.events, "applied": self.nemesis.applied}
+            if any(f.kind == "kill" for f in spec.nemesis):
+                record["notes"].append("a process the nemesis killed came back as a new one, which the CPU sampler "
+                                       "and the stopwatches do not follow: their figures leave out its time after")
         if self.writers is not None:
             record["outside_writers"] = outside = self.writers.finish()
             record["notes"].append(outside_writers_line(outside))
@@ -234,6 +245,8 @@ class _LiveRun:
         """Every process of the run stopped (the driver and the sampler if they started), and what
         the sampler measured into the record."""
         self.progress("check", 0, None, "stopping the run's processes")
+        if self.nemesis is not None:
+            self.nemesis.stop()   # nothing stays frozen, whatever happened
         if self.driver is not None:
             self.driver.close()
         if self.writers is not None and self.writers.process.poll() is None:
@@ -330,6 +343,9 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
                                                        if load_from <= committed <= load_until)
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
                         "load_seconds": load_until - load_from}
+    if record.get("nemesis", {}).get("applied"):
+        record.update(effects.figures(record["nemesis"]["applied"], lags, load_from, load_until,
+                                      run_dir / "plots" / "faults.png"))
     files = run.message_logs()
     receipts = metrics.first_receipts(files)
     record["staleness_parts"] = metrics.staleness_parts(

@@ -30,7 +30,6 @@ import json
 import math
 import random
 import re
-import threading
 import time
 from pathlib import Path
 
@@ -96,13 +95,13 @@ def main(args) -> int:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
         from warehouse.core import registry
 
-        refusal = _refusal(args.algorithm, registry.get(args.algorithm).assumptions.restartable)
+        refuse = local.refuser(args.algorithm, registry.get(args.algorithm).assumptions.restartable)
         chaos_kills = _scheduled_kills(kills, duration, sorted(tpch_catalog().sources), random.Random(args.seed))
         for fault in chaos_kills:
-            reason = refusal(fault)
+            reason = refuse(fault)
             if reason:
                 raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
-        nemesis = _nemesis(args.nemesis, sorted(tpch_catalog().sources), duration, refusal)
+        nemesis = local.read_schedule(args.nemesis, sorted(tpch_catalog().sources), duration, refuse)
         view_sql = load_view(args.view)
         settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:
@@ -123,34 +122,31 @@ def main(args) -> int:
                      tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
     events: list[str] = []
     process_faults = sorted(nemesis + chaos_kills, key=lambda f: f.at)
-    applier, stop = local.LocalNemesis(fed, process_faults, events), threading.Event()
+    applier = local.LocalNemesis(fed, process_faults, events)
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
         if faults:
             set_faults(fed, faults)
-        chaos = threading.Thread(target=applier.run, args=(time.monotonic(), stop), daemon=True)
-        chaos.start()
+        applier.start()
         load_from = time.time()
         load = drive(fed.commit_batch, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
                      catalog.sources, args.rate, duration)
         load_until = time.time()
-        stop.set()
-        chaos.join()
+        applier.stop()
         if faults:   # let the last messages through, then wait for the view to catch up
             set_faults(fed, NO_FAULTS)
         caught_up = fed.wait_until_applied(timeout=args.settle)
     finally:
-        stop.set()
-        applier.close()   # nothing stays frozen, whatever happened
+        applier.stop()   # nothing stays frozen, whatever happened
         fed.stop()
         stop_ray()
         spark.stop()
     verdict = check(run_dir)
-    phases, plot = _fault_effects(run_dir, applier.applied, load_from, load_until) if applier.applied else ([], None)
+    shown = (effects.figures(applier.applied, _lags(run_dir), load_from, load_until, run_dir / "plots" / "faults.png")
+             if applier.applied else {"fault_phases": [], "fault_plot": None})
     result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
               "rejected": load.rejected, "rejections": load.rejections(),
-              "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events,
-              "fault_phases": phases, "fault_plot": str(plot) if plot else None}
+              "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events, **shown}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:
         print(json.dumps(result, default=str))
@@ -161,8 +157,8 @@ def main(args) -> int:
             print(f"rejected: {line}")
         for phase in result["fault_phases"]:
             print(f"  {effects.describe(phase)}")
-        if plot:
-            print(f"  staleness and throughput with each fault's window: {plot}")
+        if result["fault_plot"]:
+            print(f"  staleness and throughput with each fault's window: {result['fault_plot']}")
         print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
               f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
         if verdict.first_violation:
@@ -170,42 +166,14 @@ def main(args) -> int:
     return 0 if LEVELS.index(verdict.level) >= LEVELS.index(args.expect) else 1
 
 
-def _refusal(algorithm: str, restartable: bool):
-    """What a local run cannot apply of a process fault, and why (None: it can): loadgen.nemesis.local's
-    refusals, and a warehouse kill for an algorithm that cannot restart from Delta."""
-    def refusal(fault):
-        if fault.kind == "kill" and fault.targets == ("warehouse",) and not restartable:
-            return f"{algorithm} cannot restart from Delta"
-        return local.refusal(fault)
-    return refusal
-
-
-def _nemesis(text: str, sources: list[str], duration: float, refusal) -> list:
-    """--nemesis read and checked against what a local run can apply (`refusal`); a drawn schedule
-    holds only such faults."""
-    if not text:
-        return []
-    m = re.fullmatch(r"random:(\d+)", text.strip())
-    faults = schedule.draw(int(m.group(1)), duration, sources, refusal) if m else schedule.parse(text, sources)
-    for fault in faults:
-        reason = refusal(fault)
-        if reason:
-            raise ModelError(f"--nemesis: '{fault}': {reason}")
-    return faults
-
-
-def _fault_effects(run_dir: Path, applied: list[dict], load_from: float, load_until: float) -> tuple[list[dict], Path]:
-    """Each fault's phase of the load and the staleness of what was committed in it
-    (loadgen.nemesis.effects), and their figure, RUN_DIR/plots/faults.png (loadgen.nemesis.plot),
-    from the run's files as the bench reads them (loadgen.bench.metrics.reflections)."""
+def _lags(run_dir: Path) -> list[tuple[float, float]]:
+    """(commit time, seconds until the core's view reflected it) of every transaction of the run,
+    from its files as the bench reads them (loadgen.bench.metrics.reflections)."""
     from loadgen.bench import metrics
     from loadgen.live.check import load_history
-    from loadgen.nemesis.plot import plot_faults
 
     history = load_history(run_dir)
-    lags = metrics.reflections(history.log, history.run.warehouse_history, history.start_versions).lags()
-    return (effects.phases(applied, lags, load_from, load_until),
-            plot_faults(run_dir / "plots" / "faults.png", applied, lags, load_from, load_until))
+    return metrics.reflections(history.log, history.run.warehouse_history, history.start_versions).lags()
 
 
 def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: random.Random) -> list:

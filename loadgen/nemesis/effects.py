@@ -16,6 +16,8 @@ began.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from loadgen.bench.metrics import percentiles
 
 
@@ -42,3 +44,13 @@ def describe(phase: dict) -> str:
     figures = (f"staleness p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms" if lag["n"]
                else "nothing committed")
     return f"{phase['phase']}: {phase['committed']} transactions, {figures}"
+
+
+def figures(applied: list[dict], lags: list[tuple[float, float]], load_from: float, load_until: float,
+            plot: Path) -> dict:
+    """What the faults did, as `fedlab run` and `fedlab bench` report it: `fault_phases` (`phases`)
+    and `fault_plot`, the figure written to `plot` (loadgen.nemesis.plot)."""
+    from loadgen.nemesis.plot import plot_faults
+
+    return {"fault_phases": phases(applied, lags, load_from, load_until),
+            "fault_plot": str(plot_faults(plot, applied, lags, load_from, load_until))}

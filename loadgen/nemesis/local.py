@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
 import signal
 import threading
 import time
 
+from fedmodel.errors import ModelError
+from loadgen.nemesis import schedule
 from loadgen.nemesis.schedule import Fault
 
 
@@ -42,6 +45,31 @@ def refusal(fault: Fault) -> str | None:
     return None
 
 
+def refuser(algorithm: str, restartable: bool):
+    """`refuse(fault)`: why a local run of `algorithm` cannot apply a process fault (None: it can),
+    `refusal`'s reasons and a warehouse kill for an algorithm that cannot restart from Delta."""
+    def refuse(fault: Fault) -> str | None:
+        if fault.kind == "kill" and fault.targets == ("warehouse",) and not restartable:
+            return f"{algorithm} cannot restart from Delta"
+        return refusal(fault)
+    return refuse
+
+
+def read_schedule(text: str, sources: list[str], duration: float, refuse) -> list[Fault]:
+    """A --nemesis argument (`fedlab run`, `fedlab bench`) read and checked against what a local
+    run can apply (`refuse`, from `refuser`); `random:SEED` draws only such faults. ModelError,
+    one line naming the clause, for one that cannot be applied."""
+    if not text:
+        return []
+    m = re.fullmatch(r"random:(\d+)", text.strip())
+    faults = schedule.draw(int(m.group(1)), duration, sources, refuse) if m else schedule.parse(text, sources)
+    for fault in faults:
+        reason = refuse(fault)
+        if reason:
+            raise ModelError(f"--nemesis: '{fault}': {reason}")
+    return faults
+
+
 class LocalNemesis:
     """Applies `faults` to the local federation `fed` (loadgen.live.federation.Federation), timed
     from `start` (time.monotonic()); `events` gets one line per action, `applied` each fault's
@@ -53,8 +81,25 @@ class LocalNemesis:
         self._paused: dict[int, str] = {}   # pid -> source, while frozen
         self._closed = False                 # after close(), nothing is frozen again
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def run(self, start: float, stop: threading.Event) -> None:
+    def start(self) -> LocalNemesis:
+        """Runs the schedule in a thread of its own, timed from now."""
+        self._thread = threading.Thread(target=self._run, args=(time.monotonic(), self._stop), name="nemesis",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Ends the schedule where it is (faults not due yet are not applied) and thaws whatever
+        is frozen; safe to call again, or before `start`."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.close()
+
+    def _run(self, start: float, stop: threading.Event) -> None:
         """Applies each fault at its time until the schedule ends or `stop` is set, then thaws
         whatever is still frozen. One action at a time: a fault that takes long (a warehouse
         restart) delays the next, and a pause lasts its length from when it actually began."""
