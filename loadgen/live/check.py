@@ -46,7 +46,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistoryError
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
-from loadgen.bench.metrics import commit_times, percentiles, reflected_at, staleness
+from loadgen.bench.metrics import percentiles, reflections
 from loadgen.checker.explain import few, logged_happenings, render
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
@@ -289,10 +289,8 @@ def _pg_dsn(args) -> str | None:
 def staleness_summary(history: LiveHistory) -> dict:
     """Seconds from each source commit to the first view state that reflects it, in the core
     (`applied`) and durable in the warehouse's store (`durable`): p50/p95/p99/max/mean and n."""
-    commits = commit_times(history.log)
-    states = change_history.applied_states(history.run.warehouse_history)
-    return {kind: percentiles((lag for _, lag in staleness(commits, reflected_at(states, history.start_versions,
-                                                                                 f"{kind}_time"))), scale=1.0)
+    seen = reflections(history.log, history.run.warehouse_history, history.start_versions)
+    return {kind: percentiles((lag for _, lag in seen.lags(to_delta=kind == "durable")), scale=1.0)
             for kind in ("applied", "durable")}
 
 
