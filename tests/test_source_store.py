@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scenario_support import QUICK
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
@@ -440,7 +441,7 @@ def subqueries(draw) -> Subquery:
     return Subquery("q", "ds1", tuple(relations), tuple(probe))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40 if QUICK else 150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sq=subqueries())
 def test_answer_equals_the_memory_store(twins, sq):
     durable, memory = twins
