@@ -72,8 +72,8 @@ def read_schedule(text: str, sources: list[str], duration: float, refuse) -> lis
 
 class LocalNemesis:
     """Applies `faults` to the local federation `fed` (loadgen.live.federation.Federation), timed
-    from `start` (time.monotonic()); `events` gets one line per action, `applied` each fault's
-    wall-clock window (`began`, `ended`: what loadgen.nemesis.effects reads)."""
+    from `start()`; `events` gets one line per action, `applied` each fault's wall-clock window
+    (`began`, `ended`: what loadgen.nemesis.effects reads)."""
 
     def __init__(self, fed, faults: list[Fault], events: list[str]):
         self.fed, self.faults, self.events = fed, faults, events
@@ -86,8 +86,7 @@ class LocalNemesis:
 
     def start(self) -> LocalNemesis:
         """Runs the schedule in a thread of its own, timed from now."""
-        self._thread = threading.Thread(target=self._run, args=(time.monotonic(), self._stop), name="nemesis",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(time.monotonic(),), name="nemesis", daemon=True)
         self._thread.start()
         return self
 
@@ -99,8 +98,8 @@ class LocalNemesis:
             self._thread.join()
         self.close()
 
-    def _run(self, start: float, stop: threading.Event) -> None:
-        """Applies each fault at its time until the schedule ends or `stop` is set, then thaws
+    def _run(self, start: float) -> None:
+        """Applies each fault at its time until the schedule ends or `stop()` is called, then thaws
         whatever is still frozen. One action at a time: a fault that takes long (a warehouse
         restart) delays the next, and a pause lasts its length from when it actually began."""
         due = [(f.at, i, "begin", f) for i, f in enumerate(self.faults)]   # (seconds from start, tie, step, fault)
@@ -109,7 +108,7 @@ class LocalNemesis:
         try:
             while due:
                 at, i, step, fault = heapq.heappop(due)
-                if stop.wait(max(0.0, start + at - time.monotonic())):
+                if self._stop.wait(max(0.0, start + at - time.monotonic())):
                     return
                 elapsed = time.monotonic() - start
                 if step == "end":
