@@ -86,7 +86,8 @@ def main(args) -> int:
     try:
         from loadgen.workloads.tpch import load_view, tpch_catalog
 
-        faults, kills = parse_chaos(args.chaos, sorted(tpch_catalog().sources))
+        sources = sorted(tpch_catalog().sources)
+        faults, kills = parse_chaos(args.chaos, sources)
         try:
             duration = parse_duration(args.duration)
         except ChaosError as err:
@@ -96,18 +97,18 @@ def main(args) -> int:
         from warehouse.core import registry
 
         refuse = local.refuser(args.algorithm, registry.get(args.algorithm).assumptions.restartable)
-        chaos_kills = _scheduled_kills(kills, duration, sorted(tpch_catalog().sources), random.Random(args.seed))
+        chaos_kills = _scheduled_kills(kills, duration, sources, random.Random(args.seed))
         for fault in chaos_kills:
             reason = refuse(fault)
             if reason:
                 raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
-        nemesis = local.read_schedule(args.nemesis, sorted(tpch_catalog().sources), duration, refuse)
+        nemesis = local.read_schedule(args.nemesis, sources, duration, refuse)
         view_sql = load_view(args.view)
         settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
-    from loadgen.live.check import check
+    from loadgen.live.check import judge, load_history
     from loadgen.live.federation import Federation
     from loadgen.workloads.driver import drive
     from loadgen.workloads.tpch import tpch_catalog
@@ -141,8 +142,9 @@ def main(args) -> int:
         fed.stop()
         stop_ray()
         spark.stop()
-    verdict = check(run_dir)
-    shown = (effects.figures(applier.applied, _lags(run_dir), load_from, load_until, run_dir / "plots" / "faults.png")
+    history = load_history(run_dir)   # read once: the checker's, and the faults' staleness
+    verdict = judge(history)
+    shown = (effects.figures(applier.applied, _lags(history), load_from, load_until, run_dir / "plots" / "faults.png")
              if applier.applied else {"fault_phases": [], "fault_plot": None})
     result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
               "rejected": load.rejected, "rejections": load.rejections(),
@@ -166,13 +168,11 @@ def main(args) -> int:
     return 0 if LEVELS.index(verdict.level) >= LEVELS.index(args.expect) else 1
 
 
-def _lags(run_dir: Path) -> list[tuple[float, float]]:
-    """(commit time, seconds until the core's view reflected it) of every transaction of the run,
-    from its files as the bench reads them (loadgen.bench.metrics.reflections)."""
+def _lags(history) -> list[tuple[float, float]]:
+    """(commit time, seconds until the core's view reflected it) of every transaction of the run
+    (loadgen.live.check.LiveHistory), as the bench reads them (loadgen.bench.metrics.reflections)."""
     from loadgen.bench import metrics
-    from loadgen.live.check import load_history
 
-    history = load_history(run_dir)
     return metrics.reflections(history.log, history.run.warehouse_history, history.start_versions).lags()
 
 
