@@ -39,6 +39,14 @@ COPY helm/image/prefetch_delta_jars.py /tmp/prefetch_delta_jars.py
 ENV PATH=/opt/fedlab/venv/bin:$PATH FEDLAB_JARS_DIR=/opt/fedlab/jars
 RUN python /tmp/prefetch_delta_jars.py && chmod -R a+rX /opt/fedlab/jars
 
+# ---- the clock shim: the node nemesis's wrong wall clock (helm/image/clock_offset.c) ----
+FROM ${PYTHON_IMAGE} AS shim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY helm/image/clock_offset.c /tmp/clock_offset.c
+RUN gcc -O2 -Wall -shared -fPIC -o /tmp/clock_offset.so /tmp/clock_offset.c -ldl
+
 # ---- runtime ----
 FROM ${PYTHON_IMAGE}
 RUN apt-get update \
@@ -50,6 +58,7 @@ RUN apt-get update \
 COPY --from=build /opt/fedlab/venv /opt/fedlab/venv
 COPY --from=jars /opt/fedlab/jars /opt/fedlab/jars
 COPY --chmod=0755 helm/image/fedlab-entrypoint.sh /usr/local/bin/fedlab-entrypoint
+COPY --chmod=0755 --from=shim /tmp/clock_offset.so /opt/fedlab/lib/clock_offset.so
 ENV PATH=/opt/fedlab/venv/bin:$PATH \
     JAVA_HOME=/opt/java \
     SPARK_HOME=/opt/fedlab/venv/lib/python3.11/site-packages/pyspark \

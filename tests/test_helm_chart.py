@@ -23,6 +23,8 @@ import pytest
 import yaml
 from k8s_support import CHART, KUBE_VERSIONS, REPO, load_fedlab_helm, load_render_k8s, split_manifests, validate_strict
 
+from loadgen.nemesis.node import CLOCK_FILE
+
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUE_SETS = {"default": []} | {p.name.removesuffix("-values.yaml"): [p] for p in CI_VALUES}
 POD_KINDS = {"Deployment", "StatefulSet", "Job", "Pod", "DaemonSet"}
@@ -1039,3 +1041,18 @@ def test_the_dockerfile_builds_one_plain_image_for_every_role(rendered):
     # every container of the chart starts through the image's entrypoint
     for doc in workloads(rendered["default"]):
         assert pod_spec(doc)["containers"][0]["command"] == ["fedlab-entrypoint"]
+
+
+def test_under_the_node_engine_only_source_processes_read_their_clock_through_the_shim(rendered):
+    """The node nemesis's clock faults (loadgen/nemesis/node.py) need the shim preloaded at the
+    sources; nothing else, and nothing under the other engines, carries it."""
+    for name, docs in rendered.items():
+        node_engine = name == "e2e"
+        for doc in (d for d in docs if d["kind"] in POD_KINDS):
+            for container in pod_spec(doc)["containers"]:
+                env = {e["name"]: e.get("value") for e in container.get("env", [])}
+                shimmed = pod_labels(doc).get("app.kubernetes.io/component") == "source" and node_engine
+                assert ("LD_PRELOAD" in env) == shimmed, (name, doc["metadata"]["name"])
+                if shimmed:
+                    assert env["LD_PRELOAD"] == "/opt/fedlab/lib/clock_offset.so"
+                    assert env["FEDLAB_CLOCK_OFFSET_FILE"] == CLOCK_FILE

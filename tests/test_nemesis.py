@@ -9,7 +9,7 @@ import pytest
 
 from fedmodel.errors import ModelError
 from loadgen.nemesis import effects, local, plot
-from loadgen.nemesis.schedule import Fault, draw, parse
+from loadgen.nemesis.schedule import Fault, draw, parse, read
 
 SOURCES = ["crm", "ordering", "sales"]
 
@@ -32,7 +32,16 @@ def test_a_schedule_reads_each_fault_kind_in_time_order_and_writes_back_as_it_wa
     ("clock crm at 1s", "--nemesis: 'clock crm at 1s': clock takes an offset, e.g. +300s"),
     ("pause crm +5s at 1s for 1s", "--nemesis: 'pause crm +5s at 1s for 1s': pause takes no offset"),
     ("pause nobody at 1s for 1s", "--nemesis: 'pause nobody at 1s for 1s': no target 'nobody' "
-                                  "(sources: crm, ordering, sales; or sources, warehouse, load)"),
+                                  "(sources: crm, ordering, sales; or sources, warehouse, load, executors, ray-head, "
+                                  "raylet:SOURCE, everything)"),
+    ("kill everything at 1s", "--nemesis: 'kill everything at 1s': everything is a partition's second side, "
+                              "e.g. crm|everything"),
+    ("partition everything|crm at 1s for 1s", "--nemesis: 'partition everything|crm at 1s for 1s': everything is "
+                                              "a partition's second side, e.g. crm|everything"),
+    ("pause raylet:crm at 1s for 1s", "--nemesis: 'pause raylet:crm at 1s for 1s': a raylet can only be killed"),
+    ("kill raylet:nobody at 1s", "--nemesis: 'kill raylet:nobody at 1s': no target 'raylet:nobody' "
+                                 "(sources: crm, ordering, sales; or sources, warehouse, load, executors, ray-head, "
+                                 "raylet:SOURCE, everything)"),
     ("partition crm at 1s for 1s", "--nemesis: 'partition crm at 1s for 1s': a partition names two sides, X|Y or X->Y"),
     ("pause crm|sales at 1s for 1s", "--nemesis: 'pause crm|sales at 1s for 1s': only a partition names two sides"),
     ("pause crm at soon for 1s", "--nemesis: 'pause crm at soon for 1s': bad duration 'soon': use e.g. 500ms, 20s, 2m, 1h"),
@@ -65,10 +74,11 @@ def test_a_local_run_is_given_only_faults_it_can_apply():
     assert len(faults) == 30 and all(local.refusal(f) is None for f in faults)
     assert {f.kind for f in faults} == {"pause", "kill"} and ("warehouse",) in {f.targets for f in faults}
     assert all(f.targets != ("warehouse",) for f in faults if f.kind == "pause")
-    refused = parse("pause load at 1s for 1s; clock crm +5s at 3s; kill sources at 5s", SOURCES)
+    refused = parse("pause load at 1s for 1s; clock crm +5s at 3s; kill sources at 5s; kill executors at 7s", SOURCES)
     assert [local.refusal(f) for f in refused] == [
         "the load generator runs inside the run's own process", "a local run's processes share the machine's clock",
-        "kill one source at a time"]
+        "kill one source at a time",
+        "only a cluster has Spark executors, a Ray head of their own and raylets per node (loadgen.nemesis.node)"]
 
 
 def test_each_fault_owns_the_load_until_the_next_one_and_a_phase_with_nothing_committed_says_so():
@@ -108,8 +118,8 @@ def test_the_fault_plot_is_a_png_where_it_was_asked_for(tmp_path):
 
 def test_a_schedule_drawn_for_fedlab_run_holds_only_what_the_run_can_apply():
     restartable = [f for seed in range(6)
-                   for f in local.read_schedule(f"random:{seed}", SOURCES, 60.0, local.refuser("sze-ling", True))]
+                   for f in read(f"random:{seed}", SOURCES, 60.0, local.refuser("sze-ling", True))]
     assert ("warehouse",) in {f.targets for f in restartable if f.kind == "kill"}
     for seed in range(6):
-        faults = local.read_schedule(f"random:{seed}", SOURCES, 60.0, local.refuser("strobe", False))
+        faults = read(f"random:{seed}", SOURCES, 60.0, local.refuser("strobe", False))
         assert all(local.refusal(f) is None and f.targets != ("warehouse",) for f in faults), faults

@@ -11,7 +11,8 @@ app image without a registry"):
 2. the virtual environment: made by the host's /usr/bin/python3 (the base's Python version: the
    script refuses another) at /opt/fedlab/venv, the path it has in the image, with the project's
    pinned dependencies from pyproject.toml and the project itself (whose install generates the gRPC stubs);
-3. Delta Lake's jars from the host's jar cache (`warehouse.spark_session.ensure_delta_jars`);
+3. Delta Lake's jars from the host's jar cache (`warehouse.spark_session.ensure_delta_jars`), and
+   the clock shim the node nemesis sets clocks with (helm/image/clock_offset.c), built by gcc;
 4. helm/image/Containerfile.local (user 10001, the entrypoint, the Dockerfile's environment),
    built by podman with no network and no pull, then imported into the cluster's containerd
    (`local-k8s load-image`, kept for every later `up full`).
@@ -119,6 +120,9 @@ def main(argv=None) -> int:
     shutil.copytree(jars, context / "jars" / jars.name)
     shutil.copy(ROOT / "helm/image/fedlab-entrypoint.sh", context / "fedlab-entrypoint")
     shutil.copy(ROOT / "helm/image/Containerfile.local", context / "Containerfile")
+    # The node nemesis's clock shim, built by the host's gcc for the base's glibc (both bookworm).
+    step("clock shim", ["gcc", "-O2", "-Wall", "-shared", "-fPIC", "-o", str(context / "clock_offset.so"),
+                        str(ROOT / "helm/image/clock_offset.c"), "-ldl"])
     step(f"podman build {IMAGE}", ["podman", "build", "--network=none", "--pull=never", "-q", "-t", IMAGE,
                                    "--build-arg", f"BASE={BASE_REF}", str(context)], env=env)
     shutil.rmtree(context, ignore_errors=True)

@@ -156,12 +156,13 @@ def _nemesis(text: str, spec) -> tuple:
     """--nemesis for one run: its faults, checked against the run's sources and what a local run
     of its algorithm can apply (loadgen.nemesis.local)."""
     from fedmodel.errors import ModelError
-    from loadgen.nemesis.local import read_schedule, refuser
+    from loadgen.nemesis.local import refuser
+    from loadgen.nemesis.schedule import read
     from warehouse.core import registry
 
     refuse = refuser(spec.algorithm, registry.get(spec.algorithm).assumptions.restartable)
     try:
-        return tuple(read_schedule(text, sorted(spec.catalog().sources), spec.duration, refuse))
+        return tuple(read(text, sorted(spec.catalog().sources), spec.duration, refuse))
     except ModelError as err:
         raise BenchArgumentError(str(err)) from None
 

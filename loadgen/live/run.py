@@ -102,7 +102,7 @@ def main(args) -> int:
             reason = refuse(fault)
             if reason:
                 raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
-        nemesis = local.read_schedule(args.nemesis, sources, duration, refuse)
+        nemesis = schedule.read(args.nemesis, sources, duration, refuse)
         view_sql = load_view(args.view)
         settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
     except (ModelError, RoleError) as err:

@@ -18,20 +18,20 @@ Whatever it paused is thawed when the schedule ends, the run fails, or the proce
 
 from __future__ import annotations
 
-import heapq
 import os
-import re
 import signal
 import threading
-import time
 
-from fedmodel.errors import ModelError
 from loadgen.nemesis import schedule
 from loadgen.nemesis.schedule import Fault
+from loadgen.nemesis.timeline import Nemesis
 
 
 def refusal(fault: Fault) -> str | None:
     """Why a local run cannot apply `fault`, or None if it can."""
+    if any(t in schedule.CLUSTER_ROLES or t.startswith(schedule.RAYLET) or t == schedule.EVERYTHING
+           for t in fault.targets):
+        return "only a cluster has Spark executors, a Ray head of their own and raylets per node (loadgen.nemesis.node)"
     if fault.kind == "partition":
         return "a local run's processes share one network namespace, where a partition cannot tell them apart"
     if fault.kind == "clock":
@@ -55,79 +55,23 @@ def refuser(algorithm: str, restartable: bool):
     return refuse
 
 
-def read_schedule(text: str, sources: list[str], duration: float, refuse) -> list[Fault]:
-    """A --nemesis argument (`fedlab run`, `fedlab bench`) read and checked against what a local
-    run can apply (`refuse`, from `refuser`); `random:SEED` draws only such faults. ModelError,
-    one line naming the clause, for one that cannot be applied."""
-    if not text:
-        return []
-    m = re.fullmatch(r"random:(\d+)", text.strip())
-    faults = schedule.draw(int(m.group(1)), duration, sources, refuse) if m else schedule.parse(text, sources)
-    for fault in faults:
-        reason = refuse(fault)
-        if reason:
-            raise ModelError(f"--nemesis: '{fault}': {reason}")
-    return faults
-
-
-class LocalNemesis:
+class LocalNemesis(Nemesis):
     """Applies `faults` to the local federation `fed` (loadgen.live.federation.Federation), timed
-    from `start()`; `events` gets one line per action, `applied` each fault's wall-clock window
-    (`began`, `ended`: what loadgen.nemesis.effects reads)."""
+    from `start()` (loadgen.nemesis.timeline)."""
 
     def __init__(self, fed, faults: list[Fault], events: list[str]):
-        self.fed, self.faults, self.events = fed, faults, events
-        self.applied: list[dict] = []
+        super().__init__(faults, events)
+        self.fed = fed
         self._paused: dict[int, str] = {}   # pid -> source, while frozen
         self._closed = False                 # after close(), nothing is frozen again
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def start(self) -> LocalNemesis:
-        """Runs the schedule in a thread of its own, timed from now."""
-        self._thread = threading.Thread(target=self._run, args=(time.monotonic(),), name="nemesis", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Ends the schedule where it is (faults not due yet are not applied) and thaws whatever
-        is frozen; safe to call again, or before `start`."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.close()
-
-    def _run(self, start: float) -> None:
-        """Applies each fault at its time until the schedule ends or `stop()` is called, then thaws
-        whatever is still frozen. One action at a time: a fault that takes long (a warehouse
-        restart) delays the next, and a pause lasts its length from when it actually began."""
-        due = [(f.at, i, "begin", f) for i, f in enumerate(self.faults)]   # (seconds from start, tie, step, fault)
-        heapq.heapify(due)
-        frozen: dict[int, tuple[list[int], dict]] = {}   # a pause's index -> its pids and window
-        try:
-            while due:
-                at, i, step, fault = heapq.heappop(due)
-                if self._stop.wait(max(0.0, start + at - time.monotonic())):
-                    return
-                elapsed = time.monotonic() - start
-                if step == "end":
-                    pids, window = frozen.pop(i)
-                    self._thaw(pids, elapsed)
-                    window["ended"] = time.time()
-                    continue
-                window = {"fault": str(fault), "began": time.time()}
-                self.applied.append(window)
-                if fault.kind == "pause":
-                    frozen[i] = self._freeze(fault, elapsed), window
-                    heapq.heappush(due, (elapsed + fault.length, i, "end", fault))
-                else:
-                    self._kill(fault, elapsed)
-                    window["ended"] = time.time()   # the source's restart is Ray's; the warehouse is back
-        finally:
-            self.close()
-            for _, window in frozen.values():   # stopped while frozen: thawed now
-                window["ended"] = time.time()
+    def _begin(self, fault: Fault, elapsed: float):
+        if fault.kind == "pause":
+            pids = self._freeze(fault, elapsed)
+            return lambda at: self._thaw(pids, at)
+        self._kill(fault, elapsed)   # the source's restart is Ray's; the warehouse is back when this returns
+        return None
 
     def close(self) -> None:
         """Thaws whatever is frozen, and freezes nothing after."""

@@ -14,7 +14,9 @@ from the start of the load:
 - `clock T +S at A` (or `-S`): T's wall clock offset by S from A on.
 
 A target is a source's name, `sources` (every source), `warehouse` or `load` (the load
-generator). Durations are written as `fedlab run --duration` takes them (500ms, 20s, 2m).
+generator); on a cluster also `executors` (Spark's), `ray-head`, for a kill `raylet:S`, the
+raylet of source S's Ray node, and for a partition's second side `everything` else
+(`partition crm|everything`: a source cut from the rest). Durations are written as `fedlab run --duration` takes them (500ms, 20s, 2m).
 `random:SEED` draws a schedule instead (`draw`). Which faults an environment can apply is the
 applier's (loadgen.nemesis.local for a local run); this module only reads and draws schedules.
 """
@@ -30,6 +32,9 @@ from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 
 KINDS = ("pause", "kill", "partition", "clock")
 ROLES = ("sources", "warehouse", "load")
+CLUSTER_ROLES = ("executors", "ray-head")   # what only a cluster has: Spark's executor pods, Ray's head
+EVERYTHING = "everything"                   # a partition's other side: every other process of the run
+RAYLET = "raylet:"                          # `kill raylet:S`: the raylet of source S's Ray node, alone
 
 
 @dataclass(frozen=True)
@@ -125,9 +130,15 @@ def _clause(clause: str, sources: list[str]) -> Fault:
     if kind != "partition" and ("|" in m["target"] or "->" in m["target"]):
         raise ModelError(f"--nemesis: {clause!r}: only a partition names two sides")
     for target in targets:
-        if target not in sources and target not in ROLES:
-            raise ModelError(f"--nemesis: {clause!r}: no target {target!r} "
-                             f"(sources: {', '.join(sorted(sources))}; or {', '.join(ROLES)})")
+        if target.startswith(RAYLET) and target[len(RAYLET):] in sources:
+            if kind != "kill":
+                raise ModelError(f"--nemesis: {clause!r}: a raylet can only be killed")
+        elif target == EVERYTHING:
+            if kind != "partition" or target != targets[-1]:
+                raise ModelError(f"--nemesis: {clause!r}: everything is a partition's second side, e.g. crm|everything")
+        elif target not in sources and target not in ROLES + CLUSTER_ROLES:
+            raise ModelError(f"--nemesis: {clause!r}: no target {target!r} (sources: {', '.join(sorted(sources))}; "
+                             f"or {', '.join(ROLES + CLUSTER_ROLES)}, raylet:SOURCE, everything)")
     return Fault(kind, targets, at, length, offset, one_way)
 
 
@@ -152,3 +163,19 @@ def _duration(clause: str, text: str) -> float:
 
 def _seconds(value: float) -> str:
     return f"{value:g}s"
+
+
+def read(text: str, sources: list[str], duration: float, refuse) -> list[Fault]:
+    """A --nemesis argument (`fedlab run`, `fedlab bench`, the node's nemesis) read and checked
+    against what its applier can apply (`refuse(fault)`: the reason it cannot, or None);
+    `random:SEED` draws only such faults over `duration` seconds. ModelError, one line naming the
+    clause, for one that cannot be applied."""
+    if not text:
+        return []
+    m = re.fullmatch(r"random:(\d+)", text.strip())
+    faults = draw(int(m.group(1)), duration, sources, refuse) if m else parse(text, sources)
+    for fault in faults:
+        reason = refuse(fault)
+        if reason:
+            raise ModelError(f"--nemesis: '{fault}': {reason}")
+    return faults
