@@ -78,6 +78,7 @@ def test_complete(tmp_path, capsys):
     code, out, _ = check(run, capsys=capsys)
     assert code == 0 and "level: complete" in out and "lost: none" in out
     assert "messages: no message logs" in out
+    assert "clocks: no source's commit stamps show another clock than the warehouse's" in out
 
 
 def test_staleness_from_each_commit_to_the_state_that_reflects_it(tmp_path, capsys):
@@ -253,6 +254,21 @@ def test_the_nodes_message_logs_are_summed_up(tmp_path, capsys):
     assert ("messages: answer 1 sent (3 rows, 70 bytes), 1 received; "
             "notification 2 sent (3 rows, 250 bytes), 1 dropped, 1 duplicated, 2 received; "
             "subquery 1 sent (1 rows, 40 bytes)\n") in out
+
+
+def test_a_source_whose_commits_were_stamped_after_the_warehouse_received_them_is_named_as_ahead(tmp_path, capsys):
+    run = make_run(tmp_path, [T1, T2, T3])
+    (run / "warehouse" / "history" / "messages.jsonl").write_text(   # ds1's clock 1 s ahead, ds2's right
+        json.dumps({"t": COMMIT_TIME - 1.0, "node": "warehouse", "kind": "notification", "event": "received",
+                    "peer": "ds1", "dsv": 2}) + "\n"
+        + json.dumps({"t": COMMIT_TIME, "node": "warehouse", "kind": "notification", "event": "received",
+                      "peer": "ds1", "dsv": 3}) + "\n"
+        + json.dumps({"t": COMMIT_TIME + 0.01, "node": "warehouse", "kind": "notification", "event": "received",
+                      "peer": "ds2", "dsv": 2}) + "\n")
+    code, v = verdict(run, capsys)
+    assert code == 0 and v["clock_skew"] == {"ds1": {"ahead_s": 1.0, "median_delivery_s": -1.0, "notifications": 2}}
+    code, out, _ = check(run, capsys=capsys)
+    assert "clocks: ds1 ran at least 1.0 s ahead: staleness from their commits spans two clocks\n" in out
 
 
 def test_what_happened_to_the_transactions_involved_comes_from_the_message_logs(tmp_path, capsys):

@@ -178,6 +178,33 @@ def first_receipts(files: dict[str, Path | None]) -> dict[tuple[str, int], float
     return first
 
 
+def clock_skew(commits: dict[tuple[str, int], float], receipts: dict[tuple[str, int], float],
+               ahead_tolerance: float = 0.5, slow_delivery: float = 2.0) -> dict[str, dict]:
+    """The sources whose commit stamps show a wall clock other than the warehouse's, from each
+    notification's delivery (the warehouse's first receipt, by its clock, minus the commit, by
+    the source's): `ahead_s`, the most a commit was stamped after its notification arrived (on one
+    clock impossible: the source's ran at least that far ahead); `median_delivery_s`, seconds on
+    a typical notification (a clock running behind adds its lag to every one; so would a source
+    whose notifications were all held up). Staleness from such a source's commits is measured
+    across two clocks (docs/kubernetes.md, "The nemesis from the node").
+
+    >>> clock_skew({("a", 1): 10.0, ("a", 2): 11.0, ("b", 1): 10.0}, {("a", 1): 10.01, ("a", 2): 10.2, ("b", 1): 10.02})
+    {'a': {'ahead_s': 0.8, 'median_delivery_s': 0.01, 'notifications': 2}}
+    """
+    deliveries: dict[str, list[float]] = {}
+    for key, received in receipts.items():
+        if key in commits:
+            deliveries.setdefault(key[0], []).append(received - commits[key])
+    skewed = {}
+    for source, seen in sorted(deliveries.items()):
+        seen.sort()
+        ahead, median = -seen[0], seen[len(seen) // 2]
+        if ahead > ahead_tolerance or median > slow_delivery:
+            skewed[source] = {"ahead_s": round(max(ahead, 0.0), 3), "median_delivery_s": round(median, 3),
+                              "notifications": len(seen)}
+    return skewed
+
+
 def lost_notifications(files: dict[str, Path | None]) -> set[tuple[str, int]]:
     """(source, DSV) of every notification a source's fault injector dropped at least once."""
     sources = [path for node, path in files.items() if node != "warehouse" and path is not None and path.exists()]

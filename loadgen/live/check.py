@@ -46,7 +46,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistoryError
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
-from loadgen.bench.metrics import percentiles, reflections
+from loadgen.bench.metrics import clock_skew, commit_times, first_receipts, percentiles, reflections
 from loadgen.checker.explain import few, logged_happenings, render
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
@@ -248,6 +248,7 @@ def main(args) -> int:
         messages = message_totals(history.run)
         verdict = judge(history, args.oracle, pg_dsn)
         lag = staleness_summary(history)
+        clocks = clock_skew(commit_times(history.log), first_receipts(history.run.message_logs()))
     except (HistoryError, ModelError, RoleError) as err:
         print(f"fedlab check: {err}", file=sys.stderr)
         return 2
@@ -256,12 +257,13 @@ def main(args) -> int:
         print(json.dumps({**{k: verdict.to_dict()[k] for k in
                              ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions", "states",
                               "first_violation", "order_violation", "anomalies", "off_time_line")},
-                          "oracle": args.oracle, "messages": messages, "staleness": lag}, default=str))
+                          "oracle": args.oracle, "messages": messages, "staleness": lag, "clock_skew": clocks},
+                         default=str))
     else:
         # The logs are read again only to explain a run that fell short.
         happenings = logged_happenings(read_message_logs(p for p in history.run.message_logs().values() if p is not None)) \
             if verdict.anomalies else None
-        _print_text(verdict, expect, ok, args.oracle, messages, lag, happenings)
+        _print_text(verdict, expect, ok, args.oracle, messages, lag, clocks, happenings)
     return 0 if ok else 1
 
 
@@ -294,11 +296,25 @@ def staleness_summary(history: LiveHistory) -> dict:
             for kind in ("applied", "durable")}
 
 
-def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict, lag: dict, happenings) -> None:
+def _clock_line(clocks: dict[str, dict]) -> str:
+    """What the sources' commit stamps say of their clocks (metrics.clock_skew), in one line."""
+    if not clocks:
+        return "no source's commit stamps show another clock than the warehouse's"
+    said = []
+    for source, c in clocks.items():
+        said.append(f"{source} ran at least {c['ahead_s']:.1f} s ahead" if c["ahead_s"] else
+                    f"{source}'s notifications took a median {c['median_delivery_s']:.1f} s (its clock behind, "
+                    "or its notifications held up)")
+    return "; ".join(said) + ": staleness from their commits spans two clocks"
+
+
+def _print_text(v: Verdict, expect: str, ok: bool, oracle: str, messages: dict, lag: dict, clocks: dict,
+                happenings) -> None:
     print(f"level: {v.explained_level()}")
     print(f"expected at least {expect}: {'ok' if ok else 'NOT MET'} (oracle: {oracle})")
     print(f"transactions: {v.transactions}  states: {v.states}")
     print(f"staleness: {_lag_line(lag)}")
+    print(f"clocks: {_clock_line(clocks)}")
     print(f"messages: {_message_line(messages)}")
     print(f"lost: {few(v.lost) if v.lost else 'none'}")
     print(f"doubled: {few(v.doubled) if v.doubled else 'none'}")
