@@ -11,7 +11,12 @@
 3. `helm test`: the checker over the sources' History RPC; its verdict must be complete with
    nothing lost or doubled. Prints the run's figures.
 4. `helm upgrade` with another load rate: a second load Job at that rate against the same
-   federation; `helm test` again must find the view complete over both loads.
+   federation, while the nemesis applies NEMESIS from this node (loadgen.nemesis.node:
+   partitions both ways, one way and of a source from everything, pauses of a source, the
+   warehouse and the Ray head, a wall clock set ahead and jumped back, kills of the executors, a
+   raylet, the Ray head with a source, and the warehouse); `helm test` again must find the view
+   complete over both loads. The nemesis needs root on the cluster's only node (the local
+   cluster tool's, as CI runs it); elsewhere the run says it was not applied.
 5. `helm uninstall`, and the release's claims and (local) volumes deleted, also on failure.
 
 The image must be where the cluster finds it: `make image` on the local cluster tool, or build
@@ -45,6 +50,12 @@ from e2e_cluster import E2EFailure, Kube, log  # noqa: E402
 CHART = HERE / "federation"
 VALUES = CHART / "ci" / "e2e-values.yaml"
 NO_WATCH_LIST = CHART / "ci" / "no-watch-list-values.yaml"
+# Applied from the node during the upgrade's load (90 s), timed from the upgrade's end: every
+# fault kind, and kills one at a time and together.
+NEMESIS = ("partition warehouse|s1 at 8s for 10s; partition load->s2 at 10s for 6s; pause s2 at 20s for 8s; "
+           "clock s1 +300s at 22s; pause warehouse at 32s for 6s; pause ray-head at 34s for 5s; "
+           "kill executors at 42s; clock s1 -120s at 46s; kill raylet:s2 at 50s; kill ray-head at 58s; "
+           "kill s1 at 58s; partition s2|everything at 64s for 5s; kill warehouse at 72s")
 TLS_SECRET = "fedlab-e2e-tls"
 API_CA = "fedlab-e2e-kube-api-ca"
 
@@ -59,6 +70,8 @@ def main(argv=None) -> int:
     p.add_argument("--release", default="e2e")
     p.add_argument("--values", action="append", default=[], help="extra values files")
     p.add_argument("--upgrade-rate", type=float, default=20.0, help="load rate of the helm upgrade's second load")
+    p.add_argument("--nemesis", default=NEMESIS, help="the schedule applied from the node during the upgrade's "
+                                                      "load ('' for none)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds for the install and the run")
     p.add_argument("--keep", action="store_true", help="leave the release installed")
     p.add_argument("--no-network-policy-check", action="store_true",
@@ -95,6 +108,8 @@ class Run:
         self.pull_policy = args.pull_policy or ("Never" if args.image.startswith("localhost/") else "IfNotPresent")
         self.started = time.monotonic()
         self.figures: dict[str, str] = {}
+        self.nemesis = None                 # the node nemesis over the upgrade's load, once started
+        self.load_window = (0.0, 0.0)       # the upgrade's load, wall-clock seconds
 
     def run(self) -> int:
         with tempfile.TemporaryDirectory(prefix="fedlab-e2e-") as home:
@@ -106,6 +121,7 @@ class Run:
                 first = self.helm_test("after the install")
                 self.upgrade()
                 second = self.helm_test("after the upgrade")
+                self.report_faults()
                 if second["transactions"] <= first["transactions"]:
                     raise E2EFailure(f"the upgrade's load committed nothing: {second['transactions']} transactions "
                                      f"after it, {first['transactions']} before")
@@ -224,6 +240,9 @@ class Run:
         self.figures[f"checker {when}"] = (f"{figures['verdict']}, {figures['transactions']} transactions, "
                                            f"{figures['states']} view states, staleness {figures['staleness']}")
         log(f"checker {when}: {self.figures[f'checker {when}']}")
+        clocks = re.search(r"^clocks: (.*)$", proc.stdout, re.MULTILINE)   # what skew the commit stamps show
+        if clocks:
+            self.figures[f"clocks {when}"] = clocks.group(1)
         return figures
 
     def upgrade(self) -> None:
@@ -232,8 +251,66 @@ class Run:
         # --force-conflicts: the chaos Job changed the faults ConfigMap; the upgrade sets it back to the values.
         self.helm_cmd("upgrade", *self.chart_args(["--reuse-values", "--force-conflicts", "--set", f"load.rate={rate}"]),
                       timeout=self.args.timeout)
-        print(cluster.wait_job(self.kube, f"{self.fullname}-load-2", self.args.timeout), flush=True)
+        self.nemesis = self.start_nemesis()
+        load_from = time.time()
+        try:
+            print(cluster.wait_job(self.kube, f"{self.fullname}-load-2", self.args.timeout), flush=True)
+            if self.nemesis is not None:
+                self.nemesis.wait()
+        finally:
+            if self.nemesis is not None:
+                self.nemesis.stop()
+        self.load_window = load_from, time.time()
         log(f"upgraded to load.rate={rate}: the second load Job finished after {time.monotonic() - started:.0f} s")
+        if self.nemesis is not None:
+            if self.nemesis.error is not None:
+                raise E2EFailure(f"the nemesis failed: {self.nemesis.error}")
+            self.figures["nemesis from the node"] = f"{len(self.nemesis.faults)} faults: {self.args.nemesis}"
+
+    def report_faults(self) -> None:
+        """What each fault of the node's nemesis did over the upgrade's load, from the warehouse's
+        history on its volume: how long the view stood still in each fault's phase (by the
+        warehouse's clock alone), the staleness of the transactions committed in it, and the
+        fault plot (loadgen.nemesis.effects), written to runs/e2e-k8s/faults.png. Staleness leaves
+        out the sources whose clock the schedule set wrong: their commit stamps are off by the
+        offset (docs/kubernetes.md, "The nemesis from the node")."""
+        if self.nemesis is None:
+            return
+        from loadgen.nemesis.effects import figures, standstills
+
+        history = self.kube.run("exec", f"{self.fullname}-warehouse-0", "--", "sh", "-c",
+                                "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
+        states = [json.loads(line) for line in history.splitlines() if line.strip()]
+        skewed = {f.targets[0] for f in self.nemesis.faults if f.kind == "clock"}
+        lags = [(s["commit_time"], s["applied_time"] - s["commit_time"]) for s in states if s["source"] not in skewed]
+        plot = HERE.parent / "runs" / "e2e-k8s" / "faults.png"
+        shown = figures(self.nemesis.applied, lags, *self.load_window, plot)
+        stills = standstills(self.nemesis.applied, [s["applied_time"] for s in states], *self.load_window)
+        log(f"what each fault did (staleness of the sources whose clock was right: all but "
+            f"{', '.join(sorted(skewed)) or 'none'}); the plot: {shown['fault_plot']}")
+        for phase, still in zip(shown["fault_phases"], stills):
+            lag = phase["staleness_ms"]
+            line = (f"the view stood still {still['still_s']:.1f} s, {still['from_s']:.1f} s into the phase; "
+                    + (f"{phase['committed']} committed, staleness p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms"
+                       if lag["n"] else "nothing committed"))
+            self.figures[f"  {phase['phase']}"] = line
+            log(f"  {phase['phase']}: {line}")
+
+    def start_nemesis(self):
+        """The node nemesis over the upgrade's load, or None (and why) where it cannot run."""
+        if not self.args.nemesis:
+            return None
+        if os.geteuid() != 0 or cluster.local_node(self.kube) is None:
+            log("nemesis: not applied (it needs root on the cluster's only node, this machine)")
+            self.figures["nemesis from the node"] = "not applied: not root on the cluster's node"
+            return None
+        from loadgen.nemesis import node, schedule
+        from loadgen.nemesis.timeline import Events
+
+        release = node.Release(self.kube.namespace, self.args.release, self.kube.kubectl, self.kube.env)
+        faults = schedule.read(self.args.nemesis, release.sources(), 90.0, node.refusal)
+        log(f"nemesis from the node: {self.args.nemesis}")
+        return node.NodeNemesis(release, faults, Events(lambda line: log(f"nemesis: {line}"))).start()
 
     def uninstall(self) -> None:
         self.helm_cmd("uninstall", self.args.release, "--namespace", self.kube.namespace, "--wait",
