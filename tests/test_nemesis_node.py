@@ -142,3 +142,17 @@ def test_without_its_file_the_clock_shim_leaves_the_clock_alone(clock_shim, tmp_
     shifted = subprocess.run(["date", "+%s"], capture_output=True, text=True, check=True,
                              env={"LD_PRELOAD": str(clock_shim), "FEDLAB_CLOCK_OFFSET_FILE": str(tmp_path / "none")})
     assert abs(int(shifted.stdout) - time.time()) <= 1.5
+
+
+def test_the_source_role_sees_whether_its_containers_raylet_still_runs(tmp_path):
+    """After `kill raylet:S` the source role restarts its container at once, instead of waiting
+    --lost-after for an actor that cannot come back on a node that is gone."""
+    from loadgen.roles.source_role import raylet_running
+
+    for pid, comm in ((1, "tini"), (7, "fedlab"), (9, "raylet")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(comm + "\n")
+    (tmp_path / "self").mkdir()
+    assert raylet_running(tmp_path)
+    (tmp_path / "9" / "comm").unlink()   # the raylet's process is gone
+    assert not raylet_running(tmp_path)

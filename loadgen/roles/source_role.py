@@ -6,7 +6,9 @@ Without --ray-address the node (source_node.node.SourceNode: database file, SQLi
 source's detached, restartable actor (source_node.actor) pinned by --ray-resource to the one Ray
 node that offers it (the pod with the source's volume), then stays in the foreground watching it:
 it exits non-zero when the actor has not answered for --lost-after seconds (Ray restarts a crashed
-actor within a few), so that Kubernetes restarts the container. SIGTERM leaves the detached actor
+actor within a few), or at once when the actor does not answer and this container's raylet is gone
+(the actor, pinned to this node, cannot come back before the node does), so that Kubernetes
+restarts the container. SIGTERM leaves the detached actor
 to Ray: its node's lifetime is its own.
 
 The relations come from --catalog (catalog.yaml); a new database file starts empty, or with
@@ -126,22 +128,47 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
                                tls=tls, engine=args.source_engine, prune_applied=args.prune_applied, home=args.home,
                                **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
-    ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
+    # Found while Ray restarts it on this node (its old node died with its raylet), it answers
+    # once it is back: asked again meanwhile rather than the container restarted for it.
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
+            break
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
     if faults:
         faults.watch(lambda rates: ray.get(actor.set_faults.remote(**rates), timeout=30))
     print(f"source {args.name}: actor at {ray.get(actor.address.remote(), timeout=120)}", flush=True)
     last_answer = time.monotonic()
+    own_raylet = raylet_running()   # this container's Ray node, when it runs one (the chart's source pods)
     while not foreground.wait(timeout=2.0):
         try:
             ray.get(actor.health.remote(), timeout=10)
             last_answer = time.monotonic()
         except Exception as err:  # the actor restarting, its node gone, the head gone
+            if own_raylet and not raylet_running():
+                print(f"fedlab source: actor {args.name} lost with this node's raylet", file=sys.stderr)
+                return 1
             if time.monotonic() - last_answer > args.lost_after:
                 print(f"fedlab source: actor {args.name} lost ({type(err).__name__}: {err})", file=sys.stderr)
                 return 1
     if faults:
         faults.stop()
     return 0
+
+
+def raylet_running(proc: Path = Path("/proc")) -> bool:
+    """Whether a raylet runs among the processes this one sees (in a container: its own)."""
+    for entry in proc.iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == "raylet":
+                return True
+        except OSError:   # ended meanwhile
+            continue
+    return False
 
 
 def _initial_rows(catalog, source: str, path: str) -> dict[str, list[tuple]]:
