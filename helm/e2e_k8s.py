@@ -306,9 +306,11 @@ class Run:
             return None
         from loadgen.nemesis import node, schedule
         from loadgen.nemesis.timeline import Events
+        from loadgen.roles.chaos_k8s import parse_duration
 
         release = node.Release(self.kube.namespace, self.args.release, self.kube.kubectl, self.kube.env)
-        faults = schedule.read(self.args.nemesis, release.sources(), 90.0, node.refusal)
+        duration = parse_duration(str(self.values["load"]["duration"]))   # what a random:SEED schedule spans
+        faults = schedule.read(self.args.nemesis, release.sources(), duration, node.refusal)
         log(f"nemesis from the node: {self.args.nemesis}")
         return node.NodeNemesis(release, faults, Events(lambda line: log(f"nemesis: {line}"))).start()
 

@@ -18,13 +18,12 @@ Whatever it paused is thawed when the schedule ends, the run fails, or the proce
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 
 from loadgen.nemesis import schedule
 from loadgen.nemesis.schedule import Fault
-from loadgen.nemesis.timeline import Nemesis
+from loadgen.nemesis.timeline import Nemesis, signal_process
 
 
 def refusal(fault: Fault) -> str | None:
@@ -78,7 +77,7 @@ class LocalNemesis(Nemesis):
         with self._lock:
             self._closed = True
             for pid in list(self._paused):
-                _signal(pid, signal.SIGCONT)
+                signal_process(pid, signal.SIGCONT)
             self._paused.clear()
 
     def _sources(self, fault: Fault) -> list[str]:
@@ -93,7 +92,7 @@ class LocalNemesis(Nemesis):
             with self._lock:
                 if self._closed:
                     break
-                _signal(pid, signal.SIGSTOP)
+                signal_process(pid, signal.SIGSTOP)
                 self._paused[pid] = source
             pids.append(pid)
             self.events.append(f"paused source {source} (pid {pid}) at {elapsed:.1f}s for {fault.length:g}s")
@@ -102,7 +101,7 @@ class LocalNemesis(Nemesis):
     def _thaw(self, pids: list[int], elapsed: float) -> None:
         with self._lock:
             for pid in pids:
-                _signal(pid, signal.SIGCONT)
+                signal_process(pid, signal.SIGCONT)
                 if pid in self._paused:
                     self.events.append(f"resumed source {self._paused.pop(pid)} (pid {pid}) at {elapsed:.1f}s")
 
@@ -117,9 +116,3 @@ class LocalNemesis(Nemesis):
             ray.kill(self.fed.actors[target], no_restart=False)
             self.events.append(f"killed source {target} at {elapsed:.1f}s")
 
-
-def _signal(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:   # the process ended meanwhile (Ray restarted the actor): nothing to thaw
-        pass

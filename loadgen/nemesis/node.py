@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -39,7 +38,7 @@ from pathlib import Path
 from fedmodel.errors import ModelError
 from loadgen.nemesis import schedule
 from loadgen.nemesis.schedule import Fault
-from loadgen.nemesis.timeline import Events, Nemesis
+from loadgen.nemesis.timeline import Events, Nemesis, signal_process
 
 CLOCK_FILE = "/tmp/fedlab-clock-offset"   # FEDLAB_CLOCK_OFFSET_FILE in the chart's source pods
 RULE = ["-j", "DROP", "-m", "comment", "--comment", "fedlab-nemesis"]
@@ -178,9 +177,10 @@ class NodeNemesis(Nemesis):
         cuts = [(receiver, sender) for receiver in y for sender in x]   # X's packets dropped at Y
         if not fault.one_way:
             cuts += [(receiver, sender) for receiver in x for sender in y]
+        sandboxes = {pod.name: _sandbox(pod) for pod in {receiver for receiver, _ in cuts}}
         rules = []
         for receiver, sender in cuts:
-            sandbox = _sandbox(receiver)
+            sandbox = sandboxes[receiver.name]
             with self._lock:
                 if self._closed:
                     break
@@ -189,7 +189,7 @@ class NodeNemesis(Nemesis):
             rules.append((sandbox, sender.ip))
         arrow = "->" if fault.one_way else "|"
         self.events.append(f"partitioned {arrow.join(fault.targets)} at {elapsed:.1f}s for {fault.length:g}s "
-                           f"({len(rules)} drop rules in {len({r for r, _ in cuts})} pods)")
+                           f"({len(rules)} drop rules in {len(sandboxes)} pods)")
         return lambda at: self._heal(rules, at)
 
     def _heal(self, rules: list[tuple[int, str]], elapsed: float | None) -> None:
@@ -216,13 +216,11 @@ class NodeNemesis(Nemesis):
     def _kill(self, fault: Fault, elapsed: float):
         target = fault.targets[0]
         for pod in self._pods(target):
-            processes = pod_processes(pod)
+            pids = [p for container in _split(pod)[1] for p in container]
             if target.startswith(schedule.RAYLET):
-                pids = [p for ps in processes.values() for p in ps if _comm(p) == "raylet"]
-            else:
-                pids = [p for ps in processes.values() if not any(_comm(q) == "pause" for q in ps) for p in ps]
+                pids = [p for p in pids if _comm(p) == "raylet"]
             for pid in pids:
-                _signal(pid, signal.SIGKILL)
+                signal_process(pid, signal.SIGKILL)
             what = "the raylet of" if target.startswith(schedule.RAYLET) else "every process of"
             self.events.append(f"killed {what} pod {pod.name} ({len(pids)} processes) at {elapsed:.1f}s")
         return None
@@ -262,22 +260,32 @@ def _thaw(file: Path) -> None:
         pass
 
 
-def _sandbox(pod: Pod) -> int:
-    """The pid of the pod's sandbox (its pause process), which holds its network namespace for the
-    pod's whole life, across container restarts."""
+def _split(pod: Pod) -> tuple[int | None, list[list[int]]]:
+    """The pid of the pod's sandbox (its pause process, which holds the pod's network namespace
+    for its whole life, across container restarts), and the pids of each of its containers."""
+    sandbox, containers = None, []
     for pids in pod_processes(pod).values():
-        for pid in pids:
-            if _comm(pid) == "pause":
-                return pid
-    raise RuntimeError(f"pod {pod.name} has no sandbox process on this node")
+        found = [p for p in pids if _comm(p) == "pause"]
+        if found:
+            sandbox = found[0]
+        else:
+            containers.append(pids)
+    return sandbox, containers
+
+
+def _sandbox(pod: Pod) -> int:
+    sandbox = _split(pod)[0]
+    if sandbox is None:
+        raise RuntimeError(f"pod {pod.name} has no sandbox process on this node")
+    return sandbox
 
 
 def _in_container(pod: Pod, path: str) -> Path:
     """`path` as the pod's containers see it (their mounts, through /proc/PID/root)."""
-    for pids in pod_processes(pod).values():
-        if not any(_comm(p) == "pause" for p in pids):
-            return PROC / str(pids[0]) / "root" / path.lstrip("/")
-    raise RuntimeError(f"pod {pod.name} has no container process on this node")
+    containers = _split(pod)[1]
+    if not containers:
+        raise RuntimeError(f"pod {pod.name} has no container process on this node")
+    return PROC / str(containers[0][0]) / "root" / path.lstrip("/")
 
 
 def _iptables(pid: int, *args: str, check: bool = True) -> None:
@@ -306,13 +314,6 @@ def _write(file: Path, text: str, atomic: bool = False) -> None:
     partial.write_text(text)
     partial.chmod(0o644)
     partial.replace(file)
-
-
-def _signal(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def main(argv=None) -> int:

@@ -10,6 +10,7 @@ the schedule ends, when it is stopped, and when it fails.
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -104,3 +105,12 @@ class Nemesis:
     def close(self) -> None:
         """Reverts whatever is applied, and applies nothing after."""
         raise NotImplementedError
+
+
+def signal_process(pid: int, signum: int) -> None:
+    """Sends `signum` to `pid`; a process that ended meanwhile (restarted by Ray or the kubelet)
+    has nothing left to signal."""
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
