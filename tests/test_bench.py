@@ -113,6 +113,16 @@ def test_profile_samples_every_process_and_links_its_flame_graph(bench):
         # what profiling cost is measured, and counted apart in the CPU by process
         assert profile["overhead_cpu_seconds"]["py-spy"] > 0 and 0 < profile["overhead_share_of_machine"] < 1
         assert "profilers (py-spy)" in run["cpu"][0]["by_role"]
+        # the thread census: every profiled process, its threads named (Python's by py-spy), and
+        # the threads' CPU adding up to no more than the process's
+        census = profile["threads"]
+        assert set(census) == roles
+        names = {t["thread"] for t in census["warehouse (python)"]["threads"]}
+        assert names & {"core", "committer", "MainThread"} or any(n.startswith("dispatch-") for n in names), names
+        for figures in census.values():
+            assert sum(t["cpu_ms_per_txn"] for t in figures["threads"]) <= figures["cpu_ms_per_txn"] + 1e-6
+            assert figures["switches_per_txn"] > 0
+        assert "context switches / txn" in html
 
 
 @pytest.mark.slow

@@ -13,6 +13,10 @@ phase, each process's samples drawn as a flame graph and ranked by its hottest f
   gateway (no attach), with execution samples every JFR_PERIOD_MS of the threads running Java
   code, and the processes the JVM starts (jdk.ProcessStart: Hadoop's shell-outs).
 
+Beside the samples, a census of every thread of those processes (loadgen.bench.threads): its CPU
+and its context switches over the load, per committed transaction, which the samples miss (gRPC's
+threads in C, the cost of being woken).
+
 What profiling costs is measured, not assumed: the CPU the py-spy processes used and the CPU of
 the JVM's own JFR threads, returned as `overhead`.
 """
@@ -31,6 +35,7 @@ import psutil
 
 from loadgen.bench.flamegraph import hottest, read_collapsed, read_jfr, svg
 from loadgen.bench.resources import stat_cpu_seconds
+from loadgen.bench.threads import ThreadCensus
 from warehouse.spark_session import jvm_pid
 
 PYSPY_RATE = 50
@@ -56,6 +61,7 @@ class Profilers:
         self._recording = None
         self._jfr_cpu_before = 0.0
         self._started = 0.0
+        self._census: ThreadCensus | None = None
 
     @property
     def profiler_pids(self) -> list[int]:
@@ -74,6 +80,8 @@ class Profilers:
             self._spies[role] = (proc, out)
         if self.spark is not None:
             self._start_jfr()
+        jvm = {JVM: self._jvm_pid()} if self.spark is not None and self._jvm_pid() else {}
+        self._census = ThreadCensus({**self.python_pids, **jvm}, set(self.python_pids), binary).start()
         self._started = time.monotonic()
         return self
 
@@ -93,9 +101,11 @@ class Profilers:
     def _jvm_pid(self) -> int | None:
         return jvm_pid(self.spark)
 
-    def stop(self) -> dict:
-        """Stops every profiler and writes its flame graph; returns the figures for the summary."""
+    def stop(self, transactions: int) -> dict:
+        """Stops every profiler and writes its flame graph; returns the figures for the summary,
+        the thread census per one of the `transactions` committed meanwhile."""
         seconds = time.monotonic() - self._started
+        threads = self._census.stop(transactions) if self._census is not None else {}
         overhead = {"py-spy": 0.0, "JFR": 0.0}
         for proc, _ in self._spies.values():
             try:
@@ -121,7 +131,7 @@ class Profilers:
                 "overhead_cpu_seconds": {k: round(v, 2) for k, v in overhead.items()},
                 "overhead_share_of_machine": round(sum(overhead.values()) / (seconds * (os.cpu_count() or 1)), 4)
                 if seconds else None,
-                "processes": processes, "notes": self.notes}
+                "processes": processes, "threads": threads, "notes": self.notes}
 
     def _stop_jfr(self) -> dict:
         recording, self._recording = self._recording, None

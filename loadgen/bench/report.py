@@ -157,6 +157,13 @@ def _profile_blocks(r: dict) -> list[tuple]:
                [[role, str(q["samples"]), f"{q['python_share']:.0%}" if "python_share" in q else "-", "; ".join(f"{h['frame']} {h['share']:.0%}" for h in q["hottest"])
                  + (f" (JVM started {q['processes_started']} processes)" if "processes_started" in q else "")]
                 for role, q in p["processes"].items()])]
+    if p.get("threads"):
+        blocks.append(("table", ("process", "CPU ms / txn", "context switches / txn",
+                                 "threads by CPU: ms / switches per transaction"),
+                       [[role, _fmt(t["cpu_ms_per_txn"]), _fmt(t["switches_per_txn"]),
+                         "; ".join(f"{h['thread']} {h['cpu_ms_per_txn']:g} / {h['switches_per_txn']:g}"
+                                   for h in t["threads"])]
+                        for role, t in p["threads"].items()]))
     base = Path(r["run_dir"]).parent
     for role, q in p["processes"].items():
         blocks.append(("link", str(Path(q["flame_graph"]).relative_to(base)), f"flame graph: {role}"))

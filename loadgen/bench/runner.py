@@ -204,7 +204,7 @@ class _LiveRun:
         record["read_latency_ms"] = reads.stop()
         if profilers is not None:
             progress("load", spec.duration, spec.duration, "writing the profiles")
-            record["profilers"] = profilers.stop()
+            record["profilers"] = profilers.stop(load.committed)
             record["profilers"]["processes"] = python_shares(record["profilers"], record["cpu"][0]["by_role"])
         if reads.errors:
             record["notes"].append(f"{len(reads.errors)} reads of the view failed, first: {reads.errors[0]}")
