@@ -179,15 +179,16 @@ class ViewDef:
         return frozenset(out)
 
     @per_view
-    def equivalents(self, ref: ColumnRef) -> frozenset[ColumnRef]:
-        """All columns equal to `ref` in every view row through chains of join equalities (not
-        through an outer join's, whose sides are NULL in the rows of the terms that lack them)."""
+    def equivalents(self, ref: ColumnRef, outer: bool = False) -> frozenset[ColumnRef]:
+        """All columns equal to `ref` in every view row through chains of join equalities; not
+        through an outer join's, whose sides are NULL in the rows of the terms that lack them,
+        unless `outer` (the columns whose values meet where both sides are present)."""
         seen = {ref}
         frontier = [ref]
         while frontier:
             cur = frontier.pop()
             for e in self.edges_of(cur.relation):
-                if self.outer is not None and not self.outer.together(e.a, e.b):
+                if not outer and self.outer is not None and not self.outer.together(e.a, e.b):
                     continue
                 for ca, cb in e.pairs:
                     mine, theirs = (ca, cb) if cur.relation == e.a else (cb, ca)
