@@ -144,3 +144,34 @@ def test_the_oracle_reads_each_state_as_duckdb_reads_the_view_over_that_states_r
             if rows:
                 db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in rel.columns)})", list(rows))
         assert got == dict(Counter(db.execute(sql).fetchall())), (sql, vector)
+
+
+@pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
+def test_a_live_command_refuses_an_outer_join_view_before_anything_starts(command, tmp_path, monkeypatch, capsys):
+    from loadgen import cli
+    from loadgen.workloads import tpch
+
+    views = tmp_path / "loadgen" / "workloads" / "views"
+    views.mkdir(parents=True)
+    (views / "left.sql").write_text("SELECT c_custkey, o_orderkey FROM customer LEFT JOIN orders ON c_custkey = o_custkey")
+    monkeypatch.setattr(tpch, "VIEWS_DIR", views)
+    out = tmp_path / "out"
+    flag = "--out" if command[0] == "bench" else "--run-dir"
+    views_flag = "--views" if command[0] == "bench" else "--view"
+    assert cli.main([*command, views_flag, "left", flag, str(out)]) == 2
+    captured = capsys.readouterr()
+    printed = (captured.out + captured.err).strip()
+    assert "left.sql: view: outer joins (LEFT, RIGHT, FULL JOIN) are maintained by `fedlab simulate`" in printed
+    assert "\n" not in printed and not out.exists()
+
+
+def test_the_warehouse_role_refuses_an_outer_join_view_in_its_config(tmp_path):
+    from loadgen.roles.runconfig import ConfigError, load_config
+
+    (tmp_path / "catalog.yaml").write_text(
+        "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
+    (tmp_path / "config.yaml").write_text(
+        "catalog: catalog.yaml\nview: SELECT r.i, s.i AS si FROM r FULL JOIN s ON r.i = s.i\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "config.yaml")
+    assert "outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value) and "\n" not in str(err.value)
