@@ -17,7 +17,8 @@ NULL); `SELECT DISTINCT cols FROM ...` (GROUP BY every column). Refused, naming 
 HAVING, DISTINCT inside an aggregate, other aggregate functions, grouping by an expression, an
 aggregate nested in an expression, an aggregate over an outer join. A view with EXISTS in WHERE
 (a semi-join) is read as the aggregate view it amounts to (fedmodel.rewrites.exists); one with
-outer joins is an fedmodel.outer_join_view.OuterJoinView.
+outer joins, or NOT EXISTS (an anti-join, fedmodel.rewrites.not_exists), is an
+fedmodel.outer_join_view.OuterJoinView.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from fedmodel.errors import ModelError
 from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
 from fedmodel.predicates import compile_value
 from fedmodel.rewrites.exists import semijoins
+from fedmodel.rewrites.not_exists import antijoins
 from fedmodel.viewdef import ViewDef, aggregated_by, parse_view
 
 FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
@@ -77,10 +79,14 @@ class AggregateView:
 def parse_query(sql: str, catalog: Catalog) -> ViewDef | AggregateView | OuterJoinView:
     """The view a user's SQL defines; ModelError (one line) for what no kind accepts."""
     tree = _parse(sql)
+    anti = False
     if tree is not None:
+        written = tree.sql()
+        tree = antijoins(tree, catalog)   # NOT EXISTS: a LEFT JOIN's padded rows (fedmodel.rewrites.not_exists)
+        anti = tree.sql() != written
         tree = semijoins(tree, catalog)   # EXISTS: an aggregate view over the join (fedmodel.rewrites.exists)
     if tree is None or aggregated_by(tree) is None:
-        return parse_outer_join(sql, catalog)
+        return parse_outer_join(tree.sql() if anti else sql, catalog, written=sql)
     if tree.args.get("having"):
         raise ModelError("view: HAVING is not supported; filter the groups when reading the view")
     distinct = tree.args.get("distinct")

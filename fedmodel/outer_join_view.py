@@ -20,7 +20,6 @@ view by handing its SQL to Spark, and `fedlab check` judges a run by its join's 
 terms' padded rows are no one SQL query that either evaluates.
 
 >>> from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
 >>> cat = Catalog.from_dict({"sources": {"x": {"r": {"columns": ["i", "v"], "key": ["i"]}},
 ...                                       "y": {"s": {"columns": ["i", "w"], "key": ["w"]}}}})
 >>> view = parse_outer_join("SELECT r.v, s.w FROM r LEFT JOIN s ON r.i = s.i", cat)
@@ -42,12 +41,9 @@ from fedmodel.viewdef import ColumnRef, ViewDef, parse_view, per_view, with_colu
 
 @dataclass(frozen=True)
 class OuterJoinView:
+    sql: str         # the user's SQL (with NOT EXISTS, before fedmodel.rewrites.not_exists)
     user: ViewDef    # the user's view as parsed: its columns, types and count
     join: ViewDef    # what the algorithms maintain: the terms' rows, the user's columns first
-
-    @property
-    def sql(self) -> str:
-        return self.user.sql
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -59,11 +55,15 @@ class OuterJoinView:
 
     @property
     def column_names(self) -> tuple[str, ...]:
-        return self.user.column_names
+        return self.output_names + (("count",) if self.has_count else ())
 
     @property
     def has_count(self) -> bool:
-        return self.user.has_count
+        """Whether two rows can show alike: when the columns shown lack the key of a relation
+        the rows may hold (an anti-join's rows are padded in its relation)."""
+        padded = self.join.outer.padded
+        return not all(set(self.user.relation(r).key) <= self.user.visible_columns(r)
+                       for r in self.user.relations if r not in padded)
 
     @property
     def width(self) -> int:
@@ -96,16 +96,17 @@ def refuse_live(view) -> None:
                          "query, which the terms' padded rows it keeps are not")
 
 
-def parse_outer_join(sql: str, catalog: Catalog) -> ViewDef | OuterJoinView:
+def parse_outer_join(sql: str, catalog: Catalog, written: str | None = None) -> ViewDef | OuterJoinView:
     """The view `sql` defines when it joins select-project-join (a ViewDef, also for an outer join
-    whose padded rows WHERE rejects), or with outer joins, an OuterJoinView."""
+    whose padded rows WHERE rejects), or with outer joins, an OuterJoinView; `written`: the SQL
+    the user wrote, when `sql` is its rewriting."""
     user = parse_view(sql, catalog)
     if user.outer is None:
         return user
     shown = {o.ref for o in user.outputs}
     told = [(r, c) for r in user.relations for c in _telling(user, r)
             if ColumnRef(r, user.relation(r).columns[user.relation(r).index(c)]) not in shown]
-    return OuterJoinView(user, with_columns(user, told))
+    return OuterJoinView(written or sql, user, with_columns(user, told))
 
 
 def _telling(view: ViewDef, relation: str) -> list[str]:

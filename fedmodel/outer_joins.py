@@ -19,7 +19,11 @@ that relation's NULLs (a row padded there fails it), else it would keep padded r
 selection pushed to the relation cannot say (`WHERE s.i IS NULL`, an anti-join, is refused).
 A condition of an outer join's ON on its null-supplying side is that side's selection when the
 side is one relation (`r LEFT JOIN s ON r.i = s.i AND s.v > 0` reads the s rows passing it);
-one on a preserved side only decides which rows match, which no selection says: refused.
+one on a preserved side only decides which rows match, which no selection says: refused. The
+one condition of WHERE that keeps padded rows and is taken is the anti-join idiom, `s.i IS NULL`
+on a column s joins by toward the preserved side (not NULL wherever s is not padded): the view
+is then the rows of the terms lacking s (`OuterJoins.padded`), and NOT EXISTS is written so
+(fedmodel.rewrites.not_exists).
 
 What the warehouse maintains (fedmodel.viewdef.ViewDef with `outer` set) is the terms' rows
 without the subsumption: the union of inner joins, each changing only with its own relations, so
@@ -58,6 +62,10 @@ class OuterJoins:
     names), largest first: the NULL-padded rows of each are rows of the maintained view."""
 
     terms: tuple[frozenset, ...]
+    # Relations the view's rows are padded in (`WHERE s.i IS NULL` on a column s joins by, the
+    # anti-join idiom): its rows are those of the terms lacking them, once not subsumed; the
+    # maintained join still holds every term, which decide what is subsumed.
+    padded: frozenset = frozenset()
 
     def nullable(self, relation: str) -> bool:
         """Whether some term lacks `relation`: a row of the view may hold NULLs in its place."""

@@ -259,9 +259,10 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
                          "(fedmodel.aggregate_view); live runs take select-project-join views only")
     refuse_clauses(tree, SELECT_PARTS, "")
     scope, bases, shape, where = _from_clause(tree, catalog)
+    where, padded = _padding_tests(where, shape, scope)
     edges, local = _conditions(shape.conjuncts() + where, scope)
     selections = _selections(local, scope.catalog)
-    outer = _outer_joins(shape, where, scope, edges)
+    outer = _outer_joins(shape, where, padded, scope, edges)
     outputs = _outputs(tree, scope)
     order, catalog = tuple(scope.order), scope.catalog
     view = ViewDef(sql, order, edges, selections, outputs, False, catalog, bases, tree.sql(), outer)
@@ -381,10 +382,26 @@ def _conditions(conjuncts: list[exp.Expression], scope: _Scope) -> tuple[tuple[J
     return tuple(JoinEdge(a, b, tuple(p)) for (a, b), p in edge_pairs.items()), local
 
 
-def _outer_joins(shape: JoinTree, where: list[exp.Expression], scope: _Scope,
-                 edges: tuple[JoinEdge, ...]) -> OuterJoins | None:
+def _padding_tests(where: list[exp.Expression], shape: JoinTree, scope: _Scope
+                   ) -> tuple[list[exp.Expression], list[tuple[exp.Expression, ColumnRef]]]:
+    """WHERE's conjuncts apart from those of the anti-join idiom, `X.c IS NULL` on a column of an
+    outer join's ON (`r LEFT JOIN s ON r.i = s.i WHERE s.i IS NULL`: r's rows without a partner),
+    each with the column it tests; `_outer_joins` checks they test for padding."""
+    if not shape.sides():
+        return where, []
+    on = {scope.resolve(c) for condition in shape.conjuncts() for c in condition.find_all(exp.Column)}
+    tests = [(c, scope.resolve(c.this)) for c in where if isinstance(c, exp.Is) and isinstance(c.this, exp.Column)
+             and isinstance(c.expression, exp.Null) and scope.resolve(c.this) in on]
+    return [c for c in where if all(c is not t for t, _ in tests)], tests
+
+
+def _outer_joins(shape: JoinTree, where: list[exp.Expression], padded: list[tuple[exp.Expression, ColumnRef]],
+                 scope: _Scope, edges: tuple[JoinEdge, ...]) -> OuterJoins | None:
     """The terms of a view with outer joins (fedmodel.outer_joins); None when it has one term, an
-    inner join (an outer join whose padded rows WHERE rejects is one)."""
+    inner join (an outer join whose padded rows WHERE rejects is one). `padded`: WHERE's tests of
+    the anti-join idiom, each of which must hold exactly in the rows padded where its column is:
+    the column is on an edge to a relation every term holding its own holds too, so that it is
+    not NULL where its relation is not padded."""
     if not shape.sides():
         return None
 
@@ -400,6 +417,12 @@ def _outer_joins(shape: JoinTree, where: list[exp.Expression], scope: _Scope,
         return not _selections({relation: [condition]}, scope.catalog)[relation].test((None,) * len(rel.columns))
 
     terms = shape.terms(name_of, relations_of, where, rejects_nulls)
+    for test, ref in padded:
+        partners = [e.other(ref.relation) for e in edges
+                    if ref.relation in (e.a, e.b) and ref.column in e.columns_of(ref.relation)]
+        if not any(all(p in t for t in terms if ref.relation in t) for p in partners) or len(terms) == 1:
+            raise ModelError(f"view: {test.sql()} in WHERE tests {ref} for NULL where it is not only padded; "
+                             "the anti-join idiom tests a column its relation joins by toward the preserved side")
     if len(terms) == 1:
         return None
     written = " ".join(f"{side} JOIN" for side in dict.fromkeys(shape.sides()))
@@ -407,7 +430,8 @@ def _outer_joins(shape: JoinTree, where: list[exp.Expression], scope: _Scope,
     if len(linked) != len(scope.order) - 1 or not all(_connected(t, linked) for t in terms):
         raise ModelError(f"view: {written} over a join graph with a cycle or a cartesian product is not "
                          "supported; outer joins need the relations joined as a tree of equalities")
-    return OuterJoins(tuple(sorted(terms, key=lambda t: (-len(t), sorted(scope.order.index(r) for r in t)))))
+    return OuterJoins(tuple(sorted(terms, key=lambda t: (-len(t), sorted(scope.order.index(r) for r in t)))),
+                      frozenset(ref.relation for _, ref in padded))
 
 
 def _connected(relations: frozenset, linked: set[frozenset]) -> bool:

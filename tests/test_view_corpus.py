@@ -2,11 +2,11 @@
 
 The corpus follows pg_ivm's regression categories and the SQL reference: select-project-join
 views in their spellings (`*`, USING, NATURAL, WITH queries and derived tables among them, rewritten
-by fedmodel.rewrites), outer joins, EXISTS (a semi-join) and aggregate ones (GROUP BY with
+by fedmodel.rewrites), outer joins, EXISTS (a semi-join), NOT EXISTS (an anti-join) and aggregate ones (GROUP BY with
 aggregates, DISTINCT: maintained: a random schedule of commits with dropped, reordered and
 duplicated messages under `fedlab simulate`, every applied state checked by the DuckDB oracle's
 recomputation), and everything else (HAVING, DISTINCT ON, aggregates of DISTINCT values, outer
-joins beyond a tree of equalities, NOT EXISTS and other subqueries, aggregate or recursive WITH queries, set operations, window functions, sampling, locking, row limits,
+joins beyond a tree of equalities, subqueries other than EXISTS and NOT EXISTS, aggregate or recursive WITH queries, set operations, window functions, sampling, locking, row limits,
 functions in FROM, ...) refused before anything starts with one line that names the
 construct.
 """
@@ -154,6 +154,13 @@ MAINTAINED = [
     "SELECT * FROM a LEFT JOIN b ON a.i = b.i",
     "SELECT x.i, y.s FROM a x LEFT JOIN a y ON x.j = y.i",
     "SELECT a.i, b.k FROM (a JOIN b ON a.i = b.i)",
+    # NOT EXISTS: an anti-join, the padded rows of a LEFT JOIN (fedmodel.rewrites.not_exists)
+    "SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)",
+    "SELECT a.j, a.s FROM a WHERE a.j > 10 AND NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i AND b.k > 5)",
+    "SELECT * FROM b WHERE NOT EXISTS (SELECT * FROM c WHERE c.k = b.k)",
+    "SELECT a.i, c.t FROM a JOIN b ON a.i = b.i JOIN c ON b.k = c.k WHERE NOT EXISTS (SELECT 1 FROM a AS x WHERE x.j = c.k)",
+    "SELECT b.i FROM b, c WHERE b.k = c.k AND NOT EXISTS (SELECT 1 FROM a WHERE a.i = b.i AND a.s LIKE 'x%')",
+    "SELECT a.i, b.k FROM a LEFT JOIN b ON a.i = b.i WHERE b.i IS NULL",
 ]
 
 REFUSED = [
@@ -189,7 +196,14 @@ REFUSED = [
     # subqueries (mv_ivm_subquery, mv_ivm_exists)
     ("SELECT a.i FROM a WHERE a.i IN (SELECT b.i FROM b)", "IN (SELECT ...)"),
     ("SELECT a.i FROM a WHERE a.i NOT IN (SELECT b.i FROM b)", "IN (SELECT ...)"),
-    ("SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "NOT EXISTS (an anti-join)"),
+    ("SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i) AND EXISTS (SELECT 1 FROM c WHERE c.k = a.j)",
+     "NOT EXISTS beside EXISTS"),
+    ("SELECT a.i FROM a WHERE a.j > 10 OR NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "NOT EXISTS under OR"),
+    ("SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b JOIN c ON b.k = c.k WHERE b.i = a.i)",
+     "NOT EXISTS must read one base relation"),
+    ("SELECT count(*) FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "NOT EXISTS in an aggregate view"),
+    ("SELECT a.i FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE a.j > 10)", "reads the outer relations only"),
+    ("SELECT a.i FROM a LEFT JOIN b ON a.i = b.i WHERE a.i IS NULL", "not only padded"),
     ("SELECT a.i FROM a WHERE a.j > 10 OR EXISTS (SELECT 1 FROM b WHERE b.i = a.i)", "EXISTS under OR"),
     ("SELECT a.i FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.i = a.i AND EXISTS (SELECT 1 FROM c WHERE c.k = b.k))",
      "a subquery nested in EXISTS"),

@@ -65,8 +65,9 @@ class OuterJoinState:
         return {r: c for r, c in out.items() if c}
 
     def _shown(self, identity: tuple) -> Counter:
-        """The user's rows of the join rows of `identity`: none while a larger term's row holds it."""
-        if self.extended.get(identity) or identity not in self.members:
+        """The user's rows of the join rows of `identity`: none while a larger term's row holds it,
+        nor when its term holds a relation the view's rows are padded in (an anti-join's)."""
+        if self.extended.get(identity) or identity not in self.members or identity[0] & self.view.join.outer.padded:
             return Counter()
         width = self.view.width
         out: Counter = Counter()
