@@ -175,3 +175,16 @@ def test_the_warehouse_role_refuses_an_outer_join_view_in_its_config(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(tmp_path / "config.yaml")
     assert "outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("seed", seeds(24))
+def test_an_outer_join_view_is_complete_across_warehouse_crashes_and_source_restarts(seed):
+    """A restarted warehouse restores the terms' rows and rebuilds the counts that decide what is
+    subsumed from them (warehouse.core.outer_join_state); the views go on through complete states."""
+    sql = VIEWS[seed % len(VIEWS)]
+    doc = {"name": "crashes", "sources": SOURCES, "initial": INITIAL, "view": sql,
+           "steps": [{"random": {"seed": seed, "steps": 60, "drop": 0.1, "reorder": 0.2, "duplicate": 0.05,
+                                 "restart": 0.05, "warehouse_restart": 0.08}}, {"run": "all"}]}
+    result = simulate(parse_scenario(doc, "crashes"))
+    assert result["consistency"] == "complete", (sql, result["checker"]["first_violation"])
+    assert result["counters"].get("warehouse_restarts", 0) > 0
