@@ -15,8 +15,10 @@ or MAX(e) over an arithmetic expression e of the relations' columns; a GROUP BY 
 aggregates; an aggregate without GROUP BY (one row, also over an empty join: COUNT 0, the others
 NULL); `SELECT DISTINCT cols FROM ...` (GROUP BY every column). Refused, naming the construct:
 HAVING, DISTINCT inside an aggregate, other aggregate functions, grouping by an expression, an
-aggregate nested in an expression. A view with EXISTS in WHERE (a semi-join) is read as the
-aggregate view it amounts to (fedmodel.rewrites.exists).
+aggregate nested in an expression, an aggregate over an outer join. A view with EXISTS in WHERE
+(a semi-join) is read as the aggregate view it amounts to (fedmodel.rewrites.exists); one with
+outer joins, or NOT EXISTS (an anti-join, fedmodel.rewrites.not_exists), is an
+fedmodel.outer_join_view.OuterJoinView.
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
+from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
 from fedmodel.predicates import compile_value
 from fedmodel.rewrites.exists import semijoins
+from fedmodel.rewrites.not_exists import antijoins
 from fedmodel.viewdef import ViewDef, aggregated_by, parse_view
 
 FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
@@ -72,13 +76,17 @@ class AggregateView:
         return tuple(group[i] if kind == "group" else values[i] for kind, i in self.layout)
 
 
-def parse_query(sql: str, catalog: Catalog) -> ViewDef | AggregateView:
-    """The view a user's SQL defines; ModelError (one line) for what neither kind accepts."""
+def parse_query(sql: str, catalog: Catalog) -> ViewDef | AggregateView | OuterJoinView:
+    """The view a user's SQL defines; ModelError (one line) for what no kind accepts."""
     tree = _parse(sql)
+    anti = False
     if tree is not None:
+        written = tree.sql()
+        tree = antijoins(tree, catalog)   # NOT EXISTS: a LEFT JOIN's padded rows (fedmodel.rewrites.not_exists)
+        anti = tree.sql() != written
         tree = semijoins(tree, catalog)   # EXISTS: an aggregate view over the join (fedmodel.rewrites.exists)
     if tree is None or aggregated_by(tree) is None:
-        return parse_view(sql, catalog)
+        return parse_outer_join(tree.sql() if anti else sql, catalog, written=sql)
     if tree.args.get("having"):
         raise ModelError("view: HAVING is not supported; filter the groups when reading the view")
     distinct = tree.args.get("distinct")
@@ -123,6 +131,9 @@ def parse_query(sql: str, catalog: Catalog) -> ViewDef | AggregateView:
         join_tree.set(part, None)
     join_tree.set("expressions", join_columns.select_list() or [_any_column(tree, catalog)])
     join = parse_view(join_tree.sql(), catalog)
+    if join.outer is not None:
+        raise ModelError(f"view: {aggregated_by(tree)} over an outer join is not supported; outer joins are "
+                         "maintained in select-project-join views")
     positions = {o.name: i for i, o in enumerate(join.outputs)}
     aggregates = [_aggregate(f, written, positions, join.output_types) for f, written in arguments]
     types = tuple(join.output_types[positions[groups[i]]] if kind == "group" else aggregates[i][1]

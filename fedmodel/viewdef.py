@@ -3,7 +3,10 @@
 `parse_view(sql, catalog)` accepts `SELECT cols FROM R1 JOIN R2 ON ... [JOIN ...] [WHERE ...]`
 (or comma joins with the equalities in WHERE). Equalities between columns of two relations are
 join edges; predicates over one relation are that relation's selection, pushed to its source;
-anything else is rejected with one line that says what and where. Other spellings of such a view
+anything else is rejected with one line that says what and where. With LEFT, RIGHT or FULL
+joins the view is the union of the terms of their join-disjunctive normal form
+(fedmodel.outer_joins: `outer`), NULL-padded, which the algorithms maintain as they maintain a
+join; the user's outer-join view is a function of it (fedmodel.outer_join_view). Other spellings of such a view
 (`*`, USING, NATURAL, WITH queries, derived tables, two columns of one name) are first rewritten
 into this form (fedmodel.rewrites).
 
@@ -23,6 +26,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
+from fedmodel.outer_joins import JoinTree, OuterJoins, conjuncts, from_tree
 from fedmodel.predicates import compile_predicate, predicate_sql, validate_types
 
 
@@ -98,6 +102,9 @@ class ViewDef:
     # WITH queries and derived tables flattened, names made distinct), for engines that evaluate
     # the view as fedlab maintains it (Spark) and for rewriting it further (key widening).
     rewritten: str = ""
+    # With outer joins, the terms whose NULL-padded rows the view holds (fedmodel.outer_joins);
+    # None for a view of inner joins only.
+    outer: OuterJoins | None = None
     # Answers of per_view functions: the view never changes once parsed, and the maintenance core
     # asks the same questions of it (equivalences, key paths, plans) for every transaction.
     _memo: dict = field(default_factory=dict, compare=False, repr=False)
@@ -172,13 +179,17 @@ class ViewDef:
         return frozenset(out)
 
     @per_view
-    def equivalents(self, ref: ColumnRef) -> frozenset[ColumnRef]:
-        """All columns equal to `ref` through chains of join equalities."""
+    def equivalents(self, ref: ColumnRef, outer: bool = False) -> frozenset[ColumnRef]:
+        """All columns equal to `ref` in every view row through chains of join equalities; not
+        through an outer join's, whose sides are NULL in the rows of the terms that lack them,
+        unless `outer` (the columns whose values meet where both sides are present)."""
         seen = {ref}
         frontier = [ref]
         while frontier:
             cur = frontier.pop()
             for e in self.edges_of(cur.relation):
+                if not outer and self.outer is not None and not self.outer.together(e.a, e.b):
+                    continue
                 for ca, cb in e.pairs:
                     mine, theirs = (ca, cb) if cur.relation == e.a else (cb, ca)
                     if mine == cur.column:
@@ -247,14 +258,16 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
         raise ModelError(f"view: {construct} makes an aggregate view, which `fedlab simulate` maintains "
                          "(fedmodel.aggregate_view); live runs take select-project-join views only")
     refuse_clauses(tree, SELECT_PARTS, "")
-    scope, bases, conjuncts = _from_clause(tree, catalog)
-    edges, local = _conditions(conjuncts, scope)
+    scope, bases, shape, where = _from_clause(tree, catalog)
+    where, padded = _padding_tests(where, shape, scope)
+    edges, local = _conditions(shape.conjuncts() + where, scope)
     selections = _selections(local, scope.catalog)
+    outer = _outer_joins(shape, where, padded, scope, edges)
     outputs = _outputs(tree, scope)
     order, catalog = tuple(scope.order), scope.catalog
-    view = ViewDef(sql, order, edges, selections, outputs, False, catalog, bases, tree.sql())
+    view = ViewDef(sql, order, edges, selections, outputs, False, catalog, bases, tree.sql(), outer)
     has_count = not all(set(catalog.relation(r).key) <= view.visible_columns(r) for r in order)
-    return ViewDef(sql, order, edges, selections, outputs, has_count, catalog, bases, tree.sql())
+    return ViewDef(sql, order, edges, selections, outputs, has_count, catalog, bases, tree.sql(), outer)
 
 
 def _select(sql: str) -> exp.Select:
@@ -303,25 +316,22 @@ class _Scope:
         return self.catalog.relation(ref.relation).type_of(ref.column)
 
 
-def _from_clause(tree: exp.Select, catalog: Catalog) -> tuple[_Scope, dict, list[exp.Expression]]:
-    """The relations FROM and its inner joins read, the occurrences of a relation read twice
-    (fedmodel.occurrences), and the conjuncts of every ON and of WHERE."""
+def _from_clause(tree: exp.Select, catalog: Catalog) -> tuple[_Scope, dict, JoinTree, list[exp.Expression]]:
+    """The relations FROM and its joins read, the occurrences of a relation read twice
+    (fedmodel.occurrences), the join tree (fedmodel.outer_joins: its ON conditions), and the
+    conjuncts of WHERE."""
     from_ = tree.args.get("from_") or tree.args.get("from")
     if from_ is None:
         raise ModelError("view: missing FROM clause")
-    joins = tree.args.get("joins") or []
-    tables = [from_.this] + [j.this for j in joins]
+    joins = list(tree.find_all(exp.Join))   # parenthesised joins' too
     for clause, condition in [("WHERE", tree.args.get("where"))] + [("ON", j.args.get("on")) for j in joins]:
         subquery = condition.find(exp.Select) if condition else None
         if subquery:
             raise ModelError(f"view: a subquery ({_construct(subquery)}) in {clause} is not supported")
-    conjuncts: list[exp.Expression] = []
     for j in joins:
-        if j.args.get("side") or (j.args.get("kind") and j.args["kind"].upper() not in ("INNER", "CROSS")):
-            raise ModelError(f"view: only inner joins are supported, got {j.sql()}")
         refuse_clauses(j, _JOIN_PARTS, f" in {j.sql()}")
-        if j.args.get("on"):
-            conjuncts.extend(_conjuncts(j.args["on"]))
+    shape = from_tree(from_.this, tree.args.get("joins") or [])
+    tables = shape.tables()
     for t in tables:
         base_relation(t, catalog)
     bases = occurrences(tables, catalog)
@@ -341,9 +351,8 @@ def _from_clause(tree: exp.Select, catalog: Catalog) -> tuple[_Scope, dict, list
     for name in order:   # a relation read once may be named by itself too, unless an alias took the name
         if name not in bases:
             aliases.setdefault(name.lower(), name)
-    if tree.args.get("where"):
-        conjuncts.extend(_conjuncts(tree.args["where"].this))
-    return _Scope(catalog, order, aliases), bases, conjuncts
+    where = conjuncts(tree.args["where"].this) if tree.args.get("where") else []
+    return _Scope(catalog, order, aliases), bases, shape, where
 
 
 def _conditions(conjuncts: list[exp.Expression], scope: _Scope) -> tuple[tuple[JoinEdge, ...], dict]:
@@ -371,6 +380,73 @@ def _conditions(conjuncts: list[exp.Expression], scope: _Scope) -> tuple[tuple[J
             rel = next(iter(rels)) if rels else scope.order[0]
             local.setdefault(rel, []).append(c)
     return tuple(JoinEdge(a, b, tuple(p)) for (a, b), p in edge_pairs.items()), local
+
+
+def _padding_tests(where: list[exp.Expression], shape: JoinTree, scope: _Scope
+                   ) -> tuple[list[exp.Expression], list[tuple[exp.Expression, ColumnRef]]]:
+    """WHERE's conjuncts apart from those of the anti-join idiom, `X.c IS NULL` on a column of an
+    outer join's ON (`r LEFT JOIN s ON r.i = s.i WHERE s.i IS NULL`: r's rows without a partner),
+    each with the column it tests; `_outer_joins` checks they test for padding."""
+    if not shape.sides():
+        return where, []
+    on = {scope.resolve(c) for condition in shape.conjuncts() for c in condition.find_all(exp.Column)}
+    tests = [(c, scope.resolve(c.this)) for c in where if isinstance(c, exp.Is) and isinstance(c.this, exp.Column)
+             and isinstance(c.expression, exp.Null) and scope.resolve(c.this) in on]
+    return [c for c in where if all(c is not t for t, _ in tests)], tests
+
+
+def _outer_joins(shape: JoinTree, where: list[exp.Expression], padded: list[tuple[exp.Expression, ColumnRef]],
+                 scope: _Scope, edges: tuple[JoinEdge, ...]) -> OuterJoins | None:
+    """The terms of a view with outer joins (fedmodel.outer_joins); None when it has one term, an
+    inner join (an outer join whose padded rows WHERE rejects is one). `padded`: WHERE's tests of
+    the anti-join idiom, each of which must hold exactly in the rows padded where its column is:
+    the column is on an edge to a relation every term holding its own holds too, so that it is
+    not NULL where its relation is not padded."""
+    if not shape.sides():
+        return None
+
+    def name_of(table: exp.Table) -> str:
+        return scope.aliases[(table.alias or table.name).lower()]
+
+    def relations_of(condition: exp.Expression) -> set[str]:
+        return {scope.resolve(c).relation for c in condition.find_all(exp.Column)} or {scope.order[0]}
+
+    def rejects_nulls(condition: exp.Expression) -> bool:
+        (relation,) = relations_of(condition)
+        rel = scope.catalog.relation(relation)
+        return not _selections({relation: [condition]}, scope.catalog)[relation].test((None,) * len(rel.columns))
+
+    terms = shape.terms(name_of, relations_of, where, rejects_nulls)
+    for test, ref in padded:
+        partners = [e.other(ref.relation) for e in edges
+                    if ref.relation in (e.a, e.b) and ref.column in e.columns_of(ref.relation)]
+        if not any(all(p in t for t in terms if ref.relation in t) for p in partners) or len(terms) == 1:
+            raise ModelError(f"view: {test.sql()} in WHERE tests {ref} for NULL where it is not only padded; "
+                             "the anti-join idiom tests a column its relation joins by toward the preserved side")
+    if len(terms) == 1:
+        return None
+    written = " ".join(f"{side} JOIN" for side in dict.fromkeys(shape.sides()))
+    linked = {frozenset((e.a, e.b)) for e in edges}
+    if len(linked) != len(scope.order) - 1 or not all(_connected(t, linked) for t in terms):
+        raise ModelError(f"view: {written} over a join graph with a cycle or a cartesian product is not "
+                         "supported; outer joins need the relations joined as a tree of equalities")
+    return OuterJoins(tuple(sorted(terms, key=lambda t: (-len(t), sorted(scope.order.index(r) for r in t)))),
+                      frozenset(ref.relation for _, ref in padded))
+
+
+def _connected(relations: frozenset, linked: set[frozenset]) -> bool:
+    """Whether `relations` are connected by the edges `linked` (pairs of relations)."""
+    start = next(iter(relations))
+    seen, frontier = {start}, [start]
+    while frontier:
+        cur = frontier.pop()
+        for pair in linked:
+            if cur in pair and pair <= relations:
+                (other,) = pair - {cur}
+                if other not in seen:
+                    seen.add(other)
+                    frontier.append(other)
+    return seen == set(relations)
 
 
 def _selections(local: dict[str, list[exp.Expression]], catalog: Catalog) -> dict[str, Selection]:
@@ -407,6 +483,23 @@ def _outputs(tree: exp.Select, scope: _Scope) -> tuple[OutputColumn, ...]:
     if not outputs:
         raise ModelError("view: the select list is empty")
     return tuple(outputs)
+
+
+def with_columns(view: ViewDef, columns: list[tuple[str, str]]) -> ViewDef:
+    """`view` with `columns` ((relation, column) pairs) appended to its select list, each named by
+    its column, or `<relation>_<column>` when that name is taken (with `_`s added until free):
+    the Strobe family's view widened with keys, an outer join's with the columns that tell its
+    rows' terms apart (fedmodel.outer_join_view)."""
+    tree = sqlglot.parse_one(view.rewritten)
+    written = {occurrence_name(t, view.bases, view.catalog).lower(): t.alias_or_name for t in tree.find_all(exp.Table)}
+    taken = {o.name.lower() for o in view.outputs} | {"count"}
+    for relation, column in columns:
+        name = column if column.lower() not in taken else f"{relation}_{column}"
+        while name.lower() in taken:
+            name += "_"
+        taken.add(name.lower())
+        tree = tree.select(exp.alias_(exp.column(column, table=written[relation.lower()]), name), copy=False)
+    return parse_view(tree.sql(), view.catalog)
 
 
 def base_relation(item: exp.Expression, catalog: Catalog) -> Relation:
@@ -460,7 +553,7 @@ def aggregated_by(tree: exp.Select) -> str | None:
 # leave the view holding other rows than the query says).
 SELECT_PARTS = {"expressions", "from", "from_", "joins", "where"}
 _TABLE_PARTS = {"this", "db", "catalog", "alias"}
-_JOIN_PARTS = {"this", "on", "kind", "side"}   # outer sides have a message of their own
+_JOIN_PARTS = {"this", "on", "kind", "side"}   # kinds other than inner and outer: fedmodel.outer_joins
 _SPELLING = {"group": "GROUP BY", "order": "ORDER BY", "limit": "LIMIT / FETCH FIRST", "locks": "FOR UPDATE / FOR SHARE",
              "sample": "TABLESAMPLE", "windows": "WINDOW", "laterals": "LATERAL", "pivots": "PIVOT",
              "connect": "CONNECT BY", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY", "sort": "SORT BY",
@@ -523,11 +616,3 @@ def _select_item(node: exp.Expression) -> str:
 def clip(sql: str, limit: int = 80) -> str:
     """`sql` cut to `limit` characters for an error line (the rewrites quote with it too)."""
     return sql if len(sql) <= limit else sql[:limit - 3] + "..."
-
-
-def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    while isinstance(e, exp.Paren):
-        e = e.this
-    if isinstance(e, exp.And):
-        return _conjuncts(e.this) + _conjuncts(e.expression)
-    return [e]

@@ -107,7 +107,8 @@ def test_a_negative_count_is_a_bug_unless_the_algorithm_has_no_compensation():
 @pytest.mark.parametrize("sql, message", [
     ("SELECT C FROM R1 JOIN R2 ON R1.C = R2.C", "column 'C' is ambiguous"),
     ("SELECT B FROM R1 JOIN R2 ON R1.C < R2.C", "only equalities may relate two relations"),
-    ("SELECT B FROM R1 LEFT JOIN R2 ON R1.C = R2.C", "only inner joins"),
+    ("SELECT B FROM R1 ANTI JOIN R2 ON R1.C = R2.C", "only inner and outer joins"),
+    ("SELECT B FROM R1 LEFT JOIN R2 ON R1.C = R2.C AND R1.B = 'x'", "reads one side only"),
     ("SELECT B FROM R1 JOIN R1 ON R1.A = R1.A", "appears twice"),
     ("SELECT COUNT(*) FROM R1", "an aggregate (COUNT) makes an aggregate view"),
     ("SELECT B FROM R1 GROUP BY B", "GROUP BY makes an aggregate view"),

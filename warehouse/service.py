@@ -54,6 +54,7 @@ import grpc
 from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
 from fedio.message_log import MessageLog
 from fedmodel.aggregate_view import parse_query
+from fedmodel.outer_join_view import refuse_live
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
 from fedmodel.codec import encode_rows
@@ -138,6 +139,7 @@ class Warehouse:
         # view: the join's rows, or an aggregate view's kept from its deltas (self.aggregate_state,
         # warehouse.core.aggregate_state).
         self.view = parse_query(view_sql, catalog)
+        refuse_live(self.view)
         join = self.view.join
         self.settings = settings
         self.plugin = registry.get(settings.algorithm)   # an unknown name fails here, before anything starts

@@ -13,8 +13,10 @@ distinctly named columns, one rule per module, applied in this order:
 What no rule turns into a select-project-join view is left for the parser to refuse, or refused
 here with one line when only the rule sees it (WITH RECURSIVE, an aggregate derived table).
 
-One rule is not in that order: exists, EXISTS in WHERE, turns the view into an aggregate one over
-a join (fedmodel.aggregate_view.parse_query applies it first), whose join then takes the rules above.
+Two rules are not in that order, and fedmodel.aggregate_view.parse_query applies them first:
+not_exists, NOT EXISTS in WHERE, turns the view into a LEFT JOIN's padded rows (an outer-join
+view, fedmodel.outer_joins); exists, EXISTS in WHERE, into an aggregate one over a join; the
+rules above then take the join.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ becomes the body's expression for c (under the name c where the select list show
 are qualified first, so that the relations the body brings cannot capture a name; a body
 relation named like one already in FROM is renamed `<d>_<name>` (`_2`, `_3`, ... if that is
 taken too). A body that aggregates (GROUP BY, aggregates, DISTINCT) or cut (ORDER BY, LIMIT,
-...) has other rows than its relations' join, so it is refused, as pg_ivm refuses it.
+...) has other rows than its relations' join, so it is refused, as pg_ivm refuses it. So is one in
+a view with outer joins, in its body or around it: flattened, its conditions would move to the
+outer WHERE, past the outer join that pads the rows they select.
 
 >>> import sqlglot
 >>> from fedmodel.catalog import Catalog
@@ -23,6 +25,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
+from fedmodel.outer_joins import has_outer_join
 from fedmodel.rewrites.scope import columns_of, from_items, own_columns, qualify, rename, unused
 from fedmodel.viewdef import SELECT_PARTS, aggregated_by, clip, refuse_clauses
 
@@ -54,6 +57,9 @@ def flatten(tree: exp.Select, catalog: Catalog) -> exp.Select:
     derived = [item for item in from_items(tree) if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select)]
     if not derived:
         return tree
+    if has_outer_join(tree):
+        raise ModelError("view: a WITH query or derived table in a view with outer joins is not supported; "
+                         "write its relations and conditions in FROM")
     qualify(tree, catalog)
     taken = {item.alias_or_name.lower() for item in from_items(tree)}
     for table in derived:

@@ -12,10 +12,11 @@ join (warehouse.core.aggregate_state).
 
 The subquery's columns are qualified first, its own relations before the outer ones (a correlated
 column names the outer query's), and a relation of the subquery named like one of the outer query
-is renamed `<name>_2` (`_3`, ...). Refused with one line: NOT EXISTS (an anti-join, which no
-join's groups give), EXISTS under OR, NOT or inside an expression, EXISTS in a view that
+is renamed `<name>_2` (`_3`, ...). NOT EXISTS, an anti-join, which no join's groups give, is
+fedmodel.rewrites.not_exists's. Refused with one line: EXISTS under OR, NOT or inside an expression, EXISTS in a view that
 aggregates, a select list of anything but columns, a subquery that aggregates or is cut, nests a
-subquery or reads anything but base relations, and EXISTS beside a WITH query or derived table.
+subquery or reads anything but base relations, and EXISTS beside a WITH query, a derived table or
+an outer join.
 
 >>> import sqlglot
 >>> from fedmodel.catalog import Catalog
@@ -31,6 +32,7 @@ from sqlglot import exp
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
+from fedmodel.outer_joins import has_outer_join
 from fedmodel.rewrites import stars, using
 from fedmodel.rewrites.scope import from_items, qualify, rename, unused
 from fedmodel.viewdef import SELECT_PARTS, aggregated_by, refuse_clauses
@@ -44,11 +46,13 @@ def semijoins(tree: exp.Select, catalog: Catalog) -> exp.Select:
         return tree
     conjuncts = _conjuncts(tree)
     for node in found:
-        if isinstance(node.parent, exp.Not):
-            raise ModelError("view: NOT EXISTS (an anti-join) is not supported (EXISTS is)")
+        if isinstance(node.parent, exp.Not):   # fedmodel.rewrites.not_exists took the others
+            raise ModelError("view: NOT EXISTS inside an expression is not supported")
         if not any(node is c for c in conjuncts):
             raise ModelError("view: EXISTS under OR, NOT or inside an expression is not supported; "
                              "EXISTS is taken as a condition ANDed with the others")
+    if has_outer_join(tree):
+        raise ModelError("view: EXISTS in a view with outer joins is not supported")
     if tree.args.get("with_") or any(not isinstance(item, exp.Table) for item in from_items(tree)):
         raise ModelError("view: EXISTS beside a WITH query or derived table is not supported; "
                          "name base relations in FROM")

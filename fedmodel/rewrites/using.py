@@ -3,7 +3,8 @@
 USING (c) equates the right relation's c with the c of the relations to its left (back to the
 last comma of the FROM list, which binds looser than JOIN); NATURAL JOIN does so for every
 column name the two sides share. A USING column then has one value, which SQL names without a
-relation: an unqualified c is the left relation's c (the stars rule shows it once, there).
+relation: an unqualified c is the left relation's c (the stars rule shows it once, there). Under
+a RIGHT or FULL JOIN it is COALESCE of both sides' c, no column of either: refused (write ON).
 
 >>> import sqlglot
 >>> from fedmodel.catalog import Catalog
@@ -37,6 +38,9 @@ def equated(tree: exp.Select, catalog: Catalog) -> list[tuple[exp.Join, list[Pai
             start = n   # a comma
         if not (natural or join.args.get("using")):
             continue
+        if str(join.args.get("side") or "").upper() in ("RIGHT", "FULL"):
+            raise ModelError(f"view: {'NATURAL' if natural else 'USING'} with a {join.args['side'].upper()} JOIN "
+                             "is not supported (its column is COALESCE of both sides); write ON")
         right = items[n]
         left = [(item, c) for item in items[start:n] for c in columns_of(item, catalog)]
         mine = {c.lower(): c for c in columns_of(right, catalog)}

@@ -15,11 +15,16 @@ which it existed. The user's view SQL is rewritten with sqlglot in one of two wa
   is the view's history (each row once per life), however many states there are: how the
   checker reads the view at every state of a run.
 Either way identical rows are grouped into a count. An aggregate view (GROUP BY with aggregates, or
-DISTINCT), or one with EXISTS (a row lives while some partner does), is not a union of per-row
-lives, so it is only evaluated at given states: each state's groups apart (GROUP BY the state as
+DISTINCT), or one with EXISTS (a row lives while some partner does) or with an outer join (a row
+padded with NULLs lives while its base rows have no partner), is not a union of per-row lives,
+so it is only evaluated at given states: each state's groups apart (GROUP BY the state as
 well), and its history along a chain is the difference of the views at successive states; an
 aggregate without GROUP BY, which SQL answers with one row even over no rows, gets that row at a
-state where the join is empty (the view's SQL evaluated once over empty relations). The tables and
+state where the join is empty (the view's SQL evaluated once over empty relations). An outer join
+must pair the rows of one state before it pads: a relation's rows are read once per state they
+exist at, each tagged with the state (`__i`), and every join's condition also equates the
+states of its two sides (`padded_sql`), since a condition on the states in WHERE, applied after
+the join, would let a row of another state count as a partner. The tables and
 the rewrites are built once, here, for every engine; an engine only loads the tables, runs the
 query in its dialect and returns the rows.
 """
@@ -34,6 +39,7 @@ from typing import Iterator, Protocol
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
@@ -112,21 +118,28 @@ class Oracle:
         self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []))
                        for rel in catalog.relations if rel.name.lower() in read}
         self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
-        self.sql = temporal_sql(view_sql, catalog, self.engine.dialect)
         tree = _view_tree(view_sql, catalog)
+        self.outer = _outer_join(tree)
+        self.sql = (padded_sql if self.outer else temporal_sql)(view_sql, catalog, self.engine.dialect)
         self.aggregate_kind = _aggregate_kind(tree)
-        # A row of a view with EXISTS exists while some partner does, not only while its own
-        # base rows do: it is found state by state, as an aggregate view's are.
-        along_chain = not self.aggregate_kind and tree.find(exp.Exists) is None
+        # A row of a view with EXISTS exists while some partner does, and a row an outer join pads
+        # while none does, not only while its own base rows do: each is found state by state, as
+        # an aggregate view's are.
+        along_chain = not self.aggregate_kind and tree.find(exp.Exists) is None and not self.outer
         self.chain_sql = chain_sql(view_sql, catalog, self.engine.dialect) if along_chain else None
         self._empty_row = _empty_row(tree, self.tables, self.engine) if self.aggregate_kind == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
-        states = pa.table({"__i": pa.array(range(len(vectors)), pa.int64()),
-                           **{_state_column(i): pa.array([v.get(s, 1) for v in vectors], pa.int64())
-                              for i, s in enumerate(self.catalog.sources)}})
-        rows = self.engine.query(self.sql, {**self.tables, "__states": states})
+        if self.outer:
+            rows = self.engine.query(self.sql, {
+                name: _by_state(table, [v.get(self._source_of[name], 1) for v in vectors])
+                for name, table in self.tables.items()})
+        else:
+            states = pa.table({"__i": pa.array(range(len(vectors)), pa.int64()),
+                               **{_state_column(i): pa.array([v.get(s, 1) for v in vectors], pa.int64())
+                                  for i, s in enumerate(self.catalog.sources)}})
+            rows = self.engine.query(self.sql, {**self.tables, "__states": states})
         results = [Counter() for _ in vectors]
         for row in rows:
             results[row[0]][tuple(_plain(v) for v in row[1:-1])] += row[-1]
@@ -256,6 +269,64 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     if _aggregate_kind(tree) and not tree.args.get("distinct"):   # each state's groups apart
         tree = tree.group_by(exp.column("__i", table="__s"))
     return _counted(tree, [exp.column("__i", table="__s").as_("__i")], dialect)
+
+
+def padded_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
+    """The SQL of a view with outer joins read at every state, in `dialect`: `SELECT __i, <view>,
+    count`, over relations holding each row once per state it exists at, tagged `__i` (`_by_state`).
+
+    Each join (ON for an inner or outer one, WHERE for a comma or CROSS JOIN) also equates the
+    state of its right item with that of the items to its left, COALESCE of their tables' `__i`:
+    in a row any table that is not padded has the row's state. The view's state is the COALESCE
+    of all of them. Otherwise `temporal_sql`'s rewrite (lower-cased identifiers, columns by
+    position, NULLIF divisors).
+
+    >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
+    ...                                       "y": {"R2": {"columns": ["B", "C"], "key": ["B"]}}}})
+    >>> padded_sql("SELECT R1.A, R2.C FROM R1 LEFT JOIN R2 ON R1.B = R2.B", cat, "duckdb")  # doctest: +NORMALIZE_WHITESPACE
+    'SELECT "__i", "__c0", "__c1", COUNT(*) AS "__count" FROM (SELECT COALESCE("r1"."__i", "r2"."__i") AS "__i",
+     "r1"."a" AS "__c0", "r2"."c" AS "__c1" FROM "r1" LEFT JOIN "r2" ON "r1"."b" = "r2"."b" AND "r2"."__i" =
+     "r1"."__i") AS "v" GROUP BY "__i", "__c0", "__c1"'
+    """
+    tree = _view_tree(view_sql, catalog)
+
+    def state(items: list[exp.Expression]) -> exp.Expression:
+        aliases = [t.alias_or_name for item in items
+                   for t in ([item] if isinstance(item, exp.Table) else item.find_all(exp.Table))]
+        columns = [exp.column("__i", table=a) for a in aliases]
+        return columns[0] if len(columns) == 1 else exp.Coalesce(this=columns[0], expressions=columns[1:])
+
+    def pair(first: exp.Expression, joins: list[exp.Join]) -> None:
+        left = [first]
+        for join in joins:
+            same = exp.EQ(this=state([join.this]), expression=state(left))
+            if join.args.get("on"):
+                join.set("on", exp.and_(join.args["on"], same))
+            else:   # a comma or a CROSS JOIN: an inner join, whose condition may be in WHERE
+                tree.where(same, copy=False)
+            left.append(join.this)
+        for item in [first, *(j.this for j in joins)]:
+            if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Table):   # a parenthesised join
+                pair(item.this, item.this.args.get("joins") or [])
+
+    from_ = tree.args["from_"]
+    pair(from_.this, tree.args.get("joins") or [])
+    return _counted(tree, [state([from_.this, *(j.this for j in tree.args.get("joins") or [])]).as_("__i")], dialect)
+
+
+def _outer_join(tree: exp.Select) -> bool:
+    """Whether the view joins with LEFT, RIGHT or FULL."""
+    return any(str(j.args.get("side") or "").upper() in ("LEFT", "RIGHT", "FULL") for j in tree.find_all(exp.Join))
+
+
+def _by_state(table: pa.Table, dsvs: list[int]) -> pa.Table:
+    """`table`'s rows at each state `i` (its source at DSV `dsvs[i]`), tagged `__i`, once per state."""
+    parts = []
+    for i, dsv in enumerate(dsvs):
+        alive = pc.and_(pc.less_equal(table["__vfrom"], dsv), pc.less(dsv, table["__vto"]))
+        rows = table.filter(alive)
+        parts.append(rows.append_column("__i", pa.array([i] * rows.num_rows, pa.int64())))
+    return pa.concat_tables(parts) if parts else table.append_column("__i", pa.array([], pa.int64()))
 
 
 def chain_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:

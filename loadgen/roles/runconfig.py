@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedmodel.aggregate_view import AggregateView, parse_query
+from fedmodel.outer_join_view import refuse_live
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import ViewDef
@@ -87,6 +88,7 @@ def load_config(path: str | Path) -> RunConfig:
         base = path.parent
         catalog = load_catalog(base / str(doc["catalog"]))
         view = parse_query(str(doc["view"]), catalog)
+        refuse_live(view)
         sources = [SourceEntry(str(s["name"]), str(s["address"]), base / str(s["db"]) if s.get("db") else None)
                    for s in doc.get("sources") or []]
         warehouse = doc.get("warehouse") or {}

@@ -667,7 +667,7 @@ class RandomTransactions:
         for rel in scenario.catalog.relations:
             for col in rel.columns:
                 ref = ColumnRef(rel.name, col)
-                cls = view.equivalents(ref) if rel.name in view.relations else frozenset({ref})
+                cls = view.equivalents(ref, outer=True) if rel.name in view.relations else frozenset({ref})
                 domain = classes.setdefault(cls, set())
                 self.domains[(rel.name, col)] = domain
         for name, rows in scenario.initial.items():

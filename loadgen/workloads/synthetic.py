@@ -23,7 +23,10 @@ BIGINT columns, whose sums both sides compute exactly (a DOUBLE sum's last bits 
 order it is added in).
 `semijoin=True` (without the two above) moves the join tree's last relation, a leaf, into an
 EXISTS subquery of its own join condition and selections (fedmodel.rewrites.exists), its columns
-out of the select list.
+out of the select list; with `antijoin=True` too, into NOT EXISTS (fedmodel.rewrites.not_exists).
+`outer_join=True` (without an aggregate or EXISTS) makes some of the tree's joins LEFT, RIGHT or
+FULL (fedmodel.outer_joins), at least one, from a generator of its own; the selections then keep
+only the terms holding their relations, so some views come out inner joins again.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ SHAPES = ("chain", "star", "tree")
 def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tuple[int, int] = (2, 4),
                     steps: int = 60, drop: float = 0.2, reorder: float = 0.3, duplicate: float = 0.05,
                     commit_rate: float = 0.4, algorithm: str = "sze-ling", adversarial: bool = False,
-                    aggregate: bool = False, self_join: bool = False, semijoin: bool = False) -> dict:
+                    aggregate: bool = False, self_join: bool = False, semijoin: bool = False,
+                    outer_join: bool = False, antijoin: bool = False) -> dict:
     """The scenario document of random federation `seed`: between `relations` relations over
     between `sources` sources, run by `algorithm` for one `random` step of `steps` decisions with
     those fault and commit rates (the module's docstring says what the flags add).
@@ -60,7 +64,7 @@ def random_scenario(seed: int, relations: tuple[int, int] = (2, 6), sources: tup
     if odd:
         select = odd.select_list(names, fds, select, chain)
     sql = _view_sql(rng, seed, names, columns, types, conditions, select, self_join, aggregate,
-                    semijoin and not aggregate and not self_join)
+                    semijoin and not aggregate and not self_join, outer_join and not aggregate and not semijoin, antijoin)
     doc_sources: dict = {}
     for i, name in enumerate(names):
         doc_sources.setdefault(placement[i], {})[name] = {"columns": columns[i], "types": types[i],
@@ -164,14 +168,15 @@ def _select_list(rng: random.Random, names: list[str], columns: dict[int, list[s
 
 def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int, list[str]],
               types: dict[int, list[str]], conditions: list[str], select: list[str], self_join: bool,
-              aggregate: bool, semijoin: bool = False) -> str:
+              aggregate: bool, semijoin: bool = False, outer_join: bool = False, antijoin: bool = False) -> str:
     """The view over `select`: the join tree, selections on some values, and the self-join, the
-    aggregates or the EXISTS when asked for (each from a generator of its own, or none)."""
+    aggregates, the EXISTS or the outer joins when asked for (each from a generator of its own, or none)."""
     three = {"BIGINT": "3", "VARCHAR": "'v3'", "DOUBLE": "3.5"}
     where = [f"{names[i]}.V{i + 1} <> {three[types[i][1]]}" for i in range(len(names)) if rng.random() < 0.2]
     if semijoin:
-        return _semijoin_sql(names, conditions, select, where)
-    joins = [f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names))]
+        return _semijoin_sql(names, conditions, select, where, "NOT EXISTS" if antijoin else "EXISTS")
+    sides = _outer_sides(random.Random(f"outer joins {seed}"), len(names) - 1) if outer_join else [""] * (len(names) - 1)
+    joins = [f" {sides[i - 1]}JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names))]
     typed = {f"{names[i]}.{c}": typ for i in range(len(names)) for c, typ in zip(columns[i], types[i])}
     if self_join:
         twice = random.Random(f"self-join {seed}").randrange(len(names))
@@ -190,15 +195,25 @@ def _view_sql(rng: random.Random, seed: int, names: list[str], columns: dict[int
     return sql + group_by
 
 
-def _semijoin_sql(names: list[str], conditions: list[str], select: list[str], where: list[str]) -> str:
-    """The view with its last relation (a leaf of the join tree) asked for in EXISTS."""
+def _outer_sides(rng: random.Random, joins: int) -> list[str]:
+    """Each join's side (LEFT, RIGHT, FULL or inner), at least one outer."""
+    sides = [rng.choice(("LEFT ", "RIGHT ", "FULL ", "")) for _ in range(joins)]
+    if not any(sides):
+        sides[rng.randrange(joins)] = rng.choice(("LEFT ", "RIGHT ", "FULL "))
+    return sides
+
+
+def _semijoin_sql(names: list[str], conditions: list[str], select: list[str], where: list[str],
+                  exists: str = "EXISTS") -> str:
+    """The view with its last relation (a leaf of the join tree) asked for in `exists` (EXISTS or
+    NOT EXISTS)."""
     last = names[-1]
     inside = [c for c in where if c.startswith(f"{last}.")]
     outside = [c for c in where if not c.startswith(f"{last}.")]
     shown = [item for item in dict.fromkeys(select) if not item.startswith(f"{last}.")] or [f"{names[0]}.K1"]
     joins = "".join(f" JOIN {names[i]} ON {conditions[i - 1]}" for i in range(1, len(names) - 1))
-    exists = f"EXISTS (SELECT 1 FROM {last} WHERE {' AND '.join([conditions[-1], *inside])})"
-    return f"SELECT {', '.join(shown)} FROM {names[0]}{joins} WHERE {' AND '.join([*outside, exists])}"
+    test = f"{exists} (SELECT 1 FROM {last} WHERE {' AND '.join([conditions[-1], *inside])})"
+    return f"SELECT {', '.join(shown)} FROM {names[0]}{joins} WHERE {' AND '.join([*outside, test])}"
 
 
 def _summary(rng: random.Random, select: list[str], typed: dict[str, str]) -> tuple[str, str]:

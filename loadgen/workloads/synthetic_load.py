@@ -72,7 +72,7 @@ class SyntheticStream:
         for rel in catalog.relations:
             for col in rel.columns:
                 ref = ColumnRef(rel.name, col)
-                cls = view.equivalents(ref) if rel.name in view.relations else frozenset({ref})
+                cls = view.equivalents(ref, outer=True) if rel.name in view.relations else frozenset({ref})
                 self.domains[(rel.name, col)] = classes.setdefault(cls, [])
         for name, rows in current.items():
             rel = catalog.relation(name)

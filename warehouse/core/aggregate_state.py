@@ -22,18 +22,26 @@ from __future__ import annotations
 from collections import Counter
 
 from fedmodel.aggregate_view import AggregateView
+from fedmodel.outer_join_view import OuterJoinView
 from fedmodel.viewdef import ViewDef
+from warehouse.core.outer_join_state import OuterJoinState
 
 
-def user_view(view: ViewDef | AggregateView, join_rows: dict[tuple, int]) -> "AggregateState | JoinRows":
+def user_view(view: ViewDef | AggregateView | OuterJoinView, join_rows: dict[tuple, int]
+              ) -> "AggregateState | OuterJoinState | JoinRows":
     """The user's view of `view`, kept from its join's deltas (`apply`) from `join_rows` on."""
     return aggregate_of(view, join_rows) or JoinRows(join_rows)
 
 
-def aggregate_of(view: ViewDef | AggregateView, join_rows: dict[tuple, int]) -> "AggregateState | None":
-    """The aggregates kept beside an aggregate view's join, from `join_rows` on; None for a
-    select-project-join view, whose rows are its join's (whoever holds the join has them)."""
-    return AggregateState(view, join_rows) if isinstance(view, AggregateView) else None
+def aggregate_of(view: ViewDef | AggregateView | OuterJoinView, join_rows: dict[tuple, int]
+                 ) -> "AggregateState | OuterJoinState | None":
+    """What is kept beside the join of an aggregate view (its aggregates) or of an outer-join view
+    (warehouse.core.outer_join_state: the counts that say which rows are subsumed), from
+    `join_rows` on; None for a select-project-join view, whose rows are its join's (whoever holds
+    the join has them)."""
+    if isinstance(view, AggregateView):
+        return AggregateState(view, join_rows)
+    return OuterJoinState(view, join_rows) if isinstance(view, OuterJoinView) else None
 
 
 class JoinRows:

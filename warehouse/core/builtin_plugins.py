@@ -78,16 +78,17 @@ _STROBE = Assumptions(fifo=True, no_loss=True, keys_in_view=True, restartable=Fa
 
 SZE_LING = Plugin("sze-ling", SZE_LING_PAPER, "complete",
                   "version-number compensation, DSV order, lost notifications asked again, join-graph sub-queries",
-                  _sze_ling(Options()))
+                  _sze_ling(Options()), outer_joins=True)
 CONVENTIONAL = Plugin("conventional", "Blakeley, Larson & Tompa 1986 (Strobe paper, Example 1)", "none",
                       "incremental maintenance without compensation, in arrival order: the reference for what goes wrong",
-                      _sze_ling(Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True)))
+                      _sze_ling(Options(compensate=False, ordered=False, self_maintenance=False, key_shortcuts=True)),
+                      outer_joins=True)
 LAZY = Plugin("lazy", "Zhou & Larson 2007, lazy maintenance", "strong",
               "Sze-Ling's machinery, transactions deferred and combined when the warehouse is idle or a query reads",
-              _sze_ling(Options(deferral=Deferral())))
+              _sze_ling(Options(deferral=Deferral())), outer_joins=True)
 VERSIONED = Plugin("versioned", "Vinh 2020 (formula 12) over Sze-Ling 2000", "complete",
                    "Sze-Ling with sources that answer as of the task's initial versions",
-                   _sze_ling(Options(as_of=True)))
+                   _sze_ling(Options(as_of=True)), outer_joins=True)
 STROBE = Plugin("strobe", STROBE_PAPER + ", 5.2", "strong",
                 "an action list applied at quiescence; deletions by key, pending sets",
                 _strobe(Strobe), replace(_STROBE, single_update=True), "scan")
@@ -100,7 +101,7 @@ C_STROBE = Plugin("c-strobe", STROBE_PAPER + ", 6", "complete",
                   "Strobe with compensating queries: a view state per transaction", _strobe(CStrobe), _STROBE, "scan")
 RECOMPUTE = Plugin("recompute", "periodic recomputation", "strong",
                    "the view evaluated again from whole relations read at one state per source, every period",
-                   _recompute, default_access=None)
+                   _recompute, default_access=None, outer_joins=True)
 SALEM = Plugin("salem", "Salem, Beyer, Lindsay & Cochrane 2000, roll a join", "complete",
                "asynchronous propagation into a timestamped view delta, applied in commit order or on demand",
                _salem, point_in_time=True)

@@ -5,25 +5,37 @@ parent, carry the *fragments* (the view columns and join values the rest of the 
 the subtree below them. Subtrees answered from the view (partial self-maintenance) contribute
 ready-made fragments for the join values found there. Join edges that the tree did not follow
 (cycles in the join graph, scan access) are checked on the finished fragments.
+
+A view with outer joins holds the NULL-padded rows of its terms (fedmodel.outer_joins): below a
+row, each child subtree contributes its partners and also its padding (every relation of the
+subtree absent, its columns NULL), and a finished fragment is kept when the relations present in
+it form a term. The join graph of such a view is a tree and each term a subtree of it, so this
+derives every term holding the updated relation, each row once; a delta of R changes exactly
+those terms, so the delta rule is the inner join's, term by term.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Callable, Mapping
+from typing import Callable, Collection, Mapping
 
 from fedmodel.viewdef import ColumnRef, ViewDef
 from warehouse.core.planner import QueryPlan
 
-Fragment = dict  # view column index (int) or ColumnRef -> value
+Fragment = dict  # view column index (int) or ColumnRef -> value; (ABSENT, relation): padded there
+ABSENT = "absent"
 
 
 def fold(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
          rows: Mapping[str, Mapping[tuple, tuple]], combos: Mapping[str, Mapping[tuple, list[Fragment]]],
-         fragment_of: Callable[[str, tuple], Fragment]) -> list[tuple[tuple, int, list[Fragment]]]:
-    """For each signed delta row, the complete fragments it joins with (one per derivation)."""
+         fragment_of: Callable[[str, tuple], Fragment],
+         terms: Collection[frozenset] | None = None) -> list[tuple[tuple, int, list[Fragment]]]:
+    """For each signed delta row, the complete fragments it joins with (one per derivation);
+    with outer joins, the fragments of `terms` (default: all the view's terms)."""
     checked = [(ColumnRef(e.a, ca), ColumnRef(e.b, cb)) for e in qplan.non_tree_edges for ca, cb in e.pairs]
     memo: dict[str, dict[tuple, list[Fragment]]] = {}
+    padding = {child: {(ABSENT, r): True for r in (child, *qplan.descendants(child))}
+               for child in qplan.relations} if view.outer is not None else {}
 
     def below(relation: str, row: tuple) -> list[Fragment]:
         frags = [fragment_of(relation, row)]
@@ -31,10 +43,20 @@ def fold(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
         for child in qplan.children(relation):
             slot = qplan.slot(child)
             value = tuple(row[rel.index(c)] for c in slot.parent_columns)
-            frags = _product(frags, subtree(child).get(value, []) if None not in value else [])
+            partners = subtree(child).get(value, []) if None not in value else []
+            frags = _product(frags, partners + [padding[child]] if padding else partners)
             if not frags:
                 break
         return frags
+
+    if view.outer is not None:
+        wanted = set(view.outer.terms if terms is None else terms)
+
+        def kept(f: Fragment) -> bool:
+            return (frozenset(r for r in qplan.relations if (ABSENT, r) not in f) | {qplan.updated}) in wanted
+    else:
+        def kept(f: Fragment) -> bool:
+            return all(f.get(a) is not None and f.get(a) == f.get(b) for a, b in checked)
 
     def subtree(relation: str) -> dict[tuple, list[Fragment]]:
         if relation not in memo:
@@ -53,8 +75,7 @@ def fold(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
         detached = _product(detached, subtree(root).get((), []))
     result = []
     for row, sign in delta:
-        frags = [f for f in _product(below(qplan.updated, row), detached)
-                 if all(f.get(a) is not None and f.get(a) == f.get(b) for a, b in checked)]
+        frags = [f for f in _product(below(qplan.updated, row), detached) if kept(f)]
         result.append((row, sign, frags))
     return result
 
@@ -82,22 +103,22 @@ def view_delta(view: ViewDef, folded) -> dict[tuple, int]:
     width = len(view.outputs)
     for _row, sign, frags in folded:
         for f in frags:
-            delta[tuple(f[i] for i in range(width))] += sign
+            delta[tuple(f.get(i) for i in range(width))] += sign   # absent: a padded relation's NULL
     return {r: c for r, c in delta.items() if c}
 
 
 def derivations(view: ViewDef, qplan: QueryPlan, delta: list[tuple[tuple, int]],
                 rows: Mapping[str, Mapping[tuple, tuple]]) -> list[tuple[tuple, tuple]]:
     """Each way the delta rows join the plan's other rows: the rows it derives from, one per view
-    relation in `view.relations` order, and its view row (Strobe's answers keep the derivation,
-    Salem's propagation queries the change each row comes from)."""
+    relation in `view.relations` order (None for one a term lacks), and its view row (Strobe's
+    answers keep the derivation, Salem's propagation queries the change each row comes from)."""
     base = plan_fragment(view, qplan)
 
     def fragment(relation: str, row: tuple) -> Fragment:
         return {**base(relation, row), ("row", relation): row}
 
     width = len(view.outputs)
-    return [(tuple(f[("row", r)] for r in view.relations), tuple(f[i] for i in range(width)))
+    return [(tuple(f.get(("row", r)) for r in view.relations), tuple(f.get(i) for i in range(width)))
             for _row, _sign, frags in fold(view, qplan, delta, rows, {}, fragment) for f in frags]
 
 

@@ -89,6 +89,11 @@ class Plugin:
     assumptions: Assumptions = Assumptions()
     default_access: str | None = "join-graph"
     point_in_time: bool = False   # it takes RefreshRequested: rolls its view to a point in time
+    # It maintains a view with outer joins: the NULL-padded rows of their terms
+    # (fedmodel.outer_joins), folded by warehouse.core.evaluation with every relation a term
+    # lacks padded. An algorithm that joins rows its own way, or assumes a deletion removes view
+    # rows by key, does not; it refuses such a view (`create`).
+    outer_joins: bool = False
 
     def __post_init__(self):
         if self.level not in LEVELS:
@@ -151,6 +156,8 @@ def create(name: str, view: ViewDef, rows: dict, brv: dict, dsv: dict, settings:
     is `rows`, materialised at source states `dsv` / relation versions `brv`."""
     plugin = get(name)
     settings = Settings(**{**settings.__dict__, "access": plugin.access(settings.access)})
+    if view.outer is not None:
+        _refuse_outer_joins(plugin, settings.access)
     # A relation read twice (a self-join) has the versions of the relation it reads.
     brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}
     algorithm = plugin.factory(view, rows, brv, dsv, settings)
@@ -158,6 +165,17 @@ def create(name: str, view: ViewDef, rows: dict, brv: dict, dsv: dict, settings:
         from warehouse.core.occurrences import Occurrences
         return Occurrences(algorithm, view)
     return algorithm
+
+
+def _refuse_outer_joins(plugin: Plugin, access: str | None) -> None:
+    """AlgorithmError (one line) unless `plugin` maintains outer joins along the join graph."""
+    if not plugin.outer_joins:
+        raise AlgorithmError(f"{plugin.name} cannot maintain outer joins (LEFT, RIGHT, FULL JOIN): it joins "
+                             "without the padded rows of their terms; sze-ling, lazy, versioned, conventional "
+                             "and recompute do")
+    if access == "scan":
+        raise AlgorithmError(f"{plugin.name} cannot maintain outer joins with scan access, whose steps may "
+                             "be cartesian products; use --access join-graph")
 
 
 def restore(name: str, view: ViewDef, rows: dict, state: dict, settings: Settings = Settings()) -> Algorithm:

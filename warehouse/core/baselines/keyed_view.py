@@ -14,16 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-import sqlglot
-from sqlglot import exp
-
-from fedmodel.viewdef import ViewDef, occurrence_name, parse_view
+from fedmodel.viewdef import ViewDef, with_columns
 
 
 def widen(view: ViewDef) -> ViewDef:
     """The view with every relation's key in its select list (the view itself if it has them).
 
     >>> from fedmodel.catalog import Catalog
+    >>> from fedmodel.viewdef import parse_view
     >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
     ...                                       "y": {"R2": {"columns": ["B", "C"], "key": ["C"]}}}})
     >>> v = widen(parse_view("SELECT R1.B FROM R1 JOIN R2 ON R1.B = R2.B", cat))
@@ -32,18 +30,7 @@ def widen(view: ViewDef) -> ViewDef:
     """
     missing = [(r, c) for r in view.relations for c in view.relation(r).key
                if c.lower() not in {v.lower() for v in view.visible_columns(r)}]
-    if not missing:
-        return view
-    tree = sqlglot.parse_one(view.rewritten)
-    written = {occurrence_name(t, view.bases, view.catalog).lower(): t.alias_or_name for t in tree.find_all(exp.Table)}
-    taken = {o.name.lower() for o in view.outputs}
-    for relation, column in missing:
-        name = column if column.lower() not in taken else f"{relation}_{column}"
-        while name.lower() in taken:
-            name += "_"
-        taken.add(name.lower())
-        tree = tree.select(exp.alias_(exp.column(column, table=written[relation.lower()]), name), copy=False)
-    return parse_view(tree.sql(), view.catalog)
+    return with_columns(view, missing) if missing else view
 
 
 def project(view: ViewDef, rows: dict[tuple, int]) -> dict[tuple, int]:

@@ -8,6 +8,11 @@ Sze-Ling section 4.2 (insertions), 4.3 (modifications, and deletions' three impr
   or refresh the view by key without deriving view tuples (`key_path`, Example 7).
 Functional dependencies are closed over keys (key -> all columns), declared FDs and the view's
 join equalities, which make two columns one value in every view tuple.
+
+A view with outer joins (fedmodel.outer_joins) takes none of the three: a new parent row with no
+children still makes rows (its terms without them), a join equality holds only in the rows of the
+terms holding both sides, and a row of a term lacking R_j holds NULLs where R_j's key is, which a
+key with a NULL in it would find. Its deletions and modifications are computed as signed rows.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ def key_path(view: ViewDef, updated: str, access: str) -> QueryPlan | None:
     the path itself, so that every view tuple holding such an R_j row holds the updated row.
     Returns a plan with no nodes when the updated relation's own key is in the view.
     """
+    if view.outer is not None:
+        return None
     for rj, path in _paths_by_distance(view, updated):
         if key_in_view(view, rj) and determines(view, rj, [updated], path):
             return plan(view, updated, access, only=tuple(path))
@@ -128,6 +135,8 @@ def _referring_children(view: ViewDef, relation: str) -> tuple[str, ...]:
     """The view's relations X under a constraint "every row of X refers to a row of `relation`"
     that is exactly X's view edge to it, through parent columns that determine its key: the
     constraints ri_irrelevant may use, which depend on the view alone."""
+    if view.outer is not None:
+        return ()
     children = []
     for ri in view.catalog.ri:
         if ri.parent != relation or ri.child not in view.relations:
@@ -151,7 +160,7 @@ def lookup_subtree_ok(view: ViewDef, qplan: QueryPlan, rj: str) -> bool:
     subtree combination with that value.
     """
     slot = qplan.slot(rj)
-    if slot.parent is None or not key_in_view(view, rj):
+    if view.outer is not None or slot.parent is None or not key_in_view(view, rj):
         return False
     if not set(slot.columns) <= view.visible_columns(rj):
         return False

@@ -1,0 +1,190 @@
+"""Outer-join views (LEFT, RIGHT, FULL): maintained through the padded rows of their terms
+(fedmodel.outer_joins, warehouse.core.outer_join_state), refused by the algorithms that cannot,
+and judged by an oracle that pads each state as DuckDB pads the relations of that state.
+
+The scenarios (tests/scenarios/outer_join_*.yaml) hold, per kind of outer join, a row whose last
+partner is deleted and which returns padded with NULLs and a padded row that gains a partner;
+test_paper_examples checks their expectations under their own algorithm, this file under every
+algorithm that takes outer joins. pg_ivm's outer-join views are in test_pg_ivm_views.py, random
+federations with outer joins in test_simulator_property.py.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import duckdb
+import pytest
+from scenario_support import SCENARIOS, run, seeds, under_random_faults
+
+from fedmodel.catalog import Catalog
+from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
+from fedmodel.transactions import Notification, RelationChange
+from loadgen.checker.oracle import Oracle
+from loadgen.simulation.scenario import load_scenario, parse_scenario
+from loadgen.simulation.simulate import simulate
+from warehouse.core import registry
+from warehouse.core.outer_join_state import OuterJoinState
+
+OUTER_SCENARIOS = sorted(p.name for p in SCENARIOS.glob("outer_join_*.yaml"))
+TAKING = [p.name for p in registry.plugins() if p.outer_joins]
+REFUSING = [p.name for p in registry.plugins() if not p.outer_joins]
+
+# Relations keyed by all their columns, as pg_ivm's tables are, with NULLs among their values.
+SOURCES = {"ds1": {"r": {"columns": ["i"], "types": ["BIGINT"]}, "t": {"columns": ["j"], "types": ["BIGINT"]}},
+           "ds2": {"s": {"columns": ["i", "j"], "types": ["BIGINT", "BIGINT"]}}}
+INITIAL = {"r": [[1], [2], [None]], "s": [[1, 1], [2, None], [None, 2], [4, 3]], "t": [[1], [3], [None]]}
+VIEWS = [f"SELECT r.i, s.i AS si, s.j, t.j AS tj FROM r {a} JOIN s ON r.i = s.i {b} JOIN t ON s.j = t.j"
+         for a in ("LEFT", "RIGHT", "FULL") for b in ("LEFT", "RIGHT", "FULL", "")]
+
+
+def test_the_algorithms_that_take_outer_joins_are_those_that_fold_the_padded_terms():
+    assert set(TAKING) >= {"sze-ling", "lazy", "versioned", "conventional", "recompute"}
+    assert {"strobe", "c-strobe", "sweep", "eca", "salem"} <= set(REFUSING)
+
+
+@pytest.mark.parametrize("name", OUTER_SCENARIOS)
+@pytest.mark.parametrize("algorithm", [a for a in TAKING if registry.get(a).level != "none"])
+def test_an_outer_join_scenario_ends_with_its_view_at_the_level_each_algorithm_claims(name, algorithm):
+    expected = load_scenario(SCENARIOS / name).expect_view
+    result = run(name, algorithm)
+    assert sorted(map(tuple, result["view"]), key=repr) == sorted(expected, key=repr)
+    levels = registry.LEVELS
+    assert levels.index(result["consistency"]) >= levels.index(registry.get(algorithm).level), \
+        result["checker"]["first_violation"]
+
+
+@pytest.mark.parametrize("algorithm", REFUSING)
+def test_an_algorithm_that_cannot_keep_outer_joins_refuses_in_one_line_naming_it(algorithm):
+    with pytest.raises(registry.AlgorithmError) as err:
+        run(OUTER_SCENARIOS[0], algorithm)
+    message = str(err.value)
+    assert message.startswith(f"{algorithm} cannot maintain outer joins") and "\n" not in message
+
+
+def test_scan_access_refuses_outer_joins_in_one_line():
+    with pytest.raises(registry.AlgorithmError) as err:
+        simulate(load_scenario(SCENARIOS / OUTER_SCENARIOS[0]), "sze-ling", access="scan")
+    assert "outer joins with scan access" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("sql", VIEWS)
+def test_nulls_in_join_columns_and_all_null_rows_are_kept_under_faults(sql):
+    """A row of NULLs joins nothing, so nothing subsumes it (its term cannot be told, and need not
+    be); a NULL join value leaves its row padded."""
+    doc = under_random_faults("nulls", {"sources": SOURCES, "initial": INITIAL}, sql, seed=len(sql))
+    result = simulate(parse_scenario(doc, "nulls"))
+    assert result["consistency"] == "complete", (sql, result["checker"]["first_violation"])
+    assert result["checker"]["transactions"] == len(result["states"]) > 0
+
+
+def test_a_row_shows_while_no_larger_term_holds_its_base_rows():
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    view = parse_outer_join("SELECT r.i, s.j FROM r LEFT JOIN s ON r.i = s.i", catalog)
+    assert isinstance(view, OuterJoinView) and view.join.column_names == ("i", "j", "s_i")
+    state = OuterJoinState(view, {(1, None, None): 1, (None, None, None): 1})
+    assert state.rows() == {(1, None): 1, (None, None): 1}
+    assert state.apply({(1, 5, 1): 1}) == {(1, None): -1, (1, 5): 1}   # the first partner comes
+    assert state.apply({(1, 6, 1): 1}) == {(1, 6): 1}                  # a second one: no padding to drop
+    assert state.apply({(1, 5, 1): -1, (1, 6, 1): -1}) == {(1, 5): -1, (1, 6): -1, (1, None): 1}
+    assert state.rows() == {(1, None): 1, (None, None): 1}
+
+
+def _history(seed: int, catalog: Catalog) -> dict[str, list[Notification]]:
+    """Random transactions at each source: a few inserts and deletes of rows with NULLs, valid
+    against the source's state (relations are sets)."""
+    rng = random.Random(seed)
+    state = {name: {tuple(r) for r in rows} for name, rows in INITIAL.items()}
+    history: dict[str, list[Notification]] = {s: [] for s in catalog.sources}
+    brv = Counter()
+    for n in range(12):
+        source = rng.choice(sorted(catalog.sources))
+        rel = rng.choice(catalog.relations_at(source))
+        rows = state[rel.name]
+        if rows and rng.random() < 0.4:
+            change = RelationChange(rel.name, brv[rel.name] + 2, deleted=(rng.choice(sorted(rows, key=repr)),))
+            rows.discard(change.deleted[0])
+        else:
+            row = tuple(rng.choice([None, 1, 2, 3, 4]) for _ in rel.columns)
+            if row in rows:
+                continue
+            rows.add(row)
+            change = RelationChange(rel.name, brv[rel.name] + 2, inserted=(row,))
+        brv[rel.name] += 1
+        history[source].append(Notification(source, len(history[source]) + 2, f"x{n}", (change,)))
+    return history
+
+
+def _at(vector: dict[str, int], catalog: Catalog, history) -> dict[str, set]:
+    rows = {name: {tuple(r) for r in rows} for name, rows in INITIAL.items()}
+    for source, log in history.items():
+        for n in log[:vector[source] - 1]:
+            for change in n.changes:
+                rows[change.relation] -= set(change.deleted)
+                rows[change.relation] |= set(change.inserted)
+    return rows
+
+
+@pytest.mark.parametrize("seed", seeds(20))
+def test_the_oracle_reads_each_state_as_duckdb_reads_the_view_over_that_states_relations(seed):
+    """The oracle tags each relation's rows with the state they exist at and pairs rows of one
+    state only; DuckDB, handed the relations of one state as tables, evaluates the view itself."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(seed, catalog)
+    rng = random.Random(seed)
+    vectors = [{s: rng.randint(1, len(log) + 1) for s, log in history.items()} for _ in range(6)]
+    sql = VIEWS[seed % len(VIEWS)]
+    oracle = Oracle(catalog, sql, {r: [tuple(x) for x in rows] for r, rows in INITIAL.items()}, history)
+    for vector, got in zip(vectors, oracle.views_at(vectors)):
+        db = duckdb.connect()
+        for name, rows in _at(vector, catalog, history).items():
+            rel = catalog.relation(name)
+            db.execute(f"CREATE TABLE {name} ({', '.join(f'{c} BIGINT' for c in rel.columns)})")
+            if rows:
+                db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in rel.columns)})", list(rows))
+        assert got == dict(Counter(db.execute(sql).fetchall())), (sql, vector)
+
+
+@pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
+def test_a_live_command_refuses_an_outer_join_view_before_anything_starts(command, tmp_path, monkeypatch, capsys):
+    from loadgen import cli
+    from loadgen.workloads import tpch
+
+    views = tmp_path / "loadgen" / "workloads" / "views"
+    views.mkdir(parents=True)
+    (views / "left.sql").write_text("SELECT c_custkey, o_orderkey FROM customer LEFT JOIN orders ON c_custkey = o_custkey")
+    monkeypatch.setattr(tpch, "VIEWS_DIR", views)
+    out = tmp_path / "out"
+    flag = "--out" if command[0] == "bench" else "--run-dir"
+    views_flag = "--views" if command[0] == "bench" else "--view"
+    assert cli.main([*command, views_flag, "left", flag, str(out)]) == 2
+    captured = capsys.readouterr()
+    printed = (captured.out + captured.err).strip()
+    assert "left.sql: view: outer joins (LEFT, RIGHT, FULL JOIN) are maintained by `fedlab simulate`" in printed
+    assert "\n" not in printed and not out.exists()
+
+
+def test_the_warehouse_role_refuses_an_outer_join_view_in_its_config(tmp_path):
+    from loadgen.roles.runconfig import ConfigError, load_config
+
+    (tmp_path / "catalog.yaml").write_text(
+        "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
+    (tmp_path / "config.yaml").write_text(
+        "catalog: catalog.yaml\nview: SELECT r.i, s.i AS si FROM r FULL JOIN s ON r.i = s.i\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "config.yaml")
+    assert "outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("seed", seeds(24))
+def test_an_outer_join_view_is_complete_across_warehouse_crashes_and_source_restarts(seed):
+    """A restarted warehouse restores the terms' rows and rebuilds the counts that decide what is
+    subsumed from them (warehouse.core.outer_join_state); the views go on through complete states."""
+    sql = VIEWS[seed % len(VIEWS)]
+    doc = {"name": "crashes", "sources": SOURCES, "initial": INITIAL, "view": sql,
+           "steps": [{"random": {"seed": seed, "steps": 60, "drop": 0.1, "reorder": 0.2, "duplicate": 0.05,
+                                 "restart": 0.05, "warehouse_restart": 0.08}}, {"run": "all"}]}
+    result = simulate(parse_scenario(doc, "crashes"))
+    assert result["consistency"] == "complete", (sql, result["checker"]["first_violation"])
+    assert result["counters"].get("warehouse_restarts", 0) > 0
