@@ -94,9 +94,13 @@ from warehouse.store.materialize import materialize
 
 log = logging.getLogger("fedlab.warehouse")
 # Delta batches (_committer): the next starts BATCH_SPACING times the previous commit's duration
-# after it (Delta busies the committer at most a third of the time), never sooner than this.
+# after it (Delta busies the committer at most a third of the time), never sooner than this: a
+# commit costs the JVM 20-30 ms of CPU however little it holds, so at 100 txn/s batches 0.1 s
+# apart took 1.5 ms of JVM CPU per transaction and 0.25 s apart 1.2 (the whole federation's CPU
+# per transaction 12.6-12.7 -> 11.5-11.9 ms), for 20-40 ms more staleness to Delta at the p50
+# (167-169 -> 182-213 ms; fedlab bench at 100 txn/s, two trials each, docs/results.md).
 BATCH_SPACING = 3.0
-MIN_BATCH_SPACING = 0.1
+MIN_BATCH_SPACING = 0.25
 # A bound on a hung Query call, not the retry timeout (the core's): periodic recomputation's
 # snapshot of lineitem at SF 0.1 (324k rows) took more than 30 s to arrive under 500 txn/s.
 QUERY_DEADLINE = 300
