@@ -18,14 +18,17 @@ import duckdb
 import pytest
 from scenario_support import SCENARIOS, run, seeds, under_random_faults
 
+from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
+from fedmodel.terms_sql import maintained_sql
 from fedmodel.transactions import Notification, RelationChange
 from loadgen.checker.oracle import Oracle
 from loadgen.simulation.scenario import load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from warehouse.core import registry
 from warehouse.core.outer_join_state import OuterJoinState
+from warehouse.core.recompute import recompute
 
 OUTER_SCENARIOS = sorted(p.name for p in SCENARIOS.glob("outer_join_*.yaml"))
 TAKING = [p.name for p in registry.plugins() if p.outer_joins]
@@ -144,6 +147,32 @@ def test_the_oracle_reads_each_state_as_duckdb_reads_the_view_over_that_states_r
             if rows:
                 db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in rel.columns)})", list(rows))
         assert got == dict(Counter(db.execute(sql).fetchall())), (sql, vector)
+
+
+# Beside VIEWS: selections in ON and WHERE, and NOT EXISTS (its join holds both terms).
+SELECTING = ["SELECT r.i, s.j FROM r LEFT JOIN s ON r.i = s.i AND s.j > 1 WHERE r.i < 4",
+             "SELECT r.i FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.i = r.i AND s.j <> 2)"]
+
+
+@pytest.mark.parametrize("seed", seeds(20))
+def test_the_terms_sql_a_whole_view_evaluation_runs_gives_the_rows_the_core_folds(seed):
+    """fedmodel.terms_sql, which the live warehouse's Spark jobs evaluate, in DuckDB over each
+    state's relations, against warehouse.core.recompute (the simulator's evaluation)."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(seed, catalog)
+    rng = random.Random(seed)
+    sql = (VIEWS + SELECTING)[seed % (len(VIEWS) + len(SELECTING))]
+    join = parse_query(sql, catalog).join
+    for _ in range(3):
+        relations = _at({s: rng.randint(1, len(log) + 1) for s, log in history.items()}, catalog, history)
+        db = duckdb.connect()
+        for name, rows in relations.items():
+            rel = catalog.relation(name)
+            db.execute(f"CREATE TABLE {name} ({', '.join(f'{c} BIGINT' for c in rel.columns)})")
+            if rows:
+                db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in rel.columns)})", list(rows))
+        got = Counter(db.execute(maintained_sql(join)).fetchall())
+        assert got == recompute(join, {n: list(rows) for n, rows in relations.items()}), sql
 
 
 @pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
