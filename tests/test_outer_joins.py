@@ -175,6 +175,28 @@ def test_the_terms_sql_a_whole_view_evaluation_runs_gives_the_rows_the_core_fold
         assert got == recompute(join, {n: list(rows) for n, rows in relations.items()}), sql
 
 
+@pytest.mark.parametrize("seed", seeds(20))
+def test_the_checker_derives_the_terms_rows_on_its_own_at_states_and_along_a_chain(seed):
+    """A live run's history holds an outer-join view's join, its terms' padded rows; the checker
+    reads them from the join's SQL by its own rule (loadgen.checker.oracle.terms_sql), which must
+    give what the core folds (warehouse.core.recompute) at every state, both ways it evaluates."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(seed, catalog)
+    rng = random.Random(seed)
+    sql = (VIEWS + SELECTING)[seed % (len(VIEWS) + len(SELECTING))]
+    join = parse_query(sql, catalog).join
+    oracle = Oracle(catalog, join.sql, {r: [tuple(x) for x in rows] for r, rows in INITIAL.items()}, history,
+                    terms=True)
+    vectors = [{s: rng.randint(1, len(log) + 1) for s, log in history.items()} for _ in range(5)]
+    expected = [recompute(join, {n: list(rows) for n, rows in _at(v, catalog, history).items()}) for v in vectors]
+    assert oracle.views_at(vectors) == expected, sql
+    along, summed = [], Counter()
+    for change in oracle.changes_along(vectors):
+        summed.update(change)
+        along.append({r: c for r, c in summed.items() if c})
+    assert along == expected, sql
+
+
 @pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
 def test_a_live_command_refuses_an_outer_join_view_before_anything_starts(command, tmp_path, monkeypatch, capsys):
     from loadgen import cli
