@@ -197,35 +197,46 @@ def test_the_checker_derives_the_terms_rows_on_its_own_at_states_and_along_a_cha
     assert along == expected, sql
 
 
-@pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
-def test_a_live_command_refuses_an_outer_join_view_before_anything_starts(command, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("command", [["run", "--duration", "1s", "--algorithm", "strobe"],
+                                     ["bench", "--algorithms", "sze-ling,strobe"],
+                                     ["demo", "--algorithm", "strobe"]])
+def test_a_live_command_refuses_an_outer_join_view_an_algorithm_cannot_keep_before_anything_starts(
+        command, tmp_path, capsys):
     from loadgen import cli
-    from loadgen.workloads import tpch
 
-    views = tmp_path / "loadgen" / "workloads" / "views"
-    views.mkdir(parents=True)
-    (views / "left.sql").write_text("SELECT c_custkey, o_orderkey FROM customer LEFT JOIN orders ON c_custkey = o_custkey")
-    monkeypatch.setattr(tpch, "VIEWS_DIR", views)
     out = tmp_path / "out"
     flag = "--out" if command[0] == "bench" else "--run-dir"
     views_flag = "--views" if command[0] == "bench" else "--view"
-    assert cli.main([*command, views_flag, "left", flag, str(out)]) == 2
+    assert cli.main([*command, views_flag, "customer_urgent_orders", flag, str(out)]) == 2
     captured = capsys.readouterr()
     printed = (captured.out + captured.err).strip()
-    assert "left.sql: view: outer joins (LEFT, RIGHT, FULL JOIN) are maintained by `fedlab simulate`" in printed
+    assert "strobe cannot maintain outer joins (LEFT, RIGHT, FULL JOIN)" in printed
     assert "\n" not in printed and not out.exists()
 
 
-def test_the_warehouse_role_refuses_an_outer_join_view_in_its_config(tmp_path):
+def _role_config(folder, algorithm: str):
+    """A warehouse role's config (loadgen.roles.runconfig) of `algorithm` over a FULL JOIN view."""
+    (folder / "catalog.yaml").write_text(
+        "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
+    (folder / "config.yaml").write_text(f"run: {{algorithm: {algorithm}}}\ncatalog: catalog.yaml\n"
+                                        "view: SELECT r.i, s.i AS si FROM r FULL JOIN s ON r.i = s.i\n"
+                                        "sources: [{name: ds1, address: 'h1:1'}, {name: ds2, address: 'h2:1'}]\n")
+    return folder / "config.yaml"
+
+
+def test_the_warehouse_role_takes_an_outer_join_view(tmp_path):
+    from loadgen.roles.runconfig import load_config
+
+    assert load_config(_role_config(tmp_path, "sze-ling")).view.join.outer is not None
+
+
+def test_the_warehouse_role_refuses_an_outer_join_view_its_algorithm_cannot_keep(tmp_path):
     from loadgen.roles.runconfig import ConfigError, load_config
 
-    (tmp_path / "catalog.yaml").write_text(
-        "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
-    (tmp_path / "config.yaml").write_text(
-        "catalog: catalog.yaml\nview: SELECT r.i, s.i AS si FROM r FULL JOIN s ON r.i = s.i\n")
     with pytest.raises(ConfigError) as err:
-        load_config(tmp_path / "config.yaml")
-    assert "outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value) and "\n" not in str(err.value)
+        load_config(_role_config(tmp_path, "salem"))
+    assert "salem cannot maintain outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("seed", seeds(24))
