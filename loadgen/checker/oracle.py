@@ -24,8 +24,11 @@ state where the join is empty (the view's SQL evaluated once over empty relation
 must pair the rows of one state before it pads: a relation's rows are read once per state they
 exist at, each tagged with the state (`__i`), and every join's condition also equates the
 states of its two sides (`padded_sql`), since a condition on the states in WHERE, applied after
-the join, would let a row of another state count as a partner. The tables and
-the rewrites are built once, here, for every engine; an engine only loads the tables, runs the
+the join, would let a row of another state count as a partner. A live run's history of an
+outer-join view holds the join its warehouse maintains, the terms' padded rows, none subsumed:
+read with `terms`, an outer join's SQL means those rows (`terms_sql`, derived from the SQL's
+meaning, not from the maintenance path's term rules), which live while their base rows do and
+so are evaluated along a chain as a join's are. The tables and the rewrites are built once, here, for every engine; an engine only loads the tables, runs the
 query in its dialect and returns the rows.
 """
 
