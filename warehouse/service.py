@@ -158,7 +158,7 @@ class Warehouse:
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      list(join.output_names))
-        self.aggregate_state = None   # an aggregate or outer-join view's rows, kept from the join's deltas (set by open)
+        self.aggregate_state = None   # an aggregate or outer-join view's rows, from the join's deltas (set by open)
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # the batch ledger: Notify takes it without the core

@@ -28,8 +28,9 @@ the join, would let a row of another state count as a partner. A live run's hist
 outer-join view holds the join its warehouse maintains, the terms' padded rows, none subsumed:
 read with `terms`, an outer join's SQL means those rows (`terms_sql`, derived from the SQL's
 meaning, not from the maintenance path's term rules), which live while their base rows do and
-so are evaluated along a chain as a join's are. The tables and the rewrites are built once, here, for every engine; an engine only loads the tables, runs the
-query in its dialect and returns the rows.
+so are evaluated along a chain as a join's are. The tables and the rewrites are built once,
+here, for every engine; an engine only loads the tables, runs the query in its dialect and
+returns the rows.
 """
 
 from __future__ import annotations
@@ -386,7 +387,8 @@ def padded_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
 
     from_ = tree.args["from_"]
     pair(from_.this, tree.args.get("joins") or [])
-    return _counted([(tree, [state([from_.this, *(j.this for j in tree.args.get("joins") or [])]).as_("__i")])], dialect)
+    items = [from_.this, *(j.this for j in tree.args.get("joins") or [])]
+    return _counted([(tree, [state(items).as_("__i")])], dialect)
 
 
 def _outer_join(tree: exp.Select) -> bool:
