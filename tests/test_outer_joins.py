@@ -23,6 +23,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
 from fedmodel.terms_sql import maintained_sql
 from fedmodel.transactions import Notification, RelationChange
+from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle
 from loadgen.simulation.scenario import load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
@@ -195,6 +196,34 @@ def test_the_checker_derives_the_terms_rows_on_its_own_at_states_and_along_a_cha
         summed.update(change)
         along.append({r: c for r, c in summed.items() if c})
     assert along == expected, sql
+
+
+def test_the_verdict_on_an_outer_join_history_sees_a_padded_row_missing_from_a_state():
+    """A live history of an outer-join view's join (each transaction its own state, as the core
+    folds it) is complete by the checker's own terms; the same history with one padded row left
+    out of the state it arrives in is not, and that state is the first violation."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(5, catalog)
+    join = parse_query(VIEWS[0], catalog).join
+    initial = {r: [tuple(x) for x in rows] for r, rows in INITIAL.items()}
+    versions, states = {s: 1 for s in catalog.sources}, []
+    before = start = recompute(join, {n: list(rows) for n, rows in _at(versions, catalog, history).items()})
+    for source in sorted(catalog.sources):
+        for note in history[source]:
+            versions = {**versions, source: note.dsv}
+            now = recompute(join, {n: list(rows) for n, rows in _at(versions, catalog, history).items()})
+            delta = Counter(now)
+            delta.subtract(before)
+            states.append({"transaction": note.txn_id, "source": source, "dsv": note.dsv, "versions": versions,
+                           "delta": {r: c for r, c in delta.items() if c}})
+            before = now
+    oracle = Oracle(catalog, join.sql, initial, history, terms=True)
+    assert classify(oracle, states, before, {s: 1 for s in catalog.sources}, start).level == "complete"
+    i, row = next((i, r) for i, s in enumerate(states) for r, c in s["delta"].items() if c > 0 and None in r)
+    broken = [*states[:i], {**states[i], "delta": {r: c for r, c in states[i]["delta"].items() if r != row}},
+              *states[i + 1:]]
+    verdict = classify(oracle, broken, before, {s: 1 for s in catalog.sources}, start)
+    assert verdict.level != "complete" and verdict.first_violation["state"] == i
 
 
 @pytest.mark.parametrize("command", [["run", "--duration", "1s", "--algorithm", "strobe"],
