@@ -14,10 +14,8 @@ shows the user's columns. To tell that from a row alone, the maintained view, th
   or join columns; a row with none (a relation's row of NULLs there) joins nothing, so no row
   subsumes it, and which term it is of does not matter;
 - the relations of its term are the base rows it holds, by their keys.
-warehouse.core.outer_join_state keeps the user's rows from the join's deltas, state by state.
-Live runs refuse such a view (`refuse_live`): the live warehouse materialises and recomputes a
-view by handing its SQL to Spark, and `fedlab check` judges a run by its join's SQL, while the
-terms' padded rows are no one SQL query that either evaluates.
+warehouse.core.outer_join_state keeps the user's rows from the join's deltas, state by state; a
+whole-view evaluation (live, a Spark job) reads the join as fedmodel.terms_sql writes it.
 
 >>> from fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"r": {"columns": ["i", "v"], "key": ["i"]}},
@@ -35,7 +33,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
 from fedmodel.viewdef import ColumnRef, ViewDef, parse_view, per_view, with_columns
 
 
@@ -86,14 +83,6 @@ class OuterJoinView:
         term = self.term_of(row) if term is None else term
         return term, tuple(tuple(row[p] for p in _key_positions(self.join, r))
                            for r in self.join.relations if r in term)
-
-
-def refuse_live(view) -> None:
-    """ModelError (one line) for an outer-join view given to the live warehouse (see above)."""
-    if isinstance(view, OuterJoinView):
-        raise ModelError("view: outer joins (LEFT, RIGHT, FULL JOIN) are maintained by `fedlab simulate`; the live "
-                         "warehouse (Spark, Delta) refuses them: its Spark jobs and `fedlab check` evaluate one SQL "
-                         "query, which the terms' padded rows it keeps are not")
 
 
 def parse_outer_join(sql: str, catalog: Catalog, written: str | None = None) -> ViewDef | OuterJoinView:

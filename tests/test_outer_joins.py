@@ -18,14 +18,18 @@ import duckdb
 import pytest
 from scenario_support import SCENARIOS, run, seeds, under_random_faults
 
+from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
+from fedmodel.terms_sql import maintained_sql
 from fedmodel.transactions import Notification, RelationChange
+from loadgen.checker.levels import classify
 from loadgen.checker.oracle import Oracle
 from loadgen.simulation.scenario import load_scenario, parse_scenario
 from loadgen.simulation.simulate import simulate
 from warehouse.core import registry
 from warehouse.core.outer_join_state import OuterJoinState
+from warehouse.core.recompute import recompute
 
 OUTER_SCENARIOS = sorted(p.name for p in SCENARIOS.glob("outer_join_*.yaml"))
 TAKING = [p.name for p in registry.plugins() if p.outer_joins]
@@ -146,35 +150,122 @@ def test_the_oracle_reads_each_state_as_duckdb_reads_the_view_over_that_states_r
         assert got == dict(Counter(db.execute(sql).fetchall())), (sql, vector)
 
 
-@pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
-def test_a_live_command_refuses_an_outer_join_view_before_anything_starts(command, tmp_path, monkeypatch, capsys):
-    from loadgen import cli
-    from loadgen.workloads import tpch
+# Beside VIEWS: selections in ON and WHERE, and NOT EXISTS (its join holds both terms).
+SELECTING = ["SELECT r.i, s.j FROM r LEFT JOIN s ON r.i = s.i AND s.j > 1 WHERE r.i < 4",
+             "SELECT r.i FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.i = r.i AND s.j <> 2)"]
 
-    views = tmp_path / "loadgen" / "workloads" / "views"
-    views.mkdir(parents=True)
-    (views / "left.sql").write_text("SELECT c_custkey, o_orderkey FROM customer LEFT JOIN orders ON c_custkey = o_custkey")
-    monkeypatch.setattr(tpch, "VIEWS_DIR", views)
+
+@pytest.mark.parametrize("seed", seeds(20))
+def test_the_terms_sql_a_whole_view_evaluation_runs_gives_the_rows_the_core_folds(seed):
+    """fedmodel.terms_sql, which the live warehouse's Spark jobs evaluate, in DuckDB over each
+    state's relations, against warehouse.core.recompute (the simulator's evaluation)."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(seed, catalog)
+    rng = random.Random(seed)
+    sql = (VIEWS + SELECTING)[seed % (len(VIEWS) + len(SELECTING))]
+    join = parse_query(sql, catalog).join
+    for _ in range(3):
+        relations = _at({s: rng.randint(1, len(log) + 1) for s, log in history.items()}, catalog, history)
+        db = duckdb.connect()
+        for name, rows in relations.items():
+            rel = catalog.relation(name)
+            db.execute(f"CREATE TABLE {name} ({', '.join(f'{c} BIGINT' for c in rel.columns)})")
+            if rows:
+                db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' for _ in rel.columns)})", list(rows))
+        got = Counter(db.execute(maintained_sql(join)).fetchall())
+        assert got == recompute(join, {n: list(rows) for n, rows in relations.items()}), sql
+
+
+@pytest.mark.parametrize("seed", seeds(20))
+def test_the_checker_derives_the_terms_rows_on_its_own_at_states_and_along_a_chain(seed):
+    """A live run's history holds an outer-join view's join, its terms' padded rows; the checker
+    reads them from the join's SQL by its own rule (loadgen.checker.oracle.terms_sql), which must
+    give what the core folds (warehouse.core.recompute) at every state, both ways it evaluates."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(seed, catalog)
+    rng = random.Random(seed)
+    sql = (VIEWS + SELECTING)[seed % (len(VIEWS) + len(SELECTING))]
+    join = parse_query(sql, catalog).join
+    oracle = Oracle(catalog, join.sql, {r: [tuple(x) for x in rows] for r, rows in INITIAL.items()}, history,
+                    terms=True)
+    vectors = [{s: rng.randint(1, len(log) + 1) for s, log in history.items()} for _ in range(5)]
+    expected = [recompute(join, {n: list(rows) for n, rows in _at(v, catalog, history).items()}) for v in vectors]
+    assert oracle.views_at(vectors) == expected, sql
+    along, summed = [], Counter()
+    for change in oracle.changes_along(vectors):
+        summed.update(change)
+        along.append({r: c for r, c in summed.items() if c})
+    assert along == expected, sql
+
+
+def test_the_verdict_on_an_outer_join_history_sees_a_padded_row_missing_from_a_state():
+    """A live history of an outer-join view's join (each transaction its own state, as the core
+    folds it) is complete by the checker's own terms; the same history with one padded row left
+    out of the state it arrives in is not, and that state is the first violation."""
+    catalog = Catalog.from_dict({"sources": SOURCES})
+    history = _history(5, catalog)
+    join = parse_query(VIEWS[0], catalog).join
+    initial = {r: [tuple(x) for x in rows] for r, rows in INITIAL.items()}
+    versions, states = {s: 1 for s in catalog.sources}, []
+    before = start = recompute(join, {n: list(rows) for n, rows in _at(versions, catalog, history).items()})
+    for source in sorted(catalog.sources):
+        for note in history[source]:
+            versions = {**versions, source: note.dsv}
+            now = recompute(join, {n: list(rows) for n, rows in _at(versions, catalog, history).items()})
+            delta = Counter(now)
+            delta.subtract(before)
+            states.append({"transaction": note.txn_id, "source": source, "dsv": note.dsv, "versions": versions,
+                           "delta": {r: c for r, c in delta.items() if c}})
+            before = now
+    oracle = Oracle(catalog, join.sql, initial, history, terms=True)
+    assert classify(oracle, states, before, {s: 1 for s in catalog.sources}, start).level == "complete"
+    i, row = next((i, r) for i, s in enumerate(states) for r, c in s["delta"].items() if c > 0 and None in r)
+    broken = [*states[:i], {**states[i], "delta": {r: c for r, c in states[i]["delta"].items() if r != row}},
+              *states[i + 1:]]
+    verdict = classify(oracle, broken, before, {s: 1 for s in catalog.sources}, start)
+    assert verdict.level != "complete" and verdict.first_violation["state"] == i
+
+
+@pytest.mark.parametrize("command", [["run", "--duration", "1s", "--algorithm", "strobe"],
+                                     ["bench", "--algorithms", "sze-ling,strobe"],
+                                     ["demo", "--algorithm", "strobe"]])
+def test_a_live_command_refuses_an_outer_join_view_an_algorithm_cannot_keep_before_anything_starts(
+        command, tmp_path, capsys):
+    from loadgen import cli
+
     out = tmp_path / "out"
     flag = "--out" if command[0] == "bench" else "--run-dir"
     views_flag = "--views" if command[0] == "bench" else "--view"
-    assert cli.main([*command, views_flag, "left", flag, str(out)]) == 2
+    assert cli.main([*command, views_flag, "customer_urgent_orders", flag, str(out)]) == 2
     captured = capsys.readouterr()
     printed = (captured.out + captured.err).strip()
-    assert "left.sql: view: outer joins (LEFT, RIGHT, FULL JOIN) are maintained by `fedlab simulate`" in printed
+    assert "strobe cannot maintain outer joins (LEFT, RIGHT, FULL JOIN)" in printed
     assert "\n" not in printed and not out.exists()
 
 
-def test_the_warehouse_role_refuses_an_outer_join_view_in_its_config(tmp_path):
+def _role_config(folder, algorithm: str):
+    """A warehouse role's config (loadgen.roles.runconfig) of `algorithm` over a FULL JOIN view."""
+    (folder / "catalog.yaml").write_text(
+        "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
+    (folder / "config.yaml").write_text(f"run: {{algorithm: {algorithm}}}\ncatalog: catalog.yaml\n"
+                                        "view: SELECT r.i, s.i AS si FROM r FULL JOIN s ON r.i = s.i\n"
+                                        "sources: [{name: ds1, address: 'h1:1'}, {name: ds2, address: 'h2:1'}]\n")
+    return folder / "config.yaml"
+
+
+def test_the_warehouse_role_takes_an_outer_join_view(tmp_path):
+    from loadgen.roles.runconfig import load_config
+
+    assert load_config(_role_config(tmp_path, "sze-ling")).view.join.outer is not None
+
+
+def test_the_warehouse_role_refuses_an_outer_join_view_its_algorithm_cannot_keep(tmp_path):
     from loadgen.roles.runconfig import ConfigError, load_config
 
-    (tmp_path / "catalog.yaml").write_text(
-        "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
-    (tmp_path / "config.yaml").write_text(
-        "catalog: catalog.yaml\nview: SELECT r.i, s.i AS si FROM r FULL JOIN s ON r.i = s.i\n")
     with pytest.raises(ConfigError) as err:
-        load_config(tmp_path / "config.yaml")
-    assert "outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value) and "\n" not in str(err.value)
+        load_config(_role_config(tmp_path, "salem"))
+    assert "salem cannot maintain outer joins (LEFT, RIGHT, FULL JOIN)" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("seed", seeds(24))

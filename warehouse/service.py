@@ -32,7 +32,9 @@
   reach the core in the order the source sent them (warehouse.fifo_order).
 The core keeps the view in memory (partial self-maintenance reads it; ReadView serves it); Delta
 is its durable copy. After a crash the warehouse restarts from Delta: the view, the version
-state, and the notifications received but not yet applied.
+state, and the notifications received but not yet applied; an aggregate or outer-join view's
+state (its groups, the counts that say which padded rows are subsumed) is rebuilt from the join
+restored.
 The warehouse's message log (fedmodel.message_log, `messages.jsonl` in the history folder) gets a
 line for every notification and answer received and every sub-query and resend request sent.
 """
@@ -54,7 +56,6 @@ import grpc
 from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
 from fedio.message_log import MessageLog
 from fedmodel.aggregate_view import parse_query
-from fedmodel.outer_join_view import refuse_live
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
 from fedmodel.codec import encode_rows
@@ -62,6 +63,7 @@ from fedmodel.errors import ModelError, first_line
 from fedmodel.message_log import WAREHOUSE_LOG, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
+from fedmodel.terms_sql import maintained_sql
 from fedmodel.wire import pb, rpc
 from warehouse.answered_recently import AnsweredRecently
 from warehouse.core import registry
@@ -138,15 +140,16 @@ class Warehouse:
         <data_dir>/history); `tls`: mutual TLS on its server and its channels to the sources."""
         self.catalog = catalog
         self.tls = tls
-        # The user's view; the algorithm maintains its join (itself, unless it is an aggregate view:
-        # fedmodel.aggregate_view), whose states Delta and the history keep, and reads see the user's
-        # view: the join's rows, or an aggregate view's kept from its deltas (self.aggregate_state,
-        # warehouse.core.aggregate_state).
+        # The user's view; the algorithm maintains its join (itself, unless it is an aggregate view,
+        # fedmodel.aggregate_view, or an outer-join one, fedmodel.outer_join_view: its terms' padded
+        # rows), whose states Delta and the history keep, and reads see the user's view: the join's
+        # rows, or an aggregate or outer-join view's kept from its deltas (self.aggregate_state,
+        # warehouse.core.aggregate_state, outer_join_state).
         self.view = parse_query(view_sql, catalog)
-        refuse_live(self.view)
         join = self.view.join
         self.settings = settings
         self.plugin = registry.get(settings.algorithm)   # an unknown name fails here, before anything starts
+        registry.check_view(settings.algorithm, join, settings.core.access)   # and a view it cannot keep
         self.core_settings = settings.algorithm_settings(self.plugin.access(settings.core.access))
         self.salem = settings.core.salem or SalemOptions()
         self.sources = dict(sources)
@@ -159,7 +162,7 @@ class Warehouse:
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      list(join.output_names))
-        self.aggregate_state = None   # an aggregate view's rows, kept from the join's deltas (set by open)
+        self.aggregate_state = None   # an aggregate or outer-join view's rows, from the join's deltas (set by open)
         self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # the batch ledger: Notify takes it without the core
@@ -278,7 +281,7 @@ class Warehouse:
         # The Strobe family maintains the view widened with every relation's key; its
         # view_rows() are the join's again.
         join = self.view.join
-        maintained = materialize(self.spark, self.plugin.maintained_view(join).rewritten, snapshots)
+        maintained = materialize(self.spark, maintained_sql(self.plugin.maintained_view(join)), snapshots)
         self.algorithm = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
         self.batches = BatchLedger(dsv)
         rows = self.algorithm.view_rows()
@@ -601,7 +604,7 @@ class Warehouse:
                 snapshots = {name: (list(rel.columns), list(rel.types), rows) for name, rows in job.relations.items()
                              for rel in [self.catalog.relation(name)]}
                 try:
-                    rows = materialize(self.spark, job.view.rewritten, snapshots)
+                    rows = materialize(self.spark, maintained_sql(job.view), snapshots)
                 except Exception:  # Spark's errors are many kinds; whichever it is, the round is lost
                     log.exception("recomputation of round %d failed; the next round tries again", job.round)
                     rows = None

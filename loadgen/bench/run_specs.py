@@ -167,6 +167,7 @@ def run_specs(algorithms: str, views: str, scales: str, chaos: list[str] | None,
     faults = _faults(chaos_list, sources)
     _validate_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat)
     _validate_outside_writers(outside_writers, source_engine, data)
+    _check_views(algorithm_runs, data)
     step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
     return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
                     step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
@@ -174,6 +175,22 @@ def run_specs(algorithms: str, views: str, scales: str, chaos: list[str] | None,
             for trial in range(1, repeat + 1)
             for view, scale, placement, recipe in data for spec in chaos_list
             for name, access, combine_max in algorithm_runs]
+
+
+def _check_views(algorithm_runs: list[tuple[str, str | None, int | None]], data: list[tuple]) -> None:
+    """BenchArgumentError for an algorithm that cannot maintain a TPC-H view of the bench (an outer
+    join, which some refuse: registry.check_view), before any run starts."""
+    from fedmodel.aggregate_view import parse_query
+    from loadgen.workloads.tpch import load_view, tpch_catalog
+    from warehouse.core import registry
+
+    for view in dict.fromkeys(v for v, _scale, _placement, recipe in data if recipe is None):
+        join = parse_query(load_view(view), tpch_catalog()).join
+        for name, access, _ in algorithm_runs:
+            try:
+                registry.check_view(name, join, access)
+            except registry.AlgorithmError as err:
+                raise BenchArgumentError(f"--algorithms: {name} over --views {view}: {err}") from None
 
 
 def _algorithm_runs(algorithms: str, combine: str, max_jobs: int) -> list[tuple[str, str | None, int | None]]:

@@ -24,15 +24,20 @@ state where the join is empty (the view's SQL evaluated once over empty relation
 must pair the rows of one state before it pads: a relation's rows are read once per state they
 exist at, each tagged with the state (`__i`), and every join's condition also equates the
 states of its two sides (`padded_sql`), since a condition on the states in WHERE, applied after
-the join, would let a row of another state count as a partner. The tables and
-the rewrites are built once, here, for every engine; an engine only loads the tables, runs the
-query in its dialect and returns the rows.
+the join, would let a row of another state count as a partner. A live run's history of an
+outer-join view holds the join its warehouse maintains, the terms' padded rows, none subsumed:
+read with `terms`, an outer join's SQL means those rows (`terms_sql`, derived from the SQL's
+meaning, not from the maintenance path's term rules), which live while their base rows do and
+so are evaluated along a chain as a join's are. The tables and the rewrites are built once,
+here, for every engine; an engine only loads the tables, runs the query in its dialect and
+returns the rows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import itertools
 from collections import Counter
 from dataclasses import replace
 from typing import Iterator, Protocol
@@ -108,8 +113,10 @@ def engine_named(name: str, pg_dsn: str | None = None) -> Iterator[Engine]:
 
 class Oracle:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]],
-                 history: dict[str, list[Notification]], engine: Engine | None = None):
-        """`history[source]` lists the source's committed transactions in DSV order, from DSV 2."""
+                 history: dict[str, list[Notification]], engine: Engine | None = None, terms: bool = False):
+        """`history[source]` lists the source's committed transactions in DSV order, from DSV 2.
+        `terms`: an outer join's SQL stands for the padded rows of all its terms, none subsumed
+        (`terms_sql`): what a warehouse keeps of an outer-join view, not the view its user sees."""
         self.catalog = catalog
         self.view_sql, self.initial = view_sql, initial
         self.history = history
@@ -119,19 +126,21 @@ class Oracle:
                        for rel in catalog.relations if rel.name.lower() in read}
         self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
         tree = _view_tree(view_sql, catalog)
-        self.outer = _outer_join(tree)
-        self.sql = (padded_sql if self.outer else temporal_sql)(view_sql, catalog, self.engine.dialect)
+        self.terms = terms
+        self.padded = _outer_join(tree) and not terms   # rows padded as the user's outer joins pad them
+        self.sql = (padded_sql(view_sql, catalog, self.engine.dialect) if self.padded
+                    else temporal_sql(view_sql, catalog, self.engine.dialect, terms))
         self.aggregate_kind = _aggregate_kind(tree)
         # A row of a view with EXISTS exists while some partner does, and a row an outer join pads
         # while none does, not only while its own base rows do: each is found state by state, as
-        # an aggregate view's are.
-        along_chain = not self.aggregate_kind and tree.find(exp.Exists) is None and not self.outer
-        self.chain_sql = chain_sql(view_sql, catalog, self.engine.dialect) if along_chain else None
+        # an aggregate view's are. A term's row lives while its base rows do.
+        along_chain = not self.aggregate_kind and tree.find(exp.Exists) is None and not self.padded
+        self.chain_sql = chain_sql(view_sql, catalog, self.engine.dialect, terms) if along_chain else None
         self._empty_row = _empty_row(tree, self.tables, self.engine) if self.aggregate_kind == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
-        if self.outer:
+        if self.padded:
             rows = self.engine.query(self.sql, {
                 name: _by_state(table, [v.get(self._source_of[name], 1) for v in vectors])
                 for name, table in self.tables.items()})
@@ -177,7 +186,7 @@ class Oracle:
         (What follows at `source` is left out: it may undo rows the left-out part wrote.)"""
         log = list(self.history[source][:dsv - 1])
         log[-1] = replace(log[-1], changes=tuple(c for c in log[-1].changes if c.relation in relations))
-        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.engine)
+        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.engine, self.terms)
 
     def final_versions(self) -> dict[str, int]:
         return {s: 1 + len(self.history.get(s, [])) for s in self.catalog.sources}
@@ -234,8 +243,9 @@ def _differences(views: list[dict[tuple, int]]) -> list[dict[tuple, int]]:
     return changes
 
 
-def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
-    """The view SQL read at every state of `__states`, in `dialect`: `SELECT __i, <view>, count`.
+def temporal_sql(view_sql: str, catalog: Catalog, dialect: str, terms: bool = False) -> str:
+    """The view SQL read at every state of `__states`, in `dialect`: `SELECT __i, <view>, count`;
+    with `terms`, an outer join's terms (`terms_sql`).
 
     Each relation is joined with the state table on its source's column (`__s<n>`, n its source's
     place in the catalog) so that only the rows alive at that DSV take part. Identifiers are
@@ -254,10 +264,21 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
      AND "__s"."__s0" < "r1"."__vto") AS "v" GROUP BY "__i", "__c0"'
     """
     tree = _view_tree(view_sql, catalog)
+    state = [exp.column("__i", table="__s").as_("__i")]
+    if terms and _outer_join(tree):
+        return _counted([(_at_states(branch, catalog, present), state) for branch, present in terms_sql(tree)], dialect)
+    return _counted([(_at_states(tree, catalog, None), state)], dialect)
+
+
+def _at_states(tree: exp.Select, catalog: Catalog, present: set[str] | None) -> exp.Select:
+    """`tree` joined with the states, each of its tables (those named in `present`, when given:
+    the others are read empty) read at the state of its row."""
     sources = list(catalog.sources)
     conditions = []
     for table in list(tree.find_all(exp.Table)):
         alias = table.alias_or_name
+        if present is not None and alias not in present:
+            continue
         at = exp.column(_state_column(sources.index(catalog.relation(table.name).source)), table="__s")
         alive = [exp.column("__vfrom", table=alias) <= at, at < exp.column("__vto", table=alias)]
         scope = table.find_ancestor(exp.Select)
@@ -268,7 +289,62 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
     tree = tree.join(exp.to_table("__states").as_("__s"), join_type="cross").where(*conditions)
     if _aggregate_kind(tree) and not tree.args.get("distinct"):   # each state's groups apart
         tree = tree.group_by(exp.column("__i", table="__s"))
-    return _counted(tree, [exp.column("__i", table="__s").as_("__i")], dialect)
+    return tree
+
+
+def terms_sql(tree: exp.Select) -> list[tuple[exp.Select, set[str]]]:
+    """The rows of an outer-join SQL's terms, each padded, each once and none subsumed (what a
+    warehouse maintains for an outer-join view: its history), as SELECTs to be read UNION ALL:
+    one per non-empty set S of the tables of FROM, with S (their aliases). Derived here from
+    the SQL's meaning alone, by none of the maintenance path's term rules: a row of the SQL over
+    a database in which every table outside S is empty, with every table of S present, is a row
+    of the term S (with the others empty no larger term has rows to subsume it, and a row with S
+    present is of no other term), and every row of term S is one; for an S that is no term
+    there is none. So each branch reads the tables outside S as empty tables, and its caller
+    keeps the rows in which those of S are present (alive at a state, or along a chain). Such a
+    row is a combination of S's rows that meets the conditions among them: an inner join's, so
+    it lives while its base rows do. Left out first, as they pick the rows a user sees after
+    subsumption and not the terms: the anti-join's tests of padding, `x.c IS NULL` on a column an
+    ON equates (`... LEFT JOIN b ON b.i = a.i WHERE b.i IS NULL`: its join keeps both terms).
+
+    >>> tree = sqlglot.parse_one("SELECT r.a, s.b FROM r LEFT JOIN s ON r.a = s.a WHERE s.a IS NULL")
+    >>> [(b.sql(), sorted(p)) for b, p in terms_sql(tree)]  # doctest: +NORMALIZE_WHITESPACE
+    [('SELECT r.a, s.b FROM r LEFT JOIN (SELECT * FROM s AS __none WHERE FALSE) AS s ON r.a = s.a', ['r']),
+     ('SELECT r.a, s.b FROM (SELECT * FROM r AS __none WHERE FALSE) AS r LEFT JOIN s ON r.a = s.a', ['s']),
+     ('SELECT r.a, s.b FROM r LEFT JOIN s ON r.a = s.a', ['r', 's'])]
+    """
+    tree = _without_padding_tests(tree)
+    aliases = [table.alias_or_name for table in tree.find_all(exp.Table)]
+    branches = []
+    for size in range(1, len(aliases) + 1):
+        for present in itertools.combinations(aliases, size):
+            branch = tree.copy()
+            for table in list(branch.find_all(exp.Table)):
+                if table.alias_or_name not in present:
+                    empty = exp.select("*").from_(exp.to_table(table.name).as_("__none")).where(exp.false())
+                    table.replace(empty.subquery(table.alias_or_name))
+            branches.append((branch, set(present)))
+    return branches
+
+
+def _without_padding_tests(tree: exp.Select) -> exp.Select:
+    """`tree` without WHERE's conjuncts `x.c IS NULL` on a column some ON condition equates."""
+    equated = {(c.table.lower(), c.name.lower()) for join in tree.find_all(exp.Join) if join.args.get("on")
+               for eq in join.args["on"].find_all(exp.EQ) for c in eq.find_all(exp.Column)}
+    where = tree.args.get("where")
+    if where is None:
+        return tree
+    conjuncts, kept = [where.this], []
+    while conjuncts:
+        c = conjuncts.pop(0).unnest()
+        if isinstance(c, exp.And):
+            conjuncts[:0] = [c.this, c.expression]
+        elif not (isinstance(c, exp.Is) and isinstance(c.this, exp.Column) and isinstance(c.expression, exp.Null)
+                  and (c.this.table.lower(), c.this.name.lower()) in equated):
+            kept.append(c)
+    tree = tree.copy()
+    tree.set("where", exp.Where(this=exp.and_(*kept)) if kept else None)
+    return tree
 
 
 def padded_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
@@ -311,7 +387,8 @@ def padded_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
 
     from_ = tree.args["from_"]
     pair(from_.this, tree.args.get("joins") or [])
-    return _counted(tree, [state([from_.this, *(j.this for j in tree.args.get("joins") or [])]).as_("__i")], dialect)
+    items = [from_.this, *(j.this for j in tree.args.get("joins") or [])]
+    return _counted([(tree, [state(items).as_("__i")])], dialect)
 
 
 def _outer_join(tree: exp.Select) -> bool:
@@ -329,10 +406,11 @@ def _by_state(table: pa.Table, dsvs: list[int]) -> pa.Table:
     return pa.concat_tables(parts) if parts else table.append_column("__i", pa.array([], pa.int64()))
 
 
-def chain_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
+def chain_sql(view_sql: str, catalog: Catalog, dialect: str, terms: bool = False) -> str:
     """The view SQL over relations whose rows carry the positions of a chain of states at which
     they exist (`__from`, `__to`, half-open: loadgen.checker.chain), in `dialect`:
-    `SELECT __from, __to, <view>, count`.
+    `SELECT __from, __to, <view>, count`; with `terms`, an outer join's terms (`terms_sql`), each
+    row where all the tables of its term are present.
 
     A view row, one combination of base rows, exists exactly where all of them do: from the
     greatest of their starts to the least of their ends, when that is not empty. The rewrite is
@@ -347,11 +425,20 @@ def chain_sql(view_sql: str, catalog: Catalog, dialect: str) -> str:
      "r2"."__to")) AS "v" GROUP BY "__from", "__to", "__c0", "__c1"'
     """
     tree = _view_tree(view_sql, catalog)
-    aliases = [table.alias_or_name for table in tree.find_all(exp.Table)]
+    if terms and _outer_join(tree):
+        # GREATEST and LEAST skip NULLs (PostgreSQL's, DuckDB's): a term's tables must be present.
+        return _counted([_along(branch.where(*(exp.column("__from", table=a).is_(exp.null()).not_()
+                                               for a in sorted(present))), sorted(present))
+                         for branch, present in terms_sql(tree)], dialect)
+    return _counted([_along(tree, [table.alias_or_name for table in tree.find_all(exp.Table)])], dialect)
+
+
+def _along(tree: exp.Select, aliases: list[str]) -> tuple[exp.Select, list[exp.Alias]]:
+    """`tree`'s rows where all of `aliases`' tables' rows exist: from the greatest of their starts
+    to the least of their ends."""
     start = _extreme(exp.Greatest, [exp.column("__from", table=a) for a in aliases])
     end = _extreme(exp.Least, [exp.column("__to", table=a) for a in aliases])
-    tree = tree.where(start < end)
-    return _counted(tree, [start.copy().as_("__from"), end.copy().as_("__to")], dialect)
+    return tree.where(start < end), [start.copy().as_("__from"), end.copy().as_("__to")]
 
 
 def _view_tree(view_sql: str, catalog: Catalog) -> exp.Select:
@@ -391,14 +478,19 @@ def _extreme(function: type[exp.Func], columns: list[exp.Column]) -> exp.Express
     return columns[0] if len(columns) == 1 else function(this=columns[0], expressions=columns[1:])
 
 
-def _counted(tree: exp.Select, leading: list[exp.Alias], dialect: str) -> str:
-    """`tree`'s view columns renamed by position after the `leading` ones, identical rows grouped
-    into a count, identifiers lower-cased and quoted, rendered in `dialect`."""
-    view_columns = [f"__c{k}" for k in range(len(tree.expressions))]
-    tree.set("expressions", [*leading, *(e.unalias().as_(name) for e, name in zip(tree.expressions, view_columns))])
-    grouped = [*(column.alias for column in leading), *view_columns]
+def _counted(branches: list[tuple[exp.Select, list[exp.Alias]]], dialect: str) -> str:
+    """The branches' rows (one SELECT, or several read UNION ALL), each branch's view columns
+    renamed by position after its `leading` ones, identical rows grouped into a count,
+    identifiers lower-cased and quoted, rendered in `dialect`."""
+    for tree, leading in branches:
+        view_columns = [f"__c{k}" for k in range(len(tree.expressions))]
+        tree.set("expressions", [*leading, *(e.unalias().as_(name) for e, name in zip(tree.expressions, view_columns))])
+    body = branches[0][0]
+    for tree, _ in branches[1:]:
+        body = exp.union(body, tree, distinct=False)
+    grouped = [*(column.alias for column in branches[0][1]), *view_columns]
     outer = (exp.select(*grouped, exp.Count(this=exp.Star()).as_("__count"))
-             .from_(tree.subquery("v")).group_by(*grouped))
+             .from_(body.subquery("v")).group_by(*grouped))
     for identifier in outer.find_all(exp.Identifier):
         identifier.set("this", identifier.this.lower())
     return outer.sql(dialect=dialect, identify=True)

@@ -77,7 +77,10 @@ class LiveHistory:
     final_view: dict[tuple, int]                 # the view after the last state
 
     def oracle(self, engine: Engine | None = None) -> Oracle:
-        return Oracle(self.run.catalog, self.run.judged_sql, self.initial, self.log, engine)
+        # A history of the join the warehouse maintains (history_sql) holds, for an outer-join
+        # view, its terms' padded rows: the oracle derives them from the SQL on its own.
+        return Oracle(self.run.catalog, self.run.judged_sql, self.initial, self.log, engine,
+                      terms=self.run.history_sql is not None)
 
 
 def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None) -> LiveHistory:

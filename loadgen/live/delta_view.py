@@ -7,7 +7,9 @@ with their multiplicity, sorted; `--limit` bounds the rows shown, `--json` print
 `--as-of TIME` (seconds since the epoch) prints the view as of that wall time instead: the last
 batch's view plus its timed view delta up to TIME (DeltaViewStore.view_as_of; only the salem
 algorithm keeps one, and only times between the view's point and the delta's reach are readable).
-For an aggregate view (fedmodel.aggregate_view) Delta holds its join, which it prints aggregated.
+For an aggregate view (fedmodel.aggregate_view) or an outer-join one (fedmodel.outer_join_view)
+Delta holds its join, which it prints as the user's view: aggregated, or without the padded rows
+that larger terms' rows subsume.
 The run file (loadgen.live.runfile) says where the store is. A run directory without a run file or
 a store is refused with one line and exit status 2, before Spark starts; so is a store that
 cannot answer --as-of (after Spark started).
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from fedmodel.aggregate_view import AggregateView, parse_query
+from fedmodel.outer_join_view import OuterJoinView
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import ViewDef
 from loadgen.live.runfile import RunFile
@@ -66,7 +69,7 @@ def main(args) -> int:
     return 0
 
 
-def read(store_dir: str, view: ViewDef | AggregateView, as_of: float | None = None) -> dict:
+def read(store_dir: str, view: ViewDef | AggregateView | OuterJoinView, as_of: float | None = None) -> dict:
     """`view` as of the store's last batch, or as of wall time `as_of` read from it:
     {columns, batch, versions, rows: [(row, count)] sorted} (and as_of, if given)."""
     from loadgen.live.environment import warehouse_spark

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
 from loadgen.bench.metrics import percentiles
 from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
@@ -51,7 +52,7 @@ def main(args) -> int:
     try:
         view_sql = load_view(args.view)
         bounds = deferral(args)
-        registry.get(args.algorithm)
+        registry.check_view(args.algorithm, parse_query(view_sql, tpch_catalog()).join)
         written = source_written(args.outside_writers, args.source_engine, tpch_catalog())
     except (ModelError, RoleError, registry.AlgorithmError) as err:   # before anything is made: no run directory for refused input
         print(f"fedlab demo: {err}")

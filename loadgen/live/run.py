@@ -104,7 +104,7 @@ def main(args) -> int:
                 raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
         nemesis = schedule.read(args.nemesis, sources, duration, refuse)
         view_sql = load_view(args.view)
-        settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join.relations)
+        settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join)
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2

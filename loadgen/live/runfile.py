@@ -50,8 +50,10 @@ class RunFile:
     warehouse_delta: str | None = None   # the warehouse's Delta tables (warehouse.store.delta_store)
     postgres: Path | None = None         # the data directory of the sources' private PostgreSQL server
     folder: Path | None = None           # the run directory (set when read)
-    # The SQL of the states the history holds, when it is not the view's: an aggregate view's join
-    # (fedmodel.aggregate_view), which the checker judges; the aggregate view is a function of its states.
+    # The SQL of the states the history holds, when it is not the view's: the join an aggregate view
+    # (fedmodel.aggregate_view) or an outer-join view (fedmodel.outer_join_view) is kept from, which
+    # the checker judges (an outer join's as its terms' padded rows, none subsumed: the oracle's
+    # terms_sql); the user's view is a function of its states.
     history_sql: str | None = None
     warehouse_address: str | None = None   # host:port of the warehouse's gRPC service, once it serves
 
@@ -108,8 +110,8 @@ class RunFile:
 
 
 def history_sql(view) -> str | None:
-    """The SQL of the states a warehouse of `view` (a ViewDef or a fedmodel.aggregate_view.AggregateView) keeps
-    in its history, when it is not the view's own: an aggregate view's join."""
+    """The SQL of the states a warehouse of `view` (a ViewDef, an AggregateView or an OuterJoinView)
+    keeps in its history, when it is not the view's own: an aggregate or outer-join view's join."""
     return None if view.join is view else view.join.sql
 
 

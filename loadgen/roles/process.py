@@ -23,7 +23,7 @@ import time
 from fedio.channels import TlsFiles
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE, ENGINES
-from warehouse.core.registry import Settings
+from warehouse.core.registry import AlgorithmError, Settings, check_view
 from warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.core.timings import RECOMPUTE_PERIOD
@@ -60,15 +60,19 @@ def add_warehouse_arguments(parser) -> None:
     add_salem_arguments(parser)
 
 
-def warehouse_settings(args, algorithm: str, relations) -> WarehouseSettings:
+def warehouse_settings(args, algorithm: str, view) -> WarehouseSettings:
     """The settings the flags of add_warehouse_arguments give a warehouse running `algorithm` over
-    a view of `relations` (`--access` too where the command has it); RoleError naming what is wrong."""
+    `view` (the join of the user's view; `--access` too where the command has it); RoleError naming
+    what is wrong, also an algorithm that cannot maintain the view (registry.check_view)."""
     core = Settings(access=getattr(args, "access", None), period=args.recompute_period, deferral=deferral(args),
-                    salem=salem_options(args, relations))
+                    salem=salem_options(args, view.relations))
     try:
+        check_view(algorithm, view, core.access)
         return WarehouseSettings(algorithm, core, batch_interval=args.batch_interval)
     except SettingError as err:
         raise RoleError(f"--{err.setting.replace('_', '-')} {err.why}") from None
+    except AlgorithmError as err:
+        raise RoleError(str(err)) from None
 
 
 def add_deferral_arguments(parser) -> None:

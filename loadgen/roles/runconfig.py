@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fedmodel.aggregate_view import AggregateView, parse_query
-from fedmodel.outer_join_view import refuse_live
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from fedmodel.viewdef import ViewDef
@@ -88,7 +87,6 @@ def load_config(path: str | Path) -> RunConfig:
         base = path.parent
         catalog = load_catalog(base / str(doc["catalog"]))
         view = parse_query(str(doc["view"]), catalog)
-        refuse_live(view)
         sources = [SourceEntry(str(s["name"]), str(s["address"]), base / str(s["db"]) if s.get("db") else None)
                    for s in doc.get("sources") or []]
         warehouse = doc.get("warehouse") or {}
@@ -107,8 +105,8 @@ def load_config(path: str | Path) -> RunConfig:
     unknown = sorted({s.name for s in config.sources} ^ set(catalog.sources))
     if unknown:
         raise ConfigError(f"{where}: sources {unknown} are not both in 'sources' and in the catalog")
-    try:
-        registry.get(config.algorithm)   # the chart's run.algorithm: any registered plug-in
+    try:   # the chart's run.algorithm: any registered plug-in that maintains the view
+        registry.check_view(config.algorithm, config.view.join)
     except registry.AlgorithmError as err:
         raise ConfigError(f"{where}: run.algorithm: {err}") from None
     return config

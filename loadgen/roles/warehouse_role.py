@@ -64,7 +64,7 @@ def main(args) -> int:
             raise RoleError("no --data and no warehouse.data in the config: where do the Delta tables go?")
         if args.faults_file:
             FaultsFile(args.faults_file).read()
-        settings = warehouse_settings(args, config.algorithm, config.view.join.relations)
+        settings = warehouse_settings(args, config.algorithm, config.view.join)
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"

@@ -156,8 +156,7 @@ def create(name: str, view: ViewDef, rows: dict, brv: dict, dsv: dict, settings:
     is `rows`, materialised at source states `dsv` / relation versions `brv`."""
     plugin = get(name)
     settings = Settings(**{**settings.__dict__, "access": plugin.access(settings.access)})
-    if view.outer is not None:
-        _refuse_outer_joins(plugin, settings.access)
+    check_view(name, view, settings.access)
     # A relation read twice (a self-join) has the versions of the relation it reads.
     brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}
     algorithm = plugin.factory(view, rows, brv, dsv, settings)
@@ -165,6 +164,15 @@ def create(name: str, view: ViewDef, rows: dict, brv: dict, dsv: dict, settings:
         from warehouse.core.occurrences import Occurrences
         return Occurrences(algorithm, view)
     return algorithm
+
+
+def check_view(name: str, view: ViewDef, access: str | None = None) -> None:
+    """AlgorithmError (one line) when the algorithm `name` cannot maintain `view` (the join of a
+    user's view) with `access` (None: its default): what `create` refuses, asked by the live
+    commands before anything starts."""
+    plugin = get(name)
+    if view.outer is not None:
+        _refuse_outer_joins(plugin, plugin.access(access))
 
 
 def _refuse_outer_joins(plugin: Plugin, access: str | None) -> None:

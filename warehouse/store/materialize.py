@@ -1,4 +1,5 @@
-"""Initial materialization and full recomputation of the view as one Spark job.
+"""Initial materialization and full recomputation of the view as one Spark job: of the rows the
+algorithms maintain, whose SQL fedmodel.terms_sql writes (an outer-join view's terms, padded).
 
 Nothing here is durable: the result goes to `DeltaViewStore.initialize` (first materialization)
 or back to the maintenance core (resynchronisation), which decides what to commit.
