@@ -1,7 +1,8 @@
 """Every gRPC channel and listening port of the federation, insecure or with mutual TLS.
 
-`client_channel(address, tls)` and `add_port(server, address, tls)` are the only places that open a
-channel or bind a port, so a run is either all plain or all mutual TLS (docs/architecture.md 6).
+`client_channel(address, tls)`, `new_server(workers)` and `add_port(server, address, tls)` are the
+only places that open a channel, make a server or bind a port, so a run is either all plain or
+all mutual TLS (docs/architecture.md 6), and every stream is kept alive the same way.
 `tls` is None (plaintext, the laptop default) or a `TlsFiles`: the PEM files of this party's
 certificate, its key, and the CA that signs every peer's certificate. A server then requires and
 verifies the client's certificate; a client verifies that the server's certificate names the host
@@ -14,6 +15,7 @@ it dialled (a SAN: 127.0.0.1 on a laptop, the Service's DNS name on a cluster).
 
 from __future__ import annotations
 
+from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,15 @@ from fedmodel.errors import ModelError
 # The largest gRPC message any node sends or accepts: a periodic recomputation's snapshot of
 # lineitem at SF 0.1 (324k rows, every column) passed 64 MB. gRPC's own ceiling is 2 GB.
 MAX_MESSAGE_BYTES = 1 << 30
+# Notifications and sub-queries travel on long-lived streams, which no deadline ends: a peer that
+# is frozen or cut off is found by HTTP/2 pings instead, unanswered for KEEPALIVE_MS after one is
+# sent every KEEPALIVE_MS while a stream is open; the stream then fails as a call past its
+# deadline would (UNAVAILABLE), and is opened again. Both ends ping and both accept the other's.
+KEEPALIVE_MS = 5000
+_KEEPALIVE = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
+              ("grpc.http2.max_pings_without_data", 0)]
+_ACCEPT_PINGS = [("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+                 ("grpc.http2.max_ping_strikes", 0), ("grpc.keepalive_permit_without_calls", 1)]
 
 
 @dataclass(frozen=True)
@@ -55,12 +66,22 @@ class TlsFiles:
 
 def client_channel(address: str, tls: TlsFiles | None, options: list[tuple] | None = None) -> grpc.Channel:
     """A channel to `address` (HOST:PORT): plaintext without `tls`, else presenting our certificate
-    and accepting only a server certificate signed by the CA that names HOST."""
+    and accepting only a server certificate signed by the CA that names HOST; its streams kept
+    alive by pings (KEEPALIVE_MS)."""
+    options = [*_KEEPALIVE, *(options or [])]
     if tls is None:
         return grpc.insecure_channel(address, options=options)
     credentials = grpc.ssl_channel_credentials(root_certificates=tls.ca_pem, private_key=tls.key_pem,
                                                certificate_chain=tls.cert_pem)
     return grpc.secure_channel(address, credentials, options=options)
+
+
+def new_server(workers: int, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.Server:
+    """A gRPC server of `workers` threads (each stream being served holds one) that pings its
+    streams' clients and accepts their pings (KEEPALIVE_MS); messages up to `max_message_bytes`."""
+    return grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=[
+        *_KEEPALIVE, *_ACCEPT_PINGS, ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes)])
 
 
 def add_port(server: grpc.Server, address: str, tls: TlsFiles | None) -> int:

@@ -1,8 +1,13 @@
 """The outbox's sender: a background thread that delivers a source's notifications to the warehouse.
 
-It drains `store.unacknowledged()` to the warehouse's `Warehouse.Notify` RPC in DSV order,
-several notifications per RPC, each through the fault injector (which may drop, duplicate or
-delay it). The reply's cumulative `acked_dsv` for this source marks the outbox entries
+It drains `store.unacknowledged()` to the warehouse's `Warehouse.Notify` stream in DSV order,
+several notifications per batch, each through the fault injector (which may drop, duplicate or
+delay it). The stream stays open while both ends are up, and batches and replies go in lockstep:
+what commits while a batch is on its way goes in the next one. Against one call per batch it
+saves the call's setting up at both ends: 2.2-2.3 -> 1.7 ms of CPU per message over both ends at
+100 messages a second on this 2-core machine (a gRPC echo, measured). A stream that fails (the
+warehouse gone, or its pings unanswered: fedio.channels.KEEPALIVE_MS) is opened again after the
+backoff. The reply's cumulative `acked_dsv` for this source marks the outbox entries
 acknowledged (`store.acknowledge`). When each unacknowledged notification goes again is the
 resend policy's (source_node.resend_policy, which the simulated sources follow too): with the
 outbox committed in the same transaction as the data (source_node.durable_store), this gives
@@ -22,11 +27,11 @@ The reply's `applied_dsv` says how far the view in Delta reflects this source: t
 the changes it kept for answers as of earlier versions up to there (`store.applied_through`,
 fedmodel.as_of).
 
-A failed RPC (warehouse down or unset) is retried with exponential backoff. `resend(notes)` puts
+A failed stream (warehouse down or unset) is opened again with exponential backoff. `resend(notes)` puts
 logged notifications through again at the warehouse's request (the Resend RPC), acknowledged
 or not.
 
-Every copy handed to the Notify RPC, and every drop, duplication and delay the fault injector
+Every copy handed to the Notify stream, and every drop, duplication and delay the fault injector
 decides, is a line of the source's message log (fedmodel.message_log).
 """
 
@@ -35,6 +40,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import queue
 import threading
 import time
 
@@ -56,7 +62,7 @@ MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the wareh
 
 class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
-                 resend_interval: float = 0.5, rpc_timeout: float = 5.0, max_batch_bytes: int = 4 << 20,
+                 resend_interval: float = 0.5, max_batch_bytes: int = 4 << 20,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, messages: MessageLog | None = None,
                  tls: TlsFiles | None = None, safety_interval: float | None = None):
         """`resend_interval`: seconds before an unacknowledged notification the warehouse has not
@@ -69,7 +75,6 @@ class NotificationSender:
         self.faults = faults
         self.resend_interval = resend_interval
         self.policy = ResendPolicy(resend_interval, safety_interval)
-        self.rpc_timeout = rpc_timeout
         self.max_batch_bytes = max_batch_bytes
         self.max_message_bytes = max_message_bytes
         self._cond = threading.Condition()
@@ -78,6 +83,7 @@ class NotificationSender:
         self._thread: threading.Thread | None = None
         self._channel: grpc.Channel | None = None
         self._stub = None
+        self._stream: NotifyStream | None = None   # open on the stub's channel, once a batch went
         self._address: str | None = None
         self._held: list = []                      # heap of (due, seq, Notification): delayed copies
         self._seq = itertools.count()
@@ -89,6 +95,7 @@ class NotificationSender:
         """Points the sender at a (new) warehouse; everything unacknowledged goes there at once,
         whatever the old one reported received."""
         with self._cond:
+            self._close_stream()
             if self._channel is not None:
                 self._channel.close()
             self._address = address or None
@@ -171,11 +178,12 @@ class NotificationSender:
                                      **notification_fields(note))
             started = time.monotonic()
             try:
-                reply = stub.Notify(batch, timeout=self.rpc_timeout)
-            except (grpc.RpcError, ValueError) as err:  # ValueError: the channel was replaced meanwhile
-                log.info("notify %s failed: %s", self._address, err)
+                reply = self._stream_to(stub).exchange(batch)
+            except (grpc.RpcError, ValueError, StopIteration) as err:   # ValueError: the warehouse changed meanwhile
+                log.info("notify %s failed: %s", self._address, err or "the stream ended")
                 with self._cond:
-                    self._failed()
+                    if self._stub is stub:
+                        self._failed()
                 return
             source = self.store.source
             acked = reply.acked_dsv.get(source, 0)
@@ -195,6 +203,21 @@ class NotificationSender:
                     beyond = reply.received_beyond[source].dsv if source in reply.received_beyond else ()
                     self.policy.heard(reply.incarnation, reply.received_dsv.get(source, 0), beyond,
                                       [n.dsv for n in notes], now=time.monotonic())
+
+    def _stream_to(self, stub) -> "NotifyStream":
+        """The open Notify stream on `stub`'s channel, opened now if there is none; ValueError if
+        set_warehouse replaced `stub` meanwhile."""
+        with self._cond:
+            if self._stub is not stub:
+                raise ValueError("the warehouse was replaced")
+            if self._stream is None:
+                self._stream = NotifyStream(stub)
+            return self._stream
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
     def _through_faults(self, note: Notification, now: float) -> None:
         delays = self.faults.decide("notification")
@@ -222,8 +245,9 @@ class NotificationSender:
         self._cond.notify()
 
     def _failed(self) -> None:
-        # Everything unacknowledged goes again on the next attempt, which waits for the backoff:
-        # the warehouse may be restarting, and its memory with it.
+        # Everything unacknowledged goes again on the next attempt, on a new stream, which waits
+        # for the backoff: the warehouse may be restarting, and its memory with it.
+        self._close_stream()
         self.policy.forget()
         self._backoff = min(max(2 * self._backoff, MIN_BACKOFF), MAX_BACKOFF)
         self._retry_at = time.monotonic() + self._backoff
@@ -243,3 +267,20 @@ class NotificationSender:
             times.append(due)
         return max(0.0, min(times) - now) if times else None
 
+
+class NotifyStream:
+    """One Notify stream to the warehouse, driven by the sender's thread in lockstep: a batch
+    written, then its reply read. gRPC's own thread takes the batches off the queue."""
+
+    def __init__(self, stub):
+        self._batches: queue.SimpleQueue = queue.SimpleQueue()
+        self._replies = stub.Notify(iter(self._batches.get, None))
+
+    def exchange(self, batch: pb.NotificationBatch) -> pb.NotifyReply:
+        """The warehouse's reply to `batch`; grpc.RpcError (or StopIteration) once the stream failed."""
+        self._batches.put(batch)
+        return next(self._replies)
+
+    def close(self) -> None:
+        self._batches.put(None)
+        self._replies.cancel()

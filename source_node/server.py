@@ -9,13 +9,14 @@ is rejected alone, and Commit is a group of one. Calls that arrive together shar
 (source_node.commit_queue: group commit across all clients). A group sent again because its
 client never heard the outcome (retry_after_dsv) commits only what is not in the log already.
 
-Answers pass through the fault injector (kind "answer"): a dropped answer is left out of the
-reply; a duplicated one appears twice; the reply is a stream whose first AnswerBatch leaves once
-every answer is read, with the copies due at once, and each delayed copy follows when its delay
-is over. So the warehouse sees late, reordered and missing answers, and a delay holds back its
-own answer only: a reply that waited for its longest delay held a batch of 100 answers with
-delays of 0.05 s on average 0.26 s (the largest of 100 such delays), and with it the source's
-next batch. A batch with one bad sub-query is refused whole.
+Sub-queries come on one stream per warehouse (Query), batch after batch. Answers pass through
+the fault injector (kind "answer"): a dropped answer is left out of its batch's reply; a
+duplicated one appears twice; a batch's first reply leaves once every answer is read, with the
+copies due at once, and each delayed copy follows on the stream when its delay is over. So the
+warehouse sees late, reordered and missing answers, and a delay holds back its own answer only: a
+reply that waited for its longest delay held a batch of 100 answers with delays of 0.05 s on
+average 0.26 s (the largest of 100 such delays), and with it the source's next batch. A batch
+with one bad sub-query is refused whole, and ends the stream.
 
 History streams the source's committed history (its relations now and its logged notifications
 up to them) for `fedlab check` on a cluster, where the database file is on the source's volume; it
@@ -29,12 +30,16 @@ answer and the versions it was read at.
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
+import queue
+import threading
 import time
-from concurrent import futures
+from collections import Counter
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, new_server
 from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
 from fedmodel.codec import encode_rows
@@ -48,8 +53,8 @@ from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
-# The server's threads: a Query reply streaming delayed answers holds one until its last is due,
-# and the warehouse keeps up to eight of those open (warehouse.service.LATE_REPLIES).
+# The server's threads: each warehouse's Query stream holds one while it is open (and a reader
+# thread beside it once it has delayed copies to send), the load's commits and the rest take others.
 WORKERS = 16
 
 
@@ -105,40 +110,72 @@ class SourceServicer(rpc.SourceServicer):
                 pb.CommitOutcome(committed=pb.CommitReply(dsv=o.dsv, brv={c.relation: c.brv for c in o.changes}))
                 for o in outcomes]
 
-    @_rejecting_bad_input
-    def Query(self, request: pb.SubqueryBatch, context):
-        # Read eagerly, so that bad input is refused before the stream starts.
+    def Query(self, requests, context):
+        """A warehouse's stream of sub-query batches. Each batch is answered at once by a reply
+        holding every answer copy due at once; the copies the fault injector delays follow, as
+        they come due, in replies of their own (AnswerBatch.later: how many of the batch's are
+        still to come), between the replies to later batches. A batch with one bad sub-query ends
+        the stream with INVALID_ARGUMENT."""
+        delayed: list[tuple] = []          # heap of (due, seq, batch id, encoded answer, answer)
+        later: Counter = Counter()         # batch id -> its copies still to come
+        incoming = _Requests(requests)
+        seq = itertools.count()
+        ended = False   # the warehouse sends no more: the delayed copies still go, as they come due
+        while not ended or delayed:
+            wait = max(0.0, delayed[0][0] - time.monotonic()) if delayed else None
+            if ended:
+                time.sleep(wait)
+                request = None
+            else:
+                request = incoming.next(wait)
+            if request is _END:
+                ended = True
+                continue
+            if request is not None:
+                try:
+                    yield self._answered(request, delayed, later, seq)
+                except ModelError as err:
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            yield from self._due(delayed, later)
+
+    def _answered(self, request: pb.SubqueryBatch, delayed: list, later: Counter, seq) -> pb.AnswerBatch:
+        """Reads `request`'s answers at one state; the reply of the copies due at once, the delayed
+        ones put on the heap."""
         subqueries = [from_pb(sq, self.catalog) for sq in request.subqueries]
         for msg, sq in zip(request.subqueries, subqueries):
             self.messages.record("subquery", "received", "warehouse", bytes=msg.ByteSize(),
                                  batch=len(subqueries), **subquery_fields(sq))
         answers = self.store.answer_all(subqueries)
-        encoded = [to_pb(a, self.catalog) for a in answers]
-        copies = []
-        for i, answer in enumerate(answers):
+        now, first = time.monotonic(), []
+        for answer in answers:
+            encoded = to_pb(answer, self.catalog)
             delays = self.faults.decide("answer")
             self.messages.record_faults("answer", "warehouse", delays, **answer_fields(answer))
-            copies.extend((delay, i) for delay in delays)
-        copies.sort()
-        return self._copies_as_due(copies, answers, encoded)
+            for delay in delays:
+                if delay > 0:
+                    heapq.heappush(delayed, (now + delay, next(seq), request.id, encoded, answer))
+                    later[request.id] += 1
+                else:
+                    first.append((encoded, answer))
+        return self._reply(request.id, first, later)
 
-    def _copies_as_due(self, copies: list[tuple[float, int]], answers: list, encoded: list):
-        """The Query reply stream: the copies due at once, then each delayed copy when its delay
-        is over (those due together in one message)."""
-        start = time.monotonic()
-        while True:
-            elapsed = time.monotonic() - start
-            due = 0
-            while due < len(copies) and copies[due][0] <= elapsed:
-                due += 1
-            for _, i in copies[:due]:
-                self.messages.record("answer", "sent", "warehouse", bytes=encoded[i].ByteSize(),
-                                     **answer_fields(answers[i]))
-            yield pb.AnswerBatch(answers=[encoded[i] for _, i in copies[:due]], later=len(copies) - due)
-            copies = copies[due:]
-            if not copies:
-                return
-            time.sleep(max(0.0, start + copies[0][0] - time.monotonic()))
+    def _due(self, delayed: list, later: Counter):
+        """The replies of the delayed copies now due, one per batch."""
+        due: dict[int, list] = {}
+        while delayed and delayed[0][0] <= time.monotonic():
+            _, _, batch, encoded, answer = heapq.heappop(delayed)
+            later[batch] -= 1
+            due.setdefault(batch, []).append((encoded, answer))
+        for batch, copies in due.items():
+            yield self._reply(batch, copies, later)
+
+    def _reply(self, batch: int, copies: list, later: Counter) -> pb.AnswerBatch:
+        for encoded, answer in copies:
+            self.messages.record("answer", "sent", "warehouse", bytes=encoded.ByteSize(), **answer_fields(answer))
+        remaining = later[batch]
+        if not remaining:
+            del later[batch]
+        return pb.AnswerBatch(answers=[encoded for encoded, _ in copies], later=remaining, batch=batch)
 
     @_rejecting_bad_input
     def Resend(self, request: pb.ResendRequest, context) -> pb.ResendReply:
@@ -180,14 +217,47 @@ class SourceServicer(rpc.SourceServicer):
             yield pb.HistoryChunk(notification=to_pb(note, self.catalog))
 
 
+_END = object()
+
+
+class _Requests:
+    """A stream's requests, read by the handler's own thread, until it must also wait for a
+    delayed copy coming due: from then on by a reader thread of the stream's, into a queue, so
+    that the handler can wait for a request or the time, whichever comes first. Without delays
+    (the usual case) no thread is woken but the handler's."""
+
+    def __init__(self, requests):
+        self._requests = requests
+        self._queue: queue.SimpleQueue | None = None
+
+    def next(self, timeout: float | None):
+        """The next request, _END when the stream is over, None if `timeout` seconds passed first."""
+        if self._queue is None and timeout is None:
+            return next(self._requests, _END)
+        if self._queue is None:
+            self._queue = queue.SimpleQueue()
+            threading.Thread(target=self._read, name="query-requests", daemon=True).start()
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def _read(self) -> None:
+        try:
+            for request in self._requests:
+                self._queue.put(request)
+        except grpc.RpcError:   # the warehouse went: the stream is over
+            pass
+        finally:
+            self._queue.put(_END)
+
+
 def serve(servicer: SourceServicer, host: str = "127.0.0.1", port: int = 0,
           max_message_bytes: int = MAX_MESSAGE_BYTES, workers: int = WORKERS,
           tls: TlsFiles | None = None) -> tuple[grpc.Server, int]:
     """Starts a gRPC server for `servicer` (mutual TLS with `tls`); returns it and the port it is
     bound to (port 0: a free one)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=[
-        ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.max_send_message_length", max_message_bytes)])
+    server = new_server(workers, max_message_bytes)
     rpc.add_SourceServicer_to_server(servicer, server)
     bound = add_port(server, f"{host}:{port}", tls)
     server.start()

@@ -1,4 +1,4 @@
-"""A tiny stand-in for the warehouse's Notify RPC, for the source-node tests.
+"""A tiny stand-in for the warehouse's Notify stream, for the source-node tests.
 
 It records every notification that arrives, keeps the first copy of each DSV, acknowledges
 cumulatively (the highest DSV up to which every notification was kept), and can ignore the
@@ -11,11 +11,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent import futures
 
-import grpc
-
-from fedio.channels import add_port
+from fedio.channels import add_port, new_server
 from fedmodel.wire import pb, rpc
 
 
@@ -27,7 +24,7 @@ class FakeWarehouse(rpc.WarehouseServicer):
         self.notifications: dict[tuple[str, int], pb.Notification] = {}
         self._seen: set[tuple[str, int]] = set()
         self._cond = threading.Condition()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self._server = new_server(8)
         rpc.add_WarehouseServicer_to_server(self, self._server)
         self.port = add_port(self._server, f"127.0.0.1:{port}", tls)
         self._server.start()
@@ -36,7 +33,11 @@ class FakeWarehouse(rpc.WarehouseServicer):
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def Notify(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
+    def Notify(self, requests, context):
+        for request in requests:
+            yield self._notified(request)
+
+    def _notified(self, request: pb.NotificationBatch) -> pb.NotifyReply:
         with self._cond:
             self.batches.append([n.dsv for n in request.notifications])
             for n in request.notifications:

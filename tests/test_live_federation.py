@@ -130,7 +130,7 @@ def assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed):
     for bad in (garbled, pb.Notification(source="nowhere", dsv=2, txn_id="bad", changes=[
             pb.RelationChange(relation="no_such_relation", brv=2)])):
         with pytest.raises(grpc.RpcError) as err:
-            stub.Notify(pb.NotificationBatch(notifications=[bad]), timeout=30)
+            list(stub.Notify(iter([pb.NotificationBatch(notifications=[bad])]), timeout=30))
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert "\n" not in err.value.details()
     assert stub.Status(pb.StatusRequest(), timeout=30).applied == 300

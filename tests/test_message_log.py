@@ -60,9 +60,9 @@ def test_each_answer_copy_and_fault_names_the_versions_it_was_read_at(tmp_path):
         node.store.commit(TransactionRequest("t1", inserts={"S": [(40, 4)]}))
         stub = rpc.SourceStub(client_channel(node.address, None))
         batch = pb.SubqueryBatch(subqueries=[to_pb(SUBQUERY, CATALOG)])
-        assert sum(len(r.answers) for r in stub.Query(batch, timeout=10)) == 2
+        assert sum(len(r.answers) for r in stub.Query(iter([batch]), timeout=10)) == 2
         node.faults.configure(answer_duplicate=0.0, answer_drop=1.0)
-        assert sum(len(r.answers) for r in stub.Query(batch, timeout=10)) == 0
+        assert sum(len(r.answers) for r in stub.Query(iter([batch]), timeout=10)) == 0
         stub.Resend(pb.ResendRequest(from_dsv=2), timeout=10)
     finally:
         node.stop()

@@ -4,6 +4,7 @@ resent until acknowledged."""
 
 from __future__ import annotations
 
+import queue
 import socket
 import threading
 import time
@@ -117,7 +118,7 @@ def test_query_answers_every_subquery_of_the_batch(node, stub):
     sq1 = Subquery("q1", "ds1", (SubqueryRelation("R", None, ("B",), ("X",)),
                                  SubqueryRelation("S", "R", ("B",), ("B",), "C > 1")), (("a",), ("b",)))
     sq2 = Subquery("q2", "ds1", (SubqueryRelation("S", None, (), ()),), ())
-    replies = list(stub.Query(pb.SubqueryBatch(subqueries=[to_pb(sq1, CATALOG), to_pb(sq2, CATALOG)])))
+    replies = list(stub.Query(iter([pb.SubqueryBatch(subqueries=[to_pb(sq1, CATALOG), to_pb(sq2, CATALOG)])])))
     assert [r.later for r in replies] == [0]   # no faults: one message
     answers = [from_pb(a, CATALOG) for a in replies[0].answers]
     assert answers == [node.store.answer(sq1), node.store.answer(sq2)]
@@ -168,7 +169,7 @@ def test_invalid_transactions_are_invalid_argument_and_change_nothing(node, stub
 
 def test_bad_subquery_and_snapshot_are_invalid_argument(stub):
     bad = pb.Subquery(id="q", relations=[pb.SubqueryRelation(relation="R", selection_sql="A >")])
-    assert_refused(lambda: list(stub.Query(pb.SubqueryBatch(subqueries=[bad]))), grpc.StatusCode.INVALID_ARGUMENT,
+    assert_refused(lambda: list(stub.Query(iter([pb.SubqueryBatch(subqueries=[bad])]))), grpc.StatusCode.INVALID_ARGUMENT,
                    "malformed SQL")
     assert_refused(lambda: list(stub.Snapshot(pb.SnapshotRequest(relations=["U"]))), grpc.StatusCode.INVALID_ARGUMENT,
                    "does not own a relation named 'U'")
@@ -193,9 +194,9 @@ def test_dropped_and_duplicated_answers(node, stub):
     batch = pb.SubqueryBatch(subqueries=[to_pb(Subquery(f"q{i}", "ds1", (SubqueryRelation("S", None, (), ()),), ()),
                                                CATALOG) for i in range(3)])
     node.faults.configure(answer_drop=1.0)
-    assert answer_ids(stub.Query(batch)) == []
+    assert answer_ids(stub.Query(iter([batch]))) == []
     node.faults.configure(answer_drop=0.0, answer_duplicate=1.0)
-    assert answer_ids(stub.Query(batch)) == ["q0", "q0", "q1", "q1", "q2", "q2"]
+    assert answer_ids(stub.Query(iter([batch]))) == ["q0", "q0", "q1", "q1", "q2", "q2"]
 
 
 def test_delayed_answers_come_late_each_on_its_own(node, stub):
@@ -203,7 +204,7 @@ def test_delayed_answers_come_late_each_on_its_own(node, stub):
                                                CATALOG) for i in range(3)])
     node.faults.configure(answer_delay_mean=0.2, answer_duplicate=1.0)
     start = time.monotonic()
-    replies = list(stub.Query(batch))
+    replies = list(stub.Query(iter([batch])))
     assert time.monotonic() - start > 0.05   # the longest of six exponential delays of mean 0.2 s
     # The first message leaves once the answers are read, before any delay is over; each later one
     # brings the copies then due, until none is left.
@@ -331,3 +332,28 @@ def test_the_checker_waits_for_a_source_that_is_not_listening_yet_only_when_aske
     finally:
         later.join()
         node.stop()
+
+
+def test_a_stream_answers_batch_after_batch_and_a_late_copy_comes_between_later_replies(node, stub):
+    def batch(i: int) -> pb.SubqueryBatch:
+        sq = Subquery(f"q{i}", "ds1", (SubqueryRelation("S", None, (), ()),), ())
+        return pb.SubqueryBatch(id=i, subqueries=[to_pb(sq, CATALOG)])
+
+    # The node's injector (seed 1) delays batch 2's answer by 0.23 s, which a twin of it tells.
+    twin = FaultInjector(seed=1)
+    twin.decide("answer")
+    twin.configure(answer_delay_mean=1.0)
+    delay, = twin.decide("answer")
+    assert delay > 0.1
+    requests = queue.SimpleQueue()
+    replies = stub.Query(iter(requests.get, None))
+    requests.put(batch(1))
+    assert [(r.batch, r.later, [a.id for a in r.answers]) for r in [next(replies)]] == [(1, 0, ["q1"])]
+    node.faults.configure(answer_delay_mean=1.0)
+    requests.put(batch(2))
+    assert [(r.batch, r.later, list(r.answers)) for r in [next(replies)]] == [(2, 1, [])]
+    node.faults.configure(answer_delay_mean=0.0)
+    requests.put(batch(3))
+    requests.put(None)   # the warehouse sends no more: the delayed copy still comes
+    rest = [(r.batch, r.later, [a.id for a in r.answers]) for r in replies]
+    assert rest == [(3, 0, ["q3"]), (2, 0, ["q2"])]

@@ -1,8 +1,8 @@
 """The live warehouse: the pure maintenance core driven by gRPC, a few threads and the Delta store.
 
-- Notify (gRPC): notifications are queued for the core and the call returns at once; the reply
-  acknowledges, per source, every DSV that is durably stored in Delta, so a source keeps (and
-  resends) anything the warehouse could still lose in a crash. It also says which DSVs reached
+- Notify (a gRPC stream from each source): each batch of notifications is queued for the core
+  and answered at once; the reply acknowledges, per source, every DSV that is durably stored in
+  Delta, so a source keeps (and resends) anything the warehouse could still lose in a crash. It also says which DSVs reached
   this process (its receipts: received, perhaps not yet durable) in this incarnation (a random id
   per process), so that a source does not resend those on its short timer while they wait for the
   core or a batch commit, and resends them at once when the id changes.
@@ -10,7 +10,8 @@
   views) from one queue, in arrival order and in batches, and hands it to the maintenance core:
   no RPC waits for the core, and the core is never entered by two threads.
 - One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
-  Query RPC (beyond the paper: fewer round trips), and its resend requests; a copy the core sent
+  batch (beyond the paper: fewer round trips) on the source's Query stream
+  (warehouse.query_stream), and its resend requests; a copy the core sent
   again while the reply was on its way, and that reply answered, stays home
   (warehouse.answered_recently), one whose reply came back without its answer (lost) goes again
   at once, and a resend request asks only for what has still not arrived.
@@ -41,19 +42,17 @@ line for every notification and answer received and every sub-query and resend r
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 import time
 import uuid
 from collections import Counter
-from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel, new_server
 from fedio.message_log import MessageLog
 from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
@@ -90,6 +89,7 @@ from warehouse.core.registry import not_reflected
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
 from warehouse.fifo_order import FifoOrder
+from warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from warehouse.settings import WarehouseSettings
 from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
 from warehouse.store.materialize import materialize
@@ -103,12 +103,15 @@ log = logging.getLogger("fedlab.warehouse")
 # (167-169 -> 182-213 ms; fedlab bench at 100 txn/s, two trials each, docs/results.md).
 BATCH_SPACING = 3.0
 MIN_BATCH_SPACING = 0.25
-# A bound on a hung Query call, not the retry timeout (the core's): periodic recomputation's
-# snapshot of lineitem at SF 0.1 (324k rows) took more than 30 s to arrive under 500 txn/s.
-QUERY_DEADLINE = 300
-# A source's Query replies still streaming delayed answers at once (each holds one of the
-# source's server threads: source_node.server.WORKERS).
-LATE_REPLIES = 8
+
+
+@dataclass
+class _RoundTrip:
+    """One batch of sub-queries on its way: what its replies answered so far."""
+
+    subqueries: list
+    answered: set = field(default_factory=set)
+    replied: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,8 +182,8 @@ class Warehouse:
         self._queues: dict[str, list] = {s: [] for s in self.sources}
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
         self._answered = {s: AnsweredRecently() for s in self.sources}
-        self._late = {s: threading.BoundedSemaphore(LATE_REPLIES) for s in self.sources}   # replies still streaming
-        self._streaming: dict[str, set[str]] = {s: set() for s in self.sources}   # sub-query ids in them
+        self._query_streams: dict[str, QueryStream] = {}   # per source, once a batch went (warehouse.query_stream)
+        self._streaming: dict[str, set[str]] = {s: set() for s in self.sources}   # sub-query ids of batches owed replies
         self._resent: dict[str, set[str]] = {s: set() for s in self.sources}   # lost answers asked again, unanswered
         self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
         self.withheld_resends = 0                     # resend requests for what arrived meanwhile
@@ -223,7 +226,8 @@ class Warehouse:
             self.fifo = FifoOrder({s: self.algorithm.received_through(s) for s in self.sources})
 
     def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_channel_options())
+        # A thread per source for its Notify stream, and eight for the other calls.
+        self._server = new_server(len(self.sources) + 8)
         rpc.add_WarehouseServicer_to_server(_Servicer(self), self._server)
         bound = add_port(self._server, f"{host}:{port}", self.tls)
         self._server.start()
@@ -254,6 +258,8 @@ class Warehouse:
             t.join(timeout=None if t.name in ("committer", "compactor") else 10)
         if commit and self.algorithm is not None:   # a warehouse that never opened holds nothing
             self._commit_batch()
+        for stream in list(self._query_streams.values()):
+            stream.close()
         if self._server is not None:
             self._server.stop(grace=1).wait()
         self.messages.close()
@@ -266,6 +272,9 @@ class Warehouse:
         with self.lock:
             self.sources[source] = address
             self._stubs[source] = rpc.SourceStub(client_channel(address, self.tls, _channel_options()))
+            stream = self._query_streams.pop(source, None)
+        if stream is not None:
+            stream.close()   # its batches are reported cut short, and go again to the new address
 
     def _materialise(self) -> None:
         snapshots, brv, dsv = {}, {}, {}
@@ -459,49 +468,70 @@ class Warehouse:
         return [RequestResend(source, *span) for span in spans]
 
     def _query(self, source: str, stub, subqueries) -> None:
-        """Sends one Query batch and returns once the source has read its answers (the reply
-        stream's first message): the copies the fault injector delays are received beside, by a
-        thread of their own, so that the next batch does not wait for them, as it would not on a
-        network (at most LATE_REPLIES replies of a source at once, each a thread at the source)."""
+        """Sends one batch of sub-queries on the source's Query stream and returns once the source
+        has read its answers (the batch's first reply); the copies the fault injector delays come
+        later on the same stream (warehouse.query_stream), so the next batch does not wait for them,
+        as it would not on a network. A stream found failed before the batch went is replaced by a
+        new one, which takes the batch."""
         batch = pb.SubqueryBatch(subqueries=[to_pb(sq, self.catalog) for sq in subqueries])
-        self._late[source].acquire()
         for msg, sq in zip(batch.subqueries, subqueries):
             self.messages.record("subquery", "sent", source, bytes=msg.ByteSize(), batch=len(subqueries),
                                  **subquery_fields(sq))
         if self.fifo is not None:
             self._queue("query_sent", source, [])
-        replies = stub.Query(batch, timeout=QUERY_DEADLINE)   # an error comes with the first message
-        try:
-            first = next(replies)
-        except grpc.RpcError as err:
-            log.warning("sub-queries to %s failed (%s); the core will retry them", source, err.code())
-            self._round_trip_over(source, subqueries, done=False, answered=None)
-            return
-        if first.later:
-            threading.Thread(target=self._receive, args=(source, first, replies, subqueries),
-                             name=f"late-answers-{source}", daemon=True).start()
-        else:
-            self._receive(source, first, replies, subqueries)
+        for _ in range(2):
+            stream = self._query_stream(source, stub)
+            try:
+                stream.exchange(batch, _RoundTrip(subqueries))
+                return
+            except StreamClosed:
+                self._drop_query_stream(source, stream)
+            except StreamFailed:
+                self._drop_query_stream(source, stream)
+                return
 
-    def _receive(self, source: str, first: pb.AnswerBatch, replies, subqueries) -> None:
-        """Hands the core the answers of one Query reply stream as its messages arrive; at its end,
-        sends again, once, the sub-queries it did not answer."""
-        answered: set[str] = set()
-        done = False   # the last message (nothing later) is in
-        try:
-            for reply in itertools.chain([first], replies):
-                done = reply.later == 0
-                answered |= self._answers(source, reply, done)
-        except grpc.RpcError as err:
-            log.warning("answers from %s cut short (%s); the core will retry them", source, err.code())
-        finally:
-            self._round_trip_over(source, subqueries, done, answered)
+    def _query_stream(self, source: str, stub) -> QueryStream:
+        """The source's open Query stream on `stub`'s channel, opened now if there is none."""
+        with self.lock:
+            stream = self._query_streams.get(source)
+            if stream is None or stream.stub is not stub:
+                if stream is not None:
+                    stream.close()
+                stream = self._query_streams[source] = QueryStream(
+                    stub, source, lambda trip, reply: self._replied(source, trip, reply),
+                    lambda trips, err: self._cut_short(source, trips, err))
+            return stream
+
+    def _drop_query_stream(self, source: str, stream: QueryStream) -> None:
+        with self.lock:
+            if self._query_streams.get(source) is stream:
+                del self._query_streams[source]
+        stream.close()
+
+    def _replied(self, source: str, trip: "_RoundTrip | None", reply: pb.AnswerBatch) -> None:
+        """One reply of a batch: its answers to the core; after the batch's last, the round trip
+        is over and what it did not answer may go again."""
+        last = reply.later == 0
+        answered = self._answers(source, reply, last)
+        if trip is None:   # a batch the stream no longer owed
+            return
+        trip.answered |= answered
+        trip.replied = True
+        if last:
+            self._round_trip_over(source, trip.subqueries, done=True, answered=trip.answered)
+
+    def _cut_short(self, source: str, trips: list["_RoundTrip"], err: grpc.RpcError | None) -> None:
+        """The stream failed owing these batches replies: the core retries what they did not answer."""
+        if trips:
+            log.warning("sub-queries to %s cut short (%s); the core will retry them", source,
+                        err.code() if err is not None else "the stream ended")
+        for trip in trips:
+            self._round_trip_over(source, trip.subqueries, done=False, answered=trip.answered if trip.replied else None)
 
     def _round_trip_over(self, source: str, subqueries, done: bool, answered: set[str] | None) -> None:
         """One Query batch's round trip has ended: the core hears so unless its last message (`done`)
         said it, and its sub-queries may go again; `answered` None: it failed before any reply, and
         the core's timer retries them."""
-        self._late[source].release()
         if not done:
             self._arrived(source, [], query_done=True)
         # The reply came back without these answers: they were lost, not slow. They go again in
@@ -519,6 +549,7 @@ class Warehouse:
             again.update(sq.id for sq in lost)
             if lost:
                 self._queues[source][:0] = lost
+                self._wake[source].notify()
                 self.resent_lost += len(lost)
 
     def _answers(self, source: str, reply: pb.AnswerBatch, last: bool) -> set[str]:
@@ -765,7 +796,13 @@ class _Servicer(rpc.WarehouseServicer):
     def __init__(self, warehouse: Warehouse):
         self.w = warehouse
 
-    def Notify(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
+    def Notify(self, requests, context):
+        """A source's stream of notification batches, each answered in turn (a garbled one ends the
+        stream with INVALID_ARGUMENT: the source opens another and sends it again, losing nothing)."""
+        for request in requests:
+            yield self._notified(request, context)
+
+    def _notified(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
         try:
             notes = [from_pb(n, self.w.catalog) for n in request.notifications]
         except ModelError as err:
