@@ -67,6 +67,10 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         # the idle federation's CPU, read before the load (2 s here, 30 s by default)
         assert run["idle"]["seconds"] >= 2 and run["idle"]["share_of_a_core"] >= 0
         assert any(r.startswith("source ") for r in run["idle"]["by_role"])
+        # and its threads per second: each source's, the warehouse's and the JVM's
+        threads = run["idle"]["threads"]
+        assert {"warehouse (python)", "load driver", "spark JVM"} <= set(threads)
+        assert all(t["per"] == "s" for t in threads.values())
         # the parts of each transaction's staleness add up to its staleness to Delta
         parts = run["staleness_parts"]
         assert parts["n"] > 0 and set(parts["parts_ms"]) == {"delivery", "at the warehouse", "to Delta"}
@@ -120,8 +124,9 @@ def test_profile_samples_every_process_and_links_its_flame_graph(bench):
         names = {t["thread"] for t in census["warehouse (python)"]["threads"]}
         assert names & {"core", "committer", "MainThread"} or any(n.startswith("dispatch-") for n in names), names
         for figures in census.values():
-            assert sum(t["cpu_ms_per_txn"] for t in figures["threads"]) <= figures["cpu_ms_per_txn"] + 1e-6
-            assert figures["switches_per_txn"] > 0
+            assert figures["per"] == "txn"
+            assert sum(t["cpu_ms"] for t in figures["threads"]) <= figures["cpu_ms"] + 1e-6
+            assert figures["switches"] > 0
         assert "context switches / txn" in html
 
 

@@ -105,7 +105,7 @@ class Profilers:
         """Stops every profiler and writes its flame graph; returns the figures for the summary,
         the thread census per one of the `transactions` committed meanwhile."""
         seconds = time.monotonic() - self._started
-        threads = self._census.stop(transactions) if self._census is not None else {}
+        threads = self._census.stop(transactions, "txn") if self._census is not None else {}
         overhead = {"py-spy": 0.0, "JFR": 0.0}
         for proc, _ in self._spies.values():
             try:

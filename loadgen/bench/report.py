@@ -158,16 +158,22 @@ def _profile_blocks(r: dict) -> list[tuple]:
                  + (f" (JVM started {q['processes_started']} processes)" if "processes_started" in q else "")]
                 for role, q in p["processes"].items()])]
     if p.get("threads"):
-        blocks.append(("table", ("process", "CPU ms / txn", "context switches / txn",
-                                 "threads by CPU: ms / switches per transaction"),
-                       [[role, _fmt(t["cpu_ms_per_txn"]), _fmt(t["switches_per_txn"]),
-                         "; ".join(f"{h['thread']} {h['cpu_ms_per_txn']:g} / {h['switches_per_txn']:g}"
-                                   for h in t["threads"])]
-                        for role, t in p["threads"].items()]))
+        blocks.append(thread_table(p["threads"]))
     base = Path(r["run_dir"]).parent
     for role, q in p["processes"].items():
         blocks.append(("link", str(Path(q["flame_graph"]).relative_to(base)), f"flame graph: {role}"))
     return blocks + [("p", f"Note: {note}") for note in p.get("notes", [])]
+
+
+def thread_table(census: dict) -> tuple:
+    """A thread census (loadgen.bench.threads) as a table: each process's CPU and context
+    switches per transaction (the load) or per second (the idle federation), its threads ranked."""
+    unit = next(iter(census.values()))["per"] if census else "txn"
+    return ("table", ("process", f"CPU ms / {unit}", f"context switches / {unit}",
+                      f"threads by CPU: ms / switches per {unit}"),
+            [[role, _fmt(t["cpu_ms"]), _fmt(t["switches"]),
+              "; ".join(f"{h['thread']} {h['cpu_ms']:g} / {h['switches']:g}" for h in t["threads"])]
+             for role, t in census.items()])
 
 
 def _fault_blocks(r: dict) -> list[tuple]:
@@ -247,6 +253,8 @@ def document(summary: dict) -> list[tuple]:
             blocks.append(("p", f"Idle federation ({idle['seconds']:g} s up with no load): "
                                 f"{idle['share_of_a_core']:.1%} of one core in all; by process (CPU-s): "
                                 + ", ".join(f"{role} {s:g}" for role, s in idle["by_role"].items())))
+            if idle.get("threads"):
+                blocks.append(thread_table(idle["threads"]))
         blocks += _fault_blocks(r)
         blocks += _profile_blocks(r)
         memory = r.get("peak_memory_by_process_mb") or {}

@@ -112,16 +112,14 @@ class ResourceSampler:
     def sample(self, rescan: bool = True) -> None:
         by_role: dict[str, float] = {}
         for proc in self._processes(rescan):
-            try:
-                with proc.oneshot():
-                    rss = proc.memory_info().rss / 2 ** 20
-                    cpu = proc.cpu_times()
-            except psutil.Error:
+            reading = stat_reading(f"/proc/{proc.pid}/stat")
+            if reading is None:
                 continue
+            cpu, rss = reading
             role = self._role(proc)
-            by_role[role] = by_role.get(role, 0.0) + rss
+            by_role[role] = by_role.get(role, 0.0) + rss / 2 ** 20
             with self._lock:
-                self._cpu_of_pid[proc.pid] = cpu.user + cpu.system
+                self._cpu_of_pid[proc.pid] = cpu
         with self._lock:
             self.samples += 1
             self.peak_total = max(self.peak_total, sum(by_role.values()))
@@ -148,11 +146,21 @@ class ResourceSampler:
 def stat_cpu_seconds(stat_path: str | Path) -> float:
     """User + system CPU seconds in a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat file
     (read directly: cheap enough to take around every Delta batch); 0.0 once it is gone."""
+    reading = stat_reading(stat_path)
+    return reading[0] if reading is not None else 0.0
+
+
+_TICK, _PAGE = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+
+
+def stat_reading(stat_path: str | Path) -> tuple[float, int] | None:
+    """(user + system CPU seconds, resident bytes) from one read of a /proc/<pid>/stat file, or
+    None once the process is gone: the sampler's one read per process a sample."""
     try:
         fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * _PAGE
 
 
 def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int) -> dict:

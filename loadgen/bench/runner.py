@@ -26,11 +26,13 @@ from typing import Callable
 
 from loadgen.bench import metrics
 from loadgen.bench.profile import Stopwatches
-from loadgen.bench.profilers import Profilers, python_shares
+from loadgen.bench.profilers import Profilers, pyspy_binary, python_shares
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
-from loadgen.bench.resources import DRIVER, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler, cpu_use
+from loadgen.bench.resources import (DRIVER, JVM, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler,
+                                     cpu_use)
 from loadgen.bench.run_specs import RunSpec
+from loadgen.bench.threads import ThreadCensus
 from loadgen.live.environment import NO_FAULTS, set_faults
 from loadgen.live.outside_writers import OutsideWriters, outside_writers_line, written_source
 from loadgen.nemesis import effects
@@ -39,6 +41,7 @@ from loadgen.workloads.driver_process import DataRecipe, DriverProcess, Syntheti
 from warehouse.core.registry import Settings
 from warehouse.core.sze_ling.deferral import Deferral
 from warehouse.settings import WarehouseSettings
+from warehouse.spark_session import jvm_pid
 
 Progress = Callable[[str, float, float | None, str], None]
 IDLE_SETTLE = 2.0   # seconds after the driver's start before the idle federation is measured
@@ -94,7 +97,7 @@ def run_one(spec: RunSpec, catalog, initial: Path | dict, recipe: DataRecipe | S
     try:
         run.start(catalog, recipe, run_dir)
         if instruments.idle_seconds:
-            record["idle"] = _idle(run.sampler, instruments.idle_seconds, run.progress)
+            record["idle"] = _idle(run.sampler, run.census_pids(spark), instruments.idle_seconds, run.progress)
         run.load(run_dir / "profile" if instruments.profile else None, spark)
         run.ramp()
         run.settle()
@@ -157,6 +160,13 @@ class _LiveRun:
         self.sampler.name(self.driver.pid, DRIVER)
         record["cpu"] = []
 
+    def census_pids(self, spark) -> dict[str, int]:
+        """The processes a thread census reads: the warehouse's, the driver's, each source's and
+        the Spark JVM's."""
+        jvm = jvm_pid(spark)
+        return {WAREHOUSE: os.getpid(), DRIVER: self.driver.pid, **{f"source {s}": p for s, p in self.pids.items() if p},
+                **({JVM: jvm} if jvm else {})}
+
     def drive(self, rate: float, seconds: float, report):
         """The load at `rate` for `seconds`; the CPU every process used meanwhile goes into the
         record (the first time as the load phase's, then as a ramp step's), the commits' timings
@@ -175,8 +185,8 @@ class _LiveRun:
         spec, record, progress = self.spec, self.record, self.progress
         profilers = None
         if profile is not None:
-            profilers = Profilers(profile, {WAREHOUSE: os.getpid(), DRIVER: self.driver.pid,
-                                            **{f"source {s}": p for s, p in self.pids.items() if p}}, spark)
+            profilers = Profilers(profile, {role: pid for role, pid in self.census_pids(spark).items() if role != JVM},
+                                  spark)
             for pid in profilers.start().profiler_pids:
                 self.sampler.name(pid, PROFILER)
         self.load_from = time.time()
@@ -273,17 +283,21 @@ def _judge(record: dict, run_dir: Path, progress: _Phases) -> None:
         record["notes"].append(f"checker: {err}")
 
 
-def _idle(sampler: ResourceSampler, seconds: float, progress) -> dict:
+def _idle(sampler: ResourceSampler, pids: dict[str, int], seconds: float, progress) -> dict:
     """Every process's CPU over `seconds` with the federation up and nothing offered: what the
-    testbed costs by itself (timers, heartbeats, pollers), after IDLE_SETTLE seconds of quiet."""
+    testbed costs by itself (timers, heartbeats, pollers), after IDLE_SETTLE seconds of quiet; and
+    the census of the threads of `pids` (role -> pid), per second, which names the threads that
+    still wake."""
     progress("idle", 0, seconds, "no load: what the federation costs by itself")
     time.sleep(IDLE_SETTLE)
+    census = ThreadCensus(pids, set(pids) - {JVM}, pyspy_binary()).start()
     before, since = sampler.cpu_seconds(), time.monotonic()
     while (elapsed := time.monotonic() - since) < seconds:
         progress("idle", elapsed, seconds, "no load: what the federation costs by itself")
         time.sleep(min(1.0, seconds - elapsed))
     use = cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count())
-    return {**use, "share_of_a_core": round(sum(use["by_role"].values()) / use["seconds"], 4)}
+    return {**use, "share_of_a_core": round(sum(use["by_role"].values()) / use["seconds"], 4),
+            "threads": census.stop(use["seconds"], "s")}
 
 
 def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:

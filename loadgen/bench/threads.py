@@ -1,4 +1,5 @@
-"""`fedlab bench --profile`: each process's CPU and wake-ups over the load phase, thread by thread.
+"""`fedlab bench`: each process's CPU and wake-ups, thread by thread, over the idle federation and
+(with --profile) over the load phase.
 
 A sampling profiler sees the Python that holds the GIL; it does not see gRPC's threads in C, nor
 what a thread costs merely by being woken. On this 2-core virtual machine a wake-up is dear: a
@@ -72,15 +73,17 @@ def pool_name(name: str) -> str:
 
 
 def census(before: dict[int, ThreadReading], after: dict[int, ThreadReading], names: dict[int, str],
-           transactions: int) -> dict:
+           per: float, unit: str) -> dict:
     """What each thread (pooled by name) used between two readings of one process, the most CPU
-    first: CPU ms and context switches per committed transaction, and the process's totals.
+    first: CPU ms and context switches per `unit` (`per` of them passed: the transactions
+    committed, or the seconds), and the process's totals.
 
     >>> b = {1: ThreadReading("python", 1.0, 10), 2: ThreadReading("event_engine", 0.0, 0)}
     >>> a = {1: ThreadReading("python", 1.5, 110), 2: ThreadReading("event_engine", 0.1, 40),
     ...      3: ThreadReading("python", 0.2, 50)}
-    >>> census(b, a, {1: "core", 3: "ThreadPoolExecutor-0_1"}, 100)["threads"][0]
-    {'thread': 'core', 'cpu_ms_per_txn': 5.0, 'switches_per_txn': 1.0}
+    >>> c = census(b, a, {1: "core", 3: "ThreadPoolExecutor-0_1"}, 100, "txn")
+    >>> c["per"], c["cpu_ms"], c["threads"][0]
+    ('txn', 8.0, {'thread': 'core', 'cpu_ms': 5.0, 'switches': 1.0})
     """
     rows: dict[str, list[float]] = {}
     for tid, now in after.items():
@@ -88,12 +91,11 @@ def census(before: dict[int, ThreadReading], after: dict[int, ThreadReading], na
         row = rows.setdefault(pool_name(names.get(tid, now.comm)), [0.0, 0])
         row[0] += now.cpu_seconds - then.cpu_seconds
         row[1] += now.switches - then.switches
-    per = max(transactions, 1)
+    per = max(per, 1e-9)
     ranked = sorted(rows.items(), key=lambda kv: -kv[1][0])
-    return {"cpu_ms_per_txn": round(1000 * sum(r[0] for r in rows.values()) / per, 3),
-            "switches_per_txn": round(sum(r[1] for r in rows.values()) / per, 2),
-            "threads": [{"thread": name, "cpu_ms_per_txn": round(1000 * cpu / per, 3),
-                         "switches_per_txn": round(switches / per, 2)}
+    return {"per": unit, "cpu_ms": round(1000 * sum(r[0] for r in rows.values()) / per, 3),
+            "switches": round(sum(r[1] for r in rows.values()) / per, 2),
+            "threads": [{"thread": name, "cpu_ms": round(1000 * cpu / per, 3), "switches": round(switches / per, 2)}
                         for name, (cpu, switches) in ranked[:TOP] if cpu > 0 or switches > 0]}
 
 
@@ -111,10 +113,10 @@ class ThreadCensus:
         self._before = {role: read_threads(pid) for role, pid in self.pids.items()}
         return self
 
-    def stop(self, transactions: int) -> dict:
-        """role -> census over the stretch, per committed transaction."""
+    def stop(self, per: float, unit: str) -> dict:
+        """role -> census over the stretch, per `unit` (`per` of them passed)."""
         out = {}
         for role, pid in self.pids.items():
             names = python_thread_names(pid, self.pyspy) if role in self.python_roles else {}
-            out[role] = census(self._before.get(role, {}), read_threads(pid), names, transactions)
+            out[role] = census(self._before.get(role, {}), read_threads(pid), names, per, unit)
         return out
