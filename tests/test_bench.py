@@ -73,7 +73,7 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert all(t["per"] == "s" for t in threads.values())
         # the parts of each transaction's staleness add up to its staleness to Delta
         parts = run["staleness_parts"]
-        assert parts["n"] > 0 and set(parts["parts_ms"]) == {"delivery", "at the warehouse", "to Delta"}
+        assert parts["n"] > 0 and set(parts["parts_ms"]) == {"delivery", "behind its source", "at the warehouse", "to Delta"}
         slow = parts["slowest"]
         assert sum(slow["mean_ms"].values()) >= slow["staleness_ms"] - 0.5
         assert sum(slow["mean_ms"].values()) <= run["staleness_delta_ms"]["max"] + 0.5

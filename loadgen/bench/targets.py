@@ -92,7 +92,7 @@ def staleness_breakdown(run: dict) -> str | None:
     return (f"the slowest 1% of the load phase's transactions ({slow['n']}, staleness to Delta >= "
             f"{slow['staleness_ms']:g} ms) spent on average {means}; {slow['lost_share']:.0%} of them had their "
             f"notification lost (all transactions: {parts['lost_share']:.0%}) and waited for its resend, or "
-            f"for an earlier one's at the warehouse (Theorem 2); p50 / p99 ms of each part over all "
+            f"for an earlier one of its source's; p50 / p99 ms of each part over all "
             f"{parts['n']}: {each}{busy}")
 
 
