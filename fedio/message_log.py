@@ -3,19 +3,19 @@ read back by the checker and the bench.
 
 `record` only queues the event; a writer thread, woken by the first event queued, lets more
 gather for WRITE_AFTER seconds and writes them in one go. So a batch of messages costs one write,
-not a line-buffered write each, and the JSON is encoded outside the threads that move the
-messages. A process killed outright loses the events of its last WRITE_AFTER seconds; `close()`
-writes everything queued. With no path a log records nothing.
+not a line-buffered write each, and the JSON (fedmodel.json_text) is encoded outside the
+threads that move the messages. A process killed outright loses the events of its last
+WRITE_AFTER seconds; `close()` writes everything queued. With no path a log records nothing.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from fedmodel import json_text
 from fedmodel.message_log import EVENTS, KINDS
 
 WRITE_AFTER = 0.2   # seconds the writer lets events gather before writing them
@@ -58,8 +58,8 @@ class MessageLog:
                 time.sleep(WRITE_AFTER)   # a batch's events arrive together: write them together
             with self._wake:
                 events, self._queued = self._queued, []
-            self._out.write("".join(json.dumps({"t": t, "node": self.node, "kind": kind, "event": event, "peer": peer,
-                                                "bytes": size, "rows": rows, **fields}, default=str) + "\n"
+            self._out.write("".join(json_text.dumps({"t": t, "node": self.node, "kind": kind, "event": event,
+                                                     "peer": peer, "bytes": size, "rows": rows, **fields}, default=str) + "\n"
                                     for t, kind, event, peer, size, rows, fields in events))
             self._out.flush()
 
@@ -97,4 +97,4 @@ def read(paths: Iterable[str | Path]) -> Iterator[dict]:
         with open(path) as lines:
             for line in lines:
                 if line.endswith("\n"):
-                    yield json.loads(line)
+                    yield json_text.loads(line)

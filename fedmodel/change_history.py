@@ -10,11 +10,11 @@ read here only, so the three cannot drift apart.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from fedmodel import json_text
 from fedmodel.errors import ModelError
 
 INITIAL = "initial_view.json"
@@ -35,7 +35,7 @@ class ChangeHistory:
     def write_initial(self, rows: dict[tuple, int], dsv: dict[str, int]) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         doc = {"columns": self.columns, "versions": dsv, "rows": [[*r, c] for r, c in rows.items()]}
-        (self.folder / INITIAL).write_text(json.dumps(doc, default=str))
+        (self.folder / INITIAL).write_text(json_text.dumps(doc, default=str))
         (self.folder / CHANGES).write_text("")
 
     def last_seq(self) -> int:
@@ -46,7 +46,7 @@ class ChangeHistory:
             text = text[:text.rfind("\n") + 1]
             path.write_text(text)
         lines = text.splitlines()
-        return json.loads(lines[-1])["seq"] if lines else 0
+        return json_text.loads(lines[-1])["seq"] if lines else 0
 
     def append(self, applied: Iterable, durable_time: float | None = None) -> None:
         """`applied`: states with seq, source, dsv, txn_id, commit_time, applied_time, versions and
@@ -55,18 +55,17 @@ class ChangeHistory:
         then on); None when that moment is not known (a batch found in Delta after a crash)."""
         with open(self.folder / CHANGES, "a") as out:
             for a in applied:
-                out.write(json.dumps({"seq": a.seq, "source": a.source, "dsv": a.dsv, "txn_id": a.txn_id,
-                                      "commit_time": a.commit_time, "applied_time": a.applied_time,
-                                      "durable_time": durable_time,
-                                      "versions": a.versions, "delta": [[list(r), c] for r, c in a.delta]},
-                                     default=str) + "\n")
+                out.write(json_text.dumps({"seq": a.seq, "source": a.source, "dsv": a.dsv, "txn_id": a.txn_id,
+                                           "commit_time": a.commit_time, "applied_time": a.applied_time,
+                                           "durable_time": durable_time, "versions": a.versions,
+                                           "delta": [[list(r), c] for r, c in a.delta]}, default=str) + "\n")
 
 
 def read(folder: Path) -> tuple[dict[str, int], dict[tuple, int], list[dict], dict[tuple, int]]:
     """(versions of the first view, the first view, every later state with its delta, the view
     after the last); ChangeHistoryError naming the file and line of anything malformed."""
     try:
-        first = json.loads((folder / INITIAL).read_text())
+        first = json_text.loads((folder / INITIAL).read_text())
         start_versions = {str(s): int(v) for s, v in first["versions"].items()}
         view = Counter({tuple(r[:-1]): int(r[-1]) for r in first["rows"]})
     except FileNotFoundError as err:
@@ -114,6 +113,6 @@ def _entries(path: Path) -> Iterator[tuple[str, dict]]:
     for number, line in enumerate(lines, 1):
         where = f"warehouse history: {path} line {number}"
         try:
-            yield where, json.loads(line)
+            yield where, json_text.loads(line)
         except ValueError as err:
             raise ChangeHistoryError(f"{where}: malformed ({err})") from None

@@ -31,7 +31,6 @@ transaction's notification as JSON).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -39,6 +38,7 @@ from collections import deque
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
+from fedmodel import json_text
 from fedmodel.as_of import answered_versions, reading_as_of
 from fedmodel.catalog import Catalog, Relation, validate_row
 from fedmodel.errors import ModelError, first_line
@@ -169,7 +169,7 @@ class DurableStore(GroupCommit):
                     outcomes.append(note)
                 if notes:
                     self._write_log(dsv, {n: v for n, v in brv.items() if v != self._brv[n]},
-                                    [(n.dsv, json.dumps(notification_to_dict(n), default=_json_value)) for n in notes])
+                                    [(n.dsv, json_text.dumps(notification_to_dict(n))) for n in notes])
                     if self.log_retention is not None:
                         self._con.execute(f"DELETE FROM {self._meta('outbox')} WHERE dsv <= ?",
                                           [dsv - self.log_retention])
@@ -380,7 +380,7 @@ class DurableStore(GroupCommit):
 
     @staticmethod
     def _parse(docs: list) -> list[Notification]:
-        return [notification_from_dict(json.loads(doc)) for doc, in docs]
+        return [notification_from_dict(json_text.loads(doc)) for doc, in docs]
 
     # ---- what the engine supplies ----
 
@@ -577,13 +577,6 @@ def owned_relation(catalog: Catalog, source: str, name: str, where: str) -> Rela
 def quote(identifier: str) -> str:
     """An SQL identifier, quoted (relation and column names keep their case)."""
     return '"' + identifier.replace('"', '""') + '"'
-
-
-def _json_value(value):
-    """JSON for the values json does not know: dates (a DATE given as datetime.date) as ISO strings."""
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError(f"cannot store {value!r} in a notification")
 
 
 class _GroupFailed(Exception):

@@ -40,7 +40,7 @@ def test_a_line_cut_by_a_crash_is_dropped_when_the_warehouse_starts_again(tmp_pa
 
 @pytest.mark.parametrize("line, says", [
     ('{"seq": 1}', "line 1: malformed ('delta')"),
-    ("not json", "line 1: malformed (Expecting value"),
+    ("not json", "line 1: malformed (invalid literal"),
 ])
 def test_a_malformed_history_is_named_by_file_and_line(tmp_path, line, says):
     ChangeHistory(tmp_path, ["A", "count"]).write_initial({}, {"x": 1})

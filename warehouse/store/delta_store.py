@@ -60,7 +60,6 @@ extra Spark jobs and ~2-4 s per write -- while the batch-id column costs nothing
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -74,6 +73,7 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from fedmodel import json_text
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
 from warehouse.store.delta_append import DeltaAppender, delta_log
 from warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
@@ -263,7 +263,7 @@ class DeltaViewStore:
         self._notified = {(r[0], int(r[1])) for r in self._journal(_NOTIFICATION).select("source", "dsv").collect()}
         self._counts = self.read_view()
         self._last_batch = int(committed)
-        return json.loads(state)
+        return json_text.loads(state)
 
     # ------------------------------------------------------------------ commit
     def commit_batch(self, batch_id: int, applied: list[AppliedTxn], view_delta, version_state: Mapping,
@@ -532,14 +532,14 @@ class DeltaViewStore:
         row = self._journal(_STATE).where(f"batch_id = {which}").select("batch_id", "body").first()
         if row is None:
             raise StoreError(f"the journal under {self.root} holds no batch {batch_id}")
-        return int(row[0]), json.loads(row[1])
+        return int(row[0]), json_text.loads(row[1])
 
     def read_notifications(self, source: str | None = None) -> list[Notification]:
         """Stored notifications, ordered by (source, dsv)."""
         df = self._journal(_NOTIFICATION)
         if source is not None:
             df = df.where(df.source == source)
-        return [notification_from_dict(json.loads(r[0]))
+        return [notification_from_dict(json_text.loads(r[0]))
                 for r in df.orderBy("source", "dsv").select("body").collect()]
 
     def _journal(self, kind: str):
@@ -607,32 +607,22 @@ def _state_row(batch_id: int, state: Mapping) -> tuple:
     except (AttributeError, TypeError):
         raise StoreError("version_state must be {scope: {name: {field: int}}}, e.g. "
                          "{'relations': {'R1': {'processing': 3, 'refreshed': 3}}}") from None
-    return (batch_id, _STATE, None, None, None, None, None, None, None, json.dumps(state, sort_keys=True))
-
-
-def _json(value) -> str:
-    return json.dumps(value, separators=(",", ":"), default=_json_default)
-
-
-def _json_default(value):
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    raise TypeError(f"cannot store {value!r} as JSON")
+    return (batch_id, _STATE, None, None, None, None, None, None, None, json_text.dumps(state, sort_keys=True))
 
 
 def _txn_row(batch_id: int, a: AppliedTxn) -> tuple:
     delta = [[list(r), int(c)] for r, c in a.delta]
     return (batch_id, _TXN, a.seq, a.source, a.dsv, a.txn_id, float(a.commit_time), float(a.applied_time),
-            _json(a.versions), _json(delta))
+            json_text.dumps(a.versions), json_text.dumps(delta))
 
 
 def _log_entry(r) -> AppliedTxn:
-    versions = {k: int(v) for k, v in json.loads(r["versions"]).items()}
-    delta = [(tuple(row), int(c)) for row, c in json.loads(r["body"])]
+    versions = {k: int(v) for k, v in json_text.loads(r["versions"]).items()}
+    delta = [(tuple(row), int(c)) for row, c in json_text.loads(r["body"])]
     return AppliedTxn(int(r["seq"]), r["source"], int(r["dsv"]), r["txn_id"], r["commit_time"],
                       r["applied_time"], versions, delta, batch_id=int(r["batch_id"]))
 
 
 def _notification_row(batch_id: int, n: Notification) -> tuple:
     return (batch_id, _NOTIFICATION, None, n.source, int(n.dsv), n.txn_id, float(n.commit_time), None, None,
-            _json(notification_to_dict(n)))
+            json_text.dumps(notification_to_dict(n)))
