@@ -20,7 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import sqlglot
 from scenario_support import under_random_faults
+from sqlglot import exp
 
 from fedmodel.errors import ModelError
 from loadgen.simulation.scenario import parse_scenario
@@ -170,6 +172,78 @@ def test_a_pg_ivm_view_fedlab_refuses_stops_with_one_line_naming_why(catalog_fil
         parse_scenario(scenario(catalog_file, sql, seed=1), name)
     message = str(err.value)
     assert refusal in message and "\n" not in message, message
+
+
+def _between(node: exp.Expression, top: exp.Expression, kinds: tuple) -> bool:
+    """Whether a node of one of `kinds` lies between `node` and its ancestor `top`."""
+    node = node.parent
+    while node is not None and node is not top:
+        if isinstance(node, kinds):
+            return True
+        node = node.parent
+    return False
+
+
+def _base_reads(tree: exp.Expression) -> list[str]:
+    """The base relations a view reads outside EXISTS, once per occurrence, through its WITH queries."""
+    ctes = {c.alias_or_name.lower(): c.this for c in tree.find_all(exp.CTE)}
+
+    def reads(node: exp.Expression) -> list[str]:
+        names = [t.name.lower() for t in node.find_all(exp.Table)
+                 if isinstance(t.this, exp.Identifier) and not _between(t, node, (exp.CTE, exp.Exists))]
+        return [read for name in names for read in (reads(ctes[name]) if name in ctes else [name])]
+    return reads(tree)
+
+
+def _outer(tree: exp.Expression) -> bool:
+    return any(j.side for j in tree.find_all(exp.Join))
+
+
+def _refused_outer(tree: exp.Expression) -> bool:
+    """An outer join with DISTINCT or an aggregate over it, or beside a product (a join without ON)."""
+    return (tree.find(exp.Distinct, exp.AggFunc) is not None
+            or any(not j.side and not j.args.get("on") and not j.args.get("using") for j in tree.find_all(exp.Join)))
+
+
+# Each row of docs/algorithms.md's "SQL accepted" table, by how its first cell begins, and whether a
+# view uses its construct, told by sqlglot from the SQL as pg_ivm's file writes it (not by
+# fedlab's rewrites).
+CONSTRUCTS = {
+    "inner joins": lambda t: len(_base_reads(t)) > 1 and (not _outer(t) or any(not j.side for j in t.find_all(exp.Join))),
+    "selections on one relation": lambda t: any(
+        not (isinstance(p.this, exp.Column) and isinstance(p.expression, exp.Column))
+        for p in t.find_all(exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.In, exp.Between, exp.Is)),
+    "GROUP BY with": lambda t: t.find(exp.AggFunc) is not None and not _outer(t),
+    "SELECT DISTINCT": lambda t: t.find(exp.Distinct) is not None and not _outer(t),
+    "self-joins": lambda t: len(set(_base_reads(t))) < len(_base_reads(t)),
+    "`SELECT *`": lambda t: (any(not isinstance(s.parent, exp.Count) for s in t.find_all(exp.Star))
+                             or any(j.args.get("using") or j.kind == "NATURAL" for j in t.find_all(exp.Join))
+                             or len({e.alias_or_name for e in t.expressions}) < len(t.expressions)),
+    "WITH queries and derived tables": lambda t: any(not _between(n, t, (exp.Exists,))
+                                                     for n in t.find_all(exp.CTE, exp.Subquery)),
+    "outer joins (LEFT": lambda t: _outer(t) and not _refused_outer(t),
+    "outer joins with a cycle": lambda t: _outer(t) and _refused_outer(t),
+    "NOT EXISTS (SELECT": lambda t: any(isinstance(e.parent, exp.Not) for e in t.find_all(exp.Exists)),
+    "EXISTS (SELECT": lambda t: any(not isinstance(e.parent, exp.Not) for e in t.find_all(exp.Exists)),
+    "TABLESAMPLE": lambda t: any(not isinstance(x.this, exp.Identifier) for x in t.find_all(exp.Table)),
+}
+
+
+def test_the_sql_table_counts_the_views_using_each_construct_and_how_many_fedlab_maintains():
+    """The "pg_ivm's tests" column of the "SQL accepted" table: for its row's construct, how many of
+    pg_ivm's views using it fedlab maintains, of how many; '-' where none uses it."""
+    text = (Path(__file__).parent.parent / "docs" / "algorithms.md").read_text()
+    header = "| SQL | here | pg_ivm | pg_ivm's tests | Materialize | example |"
+    lines = text[text.index(header):].split("\n\n")[0].splitlines()[2:]
+    cells = {line.split(" | ")[0][2:]: line.split(" | ")[3] for line in lines}
+    counted = {}
+    for construct, uses in CONSTRUCTS.items():
+        using = [refusal for _, _, sql, refusal in VIEWS if uses(sqlglot.parse_one(sql, read="postgres"))]
+        counted[construct] = f"{using.count(None)} of {len(using)}" if using else "-"
+    for first_cell, cell in cells.items():
+        construct = [c for c in CONSTRUCTS if first_cell.startswith(c)]
+        assert cell == (counted[construct[0]] if construct else "-"), (first_cell, cell, counted)
+    assert all(any(first.startswith(c) for first in cells) for c in CONSTRUCTS)
 
 
 def test_the_docs_report_the_counts_this_file_holds():
