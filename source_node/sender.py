@@ -40,13 +40,13 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-import queue
 import threading
 import time
 
 import grpc
 
 from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
+from fedio.lockstep import LockstepStream
 from fedio.message_log import MessageLog
 from fedmodel.catalog import Catalog
 from fedmodel.message_log import notification_fields
@@ -83,7 +83,7 @@ class NotificationSender:
         self._thread: threading.Thread | None = None
         self._channel: grpc.Channel | None = None
         self._stub = None
-        self._stream: NotifyStream | None = None   # open on the stub's channel, once a batch went
+        self._stream: LockstepStream | None = None   # open on the stub's channel, once a batch went
         self._address: str | None = None
         self._held: list = []                      # heap of (due, seq, Notification): delayed copies
         self._seq = itertools.count()
@@ -204,14 +204,14 @@ class NotificationSender:
                     self.policy.heard(reply.incarnation, reply.received_dsv.get(source, 0), beyond,
                                       [n.dsv for n in notes], now=time.monotonic())
 
-    def _stream_to(self, stub) -> "NotifyStream":
+    def _stream_to(self, stub) -> LockstepStream:
         """The open Notify stream on `stub`'s channel, opened now if there is none; ValueError if
         set_warehouse replaced `stub` meanwhile."""
         with self._cond:
             if self._stub is not stub:
                 raise ValueError("the warehouse was replaced")
             if self._stream is None:
-                self._stream = NotifyStream(stub)
+                self._stream = LockstepStream(stub.Notify)
             return self._stream
 
     def _close_stream(self) -> None:
@@ -266,21 +266,3 @@ class NotificationSender:
         if due is not None:
             times.append(due)
         return max(0.0, min(times) - now) if times else None
-
-
-class NotifyStream:
-    """One Notify stream to the warehouse, driven by the sender's thread in lockstep: a batch
-    written, then its reply read. gRPC's own thread takes the batches off the queue."""
-
-    def __init__(self, stub):
-        self._batches: queue.SimpleQueue = queue.SimpleQueue()
-        self._replies = stub.Notify(iter(self._batches.get, None))
-
-    def exchange(self, batch: pb.NotificationBatch) -> pb.NotifyReply:
-        """The warehouse's reply to `batch`; grpc.RpcError (or StopIteration) once the stream failed."""
-        self._batches.put(batch)
-        return next(self._replies)
-
-    def close(self) -> None:
-        self._batches.put(None)
-        self._replies.cancel()

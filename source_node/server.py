@@ -5,7 +5,7 @@ is answered with INVALID_ARGUMENT and the one-line ModelError text, and loses no
 is left as it was and the server keeps serving (docs/architecture.md 4.4). Messages over the size limit are
 refused by gRPC itself with RESOURCE_EXHAUSTED. CommitBatch commits its transactions as one group
 (the store's commit_many) and answers each one's versions or error text: an invalid transaction
-is rejected alone, and Commit is a group of one. Calls that arrive together share a group
+is rejected alone; Commit is a group of one, and Commits a stream of groups. Calls that arrive together share a group
 (source_node.commit_queue: group commit across all clients). A group sent again because its
 client never heard the outcome (retry_after_dsv) commits only what is not in the log already.
 
@@ -88,6 +88,11 @@ class SourceServicer(rpc.SourceServicer):
     def CommitBatch(self, request: pb.CommitBatchRequest, context) -> pb.CommitBatchReply:
         retry_after = request.retry_after_dsv if request.HasField("retry_after_dsv") else None
         return pb.CommitBatchReply(outcomes=self._commit_group(request.transactions, retry_after))
+
+    def Commits(self, requests, context):
+        """A client's groups on one stream (the load driver's, fedio.lockstep), each as CommitBatch."""
+        for request in requests:
+            yield self.CommitBatch(request, context)
 
     def _commit_group(self, requests, retry_after: int | None = None) -> list[pb.CommitOutcome]:
         """Commits the decodable requests as one group (with those of concurrent calls); one outcome

@@ -71,8 +71,9 @@ def test_a_failed_group_counts_all_its_transactions_rejected():
 
 
 def test_a_group_whose_outcome_went_unheard_is_sent_again_and_committed_once(tmp_path):
-    """A real source whose store is busy past the call's deadline: the committer does not count
-    the group rejected, and its retry does not commit it twice."""
+    """A real source whose store is busy while the driver's stream to it breaks (its channel
+    closed) with a group on it: the committer does not count the group rejected, and its retry,
+    on a new channel, does not commit it twice."""
     from fedio.channels import client_channel
     from fedmodel.catalog import Catalog
     from fedmodel.wire import rpc
@@ -82,21 +83,31 @@ def test_a_group_whose_outcome_went_unheard_is_sent_again_and_committed_once(tmp
     catalog = Catalog.from_dict({"sources": {"ds1": {"T": {"columns": ["E"], "types": ["BIGINT"], "key": ["E"]}}}})
     node = SourceNode(catalog, "ds1", tmp_path / "ds1.sqlite", {"T": []})
     node.start()
-    try:
-        with client_channel(node.address, None) as channel:
-            commit_batch = grpc_committer(catalog, {"ds1": rpc.SourceStub(channel)}, timeout=0.3)
-            held = threading.Event()
+    channels = [client_channel(node.address, None)]
+    stubs = {"ds1": rpc.SourceStub(channels[0])}
 
-            def hold_the_store():   # the first attempt waits in the store past its deadline
-                with node.store._writer:
-                    held.set()
-                    time.sleep(1.3)
-            threading.Thread(target=hold_the_store).start()
-            held.wait()
-            outcomes = commit_batch("ds1", [TransactionRequest(f"t{i}", inserts={"T": [(i,)]}) for i in range(3)])
-            assert [o.dsv for o in outcomes] == [2, 3, 4]
-            assert node.store.dsv == 4 and [n.txn_id for n in node.store.notifications_from(2)] == ["t0", "t1", "t2"]
-            later, = commit_batch("ds1", [TransactionRequest("t3", inserts={"T": [(3,)]})])
-            assert later.dsv == 5
+    def reconnect(source):
+        channels.append(client_channel(node.address, None))
+        stubs[source] = rpc.SourceStub(channels[-1])
+    try:
+        commit_batch = grpc_committer(catalog, stubs, reconnect=reconnect)
+        held = threading.Event()
+
+        def hold_the_store():   # the first attempt waits in the store while its stream breaks
+            with node.store._writer:
+                held.set()
+                time.sleep(0.5)
+                channels[0].close()
+                time.sleep(0.8)
+        threading.Thread(target=hold_the_store).start()
+        held.wait()
+        outcomes = commit_batch("ds1", [TransactionRequest(f"t{i}", inserts={"T": [(i,)]}) for i in range(3)])
+        assert len(channels) == 2, "the group was not sent again"
+        assert [o.dsv for o in outcomes] == [2, 3, 4]
+        assert node.store.dsv == 4 and [n.txn_id for n in node.store.notifications_from(2)] == ["t0", "t1", "t2"]
+        later, = commit_batch("ds1", [TransactionRequest("t3", inserts={"T": [(3,)]})])
+        assert later.dsv == 5
     finally:
+        for channel in channels:
+            channel.close()
         node.stop()

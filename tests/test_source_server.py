@@ -14,6 +14,7 @@ import pytest
 from fake_warehouse import FakeWarehouse
 
 from fedio.channels import client_channel
+from fedio.lockstep import LockstepStream
 from fedmodel.catalog import Catalog
 from fedmodel.codec import decode_rows, encode_rows
 from fedmodel.errors import ModelError
@@ -87,6 +88,24 @@ def test_commit_batch_answers_each_transaction_and_rejects_the_invalid_ones_alon
     assert snapshot(stub, "R") == {"R": (3, [(1, "a", "2020-01-01"), (2, "b", None), (3, "d", None)])}
     assert warehouse.wait_for("ds1", 2) == [2, 3]
     assert stub.CommitBatch(pb.CommitBatchRequest()).outcomes == []
+
+
+def test_a_commits_stream_answers_group_after_group_as_commit_batch_does(stub):
+    """The load driver's stream (fedio.lockstep): each group answered in turn, a rejected
+    transaction alone, and the stream goes on after it."""
+    stream = LockstepStream(stub.Commits)
+    try:
+        first = stream.exchange(pb.CommitBatchRequest(transactions=[
+            to_pb(TransactionRequest("t1", inserts={"R": [(3, "c", None)]}), CATALOG),
+            to_pb(TransactionRequest("t2", deletes={"R": [(7,)]}), CATALOG)]))
+        assert [o.WhichOneof("outcome") for o in first.outcomes] == ["committed", "error"]
+        assert first.outcomes[0].committed.dsv == 2 and "which is not there" in first.outcomes[1].error
+        second = stream.exchange(pb.CommitBatchRequest(transactions=[
+            to_pb(TransactionRequest("t3", inserts={"S": [("z", 0.5)]}), CATALOG)]))
+        assert [(o.committed.dsv, dict(o.committed.brv)) for o in second.outcomes] == [(3, {"S": 2})]
+    finally:
+        stream.close()
+    assert snapshot(stub, "S") == {"S": (2, [("a", 1.5), ("c", 2.5), ("z", 0.5)])}
 
 
 def test_concurrent_clients_each_get_their_own_versions(node, stub):

@@ -4,7 +4,7 @@ Transaction i is due at start + i / rate whatever the previous ones cost, so a s
 up as a backlog and a lower achieved rate, never as a lower offered rate. One client thread per
 source commits that source's transactions in stream order (the stream's picture of the keys
 assumes it); sources commit in parallel. Each client takes everything queued for its source (up
-to `max_batch`) and commits it as one group (the Source service's CommitBatch): a group pays the
+to `max_batch`) and commits it as one group (on the Source service's Commits stream): a group pays the
 round trip, the wait for the store's lock and the DuckDB transaction's fixed costs once, so a
 backlog is worked off in a few groups instead of growing. The achieved rate is measured, never
 assumed, per committed source transaction.
@@ -21,6 +21,7 @@ from typing import Callable
 
 import grpc
 
+from fedio.lockstep import LockstepStream
 from fedmodel.errors import ModelError
 from fedmodel.messages import to_pb
 from fedmodel.wire import pb
@@ -138,26 +139,44 @@ def drive(commit_batch: Callable, stream, sources, rate: float, duration: float,
 
 
 # The calls that end without saying whether the group committed: sent again, marked as a retry.
-OUTCOME_UNKNOWN = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+# CANCELLED: the source stopped serving with the group on its stream (or the channel was closed).
+OUTCOME_UNKNOWN = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
 
 
-def grpc_committer(catalog, stubs: dict, patience: float = 120.0, timeout: float = 60.0,
+def grpc_committer(catalog, stubs: dict, patience: float = 120.0,
                    reconnect: Callable[[str], object] = lambda source: None) -> Callable:
-    """`commit_batch` for `drive` over the sources' gRPC stubs (CommitBatch, `timeout` seconds a
-    call). A call that ends without an outcome (the source restarting or unreachable, the deadline
-    passed while it was still committing) is sent again for `patience` seconds, marked as a retry
-    after the highest DSV heard from that source: the source answers what the earlier attempt
-    committed with its recorded versions and commits the rest (source_node.commit_queue), so a
-    group is neither lost to the load nor committed twice. `reconnect(source)` runs before each
-    retry (a restarted source may serve on a new port; `stubs` is read at every call)."""
+    """`commit_batch` for `drive` over the sources' gRPC stubs: each source's groups on one Commits
+    stream (fedio.lockstep; its client thread waits for each reply), opened again on the stub
+    `stubs` holds when it fails. A group whose outcome went unheard (the source restarting or
+    unreachable: the stream failed, found by keepalive when the source froze or was cut off) is
+    sent again for `patience` seconds, marked as a retry after the highest DSV heard from that
+    source: the source answers what the earlier attempt committed with its recorded versions and
+    commits the rest (source_node.commit_queue), so a group is neither lost to the load nor
+    committed twice. `reconnect(source)` runs before each retry (a restarted source may serve on
+    a new port)."""
     heard: dict[str, int] = {}   # source -> the highest DSV it answered (one client thread per source)
+    streams: dict[str, tuple[object, LockstepStream]] = {}   # source -> (the stub, its open stream)
+
+    def exchange(source: str, batch):
+        stub = stubs[source]
+        if source not in streams or streams[source][0] is not stub:
+            if source in streams:
+                streams[source][1].close()
+            streams[source] = (stub, LockstepStream(stub.Commits))
+        try:
+            return streams[source][1].exchange(batch)
+        except (grpc.RpcError, StopIteration) as err:
+            streams.pop(source)[1].close()
+            if isinstance(err, StopIteration):   # the source ended the stream with the group unanswered
+                raise _StreamEnded() from None
+            raise
 
     def commit_batch(source: str, requests: list) -> list:
         batch = pb.CommitBatchRequest(transactions=[to_pb(r, catalog) for r in requests])
         give_up = time.monotonic() + patience
         while True:
             try:
-                outcomes = batch_outcomes(stubs[source].CommitBatch(batch, timeout=timeout))
+                outcomes = batch_outcomes(exchange(source, batch))
                 break
             except grpc.RpcError as err:
                 if err.code() not in OUTCOME_UNKNOWN or time.monotonic() > give_up:
@@ -168,6 +187,16 @@ def grpc_committer(catalog, stubs: dict, patience: float = 120.0, timeout: float
         heard[source] = max([heard.get(source, 0)] + [o.dsv for o in outcomes if not isinstance(o, Exception)])
         return outcomes
     return commit_batch
+
+
+class _StreamEnded(grpc.RpcError):
+    """A Commits stream the source ended with a group unanswered: its outcome is unknown."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the source ended the Commits stream"
 
 
 def batch_outcomes(reply) -> list:
