@@ -64,6 +64,8 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         roles = set(run["cpu"][0]["by_role"])
         assert {"warehouse (python)", "spark JVM", "load driver"} <= roles, roles
         assert any(r.startswith("source ") for r in roles) and 0 < run["cpu"][0]["busy"] <= 1.05
+        # and what else took the machine meanwhile: processes outside the federation, other guests
+        assert 0 <= run["cpu"][0]["others"] <= 1 and 0 <= run["cpu"][0]["stolen"] <= 1
         # the idle federation's CPU, read before the load (2 s here, 30 s by default)
         assert run["idle"]["seconds"] >= 2 and run["idle"]["share_of_a_core"] >= 0
         assert any(r.startswith("source ") for r in run["idle"]["by_role"])
@@ -334,6 +336,18 @@ def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
     finally:
         sampler.stop()
     assert use["by_role"].get("busy child", 0) >= 0.2, use
+
+
+def test_the_machine_reading_tells_busy_stolen_and_all_time_from_proc_stat(tmp_path):
+    import os
+
+    from loadgen.bench.resources import machine_seconds
+
+    stat = tmp_path / "stat"   # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  300 20 100 500 40 10 30 50 0 0\ncpu0 150 10 50 250 20 5 15 25 0 0\n")
+    tick = os.sysconf("SC_CLK_TCK")
+    assert machine_seconds(stat) == (460 / tick, 50 / tick, 1050 / tick)
+    assert machine_seconds(tmp_path / "absent") == (0.0, 0.0, 0.0)
 
 
 def test_repeated_runs_are_planned_round_robin_and_reported_as_spreads():

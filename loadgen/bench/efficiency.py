@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from loadgen.bench.profile import JVM_BATCH_CPU
-from loadgen.bench.resources import cpu_ms_per_txn, shares
+from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
 
 DEFAULT_FAULTS = "notification_drop=0.05,notification_reorder=0.1"
 IDLE_SHARE = 0.05            # of one core, every process of an idle federation
@@ -85,7 +85,7 @@ def _cpu(runs: list[dict], rate: float, target: float) -> dict:
     load = run["cpu"][0]
     ms = cpu_ms_per_txn(load, run.get("committed_in_load"))
     faults = "no faults" if run["chaos"] == "none" else f"faults {run['chaos']}"
-    return _judged(entry, ms, target, f"{ms:g} ms ({faults}; the machine {load['busy']:.0%} busy)",
+    return _judged(entry, ms, target, f"{ms:g} ms ({faults}; the machine {busy_text(load)})",
                    f"by process: {shares(load['by_role'])}{_hottest(run)}")
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from loadgen.bench.answers_as_of import comparison
 from loadgen.bench.combining import tradeoff
-from loadgen.bench.resources import cpu_ms_per_txn, shares
+from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
 
 RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
                "to Delta p50/p99 ms", "read p50/p99 ms", "floor ms", "sub-queries/txn (sent again)", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")
@@ -51,7 +51,7 @@ def cpu_rows(r: dict) -> list[list[str]]:
         rows.append([cpu["phase"], _fmt(cpu["rate"]),
                      _fmt(round(committed / cpu["seconds"], 1)) if committed and cpu["seconds"] else "-",
                      {True: "yes", False: "no", None: "-"}[step["sustained"]],
-                     f"{cpu['busy']:.0%}" if cpu.get("busy") is not None else "-",
+                     busy_text(cpu) if cpu.get("busy") is not None else "-",
                      _fmt(cpu_ms_per_txn(cpu, committed)), shares(cpu["by_role"])])
     return rows
 

@@ -163,13 +163,30 @@ def stat_reading(stat_path: str | Path) -> tuple[float, int] | None:
     return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[21]) * _PAGE
 
 
-def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int) -> dict:
+def machine_seconds(stat_path: str | Path = "/proc/stat") -> tuple[float, float, float]:
+    """(busy, stolen, all) CPU seconds of the whole machine so far, every CPU summed, from the first
+    line of /proc/stat: busy is what any process or the kernel ran, stolen what the hypervisor gave
+    to other guests while this one wanted to run (a noisy neighbour)."""
+    try:
+        ticks = [int(t) for t in Path(stat_path).read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0.0, 0.0, 0.0
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks
+    return (user + nice + system + irq + softirq) / _TICK, steal / _TICK, sum(ticks) / _TICK
+
+
+def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int,
+            machine: tuple[tuple, tuple] | None = None) -> dict:
     """Where a stretch of the run spent the machine, from two `cpu_seconds()` readings: CPU seconds
     per role (Ray's many helpers as one), and how busy the machine was (1.0: every core all along).
+    With two `machine_seconds()` readings, also how much of the machine went to processes outside
+    the federation (`others`) and to other guests of the hypervisor (`stolen`): a run that either
+    took a share of is not comparable with one that nothing disturbed.
 
     >>> cpu_use({"source a": 1.0, "ray and helpers: raylet": 0.5}, {"source a": 4.0, "spark JVM": 1.0,
-    ...         "ray and helpers: raylet": 0.7, "ray and helpers: gcs_server": 0.3}, 5.0, 2)
-    {'seconds': 5.0, 'busy': 0.45, 'by_role': {'source a': 3.0, 'spark JVM': 1.0, 'ray and helpers': 0.5}}
+    ...         "ray and helpers: raylet": 0.7, "ray and helpers: gcs_server": 0.3}, 5.0, 2,
+    ...         machine=((100.0, 3.0, 500.0), (105.5, 3.5, 510.0)))
+    {'seconds': 5.0, 'busy': 0.45, 'by_role': {'source a': 3.0, 'spark JVM': 1.0, 'ray and helpers': 0.5}, 'others': 0.1, 'stolen': 0.05}
     """
     by_role: dict[str, float] = {}
     for role, seconds in after.items():
@@ -177,7 +194,24 @@ def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: flo
         by_role[group] = by_role.get(group, 0.0) + seconds - before.get(role, 0.0)
     used = {role: round(s, 2) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1]) if s >= 0.005}
     busy = sum(used.values()) / (wall_seconds * cpus) if wall_seconds and cpus else None
-    return {"seconds": round(wall_seconds, 2), "busy": round(busy, 3) if busy is not None else None, "by_role": used}
+    use = {"seconds": round(wall_seconds, 2), "busy": round(busy, 3) if busy is not None else None, "by_role": used}
+    if machine is not None and machine[1][2] > machine[0][2]:
+        (busy0, stolen0, all0), (busy1, stolen1, all1) = machine
+        spent = all1 - all0
+        use["others"] = round(max(0.0, (busy1 - busy0 - sum(used.values())) / spent), 3)
+        use["stolen"] = round((stolen1 - stolen0) / spent, 3)
+    return use
+
+
+def busy_text(cpu: dict) -> str:
+    """How busy the federation kept the machine, and what else took 1% of it or more meanwhile.
+
+    >>> busy_text({"busy": 0.94, "others": 0.12, "stolen": 0.004}), busy_text({"busy": 0.5})
+    ('94% busy (outside the federation 12%)', '50% busy')
+    """
+    disturbed = [f"{name} {cpu[key]:.0%}" for key, name in (("others", "outside the federation"), ("stolen", "stolen"))
+                 if cpu.get(key, 0) >= 0.01]
+    return f"{cpu['busy']:.0%} busy" + (f" ({', '.join(disturbed)})" if disturbed else "")
 
 
 def cpu_ms_per_txn(cpu: dict, committed: int | None) -> float | None:

@@ -30,7 +30,7 @@ from loadgen.bench.profilers import Profilers, pyspy_binary, python_shares
 from loadgen.bench.ramp import max_sustained, ramp
 from loadgen.bench.reads import READ_INTERVAL, ReadProbe
 from loadgen.bench.resources import (DRIVER, JVM, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler,
-                                     cpu_use)
+                                     cpu_use, machine_seconds)
 from loadgen.bench.run_specs import RunSpec
 from loadgen.bench.threads import ThreadCensus
 from loadgen.live.environment import NO_FAULTS, set_faults
@@ -171,11 +171,11 @@ class _LiveRun:
         """The load at `rate` for `seconds`; the CPU every process used meanwhile goes into the
         record (the first time as the load phase's, then as a ramp step's), the commits' timings
         into the time profile."""
-        before, since = self.sampler.cpu_seconds(), time.monotonic()
+        before, machine, since = self.sampler.cpu_seconds(), machine_seconds(), time.monotonic()
         result, timings = self.driver.drive(rate, seconds, report)
         self.record["cpu"].append({"phase": "ramp" if self.record["cpu"] else "load", "rate": rate,
                                    **cpu_use(before, self.sampler.cpu_seconds(), time.monotonic() - since,
-                                             os.cpu_count())})
+                                             os.cpu_count(), machine=(machine, machine_seconds()))})
         self.watches.add_commits(timings)
         return result
 
@@ -291,11 +291,12 @@ def _idle(sampler: ResourceSampler, pids: dict[str, int], seconds: float, progre
     progress("idle", 0, seconds, "no load: what the federation costs by itself")
     time.sleep(IDLE_SETTLE)
     census = ThreadCensus(pids, set(pids) - {JVM}, pyspy_binary()).start()
-    before, since = sampler.cpu_seconds(), time.monotonic()
+    before, machine, since = sampler.cpu_seconds(), machine_seconds(), time.monotonic()
     while (elapsed := time.monotonic() - since) < seconds:
         progress("idle", elapsed, seconds, "no load: what the federation costs by itself")
         time.sleep(min(1.0, seconds - elapsed))
-    use = cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count())
+    use = cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count(),
+                  machine=(machine, machine_seconds()))
     return {**use, "share_of_a_core": round(sum(use["by_role"].values()) / use["seconds"], 4),
             "threads": census.stop(use["seconds"], "s")}
 

@@ -14,7 +14,7 @@ parts of the run's time profile (loadgen.bench.profile).
 from __future__ import annotations
 
 from loadgen.bench.ramp import top_sustained
-from loadgen.bench.resources import shares
+from loadgen.bench.resources import busy_text, shares
 
 MAX_RATE = 2000.0          # txn/s sustained, with complete consistency (it was 1,000)
 STALENESS_RATE = 500.0     # txn/s at which ...
@@ -74,7 +74,7 @@ def cpu_bound(run: dict) -> str | None:
         return f"CPU: the {step['rate']:g} txn/s step committed nothing"
     state = "sustained" if step.get("sustained") else "not sustained"
     return (f"CPU: in the {step['rate']:g} txn/s step ({state}, {step['achieved']:g} committed per second) the "
-            f"machine was {cpu['busy']:.0%} busy, {1000 * used / step['committed']:.2f} ms of CPU per committed "
+            f"machine was {busy_text(cpu)}, {1000 * used / step['committed']:.2f} ms of CPU per committed "
             f"transaction: {shares(cpu['by_role'])}")
 
 
@@ -88,7 +88,7 @@ def staleness_breakdown(run: dict) -> str | None:
     means = ", ".join(f"{name} {ms:g} ms" for name, ms in slow["mean_ms"].items())
     each = "; ".join(f"{name} {p['p50']:g} / {p['p99']:g}" for name, p in parts["parts_ms"].items())
     load = next((c for c in run.get("cpu") or [] if c["phase"] == "load"), None)
-    busy = f"; the machine was {load['busy']:.0%} busy in the load phase" if load and load.get("busy") is not None else ""
+    busy = f"; the machine was {busy_text(load)} in the load phase" if load and load.get("busy") is not None else ""
     return (f"the slowest 1% of the load phase's transactions ({slow['n']}, staleness to Delta >= "
             f"{slow['staleness_ms']:g} ms) spent on average {means}; {slow['lost_share']:.0%} of them had their "
             f"notification lost (all transactions: {parts['lost_share']:.0%}) and waited for its resend, or "
