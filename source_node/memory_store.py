@@ -120,6 +120,10 @@ class MemoryStore(GroupCommit):
         self.subscriptions.remove(name)
         self._forget_applied()
 
+    def as_seen_by(self, subscriber: str, note: Notification) -> Notification:
+        """`note` as `subscriber` receives it (its relations' changes only)."""
+        return self.subscriptions.get(subscriber).sees(note)
+
     def acknowledge(self, dsv: int, subscriber: str = DEFAULT_SUBSCRIBER) -> None:
         self.subscriptions.acknowledge(subscriber, dsv)
 
