@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from fedmodel.errors import ModelError
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from fedmodel.transactions import Notification
 
-DEFAULT_SUBSCRIBER = "warehouse"
+__all__ = ["DEFAULT_SUBSCRIBER", "Subscriber", "Subscriptions"]
 
 
 @dataclass
