@@ -122,10 +122,8 @@ class Simulator:
                            scenario.log_retention.get(s))
             for s in catalog.sources}
         if subscriber != DEFAULT_SUBSCRIBER:
-            join = self.view.join
-            read = {join.base_of(r) for r in join.relations}
             for s, store in self.sources.items():
-                store.subscribe(subscriber, [r.name for r in catalog.relations_at(s) if r.name in read])
+                store.subscribe(subscriber, self.view.join.relations_read_at(s))
         self.down = False   # the warehouse process is down: what its sources send it is lost
         self.algorithm_name = name = algorithm or scenario.algorithm
         plugin = registry.get(name)
