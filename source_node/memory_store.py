@@ -120,6 +120,9 @@ class MemoryStore(GroupCommit):
         self.subscriptions.remove(name)
         self._forget_applied()
 
+    def has_subscriber(self, name: str) -> bool:
+        return name in self.subscriptions
+
     def as_seen_by(self, subscriber: str, note: Notification) -> Notification:
         """`note` as `subscriber` receives it (its relations' changes only)."""
         return self.subscriptions.get(subscriber).sees(note)

@@ -60,7 +60,8 @@ class SourceNode:
         self.resend_interval = resend_interval
         self.senders: dict[str, NotificationSender] = {}   # by subscriber, shared with the servicer
         self._started = False
-        self._add_sender(DEFAULT_SUBSCRIBER, warehouse_address)
+        if self.store.has_subscriber(DEFAULT_SUBSCRIBER):   # unless removed in an earlier life
+            self._add_sender(DEFAULT_SUBSCRIBER, warehouse_address)
         self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
 

@@ -93,6 +93,10 @@ class SubscriberOutbox:
             self._release_below(self._subscriptions.retained_from(self._dsv))
         self._released()
 
+    def has_subscriber(self, name: str) -> bool:
+        with self._state:
+            return name in self._subscriptions
+
     def acknowledge(self, dsv: int, subscriber: str = DEFAULT_SUBSCRIBER) -> None:
         """`subscriber` durably holds every notification up to `dsv` (a cumulative acknowledgement)."""
         with self._state:

@@ -96,3 +96,22 @@ def test_unsubscribing_stops_its_sender_and_releases_its_backlog(two):
     assert node.store.retained_from() == 2, "w2 lacks everything"
     node.unsubscribe("w2")
     assert node.store.retained_from() == node.store.dsv + 1 and "w2" not in node.senders
+
+
+def test_a_removed_default_subscriber_stays_removed_after_a_restart_until_a_warehouse_is_set(tmp_path):
+    warehouse = FakeWarehouse()
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL)
+    node.unsubscribe("warehouse")
+    node.stop()
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=warehouse.address)
+    node.start()
+    try:
+        assert node.senders == {} and node.store.retained_from() == node.store.dsv + 1
+        commit(node, 0)
+        assert node.store.retained_from() == node.store.dsv + 1, "no one to keep it for"
+        node.set_warehouse(warehouse.address)   # subscribed again, from now on
+        commit(node, 1)
+        assert warehouse.wait_for("ds1", 1) == [3]
+    finally:
+        node.stop()
+        warehouse.stop()
