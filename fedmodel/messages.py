@@ -28,6 +28,10 @@ from fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
 from fedmodel.transactions import Modification, Notification, RelationChange, TransactionRequest
 from fedmodel.wire import pb
 
+# The subscriber a source starts with, and that a ResendRequest naming none means: the warehouse
+# of a single-warehouse federation (source_node.subscriptions).
+DEFAULT_SUBSCRIBER = "warehouse"
+
 
 @singledispatch
 def to_pb(obj, catalog: Catalog):

@@ -136,6 +136,12 @@ class ViewDef:
         """The sources' relation a relation of the view reads (an occurrence's, or itself)."""
         return self.bases.get(relation, relation)
 
+    def relations_read_at(self, source: str) -> list[str]:
+        """The relations of `source` the view reads, in catalog order: what a warehouse keeping
+        it subscribes to there (source_node.subscriptions)."""
+        read = {self.base_of(r) for r in self.relations}
+        return [r.name for r in self.catalog.relations_at(source) if r.name in read]
+
     @per_view
     def edges_of(self, relation: str) -> tuple[JoinEdge, ...]:
         return tuple(e for e in self.edges if relation in (e.a, e.b))

@@ -5,9 +5,10 @@ after a crash. A restarted actor runs its constructor again with the original ar
 reopens its database file (SQLite, or DuckDB if told so: source_node.engines), where the
 relations, versions and unsent notifications are (the outbox is committed with the data), and
 starts a new gRPC server, whose port may differ from the old one: `address()` tells the new one.
-Settings changed at run time (the warehouse address, the fault rates) are kept in a small JSON
-file beside the database and applied again on restart, so a restarted source goes on delivering
-to the warehouse it was last pointed at. Its message log (fedmodel.message_log.source_log_path,
+Settings changed at run time (the warehouse address, the other subscribers' addresses and
+relations, the fault rates) are kept in a small JSON file beside the database and applied again
+on restart, so a restarted source goes on delivering to the warehouses it was last pointed at
+(what each had not acknowledged is in the database: source_node.subscriber_outbox). Its message log (fedmodel.message_log.source_log_path,
 beside the database) is appended to across restarts.
 
     handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.sqlite", initial)
@@ -45,9 +46,9 @@ class SourceActor:
         its settings and message log when its database is not a file (PostgreSQL)."""
         beside = Path(db_path) if not is_dsn(db_path) else Path(home or ".") / source
         self._settings_path = Path(f"{beside}.settings.json")
-        settings = {"warehouse_address": warehouse_address, "faults": {}}
+        settings = {"warehouse_address": warehouse_address, "faults": {}, "subscribers": {}}
         if _was_restarted() and self._settings_path.exists():
-            settings = json.loads(self._settings_path.read_text())
+            settings = {**settings, **json.loads(self._settings_path.read_text())}
         self._settings = settings
         self._save_settings()
         self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
@@ -55,6 +56,8 @@ class SourceActor:
                                faults=FaultInjector(**settings["faults"]), host=host, port=port, tls=tls,
                                engine=engine, probes=probes or (), message_log=source_log_path(beside),
                                prune_applied=prune_applied, log_retention=log_retention)
+        for name, sub in settings["subscribers"].items():
+            self.node.subscribe(name, sub["address"], sub["relations"])
         self.node.start()
 
     def address(self) -> str:
@@ -67,6 +70,18 @@ class SourceActor:
         self._settings["warehouse_address"] = address
         self._save_settings()
 
+    def subscribe(self, name: str, address: str | None, relations: list[str] | None = None) -> None:
+        """Another warehouse subscribes (source_node.node.SourceNode.subscribe), kept across restarts."""
+        self.node.subscribe(name, address, relations)
+        self._settings["subscribers"][name] = {"address": address, "relations": relations}
+        self._save_settings()
+
+    def unsubscribe(self, name: str) -> None:
+        """Removes a subscriber and releases what was kept for it."""
+        self.node.unsubscribe(name)
+        self._settings["subscribers"].pop(name, None)
+        self._save_settings()
+
     def set_faults(self, **rates: float) -> dict:
         """Changes fault rates at run time (source_node.faults.FaultInjector.configure); returns those in force."""
         self.node.faults.configure(**rates)
@@ -76,8 +91,10 @@ class SourceActor:
 
     def health(self) -> dict:
         store = self.node.store
+        behind = {name: len(store.unacknowledged(name)) for name in list(self.node.senders)}
         return {"source": store.source, "address": self.node.address, "dsv": store.dsv, "brv": store.brv,
-                "unacknowledged": len(store.unacknowledged()), "pid": os.getpid(),
+                # what the slowest subscriber has not acknowledged, and each one's
+                "unacknowledged": max(behind.values(), default=0), "subscribers": behind, "pid": os.getpid(),
                 "message_log": str(self.node.messages.path) if self.node.messages.path else None}
 
     def stop(self) -> None:

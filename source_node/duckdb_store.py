@@ -5,9 +5,9 @@ the data (docs/architecture.md 5), against well under a millisecond for SQLite, 
 (source_node.sqlite_store). It stays a tested choice, with the same contract
 (source_node.durable_store.DurableStore, which holds everything engine-independent).
 
-What is DuckDB's own: the store's tables in schema `_fedlab`, an acknowledged flag per outbox
-row, DATE values read back as ISO strings (fedmodel.codec's form), sub-queries evaluated as one
-CTE per relation, and reading ahead for a group (`_start_group`): a point lookup scans the table.
+What is DuckDB's own: the store's tables in schema `_fedlab`, DATE values read back as ISO
+strings (fedmodel.codec's form), sub-queries evaluated as one CTE per relation, and reading
+ahead for a group (`_start_group`): a point lookup scans the table.
 One connection serves writes and reads, so every use of it holds the writer's lock.
 """
 
@@ -60,8 +60,19 @@ class DuckDBStore(DurableStore):
         self._con.execute(f"CREATE SCHEMA {_META}")
         self._con.execute(f"CREATE TABLE {_META}.source (source VARCHAR NOT NULL, dsv BIGINT NOT NULL)")
         self._con.execute(f"CREATE TABLE {_META}.versions (relation VARCHAR PRIMARY KEY, brv BIGINT NOT NULL)")
-        self._con.execute(f"CREATE TABLE {_META}.outbox (dsv BIGINT PRIMARY KEY, notification VARCHAR NOT NULL, "
-                          "acknowledged BOOLEAN NOT NULL)")
+        self._con.execute(f"CREATE TABLE {_META}.outbox (dsv BIGINT PRIMARY KEY, notification VARCHAR NOT NULL)")
+
+    def _legacy_acknowledged(self) -> int | None:
+        # Such a file kept an acknowledged flag per outbox row.
+        found = self._con.execute("SELECT count(*) FROM information_schema.columns WHERE table_schema = ? "
+                                  "AND table_name = 'outbox' AND column_name = 'acknowledged'", [_META]).fetchall()
+        if not found[0][0]:
+            return None
+        (acknowledged,), = self._con.execute(
+            f"SELECT coalesce(min(dsv) - 1, (SELECT dsv FROM {_META}.source)) FROM {_META}.outbox "
+            "WHERE NOT acknowledged").fetchall()
+        self._con.execute(f"ALTER TABLE {_META}.outbox DROP COLUMN acknowledged")
+        return acknowledged
 
     @contextmanager
     def _write_transaction(self):
@@ -96,15 +107,8 @@ class DuckDBStore(DurableStore):
         for name, version in brv.items():
             self._con.execute(f"UPDATE {_META}.versions SET brv = ? WHERE relation = ?", [version, name])
         self._con.execute(f"UPDATE {_META}.source SET dsv = ?", [dsv])
-        with self._table_of(["dsv", "notification", "acknowledged"], ["BIGINT", "VARCHAR", "BOOLEAN"],
-                            [(dsv, note, False) for dsv, note in outbox]) as (table, params):
+        with self._table_of(["dsv", "notification"], ["BIGINT", "VARCHAR"], outbox) as (table, params):
             self._con.execute(f"INSERT INTO {_META}.outbox SELECT * FROM {table}", params)
-
-    def _write_acknowledged(self, dsv: int) -> None:
-        self._con.execute(f"UPDATE {_META}.outbox SET acknowledged = true WHERE dsv <= ? AND NOT acknowledged", [dsv])
-
-    def _unacknowledged_sql(self) -> str:
-        return "NOT acknowledged"
 
     # ---- reading ahead for a group ----
 

@@ -3,7 +3,8 @@
 The engine-independent half of source_node.sqlite_store.SQLiteStore (the default) and
 source_node.duckdb_store.DuckDBStore, with the contract of source_node.memory_store.MemoryStore
 (the reference): `commit`, `commit_many`, `answer`, `notifications_from`, `oldest_available`,
-`acknowledge`, `unacknowledged`, `snapshot`, `close`, and the properties `dsv` and `brv`.
+`subscribe`, `unsubscribe`, `acknowledge`, `unacknowledged`, `applied_through`, `snapshot`,
+`close`, and the properties `dsv` and `brv`.
 
 What it adds to the reference is durability (docs/architecture.md 4.5): a committed transaction's rows, its
 version bumps (DSV +1, BRV +1 per touched relation: Sze-Ling section 3, items 1 and 2, starting
@@ -19,14 +20,16 @@ refuses (a constraint the planner does not check) rolls the group back, which is
 one by one so that only the guilty transaction fails.
 
 The outbox lives twice: as a table (its durable copy, read by Resend and History) and, for the
-notifications not yet acknowledged, in memory, loaded when the file is opened, appended at commit
-and dropped at acknowledgement: the sender asks for them every round, and re-reading and parsing
-thousands of them each time would cost more than the commits.
+notifications some subscriber has not acknowledged yet, in memory, loaded when the file is
+opened, appended at commit and dropped once the slowest subscriber acknowledged them; the
+subscribers, their relations and acknowledgements are a table too
+(source_node.subscriber_outbox).
 
 Layout of a file: one table per relation (the catalog's columns, PRIMARY KEY on the relation's
 key) and the store's own tables, named by the engine out of the way of relation names: `source`
-(this source's name and DSV), `versions` (the BRV of each relation) and `outbox` (each committed
-transaction's notification as JSON).
+(this source's name and DSV), `versions` (the BRV of each relation), `outbox` (each committed
+transaction's notification as JSON) and `subscribers` (each one's name, relations as a JSON list
+or NULL for all, and acknowledged DSV).
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import deque
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
@@ -53,11 +55,13 @@ from fedmodel.transactions import (
 )
 from source_node.commit import GroupCommit, PlannedChange, plan_commit
 from source_node.recent_changes import SharedRecentChanges
+from source_node.subscriber_outbox import SubscriberOutbox
+from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 Query = Callable[[str, Sequence], list]   # runs one SELECT, returns its rows
 
 
-class DurableStore(GroupCommit):
+class DurableStore(GroupCommit, SubscriberOutbox):
     """A subclass supplies the engine: how to connect, create and read its tables, write rows,
     acknowledge, and evaluate a sub-query's semijoins. Its `_con` is the writer's connection."""
 
@@ -90,13 +94,18 @@ class DurableStore(GroupCommit):
             if self._is_new():
                 self._create(initial or {})
             self._validate_owner()
+            with self._writer, self._write_transaction():
+                self._upgrade()
             with self._reading() as query:
                 self._dsv, self._brv = self._versions(query)
-                self._unacknowledged = deque(self._parse(query(
-                    f"SELECT notification FROM {self._meta('outbox')} WHERE {self._unacknowledged_sql()} "
-                    "ORDER BY dsv", [])))
-            # For answers as of earlier versions: what the warehouse may not have applied yet.
-            self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, self._unacknowledged)
+                subscribers = [(name, None if relations is None else json_text.loads(relations), acknowledged)
+                               for name, relations, acknowledged in
+                               query(f"SELECT name, relations, acknowledged FROM {self._meta('subscribers')}", [])]
+                oldest = min((acknowledged + 1 for _, _, acknowledged in subscribers), default=self._dsv + 1)
+                self._hold(subscribers, self._parse(query(
+                    f"SELECT notification FROM {self._meta('outbox')} WHERE dsv >= ? ORDER BY dsv", [oldest])))
+            # For answers as of earlier versions: what a subscriber may not have applied yet.
+            self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, self._retained)
         except BaseException:
             self.close()
             raise
@@ -138,10 +147,7 @@ class DurableStore(GroupCommit):
             notes = [o for o in outcomes if isinstance(o, Notification)]
             with self._state:
                 self._dsv, self._brv = dsv, brv
-                self._unacknowledged.extend(notes)
-                if self.log_retention is not None:
-                    while self._unacknowledged and self._unacknowledged[0].dsv <= dsv - self.log_retention:
-                        self._unacknowledged.popleft()
+                self._committed(notes, self.log_retention)
             for note in notes:
                 self.recent.record(note)
             return outcomes
@@ -280,16 +286,9 @@ class DurableStore(GroupCommit):
     def _prepare_probes(self, sq: Subquery, relations: list[Relation]) -> None:
         """Before a sub-query is read (an engine may index the column sets it probes)."""
 
-    # ---- the log (outbox) ----
+    # ---- the log (outbox) and its subscribers (source_node.subscriber_outbox) ----
 
-    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
-        """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order (what Resend
-        sends again). A gap the warehouse asks for is not acknowledged yet, so it is served from
-        the unacknowledged notifications held in memory; the file is read only when the range
-        starts below them (a warehouse core asking for what its Notify edge already received)."""
-        with self._state:
-            if self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
-                return [n for n in self._unacknowledged if n.dsv >= dsv and (through is None or n.dsv <= through)]
+    def _read_log(self, dsv: int, through: int | None) -> list[Notification]:
         condition, params = ("dsv >= ?", [dsv]) if through is None else ("dsv >= ? AND dsv <= ?", [dsv, through])
         with self._reading() as query:
             return self._parse(query(f"SELECT notification FROM {self._meta('outbox')} WHERE {condition} "
@@ -301,31 +300,24 @@ class DurableStore(GroupCommit):
             (oldest,), = query(f"SELECT min(dsv) FROM {self._meta('outbox')}", [])
             return oldest if oldest is not None else self._versions(query)[0] + 1
 
-    def acknowledge(self, dsv: int) -> None:
-        """The warehouse durably holds every notification up to `dsv` (a cumulative acknowledgement)."""
-        with self._state:
-            if not self._unacknowledged or self._unacknowledged[0].dsv > dsv:
-                return
-        with self._writer:
-            with self._write_transaction():
-                self._write_acknowledged(dsv)
-            with self._state:
-                while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
-                    self._unacknowledged.popleft()
+    def _save_subscriber(self, name: str, relations: list[str] | None, acknowledged: int) -> None:
+        with self._writer, self._write_transaction():
+            self._con.execute(f"DELETE FROM {self._meta('subscribers')} WHERE name = ?", [name])
+            self._con.execute(f"INSERT INTO {self._meta('subscribers')} VALUES (?, ?, ?)",
+                              [name, None if relations is None else json_text.dumps(relations), acknowledged])
 
-    def applied_through(self, dsv: int) -> None:
-        """The warehouse's durable view reflects every transaction up to `dsv`: the changes kept
-        for answers as of earlier versions go (the outbox keeps its notifications)."""
-        self.recent.forget_through(dsv)
+    def _delete_subscriber(self, name: str) -> None:
+        with self._writer, self._write_transaction():
+            self._con.execute(f"DELETE FROM {self._meta('subscribers')} WHERE name = ?", [name])
+
+    def _save_acknowledged(self, name: str, dsv: int) -> None:
+        with self._writer, self._write_transaction():
+            self._con.execute(f"UPDATE {self._meta('subscribers')} SET acknowledged = ? "
+                              "WHERE name = ? AND acknowledged < ?", [dsv, name, dsv])
 
     def watch(self, callback: Callable[[], None]) -> None:
         """Would call `callback` when others commit: an embedded store is written only through
         this object, and the node hands the sender its commits itself (a PostgreSQL store calls it)."""
-
-    def unacknowledged(self) -> list[Notification]:
-        """Logged notifications not yet acknowledged, in DSV order (what the sender drains)."""
-        with self._state:
-            return list(self._unacknowledged)
 
     # ---- snapshots ----
 
@@ -345,6 +337,7 @@ class DurableStore(GroupCommit):
                 self._con.execute(self._create_table_sql(rel))
             self._create_meta()
             self._con.execute(f"INSERT INTO {self._meta('source')} (source, dsv) VALUES (?, 1)", [self.source])
+            self._create_subscribers(1)
             for rel in self._relations:
                 self._con.execute(f"INSERT INTO {self._meta('versions')} VALUES (?, 1)", [rel.name])
             for name, rows in initial.items():
@@ -360,6 +353,21 @@ class DurableStore(GroupCommit):
                     self._insert(rel, checked)
                 except self._refusals as err:
                     raise ModelError(f"{where}: {first_line(err)}") from None
+
+    def _upgrade(self) -> None:
+        """A file written before subscribers kept one acknowledged DSV for its one warehouse:
+        that warehouse becomes DEFAULT_SUBSCRIBER, acknowledged as far (in the open's write
+        transaction, once: the engine drops the old mark)."""
+        acknowledged = self._legacy_acknowledged()
+        if acknowledged is not None:
+            self._create_subscribers(acknowledged)
+
+    def _create_subscribers(self, acknowledged: int) -> None:
+        """The table `subscribers`, holding DEFAULT_SUBSCRIBER acknowledged up to `acknowledged`."""
+        self._con.execute(f"CREATE TABLE {self._meta('subscribers')} "
+                          "(name VARCHAR PRIMARY KEY, relations VARCHAR, acknowledged BIGINT NOT NULL)")
+        self._con.execute(f"INSERT INTO {self._meta('subscribers')} VALUES (?, NULL, ?)",
+                          [DEFAULT_SUBSCRIBER, acknowledged])
 
     def _validate_owner(self) -> None:
         with self._reading() as query:
@@ -407,6 +415,11 @@ class DurableStore(GroupCommit):
         """Creates the tables `source`, `versions` and `outbox` (see the module docstring)."""
         raise NotImplementedError
 
+    def _legacy_acknowledged(self) -> int | None:
+        """In a file written before subscribers: its one acknowledged DSV, the old mark dropped;
+        None in any other."""
+        raise NotImplementedError
+
     def _write_transaction(self) -> AbstractContextManager:
         """BEGIN ... COMMIT on the writer's connection, or ROLLBACK on any error."""
         raise NotImplementedError
@@ -423,14 +436,6 @@ class DurableStore(GroupCommit):
 
     def _write_log(self, dsv: int, brv: dict[str, int], outbox: list[tuple[int, str]]) -> None:
         """Writes the group's DSV, its changed BRVs and its (dsv, notification JSON) outbox entries."""
-        raise NotImplementedError
-
-    def _write_acknowledged(self, dsv: int) -> None:
-        """Records durably that every notification up to `dsv` is acknowledged."""
-        raise NotImplementedError
-
-    def _unacknowledged_sql(self) -> str:
-        """The condition on an outbox row that it is not acknowledged."""
         raise NotImplementedError
 
     def _semijoins(self, query: Query, sq: Subquery, relations: list[Relation],

@@ -2,7 +2,8 @@
 
 The reference for the durable stores (source_node.durable_store: SQLite, DuckDB), with the same
 contract: commit (one transaction, or a group with commit_many) with version numbers and a
-notification log, atomic sub-query answers, resend from the log, snapshots. Answers follow the reference semantics in fedmodel.subquery.evaluate_semijoins.
+notification log, subscribers each with their own outbox and acknowledgement
+(source_node.subscriptions), atomic sub-query answers, resend from the log, snapshots. Answers follow the reference semantics in fedmodel.subquery.evaluate_semijoins.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fedmodel.predicates import compile_sql
 from fedmodel.subquery import Answer, RelationAnswer, Subquery, evaluate_semijoins
 from fedmodel.transactions import Notification, RelationChange, TransactionRequest
 from source_node.commit import GroupCommit, plan_commit
+from source_node.subscriptions import DEFAULT_SUBSCRIBER, Subscriptions
 
 
 class MemoryStore(GroupCommit):
@@ -31,7 +33,8 @@ class MemoryStore(GroupCommit):
         self.dsv = 1
         self.brv = {name: 1 for name in self.relations}
         self.log: list[Notification] = []
-        self.acked = 0
+        self.subscriptions = Subscriptions(self.relations)
+        self.subscriptions.add(DEFAULT_SUBSCRIBER, None, acknowledged=1)
         self.log_retention = log_retention
         self.recent = RecentChanges(catalog.relations_at(source), self.dsv, self.brv)
 
@@ -65,9 +68,11 @@ class MemoryStore(GroupCommit):
             changes.append(RelationChange(rel.name, self.brv[rel.name], p.inserted, p.deleted, p.modified))
         note = Notification(self.source, self.dsv, request.txn_id, tuple(changes), commit_time)
         self.log.append(note)
+        self.subscriptions.committed([note])
         self.recent.record(note)
         if self.log_retention is not None and len(self.log) > self.log_retention:
             self.log = self.log[len(self.log) - self.log_retention:]
+            self.subscriptions.truncate_below(self.oldest_available())
         return note
 
     def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
@@ -91,26 +96,62 @@ class MemoryStore(GroupCommit):
         return Answer(sq.id, self.source, self.dsv,
                       tuple(RelationAnswer(r, brv[r], tuple(rows[r])) for r in sq.relation_names))
 
-    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
-        return [n for n in self.log if n.dsv >= dsv and (through is None or n.dsv <= through)]
+    def notifications_from(self, dsv: int, through: int | None = None,
+                           subscriber: str | None = None) -> list[Notification]:
+        """The log from `dsv` (through `through`), as `subscriber` sees it (None: whole)."""
+        notes = [n for n in self.log if n.dsv >= dsv and (through is None or n.dsv <= through)]
+        if subscriber is None:
+            return notes
+        sub = self.subscriptions.get(subscriber)
+        return [sub.sees(n) for n in notes]
 
     def oldest_available(self) -> int:
         return self.log[0].dsv if self.log else self.dsv + 1
 
-    def acknowledge(self, dsv: int) -> None:
-        self.acked = max(self.acked, dsv)
+    def subscribe(self, name: str, relations: Sequence[str] | None = None) -> None:
+        """Registers the subscriber `name` reading `relations` (None: all): a new one starts
+        after the current DSV (its view starts from a snapshot at or after it); one already
+        registered keeps its acknowledgement and takes the new relations."""
+        acknowledged = self.subscriptions.get(name).acknowledged if name in self.subscriptions else self.dsv
+        self.subscriptions.add(name, relations, acknowledged, self.log)
 
-    def unacknowledged(self) -> list[Notification]:
-        return [n for n in self.log if n.dsv > self.acked]
+    def unsubscribe(self, name: str) -> None:
+        """Removes `name`: what was kept for it alone is released."""
+        self.subscriptions.remove(name)
+        self._forget_applied()
+
+    def has_subscriber(self, name: str) -> bool:
+        return name in self.subscriptions
+
+    def as_seen_by(self, subscriber: str, note: Notification) -> Notification:
+        """`note` as `subscriber` receives it (its relations' changes only)."""
+        return self.subscriptions.get(subscriber).sees(note)
+
+    def acknowledge(self, dsv: int, subscriber: str = DEFAULT_SUBSCRIBER) -> None:
+        self.subscriptions.acknowledge(subscriber, dsv)
+
+    def unacknowledged(self, subscriber: str = DEFAULT_SUBSCRIBER) -> list[Notification]:
+        return self.subscriptions.unacknowledged(subscriber)
+
+    def retained_from(self) -> int:
+        """The oldest DSV some subscriber still needs (what a durable store keeps in memory)."""
+        return self.subscriptions.retained_from(self.dsv)
 
     def reopen(self) -> None:
         """Forgets what only a process held, as a durable store's process restarting does: the
-        recent changes start again from the unacknowledged notifications."""
-        self.recent = RecentChanges(self.catalog.relations_at(self.source), self.dsv, self.brv, self.unacknowledged())
+        recent changes start again from the notifications some subscriber has not acknowledged."""
+        self.recent = RecentChanges(self.catalog.relations_at(self.source), self.dsv, self.brv,
+                                    [n for n in self.log if n.dsv >= self.retained_from()])
 
-    def applied_through(self, dsv: int) -> None:
-        """The warehouse's durable view reflects every transaction up to `dsv`."""
-        self.recent.forget_through(dsv)
+    def applied_through(self, dsv: int, subscriber: str = DEFAULT_SUBSCRIBER) -> None:
+        """`subscriber`'s durable view reflects every transaction up to `dsv`: the changes kept
+        for answers as of earlier versions go once every subscriber's view reflects them."""
+        self.subscriptions.applied(subscriber, dsv)
+        self._forget_applied()
+
+    def _forget_applied(self) -> None:
+        floor = self.subscriptions.applied_floor()
+        self.recent.forget_through(self.dsv if floor is None else floor)
 
     def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
         return self.dsv, {name: (self.brv[name], list(rows.values())) for name, rows in self.relations.items()}

@@ -9,6 +9,10 @@ one directly:
     ...
     node.stop()
 
+It serves any number of warehouses, each a subscriber (source_node.subscriptions) with its own
+sender: `set_warehouse` points the default subscriber's, `subscribe` adds another (or points
+it elsewhere), `unsubscribe` removes one and releases what was kept for it.
+
 The store is SQLite unless `engine` says "duckdb" or "postgres" (source_node.engines; for
 PostgreSQL `db_path` is a connection string). Its message log (fedmodel.message_log) is
 `<db stem>.messages.jsonl` beside the database file unless `message_log` names another file
@@ -28,6 +32,7 @@ from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
 from source_node.server import SourceServicer, serve
+from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 
 class SourceNode:
@@ -52,17 +57,29 @@ class SourceNode:
         if message_log is None and not is_dsn(db_path):
             message_log = source_log_path(db_path)
         self.messages = MessageLog(message_log, source)
-        self.sender = NotificationSender(self.store, catalog, self.faults, warehouse_address,
-                                         resend_interval=resend_interval, max_message_bytes=max_message_bytes,
-                                         messages=self.messages, tls=tls)
-        self.store.watch(self.sender.wake)   # transactions other clients commit (PostgreSQL)
+        self.resend_interval = resend_interval
+        self.senders: dict[str, NotificationSender] = {}   # by subscriber, shared with the servicer
+        self._started = False
+        if self.store.has_subscriber(DEFAULT_SUBSCRIBER):   # unless removed in an earlier life
+            self._add_sender(DEFAULT_SUBSCRIBER, warehouse_address)
+        self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
+
+    def _add_sender(self, subscriber: str, address: str | None) -> None:
+        sender = NotificationSender(self.store, self.catalog, self.faults, address,
+                                    resend_interval=self.resend_interval, max_message_bytes=self.max_message_bytes,
+                                    messages=self.messages, tls=self.tls, subscriber=subscriber)
+        self.senders[subscriber] = sender
+        if self._started:
+            sender.start()
 
     def start(self) -> int:
         """Starts the sender and the gRPC server; returns the port the server is bound to."""
-        servicer = SourceServicer(self.store, self.catalog, self.sender, self.faults, self.messages)
+        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self.messages)
         self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes, tls=self.tls)
-        self.sender.start()
+        self._started = True
+        for sender in list(self.senders.values()):
+            sender.start()
         return self.port
 
     @property
@@ -70,14 +87,41 @@ class SourceNode:
         return f"{self.host}:{self.port}"
 
     def set_warehouse(self, address: str | None) -> None:
-        self.sender.set_warehouse(address)
+        """Where the default subscriber's notifications go (subscribed again if it was removed)."""
+        if DEFAULT_SUBSCRIBER in self.senders:
+            self.senders[DEFAULT_SUBSCRIBER].set_warehouse(address)
+        else:
+            self.subscribe(DEFAULT_SUBSCRIBER, address)
+
+    def subscribe(self, name: str, address: str | None, relations: Sequence[str] | None = None) -> None:
+        """The warehouse `name` subscribes, at `address`, reading `relations` (None: all), durably
+        (source_node.subscriber_outbox.subscribe); one subscribed already is pointed at `address`
+        and keeps what it had not acknowledged. ModelError (one line) for a relation not owned."""
+        self.store.subscribe(name, relations)
+        if name in self.senders:
+            self.senders[name].set_warehouse(address)
+        else:
+            self._add_sender(name, address)
+
+    def unsubscribe(self, name: str) -> None:
+        """Removes the subscriber `name`: its sender stops, what was kept for it is released."""
+        sender = self.senders.pop(name, None)
+        if sender is not None:
+            sender.stop()
+        self.store.unsubscribe(name)
+
+    def wake(self) -> None:
+        """A transaction committed: every sender sends it now."""
+        for sender in list(self.senders.values()):
+            sender.wake()
 
     def stop(self, grace: float = 1.0) -> None:
         """Stops serving and sending, then closes the store (everything committed is in its file)."""
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
-        self.sender.stop()
+        for sender in list(self.senders.values()):
+            sender.stop()
         self.store.close()
         self.messages.close()
 

@@ -23,7 +23,8 @@ What `install` puts into the database (schema `fedlab`, one source per database)
   no gaps. (This needs the writers' READ COMMITTED, PostgreSQL's default: a REPEATABLE READ or
   SERIALIZABLE writer that commits while another does gets a serialization failure and retries,
   as such writers must.) It ends with NOTIFY fedlab, which wakes the node's listener.
-- `acknowledged(dsv)`: what the warehouse holds durably (kept apart from `source`, so that an
+- `subscribers(name, relations, acknowledged)`: the warehouses it serves, what each reads and
+  what each holds durably (source_node.subscriber_outbox; kept apart from `source`, so that an
   acknowledgement never waits behind a commit's lock).
 
 A transaction's notification is built from its change rows in statement order, condensed per key
@@ -42,11 +43,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from contextlib import contextmanager
 from typing import Callable, Iterable, Sequence
 
 import psycopg
+from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 
 from fedmodel.catalog import Catalog, Relation, validate_row
@@ -57,6 +58,8 @@ from fedmodel.transactions import Notification, RelationChange, TransactionReque
 from source_node.commit import GroupCommit, plan_commit, read_ahead
 from source_node.durable_store import answer_at, owned_relation, quote, semijoin_chains, validate_subquery
 from source_node.recent_changes import SharedRecentChanges
+from source_node.subscriber_outbox import SubscriberOutbox
+from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
@@ -64,11 +67,11 @@ _PROBE_CHUNK = 500            # wanted values per statement
 LISTEN_TIMEOUT = 1.0          # seconds between looks at the log even without a NOTIFY
 LISTEN_SPACING = 0.05         # seconds at least between two reads of the log for NOTIFYs
 
+SUBSCRIBERS = "CREATE TABLE fedlab.subscribers (name text PRIMARY KEY, relations jsonb, acknowledged bigint NOT NULL)"
 INSTALL = """
 CREATE SCHEMA fedlab;
 CREATE TABLE fedlab.source (source text NOT NULL, dsv bigint NOT NULL);
 CREATE TABLE fedlab.versions (relation text PRIMARY KEY, brv bigint NOT NULL);
-CREATE TABLE fedlab.acknowledged (dsv bigint NOT NULL);
 CREATE TABLE fedlab.changes (xid xid8 NOT NULL, seq bigserial, relation text NOT NULL, action "char" NOT NULL,
                              row jsonb NOT NULL, PRIMARY KEY (xid, seq));
 CREATE TABLE fedlab.pending (xid xid8 PRIMARY KEY);
@@ -148,7 +151,7 @@ CREATE TRIGGER fedlab_truncate BEFORE TRUNCATE ON {t} FOR EACH STATEMENT EXECUTE
 """
 
 
-class PostgresStore(GroupCommit):
+class PostgresStore(GroupCommit, SubscriberOutbox):
     """The store contract of source_node.durable_store over a PostgreSQL database at `dsn`."""
 
     def __init__(self, catalog: Catalog, source: str, dsn: str, initial: dict[str, list[tuple]] | None = None,
@@ -157,16 +160,15 @@ class PostgresStore(GroupCommit):
         first time, creating the relations that do not exist (with the `initial` rows) and taking
         the rows already there as the state at DSV 1.
 
-        `prune_applied`: delete the change rows and log entries of the transactions the warehouse
-        has acknowledged and applied (bounded growth; `fedlab check` then cannot judge the run,
-        whose history is gone); `log_retention` keeps only the newest that many."""
+        `prune_applied`: delete the change rows and log entries of the transactions every
+        subscriber has acknowledged and applied (bounded growth; `fedlab check` then cannot judge
+        the run, whose history is gone); `log_retention` keeps only the newest that many."""
         self.catalog = catalog
         self.source = source
         self.path = dsn
         self.log_retention = log_retention
         self.prune_applied = prune_applied
-        self._acknowledged = 0         # what the warehouse acknowledged, and what was pruned through
-        self._pruned = 0
+        self._pruned = 0               # the log is pruned through this DSV
         self._relations = catalog.relations_at(source)
         if not self._relations:
             raise ModelError(f"source {source!r} owns no relation in the catalog")
@@ -183,13 +185,13 @@ class PostgresStore(GroupCommit):
             self._install(initial or {})
             with self._reading() as cur:
                 self._dsv, self._brv = self._versions(cur)
-                (acknowledged,), = cur.execute("SELECT max(dsv) FROM fedlab.acknowledged").fetchall()
-            self._acknowledged = acknowledged
-            self._unacknowledged = deque(self._read_log(acknowledged + 1, None))
-            # For answers as of earlier versions: what the warehouse may not have applied yet,
+                subscribers = cur.execute("SELECT name, relations, acknowledged FROM fedlab.subscribers").fetchall()
+            oldest = min((acknowledged + 1 for _, _, acknowledged in subscribers), default=self._dsv + 1)
+            self._hold(subscribers, self._read_log(oldest, None))
+            # For answers as of earlier versions: what a subscriber may not have applied yet,
             # from the unacknowledged on (and the log the pruning left: the rest of it).
-            held = self._read_log(self.oldest_available(), acknowledged) if prune_applied else []
-            held += self._unacknowledged
+            held = self._read_log(self.oldest_available(), oldest - 1) if prune_applied else []
+            held += self._retained
             self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, held)
             self._listener = threading.Thread(target=self._listen, name=f"listen-{source}", daemon=True)
             self._listener.start()
@@ -332,12 +334,14 @@ class PostgresStore(GroupCommit):
             if not notes:
                 return False
             with self._state:
+                taken = []
                 for n in notes:
                     if n.dsv == self._dsv + 1:
                         self._dsv = n.dsv
                         self._brv.update({c.relation: c.brv for c in n.changes})
-                        self._unacknowledged.append(n)
+                        taken.append(n)
                         self.recent.record(n)
+                self._committed(taken, self.log_retention)
             if self.log_retention is not None:
                 self._prune(notes[-1].dsv - self.log_retention)
             return True
@@ -388,46 +392,39 @@ class PostgresStore(GroupCommit):
                               [through])
             self._con.execute("DELETE FROM fedlab.log WHERE dsv <= %s", [through])
 
-    def notifications_from(self, dsv: int, through: int | None = None) -> list[Notification]:
-        """Logged notifications with DSV >= `dsv` (and <= `through`), in DSV order."""
-        with self._state:
-            if self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
-                return [n for n in self._unacknowledged if n.dsv >= dsv and (through is None or n.dsv <= through)]
-        return self._read_log(dsv, through)
-
     def oldest_available(self) -> int:
         with self._reading() as cur:
             (oldest,), = cur.execute("SELECT min(dsv) FROM fedlab.log").fetchall()
             return oldest if oldest is not None else self._versions(cur)[0] + 1
 
-    def acknowledge(self, dsv: int) -> None:
-        """The warehouse durably holds every notification up to `dsv`."""
-        with self._state:
-            if not self._unacknowledged or self._unacknowledged[0].dsv > dsv:
-                return
+    def _save_subscriber(self, name: str, relations: list[str] | None, acknowledged: int) -> None:
         with self._writer, self._con.transaction():
-            self._con.execute("UPDATE fedlab.acknowledged SET dsv = greatest(dsv, %s)", [dsv])
-        with self._state:
-            self._acknowledged = max(self._acknowledged, dsv)
-            while self._unacknowledged and self._unacknowledged[0].dsv <= dsv:
-                self._unacknowledged.popleft()
+            self._con.execute("INSERT INTO fedlab.subscribers VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE "
+                              "SET relations = excluded.relations, acknowledged = excluded.acknowledged",
+                              [name, None if relations is None else Jsonb(relations), acknowledged])
 
-    def applied_through(self, dsv: int) -> None:
-        """The warehouse's durable view reflects every transaction up to `dsv`: the changes kept
-        for answers as of earlier versions go, and with `prune_applied` the change rows and log
-        entries it has also acknowledged (it will ask for neither again)."""
-        self.recent.forget_through(dsv)
-        if self.prune_applied:
-            with self._state:
-                through = min(dsv, self._acknowledged)
-                if through <= self._pruned:
-                    return
-                self._pruned = through
-            self._prune(through)
+    def _delete_subscriber(self, name: str) -> None:
+        with self._writer, self._con.transaction():
+            self._con.execute("DELETE FROM fedlab.subscribers WHERE name = %s", [name])
 
-    def unacknowledged(self) -> list[Notification]:
+    def _save_acknowledged(self, name: str, dsv: int) -> None:
+        with self._writer, self._con.transaction():
+            self._con.execute("UPDATE fedlab.subscribers SET acknowledged = %s WHERE name = %s AND acknowledged < %s",
+                              [dsv, name, dsv])
+
+    def _released(self) -> None:
+        """Also, with `prune_applied`, the change rows and log entries every subscriber has
+        acknowledged and applied go (none of them will ask for them again)."""
+        super()._released()
+        if not self.prune_applied:
+            return
         with self._state:
-            return list(self._unacknowledged)
+            floor = self._subscriptions.applied_floor()
+            through = min(self._dsv if floor is None else floor, self._subscriptions.retained_from(self._dsv) - 1)
+            if through <= self._pruned:
+                return
+            self._pruned = through
+        self._prune(through)
 
     # ---- reading at one state ----
 
@@ -535,6 +532,14 @@ class PostgresStore(GroupCommit):
                     raise ModelError(f"{self.path} holds source {owner!r}, not {self.source!r}")
                 # The node finds its own commit's DSV by xid (installs before the index had none).
                 self._con.execute("CREATE INDEX IF NOT EXISTS log_xid ON fedlab.log (xid)")
+                # Installs before subscribers kept one acknowledged DSV for their one warehouse:
+                # it becomes the default subscriber, acknowledged as far.
+                (legacy,), = self._con.execute("SELECT to_regclass('fedlab.acknowledged') IS NOT NULL").fetchall()
+                if legacy:
+                    self._con.execute(SUBSCRIBERS)
+                    self._con.execute("INSERT INTO fedlab.subscribers SELECT %s, NULL, max(dsv) FROM fedlab.acknowledged",
+                                      [DEFAULT_SUBSCRIBER])
+                    self._con.execute("DROP TABLE fedlab.acknowledged")
                 return
             for rel in self._relations:
                 self._con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({_definition(rel)})")
@@ -547,7 +552,8 @@ class PostgresStore(GroupCommit):
                                     [list(r) for r in checked])
             self._con.execute(INSTALL)
             self._con.execute("INSERT INTO fedlab.source VALUES (%s, 1)", [self.source])
-            self._con.execute("INSERT INTO fedlab.acknowledged VALUES (1)")
+            self._con.execute(SUBSCRIBERS)
+            self._con.execute("INSERT INTO fedlab.subscribers VALUES (%s, NULL, 1)", [DEFAULT_SUBSCRIBER])
             for rel in self._relations:
                 self._con.execute("INSERT INTO fedlab.versions VALUES (%s, 1)", [rel.name])
                 self._con.execute(CAPTURE.format(t=quote(rel.name)))

@@ -1,6 +1,8 @@
-"""The outbox's sender: a background thread that delivers a source's notifications to the warehouse.
+"""The outbox's sender: a background thread that delivers a source's notifications to one warehouse.
 
-It drains `store.unacknowledged()` to the warehouse's `Warehouse.Notify` stream in DSV order,
+A source has one sender per subscriber (source_node.subscriptions), each with its own stream,
+resend policy and backoff, so that a slow or dead warehouse holds back only its own. It drains
+`store.unacknowledged(subscriber)` to the warehouse's `Warehouse.Notify` stream in DSV order,
 several notifications per batch, each through the fault injector (which may drop, duplicate or
 delay it). The stream stays open while both ends are up, and batches and replies go in lockstep:
 what commits while a batch is on its way goes in the next one. Against one call per batch it
@@ -8,7 +10,7 @@ saves the call's setting up at both ends: 2.2-2.3 -> 1.7 ms of CPU per message o
 100 messages a second on this 2-core machine (a gRPC echo, measured). A stream that fails (the
 warehouse gone, or its pings unanswered: fedio.channels.KEEPALIVE_MS) is opened again after the
 backoff. The reply's cumulative `acked_dsv` for this source marks the outbox entries
-acknowledged (`store.acknowledge`). When each unacknowledged notification goes again is the
+acknowledged for its subscriber (`store.acknowledge`). When each unacknowledged notification goes again is the
 resend policy's (source_node.resend_policy, which the simulated sources follow too): with the
 outbox committed in the same transaction as the data (source_node.durable_store), this gives
 at-least-once delivery across drops and crashes; the warehouse discards duplicates by DSV
@@ -55,6 +57,7 @@ from fedmodel.transactions import Notification
 from fedmodel.wire import pb, rpc
 from source_node.faults import FaultInjector
 from source_node.resend_policy import ResendPolicy
+from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 log = logging.getLogger(__name__)
 MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the warehouse fails
@@ -64,11 +67,13 @@ class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
                  resend_interval: float = 0.5, max_batch_bytes: int = 4 << 20,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, messages: MessageLog | None = None,
-                 tls: TlsFiles | None = None, safety_interval: float | None = None):
+                 tls: TlsFiles | None = None, safety_interval: float | None = None,
+                 subscriber: str = DEFAULT_SUBSCRIBER):
         """`resend_interval`: seconds before an unacknowledged notification the warehouse has not
         reported received goes again; `safety_interval` (default 10 x resend_interval): the same
-        for one it reported received in its current incarnation."""
+        for one it reported received in its current incarnation; `subscriber`: whose outbox it drains."""
         self.store = store
+        self.subscriber = subscriber
         self.tls = tls
         self.messages = messages or MessageLog(None, store.source)
         self.catalog = catalog
@@ -110,7 +115,8 @@ class NotificationSender:
             self._wake()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"sender-{self.store.source}", daemon=True)
+        name = self.store.source if self.subscriber == DEFAULT_SUBSCRIBER else f"{self.store.source}-{self.subscriber}"
+        self._thread = threading.Thread(target=self._run, name=f"sender-{name}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -164,7 +170,7 @@ class NotificationSender:
             stub = self._stub
             if stub is None or time.monotonic() < self._retry_at:
                 return
-        unacknowledged = self.store.unacknowledged()
+        unacknowledged = self.store.unacknowledged(self.subscriber)
         with self._cond:
             now = time.monotonic()
             for note in self.policy.due(unacknowledged, now):
@@ -174,7 +180,7 @@ class NotificationSender:
                 due.append(heapq.heappop(self._held)[2])
         for batch, notes in self._batches(due):
             for msg, note in zip(batch.notifications, notes):
-                self.messages.record("notification", "sent", "warehouse", bytes=msg.ByteSize(),
+                self.messages.record("notification", "sent", self.subscriber, bytes=msg.ByteSize(),
                                      **notification_fields(note))
             started = time.monotonic()
             try:
@@ -188,10 +194,10 @@ class NotificationSender:
             source = self.store.source
             acked = reply.acked_dsv.get(source, 0)
             if acked:
-                self.store.acknowledge(acked)
+                self.store.acknowledge(acked, self.subscriber)
             applied = reply.applied_dsv.get(source, 0)
             if applied:
-                self.store.applied_through(applied)
+                self.store.applied_through(applied, self.subscriber)
             with self._cond:
                 self._backoff = 0.0
                 self.policy.round_trip.sample(time.monotonic() - started)   # a reply answers its own call only
@@ -223,7 +229,7 @@ class NotificationSender:
         delays = self.faults.decide("notification")
         for delay in delays:
             heapq.heappush(self._held, (now + delay, next(self._seq), note))
-        self.messages.record_faults("notification", "warehouse", delays, dsv=note.dsv, txn_id=note.txn_id)
+        self.messages.record_faults("notification", self.subscriber, delays, dsv=note.dsv, txn_id=note.txn_id)
 
     def _batches(self, notes: list[Notification]):
         """NotificationBatches of at most max_batch_bytes (at least one notification each), in

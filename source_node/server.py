@@ -51,6 +51,7 @@ from source_node.commit_queue import CommitQueue
 from source_node.durable_store import owned_relation
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender
+from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
 # The server's threads: each warehouse's Query stream holds one while it is open (and a reader
@@ -70,12 +71,13 @@ def _rejecting_bad_input(method):
 
 
 class SourceServicer(rpc.SourceServicer):
-    def __init__(self, store, catalog: Catalog, sender: NotificationSender, faults: FaultInjector,
+    def __init__(self, store, catalog: Catalog, senders: dict[str, NotificationSender], faults: FaultInjector,
                  messages: MessageLog | None = None):
+        """`senders`: one per subscriber, by name (the node's, which it changes as they come and go)."""
         self.store = store
         self.commits = CommitQueue(store)
         self.catalog = catalog
-        self.sender = sender
+        self.senders = senders
         self.faults = faults
         self.messages = messages or MessageLog(None, store.source)
 
@@ -108,7 +110,8 @@ class SourceServicer(rpc.SourceServicer):
         committed = iter(self.commits.commit_many(valid, time.time(), retry_after) if valid else [])
         outcomes = [r if isinstance(r, ModelError) else next(committed) for r in decoded]
         if any(not isinstance(o, ModelError) for o in outcomes):
-            self.sender.wake()   # once per group: woken, the sender sends every notification not yet sent
+            for sender in list(self.senders.values()):   # once per group: each sends what it has not sent
+                sender.wake()
         # The versions each transaction produced, read from its notification: another commit may
         # already have moved the store's versions on.
         return [pb.CommitOutcome(error=str(o)) if isinstance(o, ModelError) else
@@ -186,8 +189,13 @@ class SourceServicer(rpc.SourceServicer):
     def Resend(self, request: pb.ResendRequest, context) -> pb.ResendReply:
         self.messages.record("resend_request", "received", "warehouse", bytes=request.ByteSize(),
                              from_dsv=request.from_dsv, through_dsv=request.through_dsv)
-        resent = self.sender.resend(self.store.notifications_from(request.from_dsv, request.through_dsv or None),
-                                    request.incarnation or None)
+        subscriber = request.subscriber or DEFAULT_SUBSCRIBER
+        sender = self.senders.get(subscriber)
+        if sender is None:
+            raise ModelError(f"resend: no subscriber named {subscriber!r} (subscribers: "
+                             f"{', '.join(sorted(self.senders)) or 'none'})")
+        resent = sender.resend(self.store.notifications_from(request.from_dsv, request.through_dsv or None,
+                                                             subscriber), request.incarnation or None)
         return pb.ResendReply(resent=resent, oldest_available=self.store.oldest_available())
 
     @_rejecting_bad_input
@@ -206,7 +214,8 @@ class SourceServicer(rpc.SourceServicer):
 
     def Health(self, request: pb.HealthRequest, context) -> pb.HealthReply:
         return pb.HealthReply(source=self.store.source, dsv=self.store.dsv, brv=self.store.brv,
-                              unacknowledged=len(self.store.unacknowledged()))
+                              unacknowledged=max((len(self.store.unacknowledged(s)) for s in list(self.senders)),
+                                                 default=0))
 
     def History(self, request: pb.HistoryRequest, context):
         # Read eagerly, relations first: a commit between the two reads only adds notifications

@@ -171,12 +171,19 @@ class SQLiteStore(DurableStore):
                 "STRICT, WITHOUT ROWID")
 
     def _create_meta(self) -> None:
-        # `acknowledged`: the DSV every notification up to which the warehouse holds durably.
-        self._con.execute(f"CREATE TABLE {_META}source (source TEXT NOT NULL, dsv INTEGER NOT NULL, "
-                          "acknowledged INTEGER NOT NULL DEFAULT 1) STRICT")
+        self._con.execute(f"CREATE TABLE {_META}source (source TEXT NOT NULL, dsv INTEGER NOT NULL) STRICT")
         self._con.execute(f"CREATE TABLE {_META}versions (relation TEXT PRIMARY KEY, brv INTEGER NOT NULL) "
                           "STRICT, WITHOUT ROWID")
         self._con.execute(f"CREATE TABLE {_META}outbox (dsv INTEGER PRIMARY KEY, notification TEXT NOT NULL) STRICT")
+
+    def _legacy_acknowledged(self) -> int | None:
+        # Such a file kept it as a column of `source`.
+        columns = [c for _, c, *_ in self._con.execute(f"PRAGMA table_info({_META}source)").fetchall()]
+        if "acknowledged" not in columns:
+            return None
+        (acknowledged,), = self._con.execute(f"SELECT acknowledged FROM {_META}source").fetchall()
+        self._con.execute(f"ALTER TABLE {_META}source DROP COLUMN acknowledged")
+        return acknowledged
 
     # ---- writing ----
 
@@ -197,12 +204,6 @@ class SQLiteStore(DurableStore):
                               [(version, name) for name, version in brv.items()])
         self._con.execute(f"UPDATE {_META}source SET dsv = ?", [dsv])
         self._con.executemany(f"INSERT INTO {_META}outbox VALUES (?, ?)", outbox)
-
-    def _write_acknowledged(self, dsv: int) -> None:
-        self._con.execute(f"UPDATE {_META}source SET acknowledged = max(acknowledged, ?)", [dsv])
-
-    def _unacknowledged_sql(self) -> str:
-        return f"dsv > (SELECT acknowledged FROM {_META}source)"
 
     # ---- values ----
 

@@ -85,7 +85,7 @@ def test_each_notification_copy_sent_and_dropped_is_logged_with_its_dsv(tmp_path
     node.start()
     try:
         node.store.commit(TransactionRequest("t1", inserts={"R": [(3, 30)]}, deletes={"S": [(30,)]}))
-        node.sender.wake()
+        node.wake()
         path = tmp_path / "ds1.messages.jsonl"
         deadline = time.monotonic() + 10
         while len(lines(path, event="dropped")) < 2:   # dropped, and dropped again when resent

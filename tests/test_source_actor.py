@@ -25,7 +25,7 @@ CATALOG = Catalog.from_dict({"sources": {"actor_ds": {
 
 def commit(address: str, request: TransactionRequest) -> pb.CommitReply:
     with client_channel(address, None) as channel:
-        return rpc.SourceStub(channel).Commit(to_pb(request, CATALOG), timeout=10)
+        return rpc.SourceStub(channel).Commit(to_pb(request, CATALOG), timeout=10)   # R is alike at both
 
 
 def snapshot_rows(address: str) -> list[tuple]:
@@ -66,6 +66,34 @@ def test_killed_actor_restarts_with_its_data_versions_and_unsent_notification(ra
     try:
         ray.get(actor.set_warehouse.remote(warehouse.address))
         assert warehouse.wait_for("actor_ds", 1) == [2]
+    finally:
+        warehouse.stop()
+        ray.get(actor.stop.remote())
+        ray.kill(actor, no_restart=True)
+
+
+SUBS_CATALOG = Catalog.from_dict({"sources": {"actor_subs": CATALOG.to_dict()["sources"]["actor_ds"]}})
+
+
+def test_a_restarted_actor_goes_on_serving_its_other_subscribers(ray_runtime, tmp_path):
+    warehouse = FakeWarehouse()
+    actor = start_source_actor(SUBS_CATALOG, "actor_subs", tmp_path / "actor_subs.sqlite", {"R": [(1, "a")]})
+    try:
+        ray.get(actor.subscribe.remote("w2", None, ["R"]))   # subscribed, nowhere to send yet
+        address = ray.get(actor.address.remote())
+        assert commit(address, TransactionRequest("t1", inserts={"R": [(2, "b")]})).dsv == 2
+        before = ray.get(actor.health.remote())
+        assert before["subscribers"] == {"warehouse": 1, "w2": 1}
+        ray.get(actor.subscribe.remote("w2", warehouse.address, ["R"]))
+        assert warehouse.wait_for("actor_subs", 1) == [2]
+
+        ray.kill(actor, no_restart=False)
+        after = restarted_health(actor, before["pid"])
+        assert set(after["subscribers"]) == {"warehouse", "w2"}, "its subscribers survive the restart"
+        assert commit(after["address"], TransactionRequest("t2", inserts={"R": [(3, "c")]})).dsv == 3
+        assert warehouse.wait_for("actor_subs", 2) == [2, 3], "w2's sender is back, at its address"
+        ray.get(actor.unsubscribe.remote("w2"))
+        assert set(ray.get(actor.health.remote())["subscribers"]) == {"warehouse"}
     finally:
         warehouse.stop()
         ray.get(actor.stop.remote())

@@ -264,7 +264,7 @@ def test_unacknowledged_notifications_are_resent(tmp_path):
     try:
         for i in range(3):
             node.store.commit(TransactionRequest(f"t{i}", inserts={"S": [(f"k{i}", 0.0)]}))
-            node.sender.wake()
+            node.wake()
         assert warehouse.wait_for("ds1", 3) == [2, 3, 4]
         arrivals = [dsv for batch in warehouse.batches for dsv in batch]
         assert all(arrivals.count(dsv) >= 2 for dsv in (2, 3, 4))

@@ -117,7 +117,7 @@ def test_notifications_reach_the_warehouse_over_mutual_tls(tmp_path, certs):
     try:
         for i in range(3):
             node.store.commit(TransactionRequest(f"t{i}", inserts={"customer": [(i, f"c{i}")]}))
-        node.sender.wake()
+        node.wake()
         assert warehouse.wait_for("s1", 3) == [2, 3, 4]
     finally:
         node.stop()

@@ -580,7 +580,7 @@ class Warehouse:
 
     def _resend(self, source: str, stub, request: RequestResend) -> None:
         message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0,
-                                   incarnation=self.incarnation)
+                                   incarnation=self.incarnation, subscriber=self.settings.subscriber)
         self.messages.record("resend_request", "sent", source, bytes=message.ByteSize(), from_dsv=request.from_dsv,
                              through_dsv=request.through_dsv)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from fedmodel.errors import ModelError
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from warehouse.core.registry import Settings
 from warehouse.core.timings import NETWORK_REORDER_ALLOWANCE
 
@@ -23,6 +24,9 @@ class WarehouseSettings:
     batch_interval: float = 1.0
     compact_interval: float = 60.0   # seconds between compactions of the Delta view's base
     tick: float = 0.1                # seconds between timer events when the algorithm names no time
+    # The stable name it subscribes to the sources by (source_node.subscriptions): its own
+    # acknowledgements, resends and retention there; several warehouses need one each.
+    subscriber: str = DEFAULT_SUBSCRIBER
 
     def algorithm_settings(self, access: str | None) -> Settings:
         """What the algorithm is given: `core` with the access path its plug-in settles on, and a
@@ -37,6 +41,8 @@ class WarehouseSettings:
         for name, value in seconds.items():
             if value is not None and not value > 0:
                 raise SettingError(name, f"must be a positive number of seconds, got {value!r}")
+        if not self.subscriber:
+            raise SettingError("subscriber", "name must not be empty")
 
 
 class SettingError(ModelError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -92,6 +93,8 @@ class Federation:
         self.stubs: dict[str, rpc.SourceStub] = {}
         self.warehouse: Warehouse | None = None
         self.warehouse_address = ""
+        # More warehouses keeping the same view, each subscribed to the sources by its name.
+        self.subscribers: dict[str, Warehouse] = {}
 
     def start(self, ray_temp_dir: str | None = None) -> "Federation":
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -137,6 +140,35 @@ class Federation:
         self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
         self._write_run_file()
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
+
+    def add_subscriber(self, name: str) -> Warehouse:
+        """Another warehouse keeping the view, subscribed to every source as `name`
+        (source_node.subscriptions) for the relations the view reads there, its Delta tables
+        under <run>/<name>. It subscribes before it reads the sources' snapshots, so that it
+        lacks nothing committed after them, and is told where to send once it serves."""
+        self._subscribe(name, None)
+        return self._start_subscriber(name)
+
+    def kill_subscriber(self, name: str) -> None:
+        """Stops the warehouse `name` as a crash would (nothing more committed); its sources keep
+        what it has not acknowledged, and the others go on."""
+        self.subscribers.pop(name).close(commit=False)
+
+    def restart_subscriber(self, name: str) -> Warehouse:
+        """A new warehouse `name` on the killed one's Delta tables (as restart_warehouse)."""
+        return self._start_subscriber(name)
+
+    def _start_subscriber(self, name: str) -> Warehouse:
+        w = Warehouse(self.catalog, self.view_sql, self.run_dir / name, self.addresses, self.spark,
+                      replace(self.settings, subscriber=name), tls=self.tls)
+        w.open()
+        self.subscribers[name] = w
+        self._subscribe(name, f"127.0.0.1:{w.serve()}")
+        return w
+
+    def _subscribe(self, name: str, address: str | None) -> None:
+        join = parse_query(self.view_sql, self.catalog).join
+        ray.get([a.subscribe.remote(name, address, join.relations_read_at(s)) for s, a in self.actors.items()])
 
     def _new_warehouse(self) -> Warehouse:
         return Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
@@ -199,15 +231,17 @@ class Federation:
             return False
         self.addresses[source] = address
         self.stubs[source] = rpc.SourceStub(client_channel(address, self.tls))
-        self.warehouse.set_source_address(source, address)
+        for w in (self.warehouse, *self.subscribers.values()):
+            w.set_source_address(source, address)
         return True
 
-    def wait_until_applied(self, timeout: float = 120.0) -> bool:
-        """Waits until the view reflects every committed transaction of every source."""
+    def wait_until_applied(self, timeout: float = 120.0, warehouse: Warehouse | None = None) -> bool:
+        """Waits until the view (of `warehouse`, default the first) reflects every committed
+        transaction of every source."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             target = self.source_versions()
-            applied = self.warehouse.status()["applied_dsv"]
+            applied = (warehouse or self.warehouse).status()["applied_dsv"]
             if all(applied.get(s, 0) >= d for s, d in target.items()):
                 return True
             time.sleep(0.2)
@@ -242,6 +276,8 @@ class Federation:
     def stop(self) -> None:
         if self.warehouse is not None:
             self.warehouse.close()
+        for w in self.subscribers.values():
+            w.close()
         for source, actor in self.actors.items():
             try:
                 ray.get(actor.stop.remote(), timeout=30)

@@ -24,9 +24,7 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
     """Runs the scenario; returns the result object that `--json` prints."""
     sim = Simulator(scenario, algorithm, access)
     run = sim.execute()
-    oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, sim.history())
-    verdict = classify(oracle, run.states, sim.final_view(),
-                       global_transactions={txn: g for txn, (g, _) in scenario.global_transactions.items()})
+    verdict = judge(sim)
     failures = list(run.failures)
     final = sim.view_rows()
     if scenario.expect_view is not None and sorted(final, key=repr) != sorted(scenario.expect_view, key=repr):
@@ -63,6 +61,15 @@ def simulate(scenario: Scenario, algorithm: str | None = None, access: str | Non
         "counters": counters,
         "trace": run.trace,
     }
+
+
+def judge(sim: Simulator) -> Verdict:
+    """The checker's verdict on what `sim`'s warehouse applied (its run's states, its view now),
+    by the oracle over the sources' committed history."""
+    scenario = sim.scenario
+    oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, sim.history())
+    return classify(oracle, sim.run.states, sim.final_view(),
+                    global_transactions={txn: g for txn, (g, _) in scenario.global_transactions.items()})
 
 
 def add_arguments(parser) -> None:

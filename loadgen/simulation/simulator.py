@@ -41,6 +41,7 @@ from source_node.faults import KINDS as SOURCE_FAULTED
 from source_node.faults import FaultInjector
 from source_node.memory_store import MemoryStore
 from source_node.resend_policy import ResendPolicy
+from source_node.subscriptions import DEFAULT_SUBSCRIBER
 from warehouse.core import registry
 from warehouse.core.aggregate_state import user_view
 from warehouse.core.batches import Batch, BatchLedger
@@ -106,13 +107,24 @@ class Run:
 
 
 class Simulator:
-    def __init__(self, scenario: Scenario, algorithm: str | None = None, access: str | None = None):
+    def __init__(self, scenario: Scenario, algorithm: str | None = None, access: str | None = None,
+                 sources: dict[str, MemoryStore] | None = None, subscriber: str = DEFAULT_SUBSCRIBER):
+        """A warehouse over `sources` (its own, from the scenario, if None), subscribed to each by
+        the name `subscriber` (source_node.subscriptions), reading the view's relations only
+        when it is not the default subscriber; a subscriber other than the default one subscribes
+        now, so it must exist before the first commit (its view starts from the initial rows)."""
         self.scenario = scenario
         self.view = scenario.view
         catalog = scenario.catalog
-        self.sources = {s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
-                                       scenario.log_retention.get(s))
-                        for s in catalog.sources}
+        self.subscriber = subscriber
+        self.sources = sources if sources is not None else {
+            s: MemoryStore(catalog, s, {r.name: scenario.initial[r.name] for r in catalog.relations_at(s)},
+                           scenario.log_retention.get(s))
+            for s in catalog.sources}
+        if subscriber != DEFAULT_SUBSCRIBER:
+            for s, store in self.sources.items():
+                store.subscribe(subscriber, self.view.join.relations_read_at(s))
+        self.down = False   # the warehouse process is down: what its sources send it is lost
         self.algorithm_name = name = algorithm or scenario.algorithm
         plugin = registry.get(name)
         # The file's access path goes with the file's algorithm: one that reads whole relations
@@ -220,12 +232,17 @@ class Simulator:
             n = self.sources[source].commit(request, commit_time=self.now)
         except ModelError as err:
             raise ScenarioError(f"{where}: {err}") from None
+        self.notified(source, n)
+        return n
+
+    def notified(self, source: str, n: Notification) -> None:
+        """`n` committed at `source` (by this simulator or another warehouse's of the same
+        sources): the source's sender sends this warehouse its subscriber's copy."""
         self.committed[source].append(n)
         self.run.trace.append({"t": self.now, "event": "commit", "source": source, "dsv": n.dsv, "txn": n.txn_id})
         # Resends wait for a timer round: simulated steps are far shorter than a resend interval.
         self.policies[source].left(n.dsv, self.now)
-        self._send(Message("notification", source, n))
-        return n
+        self._send(Message("notification", source, self.sources[source].as_seen_by(self.subscriber, n)))
 
     def _take(self, kind: str, name: str, step: Step) -> Message:
         """The oldest message in flight of that kind and name (Message.name), out of the network."""
@@ -264,13 +281,13 @@ class Simulator:
         waits to have acknowledged has reached the warehouse (one above a gap that can no longer
         close stays unacknowledged)."""
         return (not self.algorithm.in_flight and not self.held
-                and all(self.policies[s].held(n.dsv) for s, src in self.sources.items() for n in src.unacknowledged()))
+                and all(self.policies[s].held(n.dsv) for s, src in self.sources.items() for n in src.unacknowledged(self.subscriber)))
 
     def _fire_timers(self) -> None:
         self.commit_batch()
         self.now += self.algorithm.timeout
         for source, store in self.sources.items():
-            for n in self.policies[source].due(store.unacknowledged(), self.now):
+            for n in self.policies[source].due(store.unacknowledged(self.subscriber), self.now):
                 self._send(Message("notification", source, n), resend=True)
         self._handle(TimerFired(self.now))
 
@@ -313,7 +330,7 @@ class Simulator:
             self._lost(Message("subquery", source, sq))
         self.sources[source].reopen()
         self.policies[source] = ResendPolicy(self.algorithm.timeout)   # a new process: a new sender
-        for n in self.policies[source].due(self.sources[source].unacknowledged(), self.now):
+        for n in self.policies[source].due(self.sources[source].unacknowledged(self.subscriber), self.now):
             self._send(Message("notification", source, n), resend=True)
 
     def commit_batch(self) -> None:
@@ -335,9 +352,9 @@ class Simulator:
                 self.run.counters["batch_failures"] += 1
         self.run.states += self.durable.states[len(self.run.states):]
         for source, store in self.sources.items():
-            store.acknowledge(self.batches.acked(source))
+            store.acknowledge(self.batches.acked(source), self.subscriber)
             # The view in Delta reflects this far: no answer will be asked for below it.
-            store.applied_through(self.batches.view_dsv(source))
+            store.applied_through(self.batches.view_dsv(source), self.subscriber)
 
     def _make_durable(self, batch: Batch) -> None:
         """The batch's Delta commit, which is atomic: all of it is durable, or none."""
@@ -387,6 +404,9 @@ class Simulator:
                 self._count_rows(c.relation, (*c.inserted, *c.deleted, *(x for m in c.modified for x in (m.old, m.new))))
             if resend:
                 self.run.counters["notification_resends"] += 1
+            if self.down:
+                self._lost(msg)
+                return
         self.flight.append(msg)
 
     def _deliver(self, msg: Message) -> None:
@@ -403,7 +423,8 @@ class Simulator:
             store = self.sources[msg.source]
             if msg.payload[0] < store.oldest_available():
                 self._handle(ResendRefused(msg.source, msg.payload[0], store.oldest_available(), self.now))
-            for n in self.policies[msg.source].asked(store.notifications_from(*msg.payload), self._incarnation, self.now):
+            asked = store.notifications_from(*msg.payload, subscriber=self.subscriber)
+            for n in self.policies[msg.source].asked(asked, self._incarnation, self.now):
                 self._send(Message("notification", msg.source, n), resend=True)
 
     def _query_arrives(self, sq: Subquery) -> list:
