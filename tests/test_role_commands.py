@@ -148,3 +148,28 @@ def test_source_processes_under_load_follow_their_faults_file_and_stop_on_sigter
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_the_load_asks_a_source_again_while_it_is_paused_or_cut_off(monkeypatch):
+    """A call that fails (a source's snapshot stream broken by its pause: keepalive) is asked
+    again until it answers; past the deadline the role stops with one line naming who."""
+    import grpc
+
+    from loadgen.roles import load
+    from loadgen.roles.process import RoleError
+
+    class Unavailable(grpc.RpcError):
+        def code(self):
+            return grpc.StatusCode.UNAVAILABLE
+
+    monkeypatch.setattr(load.time, "sleep", lambda seconds: None)
+    attempts = []
+
+    def snapshot():
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise Unavailable()
+        return ["chunk"]
+    assert load._answered("source s1's snapshot", snapshot, time.monotonic() + 60) == ["chunk"] and len(attempts) == 3
+    with pytest.raises(RoleError, match=r"^source s2's snapshot did not answer before --wait ran out \(UNAVAILABLE\)$"):
+        load._answered("source s2's snapshot", lambda: (_ for _ in ()).throw(Unavailable()), time.monotonic() - 1)

@@ -65,7 +65,7 @@ def main(args) -> int:
     sources = {s: rpc.SourceStub(client_channel(a, tls)) for s, a in config.addresses.items()}
     try:
         _wait_for_federation(config, sources, tls, args.wait)
-        initial, stream = _workload(config, _current_rows(config, sources), seed)
+        initial, stream = _workload(config, _current_rows(config, sources, args.wait), seed)
     except (ModelError, RoleError, ValueError) as err:
         return fail("load", err)
 
@@ -138,20 +138,29 @@ def _wait_for_federation(config: RunConfig, sources: dict, tls, wait: float) -> 
         calls.append(("the warehouse", lambda: warehouse.Status(pb.StatusRequest(), timeout=10)))
     deadline = time.monotonic() + wait
     for who, call in calls:
-        while True:
-            try:
-                call()
-                break
-            except grpc.RpcError as err:
-                if time.monotonic() > deadline:
-                    raise RoleError(f"{who} did not answer within {wait:g} s ({err.code().name})") from None
-                time.sleep(2)
+        _answered(who, call, deadline)
 
 
-def _current_rows(config: RunConfig, sources: dict) -> dict[str, list[tuple]]:
+def _answered(who: str, call, deadline: float):
+    """What `call()` returns, asked again every 2 s while it fails (the peer restarting, paused or
+    cut off, which the nemesis does at any moment) until `deadline`; then RoleError naming `who`."""
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as err:
+            if time.monotonic() > deadline:
+                raise RoleError(f"{who} did not answer before --wait ran out ({err.code().name})") from None
+            time.sleep(2)
+
+
+def _current_rows(config: RunConfig, sources: dict, wait: float) -> dict[str, list[tuple]]:
+    """Every source's rows now, each source's read whole again if its snapshot stream broke."""
     rows = {r.name: [] for r in config.catalog.relations}
-    for stub in sources.values():
-        for chunk in stub.Snapshot(pb.SnapshotRequest(), timeout=600):
+    deadline = time.monotonic() + wait
+    for name, stub in sources.items():
+        chunks = _answered(f"source {name}'s snapshot",
+                           lambda stub=stub: list(stub.Snapshot(pb.SnapshotRequest(), timeout=600)), deadline)
+        for chunk in chunks:
             rows[config.catalog.relation(chunk.relation).name].extend(decode_rows(chunk.rows)[1])
     return rows
 
