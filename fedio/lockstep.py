@@ -13,6 +13,22 @@ from __future__ import annotations
 
 import queue
 
+import grpc
+
+
+class StreamEnded(grpc.RpcError):
+    """The peer ended the stream with a request unanswered: to its callers, a stream that failed
+    with UNAVAILABLE (the request's outcome is unknown)."""
+
+    def __init__(self):
+        super().__init__("the peer ended the stream")
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the peer ended the stream"
+
 
 class LockstepStream:
     """`open_call` is a stub's stream-stream method, e.g. `stub.Notify`."""
@@ -22,10 +38,13 @@ class LockstepStream:
         self._replies = open_call(iter(self._requests.get, None))
 
     def exchange(self, request):
-        """The peer's reply to `request`; grpc.RpcError (or StopIteration, the peer having ended the
-        stream) once the stream failed. Not for two threads at once."""
+        """The peer's reply to `request`; grpc.RpcError (StreamEnded if the peer ended the stream)
+        once the stream failed. Not for two threads at once."""
         self._requests.put(request)
-        return next(self._replies)
+        try:
+            return next(self._replies)
+        except StopIteration:
+            raise StreamEnded() from None
 
     def close(self) -> None:
         self._requests.put(None)

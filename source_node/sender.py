@@ -185,8 +185,8 @@ class NotificationSender:
             started = time.monotonic()
             try:
                 reply = self._stream_to(stub).exchange(batch)
-            except (grpc.RpcError, ValueError, StopIteration) as err:   # ValueError: the warehouse changed meanwhile
-                log.info("notify %s failed: %s", self._address, err or "the stream ended")
+            except (grpc.RpcError, ValueError) as err:   # ValueError: the warehouse changed meanwhile
+                log.info("notify %s failed: %s", self._address, err)
                 with self._cond:
                     if self._stub is stub:
                         self._failed()

@@ -165,10 +165,8 @@ def grpc_committer(catalog, stubs: dict, patience: float = 120.0,
             streams[source] = (stub, LockstepStream(stub.Commits))
         try:
             return streams[source][1].exchange(batch)
-        except (grpc.RpcError, StopIteration) as err:
+        except grpc.RpcError:   # lockstep.StreamEnded too: the source ended the stream
             streams.pop(source)[1].close()
-            if isinstance(err, StopIteration):   # the source ended the stream with the group unanswered
-                raise _StreamEnded() from None
             raise
 
     def commit_batch(source: str, requests: list) -> list:
@@ -187,16 +185,6 @@ def grpc_committer(catalog, stubs: dict, patience: float = 120.0,
         heard[source] = max([heard.get(source, 0)] + [o.dsv for o in outcomes if not isinstance(o, Exception)])
         return outcomes
     return commit_batch
-
-
-class _StreamEnded(grpc.RpcError):
-    """A Commits stream the source ended with a group unanswered: its outcome is unknown."""
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self) -> str:
-        return "the source ended the Commits stream"
 
 
 def batch_outcomes(reply) -> list:
