@@ -27,6 +27,7 @@ from typing import Iterable
 KINDS = ("notification", "subquery", "answer", "resend_request")
 EVENTS = ("sent", "dropped", "duplicated", "delayed", "received")
 WAREHOUSE_LOG = "messages.jsonl"   # in the warehouse's history folder
+WAREHOUSE_NODE = "warehouse"       # the node a warehouse's lines name, whatever its subscriber name
 
 
 def source_log_path(db_path: str | Path) -> Path | None:
@@ -48,6 +49,19 @@ def totals(events: Iterable[dict]) -> dict[str, dict[str, int]]:
             c["rows"] += e.get("rows", 0)
             c["bytes"] += e.get("bytes", 0)
     return {kind: dict(c) for kind, c in sorted(out.items())}
+
+
+def concerns(event: dict, subscriber: str) -> bool:
+    """Whether a line is about the warehouse subscribed to the sources as `subscriber`: each
+    warehouse keeps a log of its own, while a source logs what it exchanges with every subscriber
+    in one file, naming the subscriber as the peer.
+
+    >>> concerns({"node": "warehouse", "peer": "ds1"}, "w2"), concerns({"node": "ds1", "peer": "w2"}, "w2")
+    (True, True)
+    >>> concerns({"node": "ds1", "peer": "warehouse"}, "w2")
+    False
+    """
+    return event["node"] == WAREHOUSE_NODE or event["peer"] == subscriber
 
 
 # ---- what names a message, in the fields its lines carry ----

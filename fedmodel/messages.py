@@ -31,6 +31,9 @@ from fedmodel.wire import pb
 # The subscriber a source starts with, and that a ResendRequest naming none means: the warehouse
 # of a single-warehouse federation (source_node.subscriptions).
 DEFAULT_SUBSCRIBER = "warehouse"
+# The gRPC metadata key a warehouse's Query stream names its subscriber by (none: the default one),
+# so that the source's message log says whose sub-queries and answers it logged.
+SUBSCRIBER_METADATA = "fedlab-subscriber"
 
 
 @singledispatch

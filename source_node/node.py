@@ -30,7 +30,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.message_log import source_log_path
 from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
 from source_node.faults import FaultInjector
-from source_node.sender import NotificationSender
+from source_node.sender import NotificationSender, wake_all
 from source_node.server import SourceServicer, serve
 from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
@@ -112,8 +112,7 @@ class SourceNode:
 
     def wake(self) -> None:
         """A transaction committed: every sender sends it now."""
-        for sender in list(self.senders.values()):
-            sender.wake()
+        wake_all(self.senders)
 
     def stop(self, grace: float = 1.0) -> None:
         """Stops serving and sending, then closes the store (everything committed is in its file)."""

@@ -272,3 +272,10 @@ class NotificationSender:
         if due is not None:
             times.append(due)
         return max(0.0, min(times) - now) if times else None
+
+
+def wake_all(senders: dict[str, NotificationSender]) -> None:
+    """A transaction committed: every subscriber's sender sends it now (a copy of the dict is
+    walked: subscribers come and go meanwhile)."""
+    for sender in list(senders.values()):
+        sender.wake()

@@ -45,12 +45,12 @@ from fedmodel.catalog import Catalog
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.message_log import answer_fields, subquery_fields
-from fedmodel.messages import from_pb, to_pb
+from fedmodel.messages import SUBSCRIBER_METADATA, from_pb, to_pb
 from fedmodel.wire import pb, rpc
 from source_node.commit_queue import CommitQueue
 from source_node.durable_store import owned_relation
 from source_node.faults import FaultInjector
-from source_node.sender import NotificationSender
+from source_node.sender import NotificationSender, wake_all
 from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
@@ -110,8 +110,7 @@ class SourceServicer(rpc.SourceServicer):
         committed = iter(self.commits.commit_many(valid, time.time(), retry_after) if valid else [])
         outcomes = [r if isinstance(r, ModelError) else next(committed) for r in decoded]
         if any(not isinstance(o, ModelError) for o in outcomes):
-            for sender in list(self.senders.values()):   # once per group: each sends what it has not sent
-                sender.wake()
+            wake_all(self.senders)   # once per group: each sends what it has not sent
         # The versions each transaction produced, read from its notification: another commit may
         # already have moved the store's versions on.
         return [pb.CommitOutcome(error=str(o)) if isinstance(o, ModelError) else
@@ -123,7 +122,9 @@ class SourceServicer(rpc.SourceServicer):
         holding every answer copy due at once; the copies the fault injector delays follow, as
         they come due, in replies of their own (AnswerBatch.later: how many of the batch's are
         still to come), between the replies to later batches. A batch with one bad sub-query ends
-        the stream with INVALID_ARGUMENT."""
+        the stream with INVALID_ARGUMENT. The stream's metadata names the warehouse's subscriber
+        (fedmodel.messages.SUBSCRIBER_METADATA), the peer the message log names."""
+        peer = dict(context.invocation_metadata()).get(SUBSCRIBER_METADATA, DEFAULT_SUBSCRIBER)
         delayed: list[tuple] = []          # heap of (due, seq, batch id, encoded answer, answer)
         later: Counter = Counter()         # batch id -> its copies still to come
         incoming = _Requests(requests)
@@ -141,33 +142,33 @@ class SourceServicer(rpc.SourceServicer):
                 continue
             if request is not None:
                 try:
-                    yield self._answered(request, delayed, later, seq)
+                    yield self._answered(request, peer, delayed, later, seq)
                 except ModelError as err:
                     context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-            yield from self._due(delayed, later)
+            yield from self._due(peer, delayed, later)
 
-    def _answered(self, request: pb.SubqueryBatch, delayed: list, later: Counter, seq) -> pb.AnswerBatch:
+    def _answered(self, request: pb.SubqueryBatch, peer: str, delayed: list, later: Counter, seq) -> pb.AnswerBatch:
         """Reads `request`'s answers at one state; the reply of the copies due at once, the delayed
         ones put on the heap."""
         subqueries = [from_pb(sq, self.catalog) for sq in request.subqueries]
         for msg, sq in zip(request.subqueries, subqueries):
-            self.messages.record("subquery", "received", "warehouse", bytes=msg.ByteSize(),
+            self.messages.record("subquery", "received", peer, bytes=msg.ByteSize(),
                                  batch=len(subqueries), **subquery_fields(sq))
         answers = self.store.answer_all(subqueries)
         now, first = time.monotonic(), []
         for answer in answers:
             encoded = to_pb(answer, self.catalog)
             delays = self.faults.decide("answer")
-            self.messages.record_faults("answer", "warehouse", delays, **answer_fields(answer))
+            self.messages.record_faults("answer", peer, delays, **answer_fields(answer))
             for delay in delays:
                 if delay > 0:
                     heapq.heappush(delayed, (now + delay, next(seq), request.id, encoded, answer))
                     later[request.id] += 1
                 else:
                     first.append((encoded, answer))
-        return self._reply(request.id, first, later)
+        return self._reply(request.id, peer, first, later)
 
-    def _due(self, delayed: list, later: Counter):
+    def _due(self, peer: str, delayed: list, later: Counter):
         """The replies of the delayed copies now due, one per batch."""
         due: dict[int, list] = {}
         while delayed and delayed[0][0] <= time.monotonic():
@@ -175,11 +176,11 @@ class SourceServicer(rpc.SourceServicer):
             later[batch] -= 1
             due.setdefault(batch, []).append((encoded, answer))
         for batch, copies in due.items():
-            yield self._reply(batch, copies, later)
+            yield self._reply(batch, peer, copies, later)
 
-    def _reply(self, batch: int, copies: list, later: Counter) -> pb.AnswerBatch:
+    def _reply(self, batch: int, peer: str, copies: list, later: Counter) -> pb.AnswerBatch:
         for encoded, answer in copies:
-            self.messages.record("answer", "sent", "warehouse", bytes=encoded.ByteSize(), **answer_fields(answer))
+            self.messages.record("answer", "sent", peer, bytes=encoded.ByteSize(), **answer_fields(answer))
         remaining = later[batch]
         if not remaining:
             del later[batch]
@@ -187,9 +188,9 @@ class SourceServicer(rpc.SourceServicer):
 
     @_rejecting_bad_input
     def Resend(self, request: pb.ResendRequest, context) -> pb.ResendReply:
-        self.messages.record("resend_request", "received", "warehouse", bytes=request.ByteSize(),
-                             from_dsv=request.from_dsv, through_dsv=request.through_dsv)
         subscriber = request.subscriber or DEFAULT_SUBSCRIBER
+        self.messages.record("resend_request", "received", subscriber, bytes=request.ByteSize(),
+                             from_dsv=request.from_dsv, through_dsv=request.through_dsv)
         sender = self.senders.get(subscriber)
         if sender is None:
             raise ModelError(f"resend: no subscriber named {subscriber!r} (subscribers: "

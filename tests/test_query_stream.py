@@ -58,7 +58,7 @@ def node(tmp_path):
 
 def test_batches_are_answered_in_lockstep_by_the_sending_thread(node):
     seen = Replies()
-    stream = QueryStream(rpc.SourceStub(client_channel(node.address, None)), "ds1", seen.on_reply, seen.on_failed)
+    stream = QueryStream(rpc.SourceStub(client_channel(node.address, None)), "ds1", "warehouse", seen.on_reply, seen.on_failed)
     for i in range(3):
         stream.exchange(batch(i), f"t{i}")
     me = threading.current_thread().name
@@ -68,7 +68,7 @@ def test_batches_are_answered_in_lockstep_by_the_sending_thread(node):
 
 def test_a_delayed_copy_is_read_by_the_streams_thread_while_nothing_is_sent(node):
     seen = Replies()
-    stream = QueryStream(rpc.SourceStub(client_channel(node.address, None)), "ds1", seen.on_reply, seen.on_failed)
+    stream = QueryStream(rpc.SourceStub(client_channel(node.address, None)), "ds1", "warehouse", seen.on_reply, seen.on_failed)
     node.faults.configure(answer_delay_mean=0.3, answer_duplicate=1.0)
     stream.exchange(batch(1), "t1")                      # returns at the first reply, before the delays
     assert seen.replies[0][0] == "t1" and seen.replies[0][2] > 0
@@ -83,7 +83,7 @@ def test_a_delayed_copy_is_read_by_the_streams_thread_while_nothing_is_sent(node
 
 def test_a_stream_that_fails_names_what_it_owed_and_refuses_the_next_batch(node):
     seen = Replies()
-    stream = QueryStream(rpc.SourceStub(client_channel(node.address, None)), "ds1", seen.on_reply, seen.on_failed)
+    stream = QueryStream(rpc.SourceStub(client_channel(node.address, None)), "ds1", "warehouse", seen.on_reply, seen.on_failed)
     node.faults.configure(answer_delay_mean=30.0)       # the copy would come in half a minute
     stream.exchange(batch(1), "t1")
     node.stop(grace=0)

@@ -28,6 +28,7 @@ from typing import Callable
 
 import grpc
 
+from fedmodel.messages import SUBSCRIBER_METADATA
 from fedmodel.wire import pb
 
 # on_reply(tag, reply): one reply of the batch sent with `tag`, in arrival order;
@@ -45,12 +46,14 @@ class StreamClosed(Exception):
 
 
 class QueryStream:
-    def __init__(self, stub, name: str, on_reply: OnReply, on_failed: OnFailed):
-        """A stream on `stub` (the source `name`'s): each reply goes to `on_reply`, the batches
-        owed replies when it fails to `on_failed` (both called from the thread that read)."""
+    def __init__(self, stub, name: str, subscriber: str, on_reply: OnReply, on_failed: OnFailed):
+        """A stream on `stub` (the source `name`'s), opened as the warehouse subscribed by the name
+        `subscriber` (the source's message log names it as the peer): each reply goes to
+        `on_reply`, the batches owed replies when it fails to `on_failed` (both called from the
+        thread that read)."""
         self.stub = stub
         self._batches: queue.SimpleQueue = queue.SimpleQueue()
-        self._replies = stub.Query(iter(self._batches.get, None))
+        self._replies = stub.Query(iter(self._batches.get, None), metadata=((SUBSCRIBER_METADATA, subscriber),))
         self._name = name
         self._on_reply, self._on_failed = on_reply, on_failed
         self._ids = itertools.count(1)

@@ -59,7 +59,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError, first_line
-from fedmodel.message_log import WAREHOUSE_LOG, answer_fields, notification_fields, subquery_fields
+from fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
 from fedmodel.subquery import Subquery
 from fedmodel.terms_sql import maintained_sql
@@ -166,7 +166,7 @@ class Warehouse:
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
                                      list(join.output_names))
         self.aggregate_state = None   # an aggregate or outer-join view's rows, from the join's deltas (set by open)
-        self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, "warehouse")
+        self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, WAREHOUSE_NODE)
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # the batch ledger: Notify takes it without the core
         self._inbox: list[Inbound] = []               # what arrived, in order, for the core thread
@@ -498,7 +498,7 @@ class Warehouse:
                 if stream is not None:
                     stream.close()
                 stream = self._query_streams[source] = QueryStream(
-                    stub, source, lambda trip, reply: self._replied(source, trip, reply),
+                    stub, source, self.settings.subscriber, lambda trip, reply: self._replied(source, trip, reply),
                     lambda trips, err: self._cut_short(source, trips, err))
             return stream
 
