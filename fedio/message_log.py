@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from fedmodel import json_text
-from fedmodel.message_log import EVENTS, KINDS
+from fedmodel.message_log import EVENTS, KINDS, concerns
 
 WRITE_AFTER = 0.2   # seconds the writer lets events gather before writing them
 
@@ -88,8 +88,9 @@ class MessageLog:
         self._out = None
 
 
-def read(paths: Iterable[str | Path]) -> Iterator[dict]:
-    """Every complete line of the given files (missing files are skipped: a node that never ran)."""
+def read(paths: Iterable[str | Path], subscriber: str | None = None) -> Iterator[dict]:
+    """Every complete line of the given files (missing files are skipped: a node that never ran);
+    with `subscriber`, only those about that warehouse (fedmodel.message_log.concerns)."""
     for path in paths:
         path = Path(path)
         if not path.exists():
@@ -97,4 +98,6 @@ def read(paths: Iterable[str | Path]) -> Iterator[dict]:
         with open(path) as lines:
             for line in lines:
                 if line.endswith("\n"):
-                    yield json_text.loads(line)
+                    event = json_text.loads(line)
+                    if subscriber is None or concerns(event, subscriber):
+                        yield event

@@ -19,7 +19,7 @@ import pytest
 from fedmodel.catalog import Catalog
 from fedmodel.transactions import Modification, TransactionRequest
 from loadgen.cli import main
-from loadgen.live.runfile import RunFile
+from loadgen.live.runfile import RunFile, Subscriber
 from source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {
@@ -46,14 +46,20 @@ def make_run(tmp_path, states, initial_view=INITIAL_VIEW, start_versions=None, a
     ds1.commit(TransactionRequest("t3", modifies={"R1": [Modification((1, "a"), (1, "c"))]}), COMMIT_TIME + 1)
     ds1.close()
     ds2.close()
+    write_history(history, states, initial_view, start_versions, applied_time)
+    RunFile(CATALOG, VIEW, "sze-ling", {"ds1": run / "ds1.sqlite", "ds2": run / "ds2.duckdb"}, history).write(run)
+    return run
+
+
+def write_history(history, states, initial_view=INITIAL_VIEW, start_versions=None, applied_time=0):
+    """A warehouse's history folder, written by hand (fedmodel.change_history's format)."""
+    history.mkdir(parents=True, exist_ok=True)
     (history / "initial_view.json").write_text(json.dumps(
         {"columns": ["K1", "V1", "K2"], "versions": start_versions or {"ds1": 1, "ds2": 1}, "rows": initial_view}))
     (history / "changes.jsonl").write_text("".join(
         json.dumps({"seq": i, "source": s, "dsv": d, "txn_id": t, "commit_time": 0, "applied_time": applied_time,
                     "versions": v, "delta": delta}) + "\n"
         for i, (t, s, d, v, delta) in enumerate(states, 1)))
-    RunFile(CATALOG, VIEW, "sze-ling", {"ds1": run / "ds1.sqlite", "ds2": run / "ds2.duckdb"}, history).write(run)
-    return run
 
 
 def check(run, *flags, capsys):
@@ -222,9 +228,48 @@ def test_a_wrong_state(tmp_path, capsys):
 
 # ---- the message-level history ----
 
-def message(node, kind, event, rows=0, size=0, **names) -> str:
-    return json.dumps({"t": 0.0, "node": node, "kind": kind, "event": event, "peer": "warehouse",
+def message(node, kind, event, rows=0, size=0, peer="warehouse", **names) -> str:
+    return json.dumps({"t": 0.0, "node": node, "kind": kind, "event": event, "peer": peer,
                        "bytes": size, "rows": rows, **names}) + "\n"
+
+
+# ---- a run of several warehouses, one per subscriber (fedlab bench --same-stream) ----
+
+def two_warehouses(tmp_path):
+    """The run with a second warehouse, subscribed as w2, whose history lost t3; the sources' logs
+    hold one answer for each warehouse."""
+    run = make_run(tmp_path, [T1, T2, T3])
+    write_history(run / "w2" / "history", [T1, T2])
+    first = RunFile.read(run)
+    RunFile(CATALOG, VIEW, "sze-ling", first.sources, first.warehouse_history,
+            others={"w2": Subscriber(VIEW, "versioned", run / "w2" / "history")}).write(run)
+    (run / "ds1.messages.jsonl").write_text(message("ds1", "answer", "sent", rows=3, size=70, id="q1")
+                                            + message("ds1", "answer", "sent", rows=5, size=90, id="q1", peer="w2"))
+    return run
+
+
+def test_each_warehouse_of_a_run_is_judged_on_its_own(tmp_path, capsys):
+    run = two_warehouses(tmp_path)
+    code, out, _ = check(run, capsys=capsys)
+    assert code == 1   # w2 fell short: the run does
+    first, second = out.split("== subscriber w2 (versioned)\n")
+    assert first.startswith("== subscriber warehouse (sze-ling)\n") and "level: complete" in first
+    assert "level: complete" not in second and "lost: [ds1:3]" in second
+    code, v = verdict(run, capsys)
+    assert code == 1 and v["subscribers"]["warehouse"]["level"] == "complete"
+    assert v["subscribers"]["w2"]["lost"] == ["ds1:3"]
+    # each one's wire cost is what the sources sent it, not the other
+    assert v["subscribers"]["w2"]["messages"]["answer"] == {"sent": 1, "rows": 5, "bytes": 90}
+    assert v["subscribers"]["warehouse"]["messages"]["answer"] == {"sent": 1, "rows": 3, "bytes": 70}
+
+
+def test_one_subscriber_is_judged_when_named(tmp_path, capsys):
+    run = two_warehouses(tmp_path)
+    code, out, _ = check(run, "--subscriber", "warehouse", "--json", capsys=capsys)
+    assert code == 0 and json.loads(out)["level"] == "complete"
+    code, out, err = check(run, "--subscriber", "w3", capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.strip().endswith("no subscriber named 'w3' (the run's: warehouse, w2)") and len(err.splitlines()) == 1
 
 
 def test_the_nodes_message_logs_are_summed_up(tmp_path, capsys):

@@ -24,7 +24,8 @@ from typing import Iterable
 
 from fedio.message_log import read
 from fedmodel import change_history
-from fedmodel.message_log import totals
+from fedmodel.message_log import WAREHOUSE_NODE, totals
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 
 
 def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:
@@ -155,11 +156,13 @@ def staleness_parts(commits: dict[tuple[str, int], float], received: dict[tuple[
                                     for i, name in enumerate(PARTS)}}}
 
 
-def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None = None) -> dict:
+def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None = None,
+              subscriber: str = DEFAULT_SUBSCRIBER) -> dict:
     """Totals of what was sent, by kind, over the nodes' message logs (only events logged within
-    `window`, wall-clock seconds, when given), and which logs were missing."""
+    `window`, wall-clock seconds, when given, and only those about the warehouse `subscriber`),
+    and which logs were missing."""
     present = {node: path for node, path in files.items() if path is not None and path.exists()}
-    events = read(present.values())
+    events = read(present.values(), subscriber)
     if window is not None:
         events = (e for e in events if window[0] <= e["t"] <= window[1])
     events = list(events)
@@ -177,7 +180,7 @@ def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None 
 def first_receipts(files: dict[str, Path | None]) -> dict[tuple[str, int], float]:
     """(source, DSV) -> when the warehouse first received that notification (a duplicate or a resend
     counts at its first arrival), in order of arrival, from its message log; empty without it."""
-    path = files.get("warehouse")
+    path = files.get(WAREHOUSE_NODE)
     if path is None or not path.exists():
         return {}
     first: dict[tuple[str, int], float] = {}
@@ -214,10 +217,10 @@ def clock_skew(commits: dict[tuple[str, int], float], receipts: dict[tuple[str, 
     return skewed
 
 
-def lost_notifications(files: dict[str, Path | None]) -> set[tuple[str, int]]:
-    """(source, DSV) of every notification a source's fault injector dropped at least once."""
-    sources = [path for node, path in files.items() if node != "warehouse" and path is not None and path.exists()]
-    return {(e["node"], int(e["dsv"])) for e in read(sources)
+def lost_notifications(files: dict[str, Path | None], subscriber: str = DEFAULT_SUBSCRIBER) -> set[tuple[str, int]]:
+    """(source, DSV) of every notification to `subscriber` a source's fault injector dropped at least once."""
+    sources = [path for node, path in files.items() if node != WAREHOUSE_NODE and path is not None and path.exists()]
+    return {(e["node"], int(e["dsv"])) for e in read(sources, subscriber)
             if e.get("kind") == "notification" and e.get("event") == "dropped" and "dsv" in e}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from fedmodel.message_log import WAREHOUSE_NODE
 from loadgen.checker.anomalies import vector_text
 
 SHOWN_ROWS = 20          # rows listed per side of a row diff
@@ -77,7 +78,7 @@ def logged_happenings(entries: Iterable[dict]) -> Callable[[str], list[str]]:
     by_transaction: dict[str, list[str]] = {}
     for e in entries:
         if e.get("kind") == "notification" and "dsv" in e:
-            source = e["node"] if e["node"] != "warehouse" else e["peer"]
+            source = e["node"] if e["node"] != WAREHOUSE_NODE else e["peer"]
             by_transaction.setdefault(f"{source}:{e['dsv']}", []).append(
                 f"{e['t']:.3f} {e['node']} {e['event']} notification {e.get('txn_id', '')} (DSV {e['dsv']})")
     return lambda transaction: by_transaction.get(transaction, [])

@@ -76,6 +76,17 @@ class LiveHistory:
     states: list[dict]                           # [{"transaction", "source", "dsv", "versions", "delta"}]
     final_view: dict[tuple, int]                 # the view after the last state
 
+    def of(self, subscriber: str) -> "LiveHistory":
+        """The same sources' history with the warehouse subscribed as `subscriber` on the other side
+        (a run of several warehouses: loadgen.live.runfile); HistoryError for a name the run lacks."""
+        if subscriber == self.run.subscriber:
+            return self
+        try:
+            run = self.run.of(subscriber)
+        except ModelError as err:
+            raise HistoryError(str(err)) from None
+        return LiveHistory(run, self.initial, self.log, *warehouse_states(run.warehouse_history))
+
     def oracle(self, engine: Engine | None = None) -> Oracle:
         # A history of the join the warehouse maintains (history_sql) holds, for an outer-join
         # view, its terms' padded rows: the oracle derives them from the SQL on its own.
@@ -200,7 +211,8 @@ def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, i
 def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
     """fedmodel.message_log.totals over every node's log; empty when no node kept one."""
     try:
-        return message_log.totals(read_message_logs(p for p in run.message_logs().values() if p is not None))
+        return message_log.totals(read_message_logs((p for p in run.message_logs().values() if p is not None),
+                                                    run.subscriber))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise HistoryError(f"message log: malformed ({err})") from None
 
@@ -219,8 +231,10 @@ def judge(history: LiveHistory, oracle: str = "duckdb", pg_dsn: str | None = Non
 
 
 def check(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None,
-          oracle: str = "duckdb", pg_dsn: str | None = None) -> Verdict:
-    return judge(load_history(run_dir, remote), oracle, pg_dsn)
+          oracle: str = "duckdb", pg_dsn: str | None = None, subscriber: str | None = None) -> Verdict:
+    """The verdict on the run's warehouse, or with `subscriber` on the one subscribed by that name."""
+    history = load_history(run_dir, remote)
+    return judge(history.of(subscriber) if subscriber else history, oracle, pg_dsn)
 
 
 def add_arguments(parser) -> None:
@@ -235,6 +249,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--pg-dsn", metavar="DSN",
                         help="with --oracle postgres: the server to use (default $FEDLAB_PG_DSN; "
                              "without either, a private throwaway server is started and removed)")
+    parser.add_argument("--subscriber", metavar="NAME",
+                        help="judge only the warehouse subscribed to the sources by this name (default: every "
+                             "warehouse of the run, each on its own: fedlab bench --same-stream runs several)")
     parser.add_argument("--source", action="append", metavar="NAME=HOST:PORT",
                         help="read this source's history from the running source, not its file (repeatable)")
     parser.add_argument("--connect-wait", type=float, default=0.0, metavar="SECONDS",
@@ -244,30 +261,49 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    """Judges each warehouse of the run (or the one --subscriber names) on its own; exit 0 when
+    every one kept the level expected. A run of one warehouse prints as it always did; of several,
+    one block (a JSON object under "subscribers") per warehouse, by subscriber name."""
     expect = ALIASES.get(args.expect, args.expect)
     try:
         pg_dsn = _pg_dsn(args)
         history = load_history(args.run_dir, remote_sources(args.source or [], tls_files(args), args.connect_wait))
-        messages = message_totals(history.run)
-        verdict = judge(history, args.oracle, pg_dsn)
-        lag = staleness_summary(history)
-        clocks = clock_skew(commit_times(history.log), first_receipts(history.run.message_logs()))
+        names = [args.subscriber] if args.subscriber else history.run.subscribers
+        judged = {name: _judged(history.of(name), args.oracle, pg_dsn, args.json) for name in names}
     except (HistoryError, ModelError, RoleError) as err:
         print(f"fedlab check: {err}", file=sys.stderr)
         return 2
-    ok = LEVELS.index(verdict.level) >= LEVELS.index(expect)
+    oks = {name: LEVELS.index(j["verdict"].level) >= LEVELS.index(expect) for name, j in judged.items()}
     if args.json:
-        print(json.dumps({**{k: verdict.to_dict()[k] for k in
-                             ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions", "states",
-                              "first_violation", "order_violation", "anomalies", "off_time_line")},
-                          "oracle": args.oracle, "messages": messages, "staleness": lag, "clock_skew": clocks},
-                         default=str))
+        docs = {name: _json_verdict(j, args.oracle) for name, j in judged.items()}
+        print(json.dumps(docs[names[0]] if len(names) == 1 else {"subscribers": docs}, default=str))
     else:
-        # The logs are read again only to explain a run that fell short.
-        happenings = logged_happenings(read_message_logs(p for p in history.run.message_logs().values() if p is not None)) \
-            if verdict.anomalies else None
-        _print_text(verdict, expect, ok, args.oracle, messages, lag, clocks, happenings)
-    return 0 if ok else 1
+        for name, j in judged.items():
+            if len(names) > 1:
+                print(f"== subscriber {name} ({j['history'].run.algorithm})")
+            _print_text(j["verdict"], expect, oks[name], args.oracle, j["messages"], j["staleness"],
+                        j["clocks"], j["happenings"])
+    return 0 if all(oks.values()) else 1
+
+
+def _judged(history: LiveHistory, oracle: str, pg_dsn: str | None, as_json: bool) -> dict:
+    """One warehouse's verdict and the figures printed beside it."""
+    verdict = judge(history, oracle, pg_dsn)
+    logs = [p for p in history.run.message_logs().values() if p is not None]
+    # The logs are read again only to explain a run that fell short.
+    happenings = logged_happenings(read_message_logs(logs, history.run.subscriber)) \
+        if verdict.anomalies and not as_json else None
+    return {"history": history, "verdict": verdict, "messages": message_totals(history.run),
+            "staleness": staleness_summary(history), "happenings": happenings,
+            "clocks": clock_skew(commit_times(history.log), first_receipts(history.run.message_logs()))}
+
+
+def _json_verdict(judged: dict, oracle: str) -> dict:
+    verdict = judged["verdict"].to_dict()
+    return {**{k: verdict[k] for k in ("level", "claims_held", "claims_ordered", "lost", "doubled", "transactions",
+                                       "states", "first_violation", "order_violation", "anomalies", "off_time_line")},
+            "oracle": oracle, "messages": judged["messages"], "staleness": judged["staleness"],
+            "clock_skew": judged["clocks"]}
 
 
 def _lag_line(lag: dict) -> str:

@@ -27,7 +27,7 @@ from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
 from loadgen.live.environment import stderr_to
-from loadgen.live.runfile import RunFile, history_sql
+from loadgen.live.runfile import RunFile, Subscriber, history_sql
 from loadgen.workloads.driver import grpc_committer
 from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
@@ -93,8 +93,11 @@ class Federation:
         self.stubs: dict[str, rpc.SourceStub] = {}
         self.warehouse: Warehouse | None = None
         self.warehouse_address = ""
-        # More warehouses keeping the same view, each subscribed to the sources by its name.
+        # More warehouses, each subscribed to the sources by its name; what each was started with
+        # (its settings and view) and its run file entry, kept across a kill and a restart.
         self.subscribers: dict[str, Warehouse] = {}
+        self._subscriber_settings: dict[str, tuple[WarehouseSettings, str]] = {}
+        self._entries: dict[str, Subscriber] = {}
 
     def start(self, ray_temp_dir: str | None = None) -> "Federation":
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -127,7 +130,8 @@ class Federation:
                 self.warehouse.history.folder, self.warehouse.store.root,
                 self.postgres.data if self.postgres else None,
                 history_sql=history_sql(self.warehouse.view),
-                warehouse_address=self.warehouse_address or None).write(self.run_dir)
+                warehouse_address=self.warehouse_address or None,
+                others=self._entries).write(self.run_dir)
 
     def restart_warehouse(self) -> None:
         """Stops the warehouse as a crash would (nothing more committed) and starts a new one on the
@@ -141,11 +145,16 @@ class Federation:
         self._write_run_file()
         ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
 
-    def add_subscriber(self, name: str) -> Warehouse:
-        """Another warehouse keeping the view, subscribed to every source as `name`
-        (source_node.subscriptions) for the relations the view reads there, its Delta tables
-        under <run>/<name>. It subscribes before it reads the sources' snapshots, so that it
-        lacks nothing committed after them, and is told where to send once it serves."""
+    def add_subscriber(self, name: str, settings: WarehouseSettings | None = None,
+                       view_sql: str | None = None) -> Warehouse:
+        """Another warehouse, subscribed to every source as `name` (source_node.subscriptions) for
+        the relations its view reads there, keeping `view_sql` (default the federation's view) by
+        `settings` (default the federation's warehouse's: another algorithm, say), its Delta tables
+        and history under <run>/<name>, named in the run file. It subscribes before it reads the
+        sources' snapshots, so that it lacks nothing committed after them, and is told where to
+        send once it serves."""
+        self._subscriber_settings[name] = (replace(settings or self.settings, subscriber=name),
+                                           view_sql or self.view_sql)
         self._subscribe(name, None)
         return self._start_subscriber(name)
 
@@ -159,15 +168,19 @@ class Federation:
         return self._start_subscriber(name)
 
     def _start_subscriber(self, name: str) -> Warehouse:
-        w = Warehouse(self.catalog, self.view_sql, self.run_dir / name, self.addresses, self.spark,
-                      replace(self.settings, subscriber=name), tls=self.tls)
+        settings, view_sql = self._subscriber_settings[name]
+        w = Warehouse(self.catalog, view_sql, self.run_dir / name, self.addresses, self.spark, settings, tls=self.tls)
         w.open()
         self.subscribers[name] = w
-        self._subscribe(name, f"127.0.0.1:{w.serve()}")
+        address = f"127.0.0.1:{w.serve()}"
+        self._subscribe(name, address)
+        self._entries[name] = Subscriber(view_sql, settings.algorithm, w.history.folder, w.store.root,
+                                         history_sql(w.view), address)
+        self._write_run_file()
         return w
 
     def _subscribe(self, name: str, address: str | None) -> None:
-        join = parse_query(self.view_sql, self.catalog).join
+        join = parse_query(self._subscriber_settings[name][1], self.catalog).join
         ray.get([a.subscribe.remote(name, address, join.relations_read_at(s)) for s, a in self.actors.items()])
 
     def _new_warehouse(self) -> Warehouse:
@@ -237,15 +250,16 @@ class Federation:
 
     def wait_until_applied(self, timeout: float = 120.0, warehouse: Warehouse | None = None) -> bool:
         """Waits until the view (of `warehouse`, default the first) reflects every committed
-        transaction of every source."""
+        transaction of every source (asked at least once, whatever the timeout)."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             target = self.source_versions()
             applied = (warehouse or self.warehouse).status()["applied_dsv"]
             if all(applied.get(s, 0) >= d for s, d in target.items()):
                 return True
+            if time.monotonic() >= deadline:
+                return False
             time.sleep(0.2)
-        return False
 
     def snapshots(self) -> tuple[dict, dict[str, int]]:
         """Every relation's rows, read at one state per source, and those states' DSVs."""

@@ -8,7 +8,18 @@ else. Written by whoever starts the run (loadgen.live.federation, `fedlab wareho
 
     {"format": 1, "catalog": Catalog.to_dict(), "view": "SELECT ...", "algorithm": "sze-ling",
      "sources": {"ds1": "ds1.sqlite", "ds2": null}, "warehouse_history": "warehouse/history",
-     "warehouse_delta": "warehouse/delta", "history_sql": null, "warehouse_address": "127.0.0.1:5051"}
+     "warehouse_delta": "warehouse/delta", "history_sql": null, "warehouse_address": "127.0.0.1:5051",
+     "subscribers": {"w2": {"view": "SELECT ...", "algorithm": "versioned",
+                            "warehouse_history": "w2/history", "warehouse_delta": "w2/delta",
+                            "history_sql": null, "warehouse_address": "127.0.0.1:5052"}}}
+
+The top-level fields describe the warehouse subscribed to the sources by the default name
+(fedmodel.messages.DEFAULT_SUBSCRIBER); `subscribers`, when present, the other warehouses over the
+same sources, each by its subscriber name with the same fields (a run of several algorithms on one
+stream: `fedlab bench --same-stream`). `RunFile.read(run_dir, subscriber)` reads one as the run
+file of its warehouse, whose figures and verdict are then that warehouse's alone: the sources log
+what they exchange with every subscriber in one file, and its message lines are those whose peer
+it is (fedmodel.message_log.concerns).
 
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
@@ -24,12 +35,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
-from fedmodel.message_log import WAREHOUSE_LOG, source_log_path
+from fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, source_log_path
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from source_node.engines import is_dsn
 
 RUN_FILE = "run.json"
@@ -56,6 +68,8 @@ class RunFile:
     # terms_sql); the user's view is a function of its states.
     history_sql: str | None = None
     warehouse_address: str | None = None   # host:port of the warehouse's gRPC service, once it serves
+    subscriber: str = DEFAULT_SUBSCRIBER    # the name the warehouse above subscribes to the sources by
+    others: dict[str, "Subscriber"] = field(default_factory=dict)   # the other warehouses, by subscriber name
 
     @property
     def judged_sql(self) -> str:
@@ -70,7 +84,8 @@ class RunFile:
                "warehouse_history": _relative(self.warehouse_history, run_dir),
                "warehouse_delta": _relative(self.warehouse_delta, run_dir),
                "postgres": _relative(self.postgres, run_dir), "history_sql": self.history_sql,
-               "warehouse_address": self.warehouse_address}
+               "warehouse_address": self.warehouse_address,
+               **({"subscribers": {name: w.to_dict(run_dir) for name, w in self.others.items()}} if self.others else {})}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -79,13 +94,33 @@ class RunFile:
 
     def message_logs(self) -> dict[str, Path | None]:
         """node -> where it keeps its message log (fedmodel.message_log), present or not; None for
-        a source whose file is not reachable from here. The warehouse's node is "warehouse"."""
+        a source whose file is not reachable from here. The warehouse's node is WAREHOUSE_NODE; the
+        sources' logs hold lines about every subscriber (read them with `self.subscriber`)."""
         logs = {source: None if db is None else source_log_path(self.folder / source if is_dsn(db) else db)
                 for source, db in self.sources.items()}
-        return {**logs, "warehouse": self.warehouse_history / WAREHOUSE_LOG}
+        return {**logs, WAREHOUSE_NODE: self.warehouse_history / WAREHOUSE_LOG}
+
+    @property
+    def subscribers(self) -> list[str]:
+        """Every warehouse's subscriber name, the top-level one's first."""
+        return [self.subscriber, *self.others]
+
+    def of(self, subscriber: str) -> "RunFile":
+        """The run file of the warehouse subscribed as `subscriber`, its fields at the top level;
+        RunFileError naming the run's subscribers when it has none of that name."""
+        if subscriber == self.subscriber:
+            return self
+        w = self.others.get(subscriber)
+        if w is None:
+            raise RunFileError(f"{self.folder / RUN_FILE if self.folder else RUN_FILE}: no subscriber named "
+                               f"{subscriber!r} (the run's: {', '.join(self.subscribers)})")
+        return replace(self, view_sql=w.view_sql, algorithm=w.algorithm, warehouse_history=w.warehouse_history,
+                       warehouse_delta=w.warehouse_delta, history_sql=w.history_sql,
+                       warehouse_address=w.warehouse_address, subscriber=subscriber, others={})
 
     @staticmethod
-    def read(run_dir: str | os.PathLike) -> "RunFile":
+    def read(run_dir: str | os.PathLike, subscriber: str | None = None) -> "RunFile":
+        """The run file in `run_dir`; with `subscriber`, that warehouse's (RunFile.of)."""
         run_dir = Path(run_dir)
         path = run_dir / RUN_FILE
         try:
@@ -99,14 +134,41 @@ class RunFile:
         try:
             catalog = Catalog.from_dict(doc["catalog"], where=f"{path}: catalog")
             sources = doc["sources"]
-            return RunFile(catalog, str(doc["view"]), str(doc.get("algorithm", "")),
-                           {str(s): p if p is not None and is_dsn(p) else _absolute(p, run_dir)
-                            for s, p in sources.items()},
-                           _absolute(doc["warehouse_history"], run_dir),
-                           _location(doc.get("warehouse_delta"), run_dir), _absolute(doc.get("postgres"), run_dir),
-                           run_dir, doc.get("history_sql"), doc.get("warehouse_address"))
+            run = RunFile(catalog, str(doc["view"]), str(doc.get("algorithm", "")),
+                          {str(s): p if p is not None and is_dsn(p) else _absolute(p, run_dir)
+                           for s, p in sources.items()},
+                          _absolute(doc["warehouse_history"], run_dir),
+                          _location(doc.get("warehouse_delta"), run_dir), _absolute(doc.get("postgres"), run_dir),
+                          run_dir, doc.get("history_sql"), doc.get("warehouse_address"),
+                          others={str(name): Subscriber.from_dict(w, run_dir)
+                                  for name, w in doc.get("subscribers", {}).items()})
         except (KeyError, TypeError, AttributeError) as err:
             raise RunFileError(f"{path}: missing or malformed field {err}") from None
+        return run if subscriber is None else run.of(subscriber)
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """Another warehouse over the run's sources: what the run file says of it, as of the top level's."""
+
+    view_sql: str
+    algorithm: str
+    warehouse_history: Path
+    warehouse_delta: str | None = None
+    history_sql: str | None = None
+    warehouse_address: str | None = None
+
+    def to_dict(self, run_dir: Path) -> dict:
+        return {"view": self.view_sql, "algorithm": self.algorithm,
+                "warehouse_history": _relative(self.warehouse_history, run_dir),
+                "warehouse_delta": _relative(self.warehouse_delta, run_dir), "history_sql": self.history_sql,
+                "warehouse_address": self.warehouse_address}
+
+    @staticmethod
+    def from_dict(doc: dict, run_dir: Path) -> "Subscriber":
+        return Subscriber(str(doc["view"]), str(doc["algorithm"]), _absolute(doc["warehouse_history"], run_dir),
+                          _location(doc.get("warehouse_delta"), run_dir), doc.get("history_sql"),
+                          doc.get("warehouse_address"))
 
 
 def history_sql(view) -> str | None:
