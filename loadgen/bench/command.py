@@ -8,6 +8,10 @@
     fedlab bench --algorithms sze-ling --federation chain,star --sources 3,6,12,24 --rate 50 --ramp-max 0
                                                    # cost as the federation grows: synthetic chain and
                                                    # star views over 3 to 24 sources, one relation each
+    fedlab bench --algorithms sze-ling,versioned --views q3 --rate 100 --same-stream --repeat 3
+                                                   # the algorithms on one stream (a subscriber each),
+                                                   # and each alone: how much they disturb each other,
+                                                   # and whether the comparison is steadier
 
 Each run (algorithm x view x scale x chaos, or algorithm x federation x chaos with --federation)
 gets its own run directory under the bench directory (`fedlab check` can judge it again); the
@@ -36,6 +40,7 @@ from loadgen.bench.run_specs import (
     DEFAULT_SOURCES,
     BenchArgumentError,
     run_specs,
+    stream_units,
     synthetic_federations,
 )
 from loadgen.live.outside_writers import add_outside_writers_argument
@@ -90,6 +95,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="run everything this many times over: the summary shows how far the trials differ "
                              "(default 1)")
+    parser.add_argument("--same-stream", action="store_true",
+                        help="run the algorithms together on one federation, load and fault schedule, each "
+                             "warehouse a subscriber of its own, and then each alone: the summary compares them "
+                             "on the very same stream and says how much they disturb each other (no ramp on "
+                             "the shared stream)")
     parser.add_argument("--out", help="the bench directory (default runs/bench-TIMESTAMP)")
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--orders", type=int,
@@ -139,8 +149,11 @@ def main(args) -> int:
     bench_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     machine = _machine()
-    console.print(f"[bold]fedlab bench[/]: {len(specs)} runs -> {bench_dir}")
-    runs = _run_all(specs, bench_dir, args.data_dir, args.orders, console, Instruments(args.idle, args.profile))
+    units = stream_units(specs, args.same_stream)
+    console.print(f"[bold]fedlab bench[/]: {len(units)} runs -> {bench_dir}")
+    if args.same_stream and not any(kind == "shared" for kind, _ in units):
+        console.print("[yellow]--same-stream: only one algorithm per run: nothing shares a stream[/]")
+    runs = _run_all(units, bench_dir, args.data_dir, args.orders, console, Instruments(args.idle, args.profile))
     summary = _summary(specs, runs, bench_dir, started, machine, args)
     from loadgen.bench.report import write
 
@@ -187,14 +200,20 @@ def _synthetic_federations(args) -> list | None:
     return synthetic_federations(args.federation, args.sources, args.relation_rows, args.seed)
 
 
-def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console, instruments) -> list[dict]:
+def _run_all(units: list[tuple[str, list]], bench_dir: Path, data_dir: str | None, orders: int, console,
+             instruments) -> list[dict]:
+    """Runs each unit (loadgen.bench.run_specs.stream_units) on a federation of its own; a record
+    per spec of each, those of a shared stream marked `stream: shared` (and, beside them, the
+    alone ones `stream: alone`)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loadgen.bench.runner import failed, run_one
+    from loadgen.bench.runner import failed, run_stream
     from loadgen.live.environment import warehouse_spark
     from loadgen.workloads.driver_process import DataRecipe
     from source_node.ray_runtime import stop_ray
 
+    specs = [spec for kind, unit in units if kind == "alone" for spec in unit]
+    shared = any(kind == "shared" for kind, _ in units)
     several = {"view": len({s.view for s in specs}) > 1, "scale": len({s.scale for s in specs}) > 1,
                "chaos": len({s.chaos for s in specs}) > 1, "placement": len({s.placement for s in specs}) > 1,
                "trial": len({s.trial for s in specs}) > 1}
@@ -207,12 +226,14 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
         spark = warehouse_spark(bench_dir)
         progress.update(setup, total=1, completed=1, info="started")
         try:
-            for i, spec in enumerate(specs, 1):
+            for i, (kind, unit) in enumerate(units, 1):
+                spec = unit[0]
                 catalog = spec.catalog()
                 recipe = spec.synthetic or DataRecipe(spec.scale, data_dir, orders)
                 initial = bench_dir / "sources" / f"{spec.data}-{spec.source_engine}"   # its databases, prepared
-                folder = spec.folder(i, several)
-                task = progress.add_task(f"[{i}/{len(specs)}] {spec.label}", total=None, info="")
+                folder = spec.folder(i, several, None if kind == "alone" else "shared")
+                labels = " + ".join(s.label for s in unit)
+                task = progress.add_task(f"[{i}/{len(units)}] {labels}", total=None, info="")
 
                 def report(phase, done, total, info, task=task):
                     progress.update(task, completed=done, total=total, info=f"{phase}: {info}")
@@ -226,13 +247,17 @@ def _run_all(specs, bench_dir: Path, data_dir: str | None, orders: int, console,
                                         info=f"the sources' {spec.source_engine} files")
                         _prepare_source_files(catalog, recipe, initial, spec.source_engine)
                         progress.update(setup, total=1, completed=1, info=f"{initial.name} written")
-                    record = run_one(spec, catalog, initial, recipe, spark, bench_dir / folder, report, instruments)
+                    records = run_stream(unit, catalog, initial, recipe, spark, bench_dir / folder, report,
+                                         instruments)
                 except Exception as err:  # one failed run is reported; the others still compare
-                    record = failed(spec, bench_dir / folder, err)
-                record["folder"] = folder
-                progress.update(task, total=1, completed=1, info=f"done: {record['consistency']}, "
-                                f"{record.get('rate_achieved')} txn/s, max sustained {record.get('max_sustained_rate')}")
-                runs.append(record)
+                    records = [failed(s, bench_dir / folder, err) for s in unit]
+                for record in records:
+                    record["folder"] = folder
+                    if shared:
+                        record["stream"] = kind
+                progress.update(task, total=1, completed=1, info=f"done: {', '.join(r['consistency'] for r in records)}, "
+                                f"{records[0].get('rate_achieved')} txn/s, max sustained {records[0].get('max_sustained_rate')}")
+                runs += records
         finally:
             stop_ray()
             spark.stop()
@@ -264,11 +289,15 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
     from loadgen.bench.efficiency import steadiness
     from loadgen.bench.federation_size import finding, growth
     from loadgen.bench.plots import plot_all
+    from loadgen.bench.same_stream import comparison
+    from loadgen.bench.same_stream import finding as same_stream_finding
     from loadgen.bench.targets import evaluate
     from loadgen.bench.trials import trials
 
+    same_stream = comparison(runs)
+    alone = [r for r in runs if r.get("stream") != "shared"]   # what the targets and trials are about
     plots = plot_all(runs, bench_dir / "plots")
-    sizes = growth(runs)
+    sizes = growth(alone)
     first = specs[0]
     return {"bench_dir": str(bench_dir), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1), "machine": machine,
@@ -284,13 +313,15 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "source_engine": args.source_engine,
                          "outside_writers": args.outside_writers, "clients_per_source": 1, "repeat": args.repeat,
-                         "idle_seconds": args.idle, "profile": args.profile},
+                         "idle_seconds": args.idle, "profile": args.profile, "same_stream": args.same_stream},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             # the targets are about the TPC-H views
-            "targets": [] if args.federation else (evaluate([r for r in runs if r.get("trial", 1) == 1])
-                                                   + efficiency([r for r in runs if r.get("trial", 1) == 1])
-                                                   + steadiness(runs)),
-            "trials": trials(runs),
+            "targets": [] if args.federation else (evaluate([r for r in alone if r.get("trial", 1) == 1])
+                                                   + efficiency([r for r in alone if r.get("trial", 1) == 1])
+                                                   + steadiness(alone)),
+            "trials": trials(alone),
+            **({"same_stream": {"groups": same_stream, "finding": same_stream_finding(same_stream)}}
+               if same_stream else {}),
             **({"federation_size": {"rows": sizes, "finding": finding(sizes)}} if sizes else {}),
             "plots": {name: str(path.relative_to(bench_dir)) for name, path in plots.items()},
             "notes": ["The driver runs in a process of its own (loadgen.workloads.driver_process) and commits with one "

@@ -8,7 +8,10 @@
   maintenance at each combine bound shows its trade-off beside Sze-Ling;
 - federation_size.png, when the bench ran synthetic federations (--federation): CPU and bytes per
   transaction, staleness p99 and memory per source against the number of sources, a line per
-  shape (loadgen.bench.federation_size).
+  shape (loadgen.bench.federation_size);
+- same_stream.png, when algorithms shared a stream (--same-stream): each algorithm's staleness
+  p50 and p99 on the shared stream and alone, medians with the trials' range
+  (loadgen.bench.same_stream).
 `plot_all(runs, folder)` writes them and returns {name: path}.
 """
 
@@ -22,6 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 
 from loadgen.bench.federation_size import growth  # noqa: E402
+from loadgen.bench.same_stream import comparison  # noqa: E402
 from loadgen.simulation.scenario import LEVELS  # noqa: E402
 
 COLORS = {"none": "#b22222", "convergence": "#e07b39", "weak": "#e0c339", "strong": "#7fb24a",
@@ -40,6 +44,8 @@ def plot_all(runs: list[dict], folder: Path) -> dict[str, Path]:
              ("consistency", _consistency), ("staleness_vs_throughput", _tradeoff)]
     if any(r.get("synthetic") for r in runs):
         plots.append(("federation_size", _federation_size))
+    if any(r.get("stream") == "shared" for r in runs):
+        plots.append(("same_stream", _same_stream))
     for name, draw in plots:
         fig = draw(runs, several)
         out[name] = folder / f"{name}.png"
@@ -96,6 +102,27 @@ def _cost(runs, several):
         if positive and max(positive) > 100 * min(positive):   # recomputation dwarfs the rest
             ax.set_yscale("log")
     fig.suptitle("Cost per source transaction (from the nodes' message logs)")
+    fig.tight_layout()
+    return fig
+
+
+def _same_stream(runs, several):
+    groups = comparison(runs)
+    fig, axes = plt.subplots(len(groups), 2, figsize=(11, 3.8 * len(groups)), squeeze=False)
+    for row, g in zip(axes, groups):
+        labels = [a["label"] for a in g["algorithms"]]
+        for ax, figure in zip(row, ("staleness p50 ms", "staleness p99 ms")):
+            for offset, kind, color in ((-0.2, "shared", "#4a7fb2"), (0.2, "alone", "#bbbbbb")):
+                spreads = [a[kind][figure] for a in g["algorithms"]]
+                medians = [s["median"] if s else 0 for s in spreads]
+                below = [s["median"] - s["min"] if s else 0 for s in spreads]
+                above = [s["max"] - s["median"] if s else 0 for s in spreads]
+                ax.bar([i + offset for i in range(len(labels))], medians, 0.4, yerr=[below, above], capsize=3,
+                       color=color, label=f"{kind} stream" if kind == "shared" else "alone")
+            ax.set_xticks(range(len(labels)), labels, fontsize=8)
+            ax.set_title(f"{g['view']} ({g['chaos']}): {figure}, {g['trials']} trials", fontsize=9)
+            ax.legend(fontsize=8)
+    fig.suptitle("The algorithms on one stream and each alone (median, range over the trials)")
     fig.tight_layout()
     return fig
 

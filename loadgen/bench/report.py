@@ -31,7 +31,8 @@ def run_row(r: dict) -> list[str]:
     s, c, d = r.get("staleness_ms") or {}, r.get("per_txn") or {}, r.get("staleness_delta_ms") or {}
     read = r.get("read_latency_ms") or {}
     where = r["view"] + ("" if r.get("placement", "default") == "default" else f" ({r['placement']} placement)")
-    label = r["label"] + (f" #{r['trial']}" if r.get("trial", 1) > 1 else "")
+    label = r["label"] + (" (shared stream)" if r.get("stream") == "shared" else "") \
+        + (f" #{r['trial']}" if r.get("trial", 1) > 1 else "")
     return [label, where, _fmt(r["scale"]), r["chaos"],
             f"{_fmt(r['rate_target'])} / {_fmt(r.get('rate_achieved'))}", _fmt(r.get("max_sustained_rate")),
             " / ".join(_fmt(s.get(k)) for k in ("p50", "p95", "p99", "max")),
@@ -73,6 +74,34 @@ def _trial_blocks(trials: list[dict]) -> list[tuple]:
     return [("h2", "Trials"), ("table", columns, rows),
             ("p", "Median (least-greatest) over the trials of each run (--repeat); the targets below "
                   "are judged on each run's first trial.")]
+
+
+def _same_stream_blocks(same: dict | None) -> list[tuple]:
+    """The algorithms on one stream against each alone (loadgen.bench.same_stream), when compared."""
+    if not same:
+        return []
+    blocks = [("h2", "On the same stream"),
+              ("p", "Each group ran its algorithms together, one warehouse each subscribed to one federation's "
+                    "sources, under one load and one fault schedule, and then each alone. Figures are medians "
+                    "(least-greatest) over the trials; disturbed is the shared median minus the alone one.")]
+    figures = ("staleness p50 ms", "staleness p99 ms", "to Delta p99 ms", "bytes/txn")
+    for g in same["groups"]:
+        rows = []
+        for a in g["algorithms"]:
+            for kind in ("shared", "alone"):
+                rows.append([a["label"], kind, *(_spread(a[kind][f]) for f in figures), ", ".join(a["consistency"][kind])])
+            rows.append([a["label"], "disturbed", *(_fmt(a["disturbance"][f]) for f in figures), "-"])
+        blocks += [("h3", f"{g['view']} (SF {_fmt(g['scale'])}, {g['chaos']}, {g['trials']} trials)"),
+                   ("table", ("algorithm", "stream", *figures, "consistency"), rows)]
+        if g["differences"]:
+            blocks.append(("table", ("difference", "figure", "per trial, shared", "per trial, alone", "steadier"),
+                           [[d["of"], d["figure"], _spread(d["shared"]), _spread(d["alone"]), d["steadier"] or "-"]
+                            for d in g["differences"]]))
+        cpu = g["cpu_ms_per_txn"]
+        blocks.append(("p", f"CPU per committed transaction, every process: {_spread(cpu['shared stream'])} ms on the "
+                            f"shared stream, {_spread(cpu['alone, summed'])} ms for the alone runs summed."))
+    blocks += [("p", line) for line in same["finding"]]
+    return blocks
 
 
 def _federation_blocks(growth: dict | None) -> list[tuple]:
@@ -208,6 +237,7 @@ def document(summary: dict) -> list[tuple]:
                     "rate; per_txn_whole_run in summary.json covers the ramp too); peak MB is the highest sum over every process (Python with the warehouse "
                     "and the driver, the Spark JVM, Ray, the source actors)."),
               *_trial_blocks(summary.get("trials") or []),
+              *_same_stream_blocks(summary.get("same_stream")),
               *_federation_blocks(summary.get("federation_size")),
               *_combining_blocks(summary["runs"]),
               *_versioned_blocks(summary["runs"])]

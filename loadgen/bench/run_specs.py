@@ -18,7 +18,7 @@ like `chain-6`, and it has no scale factor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from fedmodel.catalog import Catalog
@@ -101,9 +101,10 @@ class RunSpec:
 
         return self.synthetic.federation.view_sql if self.synthetic else load_view(self.view)
 
-    def folder(self, index: int, several: dict[str, bool]) -> str:
-        """The run directory's name: its index and whatever differs between the bench's runs."""
-        parts = [f"{index:02d}", self.label.replace(":", "-").replace("@", "-")]
+    def folder(self, index: int, several: dict[str, bool], name: str | None = None) -> str:
+        """The run directory's name: its index, its label (or `name`: a shared stream's "shared")
+        and whatever differs between the bench's runs."""
+        parts = [f"{index:02d}", name or self.label.replace(":", "-").replace("@", "-")]
         if several["view"]:
             parts.append(self.view)
         if several["scale"]:
@@ -307,3 +308,28 @@ def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[s
     sources = sorted(set.intersection(*(set(PLACEMENTS[p] or DEFAULT_PLACEMENT) for p in placement_list)))
     return [(view, scale, placement, None) for placement in placement_list for view in view_list
             for scale in scale_list], sources
+
+
+def stream_units(specs: list[RunSpec], same_stream: bool) -> list[tuple[str, list[RunSpec]]]:
+    """What runs on a federation of its own, in order: ("alone", [spec]) for each spec; with
+    `same_stream`, the specs that differ only in their algorithm run first together ("shared": one
+    federation, load and fault schedule, a subscriber each: issue 35), then each alone, so that
+    the summary can say how much they disturb each other. A group of one algorithm has nothing
+    to share a stream with and runs alone only.
+
+    >>> a = RunSpec("sze-ling", None, "q3", 0.1, "", {}, 100, 10, (), 8, 30, 1, "mixed")
+    >>> b = replace(a, algorithm="versioned")
+    >>> [(kind, [s.algorithm for s in unit]) for kind, unit in stream_units([a, b, replace(a, view="q5")], True)]
+    [('shared', ['sze-ling', 'versioned']), ('alone', ['sze-ling']), ('alone', ['versioned']), ('alone', ['sze-ling'])]
+    """
+    if not same_stream:
+        return [("alone", [spec]) for spec in specs]
+    groups: dict[RunSpec, list[RunSpec]] = {}
+    for spec in specs:
+        groups.setdefault(replace(spec, algorithm="", access=None, combine_max=None, max_jobs=1), []).append(spec)
+    units = []
+    for group in groups.values():
+        if len(group) > 1:
+            units.append(("shared", group))
+        units += [("alone", [spec]) for spec in group]
+    return units

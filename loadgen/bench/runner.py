@@ -13,6 +13,14 @@ Phases, each reported to `progress(phase, done, total, info)`:
   check   every process stopped, the checker judges the run from its files, and the figures are
           read from the same files (loadgen.bench.metrics).
 Spark and Ray are the caller's (started once for all runs); everything else is stopped here.
+
+Several runs that differ only in their algorithm can share one stream (`run_stream`, `fedlab
+bench --same-stream`, issue 35): one federation, one load, one fault schedule, and a warehouse per
+algorithm, each subscribed to the sources by a name of its own (the first by the default one).
+Each gets its own record: its staleness, wire cost and verdict from its own history and the lines
+of the sources' logs about it; the load, the CPU and the process faults are the stream's, in every
+record. The ramp needs a federation per algorithm (each has its own highest rate), so a shared
+stream has none.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from loadgen.bench import metrics
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.profilers import Profilers, pyspy_binary, python_shares
@@ -84,32 +93,72 @@ def run_one(spec: RunSpec, catalog, initial: Path | dict, recipe: DataRecipe | S
     `initial`: the sources' databases holding the initial data (loadgen.live.federation.prepare_source_files),
     or for PostgreSQL sources the rows themselves; `recipe` how the load driver's process reads the same;
     the view is the spec's (a TPC-H view, or its synthetic federation's)."""
+    record, = run_stream([spec], catalog, initial, recipe, spark, run_dir, progress, instruments)
+    return record
+
+
+def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: DataRecipe | SyntheticRecipe, spark,
+               run_dir: Path, progress: Progress, instruments: Instruments = Instruments()) -> list[dict]:
+    """Runs `specs`, which differ only in their algorithm, on one stream in `run_dir` (one spec: a
+    run of its own, with the ramp); returns a record per spec, in order (as run_one's)."""
     from loadgen.live.check import load_history
     from loadgen.live.federation import Federation
 
-    view_sql = spec.view_sql()
-    record = _header(spec, catalog, run_dir)
-    bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
-    settings = WarehouseSettings(spec.algorithm, Settings(access=spec.access, deferral=bounds),
-                                 batch_interval=spec.batch_interval)
-    fed = Federation(catalog, view_sql, initial, run_dir, spark, settings, source_engine=spec.source_engine)
-    run = _LiveRun(spec, fed, record, _Phases(progress))
+    first = specs[0]
+    names = subscriber_names(specs)
+    stream = _header(first, catalog, run_dir)
+    fed = Federation(catalog, first.view_sql(), initial, run_dir, spark, _settings(first),
+                     source_engine=first.source_engine)
+    run = _LiveRun(first, fed, stream, _Phases(progress), {name: _settings(s) for name, s in zip(names[1:], specs[1:])})
     try:
         run.start(catalog, recipe, run_dir)
         if instruments.idle_seconds:
-            record["idle"] = _idle(run.sampler, run.census_pids(spark), instruments.idle_seconds, run.progress)
+            stream["idle"] = _idle(run.sampler, run.census_pids(spark), instruments.idle_seconds, run.progress)
         run.load(run_dir / "profile" if instruments.profile else None, spark)
-        run.ramp()
+        if len(specs) == 1:
+            run.ramp()
+        else:
+            stream.update(ramp=[], max_sustained_rate=None)
+            stream["notes"].append(f"{len(specs)} algorithms on one stream, each a subscriber of its own "
+                                   f"({', '.join(names)}): no ramp (each algorithm has its own highest rate)")
         run.settle()
     finally:
         run.stop()
-    _judge(record, run_dir, run.progress)
-    _figures(record, run_dir, run.start_versions, run.load_from, run.load_until, load_history)
+    log = _sources_log(run_dir, stream["notes"], load_history)
+    records = []
+    for spec, name in zip(specs, names):
+        record = {**stream, **_header(spec, catalog, run_dir), **run.warehouses[name], "notes": list(stream["notes"])}
+        if len(specs) > 1:
+            record.update(subscriber=name, shared_with=[n for n in names if n != name])
+        _judge(record, run_dir, run.progress, name)
+        _figures(record, run_dir, name, run.start_versions[name], run.load_from, run.load_until, log)
+        records.append(record)
     run.progress.end()
-    record["phase_seconds"] = run.progress.seconds
-    (run_dir / "bench_run.json").write_text(json.dumps({k: v for k, v in record.items() if k != "series"},
+    for record in records:
+        record["phase_seconds"] = run.progress.seconds
+    figures = [{k: v for k, v in r.items() if k != "series"} for r in records]
+    (run_dir / "bench_run.json").write_text(json.dumps(figures[0] if len(figures) == 1 else figures,
                                                        indent=2, default=str))
-    return record
+    return records
+
+
+def subscriber_names(specs: list[RunSpec]) -> list[str]:
+    """The name each spec's warehouse subscribes to the sources by: the first the default one (a
+    run of one algorithm is as it always was), the others their labels as file names.
+
+    >>> from dataclasses import replace
+    >>> a = RunSpec("sze-ling", None, "q3", 0.1, "", {}, 100, 10, (), 8, 30, 1, "mixed")
+    >>> subscriber_names([a, replace(a, access="scan"), replace(a, algorithm="lazy", combine_max=10)])
+    ['warehouse', 'sze-ling-scan', 'lazy-10']
+    """
+    return [DEFAULT_SUBSCRIBER, *(s.label.replace(":", "-").replace("@", "-") for s in specs[1:])]
+
+
+def _settings(spec: RunSpec) -> WarehouseSettings:
+    """The warehouse's settings for `spec`'s algorithm."""
+    bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
+    return WarehouseSettings(spec.algorithm, Settings(access=spec.access, deferral=bounds),
+                             batch_interval=spec.batch_interval)
 
 
 def _header(spec: RunSpec, catalog, run_dir: Path) -> dict:
@@ -127,15 +176,20 @@ class _LiveRun:
     whatever happened. Each fills the run's record; what a later phase, stop or the figures need
     is kept here (stop closes what started, so the sampler and the driver are set as they start)."""
 
-    def __init__(self, spec: RunSpec, fed, record: dict, progress: _Phases):
+    def __init__(self, spec: RunSpec, fed, record: dict, progress: _Phases,
+                 others: dict[str, WarehouseSettings] | None = None):
+        """`record`: the stream's figures; `others`: more warehouses on the same stream, by
+        subscriber name, each with its settings (their figures go into `warehouses`)."""
         self.spec, self.fed, self.record, self.progress = spec, fed, record, progress
+        self.others = others or {}
+        self.warehouses: dict[str, dict] = {}   # subscriber -> what the settle phase read of its warehouse
         self.watches = Stopwatches()
         self.sampler: ResourceSampler | None = None
         self.driver: DriverProcess | None = None
         self.writers: OutsideWriters | None = None   # pgbench, during the load (spec.outside_writers)
         self.nemesis: LocalNemesis | None = None      # the process faults, during the load (spec.nemesis)
         self.pids: dict[str, int] = {}
-        self.start_versions: dict = {}        # the view's versions before the load
+        self.start_versions: dict[str, dict] = {}   # subscriber -> its view's versions before the load
         self.wall0 = 0.0                      # monotonic time the load began (the time profile's start)
         self.load_from = self.load_until = 0.0   # the load phase's wall-clock window
 
@@ -145,6 +199,9 @@ class _LiveRun:
         spec, fed, record = self.spec, self.fed, self.record
         self.progress("start", 0, None, "source actors, warehouse, initial materialisation")
         fed.start(ray_temp_dir=str(run_dir.parent / "ray"))
+        for name, settings in self.others.items():
+            self.progress("start", 0, None, f"the warehouse of {settings.algorithm}, subscribed as {name}")
+            fed.add_subscriber(name, settings)
         self.pids = _source_pids(fed.actors, record["notes"])
         self.sampler = ResourceSampler(self.pids).start()
         if fed.postgres is not None and fed.postgres.pid:   # the sources' work is done in its backends
@@ -154,7 +211,7 @@ class _LiveRun:
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
         if spec.faults:
             set_faults(fed, spec.faults)
-        self.start_versions = fed.warehouse.status()["applied_dsv"]
+        self.start_versions = {name: w.status()["applied_dsv"] for name, w in self.all_warehouses().items()}
         self.progress("start", 0, None, "the load driver's process and its update stream")
         self.driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
         self.sampler.name(self.driver.pid, DRIVER)
@@ -237,19 +294,24 @@ class _LiveRun:
                                    "the highest sustained rate is at least that (raise --ramp-max)")
 
     def settle(self) -> None:
-        """The faults lifted and the view given `settle` seconds to reflect every commit; then the
-        warehouse's counters, and the time profile from the load's start."""
-        record = self.record
+        """The faults lifted and the views given `settle` seconds in all to reflect every commit;
+        then each warehouse's counters, and the time profile from the load's start."""
         self.progress("settle", 0, None, "faults lifted; waiting for the view to reflect every commit")
         if self.spec.faults:
             set_faults(self.fed, NO_FAULTS)
-        record["caught_up"] = self.fed.wait_until_applied(timeout=self.spec.settle)
+        deadline = time.monotonic() + self.spec.settle
+        for name, warehouse in self.all_warehouses().items():
+            caught_up = self.fed.wait_until_applied(timeout=max(0.0, deadline - time.monotonic()), warehouse=warehouse)
+            status = warehouse.status()
+            self.warehouses[name] = {"caught_up": caught_up, "counters": status["counters"],
+                                     "resynchronisations": status["resynchronisations"]}
         wall = time.monotonic() - self.wall0
-        status = self.fed.warehouse.status()
-        record["counters"] = status["counters"]
-        record["resynchronisations"] = status["resynchronisations"]
-        record["profile"] = self.watches.report(wall)
-        record["floor_ms"] = self.watches.floor_ms()
+        # The stopwatches time the first warehouse's parts (and the commits, which are the stream's).
+        self.warehouses[DEFAULT_SUBSCRIBER].update(profile=self.watches.report(wall), floor_ms=self.watches.floor_ms())
+
+    def all_warehouses(self) -> dict:
+        """Every warehouse of the stream by subscriber name, the first the federation's own."""
+        return {DEFAULT_SUBSCRIBER: self.fed.warehouse, **self.fed.subscribers}
 
     def stop(self) -> None:
         """Every process of the run stopped (the driver and the sampler if they started), and what
@@ -267,14 +329,14 @@ class _LiveRun:
             self.record.update(self.sampler.figures())
 
 
-def _judge(record: dict, run_dir: Path, progress: _Phases) -> None:
-    """The checker's level for the run, from its files, into `record` ("unreadable", with the
-    reason in the notes, when the histories cannot be read)."""
+def _judge(record: dict, run_dir: Path, progress: _Phases, subscriber: str = DEFAULT_SUBSCRIBER) -> None:
+    """The checker's level for the warehouse `subscriber` of the run, from its files, into
+    `record` ("unreadable", with the reason in the notes, when the histories cannot be read)."""
     from loadgen.live.check import HistoryError, check
 
-    progress("check", 0, None, "checker (DuckDB oracle over the histories)")
+    progress("check", 0, None, f"checker (DuckDB oracle over the histories){'' if subscriber == DEFAULT_SUBSCRIBER else ': ' + subscriber}")
     try:
-        verdict = check(run_dir)
+        verdict = check(run_dir, subscriber=subscriber)
         record["consistency"] = verdict.level
         record["verdict"] = {"transactions": verdict.transactions, "states": verdict.states,
                              "lost": len(verdict.lost), "doubled": len(verdict.doubled)}
@@ -335,17 +397,22 @@ def _source_pids(actors: dict, notes: list) -> dict[str, int]:
     return pids
 
 
-def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float, load_until: float,
-             load_history) -> None:
-    """Staleness and wire cost from the run's files, into `record`."""
+def _sources_log(run_dir: Path, notes: list, load_history) -> dict:
+    """Each source's committed transactions, read once for every warehouse's figures (empty, with
+    a note, when they cannot be read: the checker says why)."""
+    try:
+        return load_history(run_dir).log
+    except Exception as err:  # the checker already said why in the notes
+        notes.append(f"staleness: the sources' logs could not be read ({err})")
+        return {}
+
+
+def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict, load_from: float,
+             load_until: float, log: dict) -> None:
+    """Staleness and wire cost of the warehouse `subscriber` from the run's files, into `record`."""
     from loadgen.live.runfile import RunFile
 
-    run = RunFile.read(run_dir)
-    try:
-        log = load_history(run_dir).log
-    except Exception as err:  # the checker already said why in the notes
-        log = {}
-        record["notes"].append(f"staleness: the sources' logs could not be read ({err})")
+    run = RunFile.read(run_dir, subscriber)
     seen = metrics.reflections(log, run.warehouse_history, start_versions)
     commits = seen.commits
     record["transactions"] = len(commits)
@@ -359,21 +426,22 @@ def _figures(record: dict, run_dir: Path, start_versions: dict, load_from: float
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
                         "load_seconds": load_until - load_from}
     if record.get("nemesis", {}).get("applied"):
+        plot = "faults.png" if subscriber == DEFAULT_SUBSCRIBER else f"faults-{subscriber}.png"
         record.update(effects.figures(record["nemesis"]["applied"], lags, load_from, load_until,
-                                      run_dir / "plots" / "faults.png"))
+                                      run_dir / "plots" / plot))
     files = run.message_logs()
     receipts = metrics.first_receipts(files)
     record["staleness_parts"] = metrics.staleness_parts(
         {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts, seen.applied,
-        seen.durable, metrics.lost_notifications(files))
-    cost = metrics.wire_cost(files)
+        seen.durable, metrics.lost_notifications(files, subscriber))
+    cost = metrics.wire_cost(files, subscriber=subscriber)
     record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
     counters = record.get("counters", {})
     record["per_txn_whole_run"], notes = metrics.per_transaction(cost, counters, len(commits))
     record["notes"].extend(notes)
     # Algorithms are compared at the same offered load: the load phase's messages over the
     # transactions committed in it (the ramp takes each algorithm to a different rate).
-    load_cost = metrics.wire_cost(files, window=(load_from, load_until))
+    load_cost = metrics.wire_cost(files, window=(load_from, load_until), subscriber=subscriber)
     in_load_commits = sum(1 for t in commits.values() if t and load_from <= t <= load_until)
     record["per_txn"], _ = metrics.per_transaction(load_cost, counters, in_load_commits)
     # The engine counts compensations over the whole run only.

@@ -1,0 +1,76 @@
+"""`fedlab bench --same-stream` (issue 35): which runs share a stream, and what the summary says of
+algorithms on one stream against each alone: their figures, how much they disturbed each other,
+and whether the difference between two algorithms spread less over the trials on one stream.
+The live run of it is tests/test_bench_same_stream.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadgen.bench.report import document, markdown
+from loadgen.bench.run_specs import run_specs, stream_units
+from loadgen.bench.runner import subscriber_names
+from loadgen.bench.same_stream import comparison, finding
+
+
+def test_algorithms_that_differ_only_in_their_algorithm_share_a_stream_then_run_alone():
+    specs = run_specs("sze-ling,versioned", "q3,q5", "0.1", ["none"], 100, 10, 256, 2, 0, 8, 30, 1, "mixed",
+                      "spread", repeat=2)
+    units = stream_units(specs, same_stream=True)
+    shown = [(kind, [s.algorithm for s in unit], unit[0].view, unit[0].trial) for kind, unit in units]
+    assert shown[:3] == [("shared", ["sze-ling", "versioned"], "q3", 1), ("alone", ["sze-ling"], "q3", 1),
+                         ("alone", ["versioned"], "q3", 1)]
+    assert len(units) == 12 and [u for u in shown if u[0] == "shared"] == [
+        ("shared", ["sze-ling", "versioned"], view, trial) for trial in (1, 2) for view in ("q3", "q5")]
+    assert stream_units(specs, same_stream=False) == [("alone", [s]) for s in specs]
+    assert subscriber_names(units[0][1]) == ["warehouse", "versioned"]
+
+
+def record(label, trial, stream, p50, p99=None, bytes_=100.0, cpu=None, committed=100):
+    return {"label": label, "view": "q3", "scale": 0.1, "chaos": "none", "placement": "spread", "trial": trial,
+            "stream": stream, "consistency": "complete", "committed_in_load": committed,
+            "staleness_ms": {"p50": p50, "p99": p99 if p99 is not None else 2 * p50},
+            "staleness_delta_ms": {"p99": 3 * p50}, "per_txn": {"messages": 2.0, "bytes": bytes_},
+            "cpu": [{"by_role": {"warehouse": cpu / 1000 * committed}}] if cpu else []}
+
+
+def test_the_summary_compares_each_algorithm_on_one_stream_with_itself_alone():
+    # Trial by trial the machine drifts: alone, sze-ling and versioned each meet their own drift,
+    # so their difference jumps (100, then 20); on one stream both meet the same (40, then 45).
+    runs = [record("sze-ling", 1, "shared", 200, cpu=12), record("versioned", 1, "shared", 240, cpu=12),
+            record("sze-ling", 1, "alone", 150, cpu=10), record("versioned", 1, "alone", 250, cpu=9),
+            record("sze-ling", 2, "shared", 400, cpu=14), record("versioned", 2, "shared", 445, cpu=14),
+            record("sze-ling", 2, "alone", 390, cpu=11), record("versioned", 2, "alone", 410, cpu=10),
+            {**record("sze-ling", 1, "alone", 99), "view": "q5"}]   # q5 did not share a stream
+    group, = comparison(runs)
+    assert (group["view"], group["trials"]) == ("q3", 2)
+    sze, versioned = group["algorithms"]
+    assert sze["label"] == "sze-ling" and sze["shared"]["staleness p50 ms"]["median"] == 300
+    assert sze["alone"]["staleness p50 ms"]["values"] == [150, 390]
+    assert sze["disturbance"]["staleness p50 ms"] == 30.0   # 300 - 270
+    p50 = next(d for d in group["differences"] if d["figure"] == "staleness p50 ms")
+    assert p50["of"] == "versioned - sze-ling"
+    assert p50["shared"]["values"] == [40, 45] and p50["alone"]["values"] == [100, 20]
+    assert p50["range"] == {"shared": 5, "alone": 80} and p50["steadier"] == "shared"
+    assert group["cpu_ms_per_txn"]["shared stream"]["values"] == [12.0, 14.0]
+    assert group["cpu_ms_per_txn"]["alone, summed"]["values"] == [19.0, 21.0]
+    lines = finding([group])
+    assert lines[0] == ("q3 (none), versioned - sze-ling in staleness p50 ms: over 2 trials the difference "
+                        "spread 5 on one stream and 80 in separate runs (steadier on one stream)")
+    page = markdown(document({"machine": {"cpus": 2, "load_average": [0], "memory_gb": 1}, "seconds": 1,
+                              "settings": {"workload": "mixed", "seed": 1, "duration": 15, "ramp_rates": [],
+                                           "ramp_step": 8}, "runs": [], "targets": [], "plots": {},
+                              "same_stream": {"groups": [group], "finding": lines}}))
+    assert "## On the same stream" in page
+    assert "| sze-ling | shared | 300 (200-400) |" in page and "| sze-ling | disturbed | 30 |" in page
+    assert "| versioned - sze-ling | staleness p50 ms | 42.5 (40-45) | 60 (20-100) | shared |" in page
+
+
+@pytest.mark.parametrize("drop", ["shared", "alone"])
+def test_a_figure_missing_from_one_side_leaves_its_steadiness_unsaid(drop):
+    runs = [record(label, trial, stream, 100 + trial) for label in ("a", "b") for trial in (1, 2)
+            for stream in ("shared", "alone")]
+    runs = [{**r, "staleness_ms": {}} if r["stream"] == drop and r["label"] == "b" else r for r in runs]
+    group, = comparison(runs)
+    assert all(d["steadier"] is None for d in group["differences"])
+    assert finding([group]) == []
