@@ -40,6 +40,22 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     assert json.loads((tmp_path / "run" / "verdict.json").read_text())["fault_plot"] == str(plot)
 
 
+def test_several_views_over_one_federation_are_each_kept_and_judged(tmp_path):
+    """Two views, a warehouse each over the same sources, under one load with notifications lost:
+    each view's own verdict, from its own history."""
+    out = subprocess.run(
+        [sys.executable, "-m", "loadgen.cli", "run", "--duration", "4s", "--rate", "8", "--json", "--view", "demo4",
+         "--view", "q3", "--chaos", "drop=0.05", "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert list(result["views"]) == ["demo4", "q3"] and result["caught_up"]
+    for view, verdict in result["views"].items():
+        assert verdict["level"] == "complete" and verdict["lost"] == [] and verdict["doubled"] == [], view
+        assert verdict["transactions"] == result["committed"] > 0
+    assert (tmp_path / "run" / "q3" / "history" / "changes.jsonl").exists()
+
+
 def test_bad_chaos_spec_is_one_line_and_exit_two():
     out = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--chaos", "drop=lots"],
                          capture_output=True, text=True, timeout=120)
@@ -71,6 +87,7 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
     (["--algorithm", "strobe", "--nemesis", "kill warehouse at 5s"],
      "fedlab run: --nemesis: 'kill warehouse at 5s': strobe cannot restart from Delta"),
     (["--nemesis", "pause sales at 1s"], "fedlab run: --nemesis: 'pause sales at 1s': pause takes 'for <duration>'"),
+    (["--view", "q3", "--view", "q3"], "fedlab run: --view q3 is named twice: each view is kept once"),
 ])
 def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
     from loadgen.cli import main

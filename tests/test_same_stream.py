@@ -13,17 +13,17 @@ from loadgen.bench.runner import subscriber_names
 from loadgen.bench.same_stream import comparison, finding
 
 
-def test_algorithms_that_differ_only_in_their_algorithm_share_a_stream_then_run_alone():
-    specs = run_specs("sze-ling,versioned", "q3,q5", "0.1", ["none"], 100, 10, 256, 2, 0, 8, 30, 1, "mixed",
-                      "spread", repeat=2)
+def test_runs_that_differ_only_in_algorithm_and_view_share_a_stream_then_run_alone():
+    specs = run_specs("sze-ling,versioned", "q3,q5", "0.1", ["none", "drop=0.1"], 100, 10, 256, 2, 0, 8, 30, 1,
+                      "mixed", "spread", repeat=2)
     units = stream_units(specs, same_stream=True)
-    shown = [(kind, [s.algorithm for s in unit], unit[0].view, unit[0].trial) for kind, unit in units]
-    assert shown[:3] == [("shared", ["sze-ling", "versioned"], "q3", 1), ("alone", ["sze-ling"], "q3", 1),
-                         ("alone", ["versioned"], "q3", 1)]
-    assert len(units) == 12 and [u for u in shown if u[0] == "shared"] == [
-        ("shared", ["sze-ling", "versioned"], view, trial) for trial in (1, 2) for view in ("q3", "q5")]
+    shown = [(kind, [(s.algorithm, s.view) for s in unit], unit[0].chaos, unit[0].trial) for kind, unit in units]
+    both = [("sze-ling", "q3"), ("versioned", "q3"), ("sze-ling", "q5"), ("versioned", "q5")]
+    assert shown[:2] == [("shared", both, "", 1), ("alone", [("sze-ling", "q3")], "", 1)]
+    assert len(units) == 4 * 5 and [u for u in shown if u[0] == "shared"] == [
+        ("shared", both, chaos, trial) for trial in (1, 2) for chaos in ("", "drop=0.1")]
     assert stream_units(specs, same_stream=False) == [("alone", [s]) for s in specs]
-    assert subscriber_names(units[0][1]) == ["warehouse", "versioned"]
+    assert subscriber_names(units[0][1]) == ["warehouse", "versioned-q3", "sze-ling-q5", "versioned-q5"]
 
 
 def record(label, trial, stream, p50, p99=None, bytes_=100.0, cpu=None, committed=100):

@@ -231,7 +231,8 @@ def _run_all(units: list[tuple[str, list]], bench_dir: Path, data_dir: str | Non
                 catalog = spec.catalog()
                 recipe = spec.synthetic or DataRecipe(spec.scale, data_dir, orders)
                 initial = bench_dir / "sources" / f"{spec.data}-{spec.source_engine}"   # its databases, prepared
-                folder = spec.folder(i, several, None if kind == "alone" else "shared")
+                # a shared stream holds every view of its group: its folder names none
+                folder = spec.folder(i, several) if kind == "alone" else spec.folder(i, {**several, "view": False}, "shared")
                 labels = " + ".join(s.label for s in unit)
                 task = progress.add_task(f"[{i}/{len(units)}] {labels}", total=None, info="")
 

@@ -58,7 +58,15 @@ def cpu_rows(r: dict) -> list[list[str]]:
 
 
 def _spread(x: dict | None) -> str:
-    return "-" if x is None else f"{_fmt(x['median'])} ({_fmt(x['min'])}-{_fmt(x['max'])})"
+    """`median (least-greatest)`, or `median (least to greatest)` when a sign would blur the dash.
+
+    >>> _spread({"median": 5, "min": 1, "max": 9}), _spread({"median": -5, "min": -9, "max": 1})
+    ('5 (1-9)', '-5 (-9 to 1)')
+    """
+    if x is None:
+        return "-"
+    dash = " to " if x["min"] < 0 else "-"
+    return f"{_fmt(x['median'])} ({_fmt(x['min'])}{dash}{_fmt(x['max'])})"
 
 
 def _trial_blocks(trials: list[dict]) -> list[tuple]:
@@ -239,8 +247,9 @@ def document(summary: dict) -> list[tuple]:
               *_trial_blocks(summary.get("trials") or []),
               *_same_stream_blocks(summary.get("same_stream")),
               *_federation_blocks(summary.get("federation_size")),
-              *_combining_blocks(summary["runs"]),
-              *_versioned_blocks(summary["runs"])]
+              # these pair runs of one algorithm with another's alone: not the shared streams' records
+              *_combining_blocks([r for r in summary["runs"] if r.get("stream") != "shared"]),
+              *_versioned_blocks([r for r in summary["runs"] if r.get("stream") != "shared"])]
     if summary["targets"]:   # none for synthetic federations: the targets are about the TPC-H views
         blocks += [("h2", "Targets"),
                    ("table", ("target", "wanted", "measured", "met", "shortfall"),

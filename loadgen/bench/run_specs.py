@@ -312,21 +312,25 @@ def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[s
 
 def stream_units(specs: list[RunSpec], same_stream: bool) -> list[tuple[str, list[RunSpec]]]:
     """What runs on a federation of its own, in order: ("alone", [spec]) for each spec; with
-    `same_stream`, the specs that differ only in their algorithm run first together ("shared": one
-    federation, load and fault schedule, a subscriber each: issue 35), then each alone, so that
-    the summary can say how much they disturb each other. A group of one algorithm has nothing
-    to share a stream with and runs alone only.
+    `same_stream`, the specs that differ only in their algorithm and view run first together
+    ("shared": one federation, load and fault schedule, a subscriber each: issue 35), then each
+    alone, so that the summary can say how much they disturb each other. A group of one spec has
+    nothing to share a stream with and runs alone only.
 
     >>> a = RunSpec("sze-ling", None, "q3", 0.1, "", {}, 100, 10, (), 8, 30, 1, "mixed")
     >>> b = replace(a, algorithm="versioned")
-    >>> [(kind, [s.algorithm for s in unit]) for kind, unit in stream_units([a, b, replace(a, view="q5")], True)]
-    [('shared', ['sze-ling', 'versioned']), ('alone', ['sze-ling']), ('alone', ['versioned']), ('alone', ['sze-ling'])]
+    >>> units = stream_units([a, b, replace(a, view="q5"), replace(a, chaos="drop")], True)
+    >>> [(kind, [(s.algorithm, s.view) for s in unit]) for kind, unit in units][:2]
+    [('shared', [('sze-ling', 'q3'), ('versioned', 'q3'), ('sze-ling', 'q5')]), ('alone', [('sze-ling', 'q3')])]
+    >>> [kind for kind, _ in units]
+    ['shared', 'alone', 'alone', 'alone', 'alone']
     """
     if not same_stream:
         return [("alone", [spec]) for spec in specs]
     groups: dict[RunSpec, list[RunSpec]] = {}
     for spec in specs:
-        groups.setdefault(replace(spec, algorithm="", access=None, combine_max=None, max_jobs=1), []).append(spec)
+        groups.setdefault(replace(spec, algorithm="", access=None, combine_max=None, max_jobs=1, view=""),
+                          []).append(spec)
     units = []
     for group in groups.values():
         if len(group) > 1:

@@ -14,9 +14,10 @@ Phases, each reported to `progress(phase, done, total, info)`:
           read from the same files (loadgen.bench.metrics).
 Spark and Ray are the caller's (started once for all runs); everything else is stopped here.
 
-Several runs that differ only in their algorithm can share one stream (`run_stream`, `fedlab
-bench --same-stream`, issue 35): one federation, one load, one fault schedule, and a warehouse per
-algorithm, each subscribed to the sources by a name of its own (the first by the default one).
+Several runs that differ only in their algorithm and view can share one stream (`run_stream`,
+`fedlab bench --same-stream`, issue 35): one federation, one load, one fault schedule, and a
+warehouse per algorithm and view, each subscribed to the sources by a name of its own (the first
+by the default one).
 Each gets its own record: its staleness, wire cost and verdict from its own history and the lines
 of the sources' logs about it; the load, the CPU and the process faults are the stream's, in every
 record. The ramp needs a federation per algorithm (each has its own highest rate), so a shared
@@ -99,8 +100,8 @@ def run_one(spec: RunSpec, catalog, initial: Path | dict, recipe: DataRecipe | S
 
 def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: DataRecipe | SyntheticRecipe, spark,
                run_dir: Path, progress: Progress, instruments: Instruments = Instruments()) -> list[dict]:
-    """Runs `specs`, which differ only in their algorithm, on one stream in `run_dir` (one spec: a
-    run of its own, with the ramp); returns a record per spec, in order (as run_one's)."""
+    """Runs `specs`, which differ only in their algorithm and view, on one stream in `run_dir` (one
+    spec: a run of its own, with the ramp); returns a record per spec, in order (as run_one's)."""
     from loadgen.live.check import load_history
     from loadgen.live.federation import Federation
 
@@ -109,7 +110,8 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
     stream = _header(first, catalog, run_dir)
     fed = Federation(catalog, first.view_sql(), initial, run_dir, spark, _settings(first),
                      source_engine=first.source_engine)
-    run = _LiveRun(first, fed, stream, _Phases(progress), {name: _settings(s) for name, s in zip(names[1:], specs[1:])})
+    run = _LiveRun(first, fed, stream, _Phases(progress),
+                   {name: (_settings(s), s.view_sql()) for name, s in zip(names[1:], specs[1:])})
     try:
         run.start(catalog, recipe, run_dir)
         if instruments.idle_seconds:
@@ -144,14 +146,19 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
 
 def subscriber_names(specs: list[RunSpec]) -> list[str]:
     """The name each spec's warehouse subscribes to the sources by: the first the default one (a
-    run of one algorithm is as it always was), the others their labels as file names.
+    run of one algorithm is as it always was), the others their labels as file names, and their
+    views when the specs keep several.
 
     >>> from dataclasses import replace
     >>> a = RunSpec("sze-ling", None, "q3", 0.1, "", {}, 100, 10, (), 8, 30, 1, "mixed")
     >>> subscriber_names([a, replace(a, access="scan"), replace(a, algorithm="lazy", combine_max=10)])
     ['warehouse', 'sze-ling-scan', 'lazy-10']
+    >>> subscriber_names([a, replace(a, algorithm="versioned"), replace(a, view="q5")])
+    ['warehouse', 'versioned-q3', 'sze-ling-q5']
     """
-    return [DEFAULT_SUBSCRIBER, *(s.label.replace(":", "-").replace("@", "-") for s in specs[1:])]
+    views = len({s.view for s in specs}) > 1
+    return [DEFAULT_SUBSCRIBER, *(s.label.replace(":", "-").replace("@", "-") + (f"-{s.view}" if views else "")
+                                  for s in specs[1:])]
 
 
 def _settings(spec: RunSpec) -> WarehouseSettings:
@@ -177,9 +184,9 @@ class _LiveRun:
     is kept here (stop closes what started, so the sampler and the driver are set as they start)."""
 
     def __init__(self, spec: RunSpec, fed, record: dict, progress: _Phases,
-                 others: dict[str, WarehouseSettings] | None = None):
+                 others: dict[str, tuple[WarehouseSettings, str]] | None = None):
         """`record`: the stream's figures; `others`: more warehouses on the same stream, by
-        subscriber name, each with its settings (their figures go into `warehouses`)."""
+        subscriber name, each with its settings and view (their figures go into `warehouses`)."""
         self.spec, self.fed, self.record, self.progress = spec, fed, record, progress
         self.others = others or {}
         self.warehouses: dict[str, dict] = {}   # subscriber -> what the settle phase read of its warehouse
@@ -199,9 +206,9 @@ class _LiveRun:
         spec, fed, record = self.spec, self.fed, self.record
         self.progress("start", 0, None, "source actors, warehouse, initial materialisation")
         fed.start(ray_temp_dir=str(run_dir.parent / "ray"))
-        for name, settings in self.others.items():
+        for name, (settings, view_sql) in self.others.items():
             self.progress("start", 0, None, f"the warehouse of {settings.algorithm}, subscribed as {name}")
-            fed.add_subscriber(name, settings)
+            fed.add_subscriber(name, settings, view_sql)
         self.pids = _source_pids(fed.actors, record["notes"])
         self.sampler = ResourceSampler(self.pids).start()
         if fed.postgres is not None and fed.postgres.pid:   # the sources' work is done in its backends

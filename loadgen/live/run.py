@@ -18,6 +18,14 @@ source's only. `fedlab chaos-k8s --faults` takes the same rate names and aliases
     fedlab run --nemesis "pause sales at 3s for 4s; kill warehouse at 10s" --duration 20s
 
 `--nemesis random:SEED` draws one; what a local run cannot apply is refused with the reason.
+
+`--view` may be given more than once: each view is kept by a warehouse of its own over the one
+federation, each subscribed to the sources by the view's name (the first by the default one:
+source_node.subscriptions), under one load and one set of faults; the checker judges each view
+on its own, and the exit status asks every one to keep `--expect`. The warehouses share the
+sources, the load and this process's Spark session; each has its own connections,
+notifications, version state, Delta tables and history (RUN_DIR/<view>/). A nemesis or chaos
+kill of the warehouse is the first view's.
 After the run, what each fault did: the staleness of each phase of the load (loadgen.nemesis.effects)
 and a plot of staleness and throughput with each fault's window shaded, RUN_DIR/plots/faults.png
 (loadgen.nemesis.plot).
@@ -35,6 +43,7 @@ from pathlib import Path
 
 from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
 from loadgen.nemesis import effects, local, schedule
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
@@ -84,7 +93,7 @@ def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict
 def main(args) -> int:
     prepare_environment()
     try:
-        from loadgen.workloads.tpch import load_view, tpch_catalog
+        from loadgen.workloads.tpch import tpch_catalog
 
         sources = sorted(tpch_catalog().sources)
         faults, kills = parse_chaos(args.chaos, sources)
@@ -103,8 +112,9 @@ def main(args) -> int:
             if reason:
                 raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
         nemesis = schedule.read(args.nemesis, sources, duration, refuse)
-        view_sql = load_view(args.view)
-        settings = warehouse_settings(args, args.algorithm, parse_query(view_sql, tpch_catalog()).join)
+        views = _views(args.view or [DEFAULT_VIEW])
+        settings = {name: warehouse_settings(args, args.algorithm, parse_query(sql, tpch_catalog()).join)
+                    for name, sql in views.items()}
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
@@ -119,13 +129,16 @@ def main(args) -> int:
     catalog = tpch_catalog()
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
-    fed = Federation(catalog, view_sql, data, run_dir, spark, settings,
+    first, *more = views
+    fed = Federation(catalog, views[first], data, run_dir, spark, settings[first],
                      tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
     events: list[str] = []
     process_faults = sorted(nemesis + chaos_kills, key=lambda f: f.at)
     applier = local.LocalNemesis(fed, process_faults, events)
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
+        for name in more:
+            fed.add_subscriber(name, settings[name], views[name])
         if faults:
             set_faults(fed, faults)
         applier.start()
@@ -136,36 +149,70 @@ def main(args) -> int:
         applier.stop()
         if faults:   # let the last messages through, then wait for the view to catch up
             set_faults(fed, NO_FAULTS)
-        caught_up = fed.wait_until_applied(timeout=args.settle)
+        deadline = time.monotonic() + args.settle
+        caught_up = all([fed.wait_until_applied(max(0.0, deadline - time.monotonic()), w)
+                         for w in (fed.warehouse, *fed.subscribers.values())])
     finally:
         applier.stop()   # nothing stays frozen, whatever happened
         fed.stop()
         stop_ray()
         spark.stop()
     history = load_history(run_dir)   # read once: the checker's, and the faults' staleness
-    verdict = judge(history)
-    shown = (effects.figures(applier.applied, _lags(history), load_from, load_until, run_dir / "plots" / "faults.png")
-             if applier.applied else {"fault_phases": [], "fault_plot": None})
-    result = {**verdict.to_dict(), "run_dir": str(run_dir), "offered": load.offered, "committed": load.committed,
-              "rejected": load.rejected, "rejections": load.rejections(),
-              "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up, "process_faults": events, **shown}
+    run = {"run_dir": str(run_dir), "offered": load.offered, "committed": load.committed, "rejected": load.rejected,
+           "rejections": load.rejections(), "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up,
+           "process_faults": events}
+    subscribers = {first: DEFAULT_SUBSCRIBER, **{view: view for view in more}}   # who keeps each view
+    verdicts = {view: judge(history.of(name)) for view, name in subscribers.items()}
+    results = {view: {**verdicts[view].to_dict(),
+                      **_fault_effects(history.of(name), applier.applied, load_from, load_until,
+                                       run_dir / "plots" / ("faults.png" if view == first else f"faults-{view}.png"))}
+               for view, name in subscribers.items()}
+    result = {**results[first], **run} if not more else {**run, "views": results}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:
         print(json.dumps(result, default=str))
     else:
-        print(f"run {run_dir}: {load.committed} transactions at {result['achieved_rate']}/s; faults {faults}, "
+        print(f"run {run_dir}: {load.committed} transactions at {run['achieved_rate']}/s; faults {faults}, "
               f"{len(events)} process faults ({'; '.join(events) or 'none'})")
-        for line in result["rejections"]:
+        for line in run["rejections"]:
             print(f"rejected: {line}")
-        for phase in result["fault_phases"]:
-            print(f"  {effects.describe(phase)}")
-        if result["fault_plot"]:
-            print(f"  staleness and throughput with each fault's window: {result['fault_plot']}")
-        print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
-              f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
-        if verdict.first_violation:
-            print(f"first violation: {json.dumps(verdict.first_violation, default=str)[:2000]}")
-    return 0 if LEVELS.index(verdict.level) >= LEVELS.index(args.expect) else 1
+        for view, verdict in verdicts.items():
+            _print_view(view if more else None, verdict, results[view])
+    return 0 if all(LEVELS.index(v.level) >= LEVELS.index(args.expect) for v in verdicts.values()) else 1
+
+
+DEFAULT_VIEW = "demo4"
+
+
+def _views(names: list[str]) -> dict[str, str]:
+    """--view NAME, repeatable: each view's SQL by name, in order; ModelError for one named twice."""
+    from loadgen.workloads.tpch import load_view
+
+    twice = [n for i, n in enumerate(names) if n in names[:i]]
+    if twice:
+        raise ModelError(f"--view {twice[0]} is named twice: each view is kept once")
+    return {name: load_view(name) for name in names}
+
+
+def _fault_effects(history, applied: list, load_from: float, load_until: float, plot: Path) -> dict:
+    """With process faults applied, what each did to the staleness of the view `history` is of."""
+    if not applied:
+        return {"fault_phases": [], "fault_plot": None}
+    return effects.figures(applied, _lags(history), load_from, load_until, plot)
+
+
+def _print_view(view: str | None, verdict, result: dict) -> None:
+    """A view's lines of the report (headed by its name when the run kept several)."""
+    if view is not None:
+        print(f"view {view}:")
+    for phase in result["fault_phases"]:
+        print(f"  {effects.describe(phase)}")
+    if result["fault_plot"]:
+        print(f"  staleness and throughput with each fault's window: {result['fault_plot']}")
+    print(f"consistency: {verdict.explained_level()}; {verdict.transactions} transactions, {verdict.states} states, "
+          f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
+    if verdict.first_violation:
+        print(f"first violation: {json.dumps(verdict.first_violation, default=str)[:2000]}")
 
 
 def _lags(history) -> list[tuple[float, float]]:
@@ -205,7 +252,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--duration", default="60s", help="load duration, e.g. 60s or 2m")
     parser.add_argument("--rate", type=float, default=10.0, help="offered source transactions per second")
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor")
-    parser.add_argument("--view", default="demo4")
+    parser.add_argument("--view", action="append", metavar="NAME",
+                        help=f"a view from loadgen/workloads/views (default {DEFAULT_VIEW}); repeat to keep several "
+                             "over one federation, a warehouse each")
     parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--settle", type=float, default=180.0, help="seconds to wait for the view to catch up")
