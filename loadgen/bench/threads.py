@@ -50,16 +50,22 @@ def read_threads(pid: int) -> dict[int, ThreadReading]:
     return readings
 
 
-def python_thread_names(pid: int, pyspy: str | None) -> dict[int, str]:
-    """tid -> Python thread name of a Python process, as py-spy reads them ({} without py-spy)."""
+def python_thread_names(pid: int, pyspy: str | None, attempts: int = 3) -> dict[int, str]:
+    """tid -> Python thread name of a Python process, as py-spy reads them ({} without py-spy, or
+    when every attempt failed). A non-blocking dump reads the process's memory while it runs, and
+    a read that catches it mid-change fails (seen on a busy machine): it is tried again."""
     if pyspy is None:
         return {}
-    try:
-        out = subprocess.run([pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
-                             capture_output=True, text=True, timeout=60).stdout
-        return {t["os_thread_id"]: t["thread_name"] for t in json.loads(out) if t.get("os_thread_id")}
-    except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
-        return {}
+    for _ in range(attempts):
+        try:
+            out = subprocess.run([pyspy, "dump", "--pid", str(pid), "--json", "--nonblocking"],
+                                 capture_output=True, text=True, timeout=60).stdout
+            names = {t["os_thread_id"]: t["thread_name"] for t in json.loads(out) if t.get("os_thread_id")}
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError):
+            continue
+        if names:
+            return names
+    return {}
 
 
 def pool_name(name: str) -> str:
