@@ -102,7 +102,6 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
                run_dir: Path, progress: Progress, instruments: Instruments = Instruments()) -> list[dict]:
     """Runs `specs`, which differ only in their algorithm and view, on one stream in `run_dir` (one
     spec: a run of its own, with the ramp); returns a record per spec, in order (as run_one's)."""
-    from loadgen.live.check import load_history
     from loadgen.live.federation import Federation
 
     first = specs[0]
@@ -126,14 +125,19 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
         run.settle()
     finally:
         run.stop()
-    log = _sources_log(run_dir, stream["notes"], load_history)
+    history, unreadable = _history(run_dir, run.progress)
     records = []
     for spec, name in zip(specs, names):
         record = {**stream, **_header(spec, catalog, run_dir), **run.warehouses[name], "notes": list(stream["notes"])}
         if len(specs) > 1:
             record.update(subscriber=name, shared_with=[n for n in names if n != name])
-        _judge(record, run_dir, run.progress, name)
-        _figures(record, run_dir, name, run.start_versions[name], run.load_from, run.load_until, log)
+        if history is None:
+            record["consistency"] = "unreadable"
+            record["notes"] += [f"checker: {unreadable}", f"staleness: the sources' logs could not be read ({unreadable})"]
+        else:
+            _judge(record, history, name, run.progress)
+        _figures(record, run_dir, name, run.start_versions[name], run.load_from, run.load_until,
+                 history.log if history else {})
         records.append(record)
     run.progress.end()
     for record in records:
@@ -336,14 +340,26 @@ class _LiveRun:
             self.record.update(self.sampler.figures())
 
 
-def _judge(record: dict, run_dir: Path, progress: _Phases, subscriber: str = DEFAULT_SUBSCRIBER) -> None:
-    """The checker's level for the warehouse `subscriber` of the run, from its files, into
-    `record` ("unreadable", with the reason in the notes, when the histories cannot be read)."""
-    from loadgen.live.check import HistoryError, check
+def _history(run_dir: Path, progress: _Phases):
+    """The run's history (loadgen.live.check.LiveHistory), read once for every warehouse's verdict
+    and figures; (None, why) when it cannot be read."""
+    from loadgen.live.check import HistoryError, load_history
+
+    progress("check", 0, None, "reading the sources' histories")
+    try:
+        return load_history(run_dir), None
+    except HistoryError as err:
+        return None, err
+
+
+def _judge(record: dict, history, subscriber: str, progress: _Phases) -> None:
+    """The checker's level for the warehouse `subscriber` of the run's `history` (a LiveHistory),
+    into `record` ("unreadable", with the reason in the notes, when its side cannot be read)."""
+    from loadgen.live.check import HistoryError, judge
 
     progress("check", 0, None, f"checker (DuckDB oracle over the histories){'' if subscriber == DEFAULT_SUBSCRIBER else ': ' + subscriber}")
     try:
-        verdict = check(run_dir, subscriber=subscriber)
+        verdict = judge(history.of(subscriber))
         record["consistency"] = verdict.level
         record["verdict"] = {"transactions": verdict.transactions, "states": verdict.states,
                              "lost": len(verdict.lost), "doubled": len(verdict.doubled)}
@@ -402,16 +418,6 @@ def _source_pids(actors: dict, notes: list) -> dict[str, int]:
             notes.append(f"source {source}: its health call failed ({type(err).__name__}: {err}); "
                          "its CPU and memory are not sampled")
     return pids
-
-
-def _sources_log(run_dir: Path, notes: list, load_history) -> dict:
-    """Each source's committed transactions, read once for every warehouse's figures (empty, with
-    a note, when they cannot be read: the checker says why)."""
-    try:
-        return load_history(run_dir).log
-    except Exception as err:  # the checker already said why in the notes
-        notes.append(f"staleness: the sources' logs could not be read ({err})")
-        return {}
 
 
 def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict, load_from: float,

@@ -161,12 +161,13 @@ def main(args) -> int:
     run = {"run_dir": str(run_dir), "offered": load.offered, "committed": load.committed, "rejected": load.rejected,
            "rejections": load.rejections(), "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up,
            "process_faults": events}
-    subscribers = {first: DEFAULT_SUBSCRIBER, **{view: view for view in more}}   # who keeps each view
-    verdicts = {view: judge(history.of(name)) for view, name in subscribers.items()}
+    # each view's side of the history: its warehouse's, subscribed by the view's name (the first by the default)
+    histories = {view: history.of(DEFAULT_SUBSCRIBER if view == first else view) for view in views}
+    verdicts = {view: judge(h) for view, h in histories.items()}
     results = {view: {**verdicts[view].to_dict(),
-                      **_fault_effects(history.of(name), applier.applied, load_from, load_until,
+                      **_fault_effects(h, applier.applied, load_from, load_until,
                                        run_dir / "plots" / ("faults.png" if view == first else f"faults-{view}.png"))}
-               for view, name in subscribers.items()}
+               for view, h in histories.items()}
     result = {**results[first], **run} if not more else {**run, "views": results}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from fedmodel.catalog import Catalog
@@ -78,13 +78,11 @@ class RunFile:
     def write(self, run_dir: str | os.PathLike) -> Path:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        doc = {"format": FORMAT, "catalog": self.catalog.to_dict(), "view": self.view_sql,
-               "algorithm": self.algorithm,
+        own = Subscriber(self.view_sql, self.algorithm, self.warehouse_history, self.warehouse_delta,
+                         self.history_sql, self.warehouse_address)
+        doc = {"format": FORMAT, "catalog": self.catalog.to_dict(), **own.to_dict(run_dir),
                "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
-               "warehouse_history": _relative(self.warehouse_history, run_dir),
-               "warehouse_delta": _relative(self.warehouse_delta, run_dir),
-               "postgres": _relative(self.postgres, run_dir), "history_sql": self.history_sql,
-               "warehouse_address": self.warehouse_address,
+               "postgres": _relative(self.postgres, run_dir),
                **({"subscribers": {name: w.to_dict(run_dir) for name, w in self.others.items()}} if self.others else {})}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
@@ -114,9 +112,7 @@ class RunFile:
         if w is None:
             raise RunFileError(f"{self.folder / RUN_FILE if self.folder else RUN_FILE}: no subscriber named "
                                f"{subscriber!r} (the run's: {', '.join(self.subscribers)})")
-        return replace(self, view_sql=w.view_sql, algorithm=w.algorithm, warehouse_history=w.warehouse_history,
-                       warehouse_delta=w.warehouse_delta, history_sql=w.history_sql,
-                       warehouse_address=w.warehouse_address, subscriber=subscriber, others={})
+        return replace(self, **{f.name: getattr(w, f.name) for f in fields(w)}, subscriber=subscriber, others={})
 
     @staticmethod
     def read(run_dir: str | os.PathLike, subscriber: str | None = None) -> "RunFile":
@@ -134,12 +130,12 @@ class RunFile:
         try:
             catalog = Catalog.from_dict(doc["catalog"], where=f"{path}: catalog")
             sources = doc["sources"]
-            run = RunFile(catalog, str(doc["view"]), str(doc.get("algorithm", "")),
+            own = Subscriber.from_dict({"algorithm": "", **doc}, run_dir)   # files from before named none
+            run = RunFile(catalog, own.view_sql, own.algorithm,
                           {str(s): p if p is not None and is_dsn(p) else _absolute(p, run_dir)
                            for s, p in sources.items()},
-                          _absolute(doc["warehouse_history"], run_dir),
-                          _location(doc.get("warehouse_delta"), run_dir), _absolute(doc.get("postgres"), run_dir),
-                          run_dir, doc.get("history_sql"), doc.get("warehouse_address"),
+                          own.warehouse_history, own.warehouse_delta, _absolute(doc.get("postgres"), run_dir),
+                          run_dir, own.history_sql, own.warehouse_address,
                           others={str(name): Subscriber.from_dict(w, run_dir)
                                   for name, w in doc.get("subscribers", {}).items()})
         except (KeyError, TypeError, AttributeError) as err:
@@ -149,7 +145,8 @@ class RunFile:
 
 @dataclass(frozen=True)
 class Subscriber:
-    """Another warehouse over the run's sources: what the run file says of it, as of the top level's."""
+    """One warehouse over the run's sources: what the run file says of it, in the same fields for
+    the top level's (RunFile's, by the same names) and for each other subscriber's."""
 
     view_sql: str
     algorithm: str
