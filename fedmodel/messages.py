@@ -34,6 +34,9 @@ DEFAULT_SUBSCRIBER = "warehouse"
 # The gRPC metadata key a warehouse's Query stream names its subscriber by (none: the default one),
 # so that the source's message log says whose sub-queries and answers it logged.
 SUBSCRIBER_METADATA = "fedlab-subscriber"
+# The one a reader of a warehouse that keeps several views names the view by (ReadView, Refresh,
+# Status: warehouse.view_group); a warehouse of one view needs none.
+VIEW_METADATA = "fedlab-view"
 
 
 @singledispatch

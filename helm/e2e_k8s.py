@@ -233,13 +233,16 @@ class Run:
                              "--timeout", "900s", check=False, timeout=960)
         if proc.returncode != 0:
             raise E2EFailure(f"the Helm test (the checker) {when} failed: see its log above")
-        figures = checker_figures(proc.stdout)
-        if figures["verdict"] != "complete" or figures["lost"] or figures["doubled"]:
-            raise E2EFailure(f"the checker {when}: verdict {figures['verdict']}, {figures['lost']} lost, "
-                             f"{figures['doubled']} doubled")
-        self.figures[f"checker {when}"] = (f"{figures['verdict']}, {figures['transactions']} transactions, "
-                                           f"{figures['states']} view states, staleness {figures['staleness']}")
-        log(f"checker {when}: {self.figures[f'checker {when}']}")
+        reports = checker_reports(proc.stdout)
+        for view, figures in reports.items():
+            about = f"checker {when}" + (f", view {view}" if view else "")
+            if figures["verdict"] != "complete" or figures["lost"] or figures["doubled"]:
+                raise E2EFailure(f"the {about}: verdict {figures['verdict']}, {figures['lost']} lost, "
+                                 f"{figures['doubled']} doubled")
+            self.figures[about] = (f"{figures['verdict']}, {figures['transactions']} transactions, "
+                                   f"{figures['states']} view states, staleness {figures['staleness']}")
+            log(f"{about}: {self.figures[about]}")
+        figures = next(iter(reports.values()))
         clocks = re.search(r"^clocks: (.*)$", proc.stdout, re.MULTILINE)   # what skew the commit stamps show
         if clocks:
             self.figures[f"clocks {when}"] = clocks.group(1)
@@ -340,6 +343,20 @@ class Run:
         if check and proc.returncode != 0:
             raise E2EFailure(f"helm {' '.join(args[:2])} failed with exit code {proc.returncode}")
         return proc
+
+
+def checker_reports(log_text: str) -> dict[str, dict]:
+    """Each view's figures in `fedlab check`'s text report, by the name its block is headed with
+    ("== subscriber NAME (...)": a warehouse keeping several views); "" for a report of one view.
+
+    >>> block = "level: complete\\ntransactions: 12  states: 9\\nstaleness: p50 0.4 s\\nlost: none\\ndoubled: none\\n"
+    >>> sorted(checker_reports("== subscriber warehouse (sze-ling)\\n" + block + "== subscriber big (versioned)\\n" + block))
+    ['big', 'warehouse']
+    """
+    parts = re.split(r"^== subscriber (\S+) .*$", log_text, flags=re.MULTILINE)
+    if len(parts) == 1:
+        return {"": checker_figures(log_text)}
+    return {name: checker_figures(text) for name, text in zip(parts[1::2], parts[2::2])}
 
 
 def checker_figures(log_text: str) -> dict:

@@ -165,6 +165,8 @@ def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
     (["sources[0].postgres.dsn=dbname=x", "sources[0].postgres.port=5432"], "additional properties 'port'"),
     (["sources[0].postgres.dsn=host=db user=fedlab"], "/sources/0/postgres/dsn"),
     (["sources[0].postgres.dsn=dbname=x password=secret"], "/sources/0/postgres/dsn"),
+    (["views[0].name=warehouse", "views[0].view=SELECT 1"], "/views/0/name"),
+    (["views[0].name=big"], "/views/0"),
 ])
 def test_a_wrong_value_is_rejected_by_helm_naming_the_field(helm, helm_home, sets, field):
     args = ["template", "x", str(CHART)]
@@ -386,6 +388,21 @@ def test_the_run_config_names_every_source_and_the_catalog(rendered):
                                                "types": ["BIGINT", "BIGINT", "DOUBLE"], "key": ["id"]}}
     assert run["warehouse"]["address"] == "fedlab-warehouse:50052"
     assert run["view"].startswith("SELECT t0.id")
+
+
+def test_more_views_reach_the_warehouse_through_the_run_config(rendered, tmp_path):
+    """The e2e values' second view is in run.yaml as `fedlab warehouse` reads it: one warehouse
+    keeping both views, each by its algorithm."""
+    from loadgen.roles.runconfig import load_config
+
+    cm = one(rendered["e2e"], "ConfigMap", "fedlab-config")
+    (tmp_path / "catalog.yaml").write_text(cm["data"]["catalog.yaml"])
+    run = yaml.safe_load(cm["data"]["run.yaml"])
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({**run, "catalog": "catalog.yaml", "run": {**run["run"], "dir": None}}))
+    config = load_config(tmp_path / "run.yaml")
+    assert config.view_names == ["warehouse", "orders_by_customer"]
+    assert [v.algorithm for v in config.more_views] == ["versioned"]
+    assert "views" not in yaml.safe_load(one(rendered["default"], "ConfigMap", "fedlab-config")["data"]["run.yaml"])
 
 
 def test_long_names_stay_within_kubernetes_limits(helm, helm_home, tmp_path):

@@ -2,9 +2,10 @@
 its callers' deadlines, then killed with SIGKILL mid-run and started again on the same Delta
 tables; `fedlab check` then judges the run from its directory alone (docs/architecture.md 4.1 and 4.5: complete consistency across a warehouse crash).
 
-Two `fedlab source` processes (no Ray) and one `fedlab warehouse` process (Spark local); the test
-plays the load generator, committing random valid transactions over gRPC, drawn against its own
-in-memory picture of each source.
+Two `fedlab source` processes (no Ray) and one `fedlab warehouse` process (Spark local) keeping
+the view twice, by Sze-Ling and by `versioned` (run.yaml's `views`: one subscriber, one stream);
+the test plays the load generator, committing random valid transactions over gRPC, drawn against
+its own in-memory picture of each source.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from live_support import MirroredLoad, refuses
 
 from fedio.channels import client_channel
 from fedmodel.codec import decode_rows
-from fedmodel.messages import to_pb
+from fedmodel.messages import VIEW_METADATA, to_pb
 from fedmodel.wire import pb, rpc
 from loadgen.live.check import load_history
 from loadgen.simulation.scenario import parse_scenario
@@ -96,9 +97,9 @@ def wait_for(what: str, ready, timeout: float, procs: Processes | None):
     pytest.fail(f"{what} within {timeout:g} s\n{procs.tails() if procs else ''}")
 
 
-def read_view(stub) -> dict:
+def read_view(stub, view: str | None = None) -> dict:
     out = {}
-    for chunk in stub.ReadView(pb.ReadViewRequest(), timeout=60):
+    for chunk in stub.ReadView(pb.ReadViewRequest(), timeout=60, metadata=((VIEW_METADATA, view),) if view else ()):
         for row in decode_rows(chunk.rows)[1]:
             out[tuple(row[:-1])] = row[-1]
     return out
@@ -115,6 +116,7 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({
         "run": {"id": "chaos", "dir": str(run), "algorithm": "sze-ling", "seed": 1},
         "catalog": "catalog.yaml", "view": scenario.view.sql,
+        "views": [{"name": "again", "view": scenario.view.sql, "algorithm": "versioned"}],
         "sources": [{"name": s, "address": f"127.0.0.1:{p}", "db": str(run / f"{s}.sqlite")} for s, p in ports.items()],
         "warehouse": {"address": f"127.0.0.1:{warehouse_port}", "data": str(tmp_path / "warehouse-data")}}))
     warehouse_args = ["warehouse", "--config", str(tmp_path / "run.yaml"), "--port", str(warehouse_port)]
@@ -127,7 +129,8 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
                     "--warehouse", f"127.0.0.1:{warehouse_port}")
         sources[s] = rpc.SourceStub(client_channel(f"127.0.0.1:{port}", None))
     warehouse = rpc.WarehouseStub(client_channel(f"127.0.0.1:{warehouse_port}", None))
-    status = lambda: warehouse.Status(pb.StatusRequest(), timeout=5)  # noqa: E731
+    def status(view: str = "warehouse"):
+        return warehouse.Status(pb.StatusRequest(), timeout=5, metadata=((VIEW_METADATA, view),))
     commit = MirroredLoad(scenario, lambda source, request: sources[source].Commit(to_pb(request, catalog),
                                                                                     timeout=30)).commit
 
@@ -159,9 +162,9 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
 
         def caught_up():
             target = {s: stub.Health(pb.HealthRequest(), timeout=5).dsv for s, stub in sources.items()}
-            return all(status().applied_dsv.get(s, 0) >= d for s, d in target.items())
-        wait_for("the view did not catch up", caught_up, 180, procs)
-        view = read_view(warehouse)
+            return all(status(v).applied_dsv.get(s, 0) >= d for v in ("warehouse", "again") for s, d in target.items())
+        wait_for("the views did not catch up", caught_up, 180, procs)
+        view, again = read_view(warehouse, "warehouse"), read_view(warehouse, "again")
         assert procs.stop("warehouse") == 0
         for s in catalog.sources:
             assert procs.stop(s) == 0
@@ -173,13 +176,15 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
 
     history = load_history(run)
     oracle = history.oracle()
-    assert view == oracle.view_at(oracle.final_versions())
+    assert view == again == oracle.view_at(oracle.final_versions())
     assert history.final_view == view
     checked = subprocess.run([sys.executable, "-m", "loadgen.cli", "check", str(run), "--json"],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
-    verdict = json.loads(checked.stdout)
-    assert (checked.returncode, verdict["level"], verdict["lost"], verdict["doubled"]) == (0, "complete", [], []), verdict
-    assert verdict["transactions"] == verdict["states"] == 340
+    verdicts = json.loads(checked.stdout)["subscribers"]
+    assert checked.returncode == 0 and list(verdicts) == ["warehouse", "again"], verdicts
+    for verdict in verdicts.values():
+        assert (verdict["level"], verdict["lost"], verdict["doubled"]) == ("complete", [], []), verdict
+        assert verdict["transactions"] == verdict["states"] == 340
 
 
 @pytest.mark.spark

@@ -70,6 +70,9 @@ def test_the_charts_command_lines_parse(command):
      "--combine-max must be a whole number >= 1, got 0"),
     (["load", "--config", "{config}", "--duration", "soon"], "bad duration"),
     (["warehouse", "--config", "{tmp}/other.yaml"], "run.algorithm: unknown algorithm 'sweeep' (registered: "),
+    (["warehouse", "--config", "{tmp}/twice.yaml"], "views: 'again' is named twice"),
+    (["warehouse", "--config", "{tmp}/nameless.yaml"], "views[0]: needs a name and a view"),
+    (["warehouse", "--config", "{tmp}/outer.yaml"], "views[0] (outer): "),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG))
@@ -78,6 +81,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
         {"name": "s1", "address": "127.0.0.1:1"}, {"name": "s2", "address": "127.0.0.1:2"}]}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     (tmp_path / "other.yaml").write_text(yaml.safe_dump({**config, "run": {"algorithm": "sweeep"}}))
+    again = {"name": "again", "view": VIEW}
+    (tmp_path / "twice.yaml").write_text(yaml.safe_dump({**config, "views": [again, again]}))
+    (tmp_path / "nameless.yaml").write_text(yaml.safe_dump({**config, "views": [{"view": VIEW}]}))
+    (tmp_path / "outer.yaml").write_text(yaml.safe_dump({**config, "views": [  # an algorithm that cannot keep it
+        {"name": "outer", "view": VIEW.replace(" JOIN ", " LEFT JOIN "), "algorithm": "sweep"}]}))
     fill = {"catalog": tmp_path / "catalog.yaml", "config": tmp_path / "run.yaml", "tmp": tmp_path}
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err

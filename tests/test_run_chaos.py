@@ -1,6 +1,7 @@
-"""`fedlab run` end to end: two views over a live TPC-H federation, a warehouse each, under message
-faults, a source actor frozen for seconds from outside (SIGSTOP, loadgen.nemesis), a source actor
-killed (Ray restarts it) and the first view's warehouse crashed and restarted from Delta mid-run;
+"""`fedlab run` end to end: three views over a live TPC-H federation in two warehouses (the first
+keeping two of them from one subscription, the second the third by another algorithm), under
+message faults, a source actor frozen for seconds from outside (SIGSTOP, loadgen.nemesis), a source
+actor killed (Ray restarts it) and the first warehouse crashed and restarted from Delta mid-run;
 the checker's verdict on each view must be complete, with nothing lost or applied twice, and what
 each fault did is reported and plotted."""
 
@@ -19,16 +20,22 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "loadgen.cli", "run", "--duration", "10s", "--rate", "8", "--json",
          "--chaos", "drop=0.05,reorder=0.1,duplicate=0.02,sales:answer_drop=0.2,kill-source=once,kill-warehouse=once",
-         "--nemesis", "pause sales at 1s for 3s", "--view", "demo4", "--view", "q3", "--run-dir", str(tmp_path / "run")],
+         "--nemesis", "pause sales at 1s for 3s", "--view", "demo4", "--view", "q3:versioned", "--view", "q5", "--warehouses", "2",
+         "--run-dir", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert list(result["views"]) == ["demo4", "q3"] and result["caught_up"]
+    assert list(result["views"]) == ["demo4", "q3", "q5"] and result["caught_up"]
     for view, verdict in result["views"].items():
         assert verdict["level"] == "complete", view
         assert verdict["lost"] == [] and verdict["doubled"] == []
         assert verdict["transactions"] == result["committed"] == verdict["states"] > 0
     assert (tmp_path / "run" / "q3" / "history" / "changes.jsonl").exists()
+    from loadgen.live.runfile import RunFile
+
+    run = RunFile.read(tmp_path / "run")   # demo4 and q5 in the first warehouse, q3 in the second
+    assert [(run.of(v).subscriber, run.of(v).algorithm) for v in ("q3", "q5")] == [("warehouse-2", "versioned"),
+                                                                                 ("warehouse", "sze-ling")]
     faults = result["process_faults"]
     assert [f.split(" (pid")[0] for f in faults[:2]] == ["paused source sales", "resumed source sales"], faults
     assert len(faults) == 4 and faults[2].startswith("killed source ") and faults[3].startswith("restarted the warehouse")
@@ -77,6 +84,9 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --nemesis: 'kill warehouse at 5s': strobe cannot restart from Delta"),
     (["--nemesis", "pause sales at 1s"], "fedlab run: --nemesis: 'pause sales at 1s': pause takes 'for <duration>'"),
     (["--view", "q3", "--view", "q3"], "fedlab run: --view q3 is named twice: each view is kept once"),
+    (["--view", "q3", "--warehouses", "2"], "fedlab run: --warehouses 2: between 1 and the number of views (1)"),
+    (["--view", "q3", "--view", "q3_keys:strobe", "--warehouses", "1", "--chaos", "kill-warehouse=once"],
+     "fedlab run: --chaos kill-warehouse: strobe cannot restart from Delta"),
 ])
 def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
     from loadgen.cli import main

@@ -222,8 +222,7 @@ def test_a_live_federation_over_tls_is_complete_by_rpc_and_by_file(spark, ray_ru
         assert fed.wait_until_applied(timeout=60), fed.warehouse.status()
         assert fed.read_view() == {("anne", 10, 5.0): 1, ("anne", 13, 2.0): 1, ("cy", 12, 1.0): 1}
         # The warehouse's history files are complete once it has committed its last batch.
-        fed.warehouse.close()
-        fed.warehouse = None
+        fed.groups.pop("warehouse").close()
         flags = ["--tls-cert", str(tls.cert), "--tls-key", str(tls.key), "--tls-ca", str(tls.ca)]
         sources = [f for s, a in fed.addresses.items() for f in ("--source", f"{s}={a}")]
         assert main(["check", str(run_dir), "--json", *sources, *flags]) == 0

@@ -1,5 +1,7 @@
-"""The live warehouse: the pure maintenance core driven by gRPC, a few threads and the Delta store.
+"""The live warehouse of one view: the pure maintenance core driven by gRPC, a few threads and the Delta store.
 
+Its gRPC service is its view group's (warehouse.view_group: a process keeps one view or several,
+one subscriber to the sources), which hands it what is meant for its view:
 - Notify (a gRPC stream from each source): each batch of notifications is queued for the core
   and answered at once; the reply acknowledges, per source, every DSV that is durably stored in
   Delta, so a source keeps (and resends) anything the warehouse could still lose in a crash. It also says which DSVs reached
@@ -52,12 +54,11 @@ from pathlib import Path
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, client_channel, new_server
+from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedio.message_log import MessageLog
 from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistory
-from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError, first_line
 from fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, answer_fields, notification_fields, subquery_fields
 from fedmodel.messages import from_pb, to_pb
@@ -67,7 +68,7 @@ from fedmodel.wire import pb, rpc
 from warehouse.answered_recently import AnsweredRecently
 from warehouse.core import registry
 from warehouse.core.aggregate_state import aggregate_of
-from warehouse.core.batches import Batch, BatchLedger
+from warehouse.core.batches import Batch, BatchLedger, Marks
 from warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -203,7 +204,6 @@ class Warehouse:
         self._durable_wake = threading.Condition(self.lock)   # a batch commit made applied states durable
         self.durable_seq = 0                          # every applied state up to this seq is in Delta
         self._threads: list[threading.Thread] = []
-        self._server = None
 
     # ---- start and stop ----
 
@@ -225,19 +225,15 @@ class Warehouse:
         if self.plugin.assumptions.fifo:
             self.fifo = FifoOrder({s: self.algorithm.received_through(s) for s in self.sources})
 
-    def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
-        # A thread per source for its Notify stream, and eight for the other calls.
-        self._server = new_server(len(self.sources) + 8)
-        rpc.add_WarehouseServicer_to_server(_Servicer(self), self._server)
-        bound = add_port(self._server, f"{host}:{port}", self.tls)
-        self._server.start()
+    def start(self) -> None:
+        """Starts its threads; its gRPC service is the view group's (warehouse.view_group), which
+        hands it the notifications and the reads meant for its view."""
         for name, target in [*((f"dispatch-{s}", lambda s=s: self._dispatch(s)) for s in self.sources),
                              ("core", self._core), ("timer", self._timer), ("committer", self._committer),
                              ("compactor", self._compactor), ("evaluator", self._evaluator)]:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
-        return bound
 
     def close(self, commit: bool = True) -> None:
         self._stop.set()
@@ -260,8 +256,6 @@ class Warehouse:
             self._commit_batch()
         for stream in list(self._query_streams.values()):
             stream.close()
-        if self._server is not None:
-            self._server.stop(grace=1).wait()
         self.messages.close()
 
     def set_source_address(self, source: str, address: str) -> None:
@@ -410,11 +404,14 @@ class Warehouse:
                                     f"(oldest {entry['oldest_available']}); the view is rebuilt from snapshots")
                 log.warning("lost notification can no longer be resent: %s", self.resyncs[-1])
 
-    def notify(self, notes) -> tuple[dict[str, int], dict[str, Acknowledge], dict[str, int]]:
-        """Queues `notes` for the core; returns, per source among them, the highest DSV up to which
-        every notification is durable in Delta (acked), what has reached this process (its
+    def notify(self, notes: list, sizes: list[int]) -> dict[str, Marks]:
+        """Queues `notes` (each `sizes` bytes on the wire, for the message log) for the core;
+        returns, per source among them, what it is told (warehouse.core.batches.Marks): the highest
+        DSV up to which every notification is durable in Delta, what has reached this process (its
         receipts; kept in memory until a batch commit makes it durable), and the DSV the view in
         Delta reflects (below it no sub-query asks as of an earlier version: fedmodel.as_of)."""
+        for note, size in zip(notes, sizes):
+            self.messages.record("notification", "received", note.source, bytes=size, **notification_fields(note))
         now = time.monotonic()
         by_source: dict[str, list] = {}
         with self._edge:
@@ -422,12 +419,10 @@ class Warehouse:
                 if self.batches.receive(n):
                     self._note_batch_due()
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
-            acked = {s: self.batches.acked(s) for s in by_source}
-            reached = {s: self.batches.reached(s) for s in by_source}
-            applied = {s: self.batches.view_dsv(s) for s in by_source}
+            marks = {s: self.batches.marks(s) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
             self._arrived(source, events)
-        return acked, reached, applied
+        return marks
 
     # ---- threads ----
 
@@ -790,63 +785,6 @@ def from_pb_rows(rel, payload: bytes) -> list[tuple]:
     if rows and [c.lower() for c in columns] != [c.lower() for c in rel.columns]:
         raise ModelError(f"snapshot of {rel.name}: columns {columns} do not match the catalog")
     return rows
-
-
-class _Servicer(rpc.WarehouseServicer):
-    def __init__(self, warehouse: Warehouse):
-        self.w = warehouse
-
-    def Notify(self, requests, context):
-        """A source's stream of notification batches, each answered in turn (a garbled one ends the
-        stream with INVALID_ARGUMENT: the source opens another and sends it again, losing nothing)."""
-        for request in requests:
-            yield self._notified(request, context)
-
-    def _notified(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
-        try:
-            notes = [from_pb(n, self.w.catalog) for n in request.notifications]
-        except ModelError as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
-        for msg, note in zip(request.notifications, notes):
-            self.w.messages.record("notification", "received", note.source, bytes=msg.ByteSize(),
-                                   **notification_fields(note))
-        acked, reached, applied = self.w.notify(notes)
-        return pb.NotifyReply(acked_dsv=acked, received_dsv={s: a.dsv for s, a in reached.items()},
-                              received_beyond={s: pb.Dsvs(dsv=a.beyond) for s, a in reached.items() if a.beyond},
-                              incarnation=self.w.incarnation, applied_dsv=applied)
-
-    def ReadView(self, request, context):
-        self._refresh(context, durable=False)
-        rows = [(*row, count) for row, count in sorted(self.w.view_rows().items(), key=repr)]
-        columns = [*self.w.view.output_names, "count"]
-        types = list(self.w.view.output_types) + ["BIGINT"]
-        for i in range(0, max(len(rows), 1), 16384):
-            yield pb.ViewChunk(columns=columns, rows=encode_rows(columns, types, rows[i:i + 16384]))
-
-    def Refresh(self, request, context) -> pb.RefreshReply:
-        point = None
-        on_demand = self.w.plugin.point_in_time and self.w.salem.apply == "on-demand"
-        if request.HasField("as_of_time") or request.as_of_vector or on_demand:
-            point = RefreshRequested(request.as_of_time if request.HasField("as_of_time") else None,
-                                     tuple(sorted(request.as_of_vector.items())) or None, time.monotonic())
-        done = self._refresh(context, durable=True, point=point)
-        return pb.RefreshReply(applied_dsv=done["applied_dsv"], batch=done["batch"], high_water=done["high_water"])
-
-    def _refresh(self, context, durable: bool, point: RefreshRequested | None = None) -> dict:
-        remaining = context.time_remaining()
-        try:
-            return self.w.refresh(durable, timeout=remaining if remaining is not None else 600.0, point=point)
-        except TimeoutError as err:
-            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
-        except PointError as err:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
-
-    def Status(self, request, context) -> pb.StatusReply:
-        s = self.w.status()
-        return pb.StatusReply(algorithm=s["algorithm"], applied=s["applied"], in_flight=s["in_flight"],
-                              applied_dsv=s["applied_dsv"], view_rows=s["view_rows"],
-                              commit_failures=s["commit_failures"], commits_failing=s["commits_failing"],
-                              last_commit_error=s["last_commit_error"])
 
 
 def _channel_options():

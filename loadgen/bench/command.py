@@ -100,6 +100,9 @@ def add_arguments(parser) -> None:
                              "warehouse a subscriber of its own, and then each alone: the summary compares them "
                              "on the very same stream and says how much they disturb each other (no ramp on "
                              "the shared stream)")
+    parser.add_argument("--one-warehouse", action="store_true",
+                        help="with --same-stream: one warehouse keeps every algorithm's or view's view of a "
+                             "shared stream, one subscriber to the sources, instead of a warehouse each")
     parser.add_argument("--out", help="the bench directory (default runs/bench-TIMESTAMP)")
     parser.add_argument("--data-dir", help="TPC-H data cache (default .cache/tpch)")
     parser.add_argument("--orders", type=int,
@@ -153,7 +156,10 @@ def main(args) -> int:
     console.print(f"[bold]fedlab bench[/]: {len(units)} runs -> {bench_dir}")
     if args.same_stream and not any(kind == "shared" for kind, _ in units):
         console.print("[yellow]--same-stream: only one algorithm per run: nothing shares a stream[/]")
-    runs = _run_all(units, bench_dir, args.data_dir, args.orders, console, Instruments(args.idle, args.profile))
+    if args.one_warehouse and not args.same_stream:
+        console.print("[yellow]--one-warehouse: without --same-stream every run keeps one view[/]")
+    runs = _run_all(units, bench_dir, args.data_dir, args.orders, console, Instruments(args.idle, args.profile),
+                    args.one_warehouse)
     summary = _summary(specs, runs, bench_dir, started, machine, args)
     from loadgen.bench.report import write
 
@@ -201,10 +207,10 @@ def _synthetic_federations(args) -> list | None:
 
 
 def _run_all(units: list[tuple[str, list]], bench_dir: Path, data_dir: str | None, orders: int, console,
-             instruments) -> list[dict]:
+             instruments, one_warehouse: bool = False) -> list[dict]:
     """Runs each unit (loadgen.bench.run_specs.stream_units) on a federation of its own; a record
     per spec of each, those of a shared stream marked `stream: shared` (and, beside them, the
-    alone ones `stream: alone`)."""
+    alone ones `stream: alone`); with `one_warehouse`, a shared stream's views are one warehouse's."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from loadgen.bench.runner import failed, run_stream
@@ -249,7 +255,7 @@ def _run_all(units: list[tuple[str, list]], bench_dir: Path, data_dir: str | Non
                         _prepare_source_files(catalog, recipe, initial, spec.source_engine)
                         progress.update(setup, total=1, completed=1, info=f"{initial.name} written")
                     records = run_stream(unit, catalog, initial, recipe, spark, bench_dir / folder, report,
-                                         instruments)
+                                         instruments, one_warehouse)
                 except Exception as err:  # one failed run is reported; the others still compare
                     records = [failed(s, bench_dir / folder, err) for s in unit]
                 for record in records:
@@ -314,7 +320,8 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "source_engine": args.source_engine,
                          "outside_writers": args.outside_writers, "clients_per_source": 1, "repeat": args.repeat,
-                         "idle_seconds": args.idle, "profile": args.profile, "same_stream": args.same_stream},
+                         "idle_seconds": args.idle, "profile": args.profile, "same_stream": args.same_stream,
+                         "one_warehouse": args.one_warehouse},
             "runs": [{k: v for k, v in r.items() if k != "series"} for r in runs],
             # the targets are about the TPC-H views
             "targets": [] if args.federation else (evaluate([r for r in alone if r.get("trial", 1) == 1])

@@ -99,9 +99,11 @@ def run_one(spec: RunSpec, catalog, initial: Path | dict, recipe: DataRecipe | S
 
 
 def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: DataRecipe | SyntheticRecipe, spark,
-               run_dir: Path, progress: Progress, instruments: Instruments = Instruments()) -> list[dict]:
+               run_dir: Path, progress: Progress, instruments: Instruments = Instruments(),
+               one_warehouse: bool = False) -> list[dict]:
     """Runs `specs`, which differ only in their algorithm and view, on one stream in `run_dir` (one
-    spec: a run of its own, with the ramp); returns a record per spec, in order (as run_one's)."""
+    spec: a run of its own, with the ramp), a warehouse each or with `one_warehouse` all kept by
+    one (warehouse.view_group); returns a record per spec, in order (as run_one's)."""
     from loadgen.live.federation import Federation
 
     first = specs[0]
@@ -109,8 +111,11 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
     stream = _header(first, catalog, run_dir)
     fed = Federation(catalog, first.view_sql(), initial, run_dir, spark, _settings(first),
                      source_engine=first.source_engine)
-    run = _LiveRun(first, fed, stream, _Phases(progress),
-                   {name: (_settings(s), s.view_sql()) for name, s in zip(names[1:], specs[1:])})
+    others = {name: (_settings(s), s.view_sql()) for name, s in zip(names[1:], specs[1:])}
+    if one_warehouse:
+        for name, (settings, view_sql) in others.items():
+            fed.add_view(name, view_sql, settings)
+    run = _LiveRun(first, fed, stream, _Phases(progress), {} if one_warehouse else others)
     try:
         run.start(catalog, recipe, run_dir)
         if instruments.idle_seconds:
@@ -120,7 +125,8 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
             run.ramp()
         else:
             stream.update(ramp=[], max_sustained_rate=None)
-            stream["notes"].append(f"{len(specs)} algorithms on one stream, each a subscriber of its own "
+            kept = "one warehouse keeping them all" if one_warehouse else "each a subscriber of its own"
+            stream["notes"].append(f"{len(specs)} algorithms on one stream, {kept} "
                                    f"({', '.join(names)}): no ramp (each algorithm has its own highest rate)")
         run.settle()
     finally:
@@ -322,7 +328,7 @@ class _LiveRun:
 
     def all_warehouses(self) -> dict:
         """Every warehouse of the stream by subscriber name, the first the federation's own."""
-        return {DEFAULT_SUBSCRIBER: self.fed.warehouse, **self.fed.subscribers}
+        return self.fed.views
 
     def stop(self) -> None:
         """Every process of the run stopped (the driver and the sampler if they started), and what

@@ -22,7 +22,7 @@ from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError, first_line
-from fedmodel.messages import to_pb
+from fedmodel.messages import DEFAULT_SUBSCRIBER, VIEW_METADATA, to_pb
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
@@ -33,9 +33,10 @@ from source_node.actor import start_source_actor
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
-from warehouse.service import Warehouse, from_pb_rows
+from warehouse.service import Warehouse, delta_dir, from_pb_rows
 from warehouse.settings import WarehouseSettings
 from warehouse.store.materialize import materialize
+from warehouse.view_group import ViewGroup
 
 
 def prepare_source_files(catalog: Catalog, initial: dict[str, list[tuple]], folder: Path,
@@ -91,19 +92,46 @@ class Federation:
         self.postgres = None   # the sources' private PostgreSQL server (source_engine "postgres")
         self.addresses: dict[str, str] = {}
         self.stubs: dict[str, rpc.SourceStub] = {}
-        self.warehouse: Warehouse | None = None
         self.warehouse_address = ""
-        # More warehouses, each subscribed to the sources by its name; what each was started with
-        # (its settings and view) and its run file entry, kept across a kill and a restart.
-        self.subscribers: dict[str, Warehouse] = {}
-        self._subscriber_settings: dict[str, tuple[WarehouseSettings, str]] = {}
-        self._entries: dict[str, Subscriber] = {}
+        # The views kept, by warehouse (its subscriber name at the sources), each by the name the run
+        # file gives it: what each warehouse is started with, and again after a kill. The first is
+        # the federation's own warehouse (the default subscriber) with the federation's view.
+        self._plans: dict[str, dict[str, tuple[WarehouseSettings, str]]] = {
+            DEFAULT_SUBSCRIBER: {DEFAULT_SUBSCRIBER: (warehouse, view_sql)}}
+        self.groups: dict[str, ViewGroup] = {}   # the warehouses running, by subscriber name
+        self._addresses: dict[str, str] = {}     # where each serves
+
+    @property
+    def warehouse(self) -> Warehouse | None:
+        """The federation's view, kept by its own warehouse."""
+        group = self.groups.get(DEFAULT_SUBSCRIBER)
+        return group.first if group is not None else None
+
+    @property
+    def views(self) -> dict[str, Warehouse]:
+        """Every view kept, by its name in the run file (the federation's own: DEFAULT_SUBSCRIBER)."""
+        return {name: w for group in self.groups.values() for name, w in group.views.items()}
+
+    def add_view(self, name: str, view_sql: str, settings: WarehouseSettings | None = None,
+                 subscriber: str = DEFAULT_SUBSCRIBER) -> None:
+        """Before start: another view, `view_sql` kept by `settings` (default the federation's
+        warehouse's; another algorithm, say), its Delta tables and history under <run>/<name>, named
+        in the run file. It is kept by the warehouse subscribed to the sources as `subscriber`: by
+        default the federation's own, whose views share its notifications and connections
+        (warehouse.view_group); another name starts another warehouse for it (and for any other
+        view added with that name), subscribed for the relations its views read."""
+        if self.groups:
+            raise ModelError(f"view {name!r}: views are added before the federation starts")
+        if any(name in plan for plan in self._plans.values()):
+            raise ModelError(f"view {name!r} is kept once")
+        self._plans.setdefault(subscriber, {})[name] = (settings or self.settings, view_sql)
 
     def start(self, ray_temp_dir: str | None = None) -> "Federation":
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with stderr_to(self.run_dir / "ray.log"):
             start_ray(temp_dir=ray_temp_dir)
-        probes = probed_columns(parse_query(self.view_sql, self.catalog).join)
+        probes = list(dict.fromkeys(probe for plan in self._plans.values() for _, sql in plan.values()
+                                    for probe in probed_columns(parse_query(sql, self.catalog).join)))
         if self.source_engine == "postgres":
             self._start_postgres()
         for source in self.catalog.sources:
@@ -115,77 +143,87 @@ class Federation:
         self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self._committer = grpc_committer(self.catalog, self.stubs, reconnect=self.refresh_address)
-        self.warehouse = self._new_warehouse()
-        self._write_run_file()
-        self.warehouse.open()
-        self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
-        self._write_run_file()
-        ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
+        for subscriber in self._plans:
+            if subscriber != DEFAULT_SUBSCRIBER:   # subscribed before it reads the snapshots
+                self._subscribe(subscriber, None)
+            self._start_group(subscriber)
         return self
 
     def _write_run_file(self) -> None:
-        """The run file, naming the warehouse's address once it serves (a restarted one's anew)."""
-        RunFile(self.catalog, self.view_sql, self.settings.algorithm,
-                {s: self._db_path(s) for s in self.catalog.sources},
-                self.warehouse.history.folder, self.warehouse.store.root,
-                self.postgres.data if self.postgres else None,
-                history_sql=history_sql(self.warehouse.view),
-                warehouse_address=self.warehouse_address or None,
-                others=self._entries).write(self.run_dir)
+        """The run file: the federation's view at the top level, the others beside it, each with
+        its warehouse's address once it serves (a restarted one's anew)."""
+        entries = {name: Subscriber(sql, settings.algorithm, self.run_dir / self._folder(name) / "history",
+                                    delta_dir(str(self.run_dir / self._folder(name))),
+                                    history_sql(parse_query(sql, self.catalog)), self._addresses.get(subscriber),
+                                    subscriber if subscriber != name else None)
+                   for subscriber, plan in self._plans.items() for name, (settings, sql) in plan.items()}
+        own = entries.pop(DEFAULT_SUBSCRIBER)
+        RunFile(self.catalog, own.view_sql, own.algorithm, {s: self._db_path(s) for s in self.catalog.sources},
+                own.warehouse_history, own.warehouse_delta, self.postgres.data if self.postgres else None,
+                history_sql=own.history_sql, warehouse_address=own.warehouse_address,
+                others=entries).write(self.run_dir)
+
+    def _folder(self, name: str) -> str:
+        """A view's data folder in the run directory: the federation's view's is `warehouse`."""
+        return "warehouse" if name == DEFAULT_SUBSCRIBER else name
 
     def restart_warehouse(self) -> None:
         """Stops the warehouse as a crash would (nothing more committed) and starts a new one on the
         same Delta tables: it restores the view, the version state and the notifications received
         but not applied; sources resend what it had not acknowledged. (The process-level kill is
         tests/test_process_chaos.py, with `fedlab warehouse` in its own process.)"""
-        self.warehouse.close(commit=False)
-        self.warehouse = self._new_warehouse()
-        self.warehouse.open()
-        self.warehouse_address = f"127.0.0.1:{self.warehouse.serve()}"
-        self._write_run_file()
-        ray.get([a.set_warehouse.remote(self.warehouse_address) for a in self.actors.values()])
+        self.groups.pop(DEFAULT_SUBSCRIBER).close(commit=False)
+        self._start_group(DEFAULT_SUBSCRIBER)
 
     def add_subscriber(self, name: str, settings: WarehouseSettings | None = None,
                        view_sql: str | None = None) -> Warehouse:
-        """Another warehouse, subscribed to every source as `name` (source_node.subscriptions) for
-        the relations its view reads there, keeping `view_sql` (default the federation's view) by
-        `settings` (default the federation's warehouse's: another algorithm, say), its Delta tables
-        and history under <run>/<name>, named in the run file. It subscribes before it reads the
-        sources' snapshots, so that it lacks nothing committed after them, and is told where to
-        send once it serves."""
-        self._subscriber_settings[name] = (replace(settings or self.settings, subscriber=name),
-                                           view_sql or self.view_sql)
+        """Once started: another warehouse, subscribed to every source as `name`
+        (source_node.subscriptions) for the relations its view reads there, keeping `view_sql`
+        (default the federation's view) by `settings` (default the federation's warehouse's),
+        its Delta tables and history under <run>/<name>, named in the run file. It subscribes
+        before it reads the sources' snapshots, so that it lacks nothing committed after them, and
+        is told where to send once it serves."""
+        self._plans[name] = {name: (settings or self.settings, view_sql or self.view_sql)}
         self._subscribe(name, None)
-        return self._start_subscriber(name)
+        return self._start_group(name).first
 
     def kill_subscriber(self, name: str) -> None:
         """Stops the warehouse `name` as a crash would (nothing more committed); its sources keep
         what it has not acknowledged, and the others go on."""
-        self.subscribers.pop(name).close(commit=False)
+        self.groups.pop(name).close(commit=False)
 
     def restart_subscriber(self, name: str) -> Warehouse:
         """A new warehouse `name` on the killed one's Delta tables (as restart_warehouse)."""
-        return self._start_subscriber(name)
+        return self._start_group(name).first
 
-    def _start_subscriber(self, name: str) -> Warehouse:
-        settings, view_sql = self._subscriber_settings[name]
-        w = Warehouse(self.catalog, view_sql, self.run_dir / name, self.addresses, self.spark, settings, tls=self.tls)
-        w.open()
-        self.subscribers[name] = w
-        address = f"127.0.0.1:{w.serve()}"
-        self._subscribe(name, address)
-        self._entries[name] = Subscriber(view_sql, settings.algorithm, w.history.folder, w.store.root,
-                                         history_sql(w.view), address)
+    def _start_group(self, subscriber: str) -> ViewGroup:
+        """Starts the warehouse `subscriber` with its views: each restores from its Delta tables
+        or materialises from the sources' snapshots; once it serves, the sources send to it."""
+        group = ViewGroup({name: Warehouse(self.catalog, sql, self.run_dir / self._folder(name), self.addresses,
+                                           self.spark, replace(settings, subscriber=subscriber), tls=self.tls)
+                           for name, (settings, sql) in self._plans[subscriber].items()}, self.tls)
+        # Registered before it opens, which takes seconds: a source actor restarted meanwhile on a
+        # new port reaches it by refresh_address, and one restarted while it was built, here.
+        self.groups[subscriber] = group
+        for source, address in self.addresses.items():
+            if group.first.sources[source] != address:
+                group.set_source_address(source, address)
         self._write_run_file()
-        return w
+        group.open()
+        address = self._addresses[subscriber] = f"127.0.0.1:{group.serve()}"
+        self._write_run_file()
+        if subscriber == DEFAULT_SUBSCRIBER:
+            self.warehouse_address = address
+            ray.get([a.set_warehouse.remote(address) for a in self.actors.values()])
+        else:
+            self._subscribe(subscriber, address)
+        return group
 
-    def _subscribe(self, name: str, address: str | None) -> None:
-        join = parse_query(self._subscriber_settings[name][1], self.catalog).join
-        ray.get([a.subscribe.remote(name, address, join.relations_read_at(s)) for s, a in self.actors.items()])
-
-    def _new_warehouse(self) -> Warehouse:
-        return Warehouse(self.catalog, self.view_sql, self.run_dir / "warehouse", self.addresses, self.spark,
-                         self.settings, tls=self.tls)
+    def _subscribe(self, subscriber: str, address: str | None) -> None:
+        """Subscribes `subscriber` at every source for the relations its views read there."""
+        joins = [parse_query(sql, self.catalog).join for _, sql in self._plans[subscriber].values()]
+        ray.get([a.subscribe.remote(subscriber, address, sorted(set().union(*(j.relations_read_at(s) for j in joins))))
+                 for s, a in self.actors.items()])
 
     def _db_path(self, source: str) -> Path | str:
         """The source's database file, or for PostgreSQL its database's connection string."""
@@ -244,8 +282,8 @@ class Federation:
             return False
         self.addresses[source] = address
         self.stubs[source] = rpc.SourceStub(client_channel(address, self.tls))
-        for w in (self.warehouse, *self.subscribers.values()):
-            w.set_source_address(source, address)
+        for group in self.groups.values():
+            group.set_source_address(source, address)
         return True
 
     def wait_until_applied(self, timeout: float = 120.0, warehouse: Warehouse | None = None) -> bool:
@@ -278,20 +316,20 @@ class Federation:
         snaps, _ = self.snapshots()
         return materialize(self.spark, self.view_sql, snaps)
 
-    def read_view(self) -> dict[tuple, int]:
-        """The view as the warehouse serves it over gRPC (ReadView), count last."""
+    def read_view(self, view: str | None = None) -> dict[tuple, int]:
+        """The view (`view`: one of the federation's warehouse's, by name) as the warehouse serves
+        it over gRPC (ReadView), count last."""
         stub = rpc.WarehouseStub(client_channel(self.warehouse_address, self.tls))
         out = {}
-        for chunk in stub.ReadView(pb.ReadViewRequest(), timeout=60):
+        metadata = ((VIEW_METADATA, view),) if view is not None else ()
+        for chunk in stub.ReadView(pb.ReadViewRequest(), timeout=60, metadata=metadata):
             for row in decode_rows(chunk.rows)[1]:
                 out[tuple(row[:-1])] = row[-1]
         return out
 
     def stop(self) -> None:
-        if self.warehouse is not None:
-            self.warehouse.close()
-        for w in self.subscribers.values():
-            w.close()
+        for group in self.groups.values():   # kept, closed: what they hold can still be read
+            group.close()
         for source, actor in self.actors.items():
             try:
                 ray.get(actor.stop.remote(), timeout=30)

@@ -19,13 +19,16 @@ source's only. `fedlab chaos-k8s --faults` takes the same rate names and aliases
 
 `--nemesis random:SEED` draws one; what a local run cannot apply is refused with the reason.
 
-`--view` may be given more than once: each view is kept by a warehouse of its own over the one
-federation, each subscribed to the sources by the view's name (the first by the default one:
-source_node.subscriptions), under one load and one set of faults; the checker judges each view
-on its own, and the exit status asks every one to keep `--expect`. The warehouses share the
-sources, the load and this process's Spark session; each has its own connections,
-notifications, version state, Delta tables and history (RUN_DIR/<view>/). A nemesis or chaos
-kill of the warehouse is the first view's.
+`--view NAME[:ALGORITHM]` may be given more than once: the views are kept over the one federation,
+under one load and one set of faults, each by its own algorithm (default `--algorithm`), with its
+own version state, Delta tables and history (RUN_DIR/<view>/; the first's RUN_DIR/warehouse/).
+One warehouse keeps them all by default, subscribed to the sources once: the views share its
+notifications and connections (warehouse.view_group). `--warehouses N` spreads them over N
+warehouses, the first view to the first, the second to the second, and so on round, each
+subscribed by its own name (warehouse, warehouse-2, ...: source_node.subscriptions) for the
+relations its views read. The checker judges each view on its own, and the exit status asks
+every one to keep `--expect`. The warehouses share the sources, the load and this process's
+Spark session. A nemesis or chaos kill of the warehouse is the first warehouse's, with its views.
 After the run, what each fault did: the staleness of each phase of the load (loadgen.nemesis.effects)
 and a plot of staleness and throughput with each fault's window shaded, RUN_DIR/plots/faults.png
 (loadgen.nemesis.plot).
@@ -105,16 +108,19 @@ def main(args) -> int:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
         from warehouse.core import registry
 
-        refuse = local.refuser(args.algorithm, registry.get(args.algorithm).assumptions.restartable)
+        views = _views(args.view or [DEFAULT_VIEW], args.algorithm)
+        placement = _placement(list(views), args.warehouses)
+        first_warehouse = [registry.get(views[v][1]) for v, w in placement.items() if w == DEFAULT_SUBSCRIBER]
+        fragile = next((p for p in first_warehouse if not p.assumptions.restartable), first_warehouse[0])
+        refuse = local.refuser(fragile.name, fragile.assumptions.restartable)
         chaos_kills = _scheduled_kills(kills, duration, sources, random.Random(args.seed))
         for fault in chaos_kills:
             reason = refuse(fault)
             if reason:
                 raise ModelError(f"--chaos kill-{'warehouse' if fault.targets == ('warehouse',) else 'source'}: {reason}")
         nemesis = schedule.read(args.nemesis, sources, duration, refuse)
-        views = _views(args.view or [DEFAULT_VIEW])
-        settings = {name: warehouse_settings(args, args.algorithm, parse_query(sql, tpch_catalog()).join)
-                    for name, sql in views.items()}
+        settings = {name: warehouse_settings(args, algorithm, parse_query(sql, tpch_catalog()).join)
+                    for name, (sql, algorithm) in views.items()}
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
@@ -130,15 +136,15 @@ def main(args) -> int:
     data = tpch_data(args.scale)
     spark = warehouse_spark(run_dir)
     first, *more = views
-    fed = Federation(catalog, views[first], data, run_dir, spark, settings[first],
+    fed = Federation(catalog, views[first][0], data, run_dir, spark, settings[first],
                      tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
+    for name in more:
+        fed.add_view(name, views[name][0], settings[name], subscriber=placement[name])
     events: list[str] = []
     process_faults = sorted(nemesis + chaos_kills, key=lambda f: f.at)
     applier = local.LocalNemesis(fed, process_faults, events)
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
-        for name in more:
-            fed.add_subscriber(name, settings[name], views[name])
         if faults:
             set_faults(fed, faults)
         applier.start()
@@ -151,7 +157,7 @@ def main(args) -> int:
             set_faults(fed, NO_FAULTS)
         deadline = time.monotonic() + args.settle
         caught_up = all([fed.wait_until_applied(max(0.0, deadline - time.monotonic()), w)
-                         for w in (fed.warehouse, *fed.subscribers.values())])
+                         for w in fed.views.values()])
     finally:
         applier.stop()   # nothing stays frozen, whatever happened
         fed.stop()
@@ -161,7 +167,7 @@ def main(args) -> int:
     run = {"run_dir": str(run_dir), "offered": load.offered, "committed": load.committed, "rejected": load.rejected,
            "rejections": load.rejections(), "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up,
            "process_faults": events}
-    # each view's side of the history: its warehouse's, subscribed by the view's name (the first by the default)
+    # each view's side of the history, by its name in the run file (the first's: the default subscriber's)
     histories = {view: history.of(DEFAULT_SUBSCRIBER if view == first else view) for view in views}
     verdicts = {view: judge(h) for view, h in histories.items()}
     results = {view: {**verdicts[view].to_dict(),
@@ -185,14 +191,33 @@ def main(args) -> int:
 DEFAULT_VIEW = "demo4"
 
 
-def _views(names: list[str]) -> dict[str, str]:
-    """--view NAME, repeatable: each view's SQL by name, in order; ModelError for one named twice."""
+def _views(specs: list[str], algorithm: str) -> dict[str, tuple[str, str]]:
+    """--view NAME[:ALGORITHM], repeatable: each view's SQL and algorithm (default `algorithm`) by
+    name, in order; ModelError for a view named twice or an unknown algorithm."""
     from loadgen.workloads.tpch import load_view
+    from warehouse.core import registry
 
-    twice = [n for i, n in enumerate(names) if n in names[:i]]
-    if twice:
-        raise ModelError(f"--view {twice[0]} is named twice: each view is kept once")
-    return {name: load_view(name) for name in names}
+    views = {}
+    for spec in specs:
+        name, _, own = spec.partition(":")
+        if name in views:
+            raise ModelError(f"--view {name} is named twice: each view is kept once")
+        try:
+            registry.get(own or algorithm)
+        except registry.AlgorithmError as err:
+            raise ModelError(f"--view {spec}: {err}") from None
+        views[name] = (load_view(name), own or algorithm)
+    return views
+
+
+def _placement(views: list[str], warehouses: int) -> dict[str, str]:
+    """Each view's warehouse (its subscriber name), the views dealt round the `warehouses` in
+    order: the first warehouse is the default subscriber, the others warehouse-2, warehouse-3, ...
+    ModelError for fewer than one warehouse or more warehouses than views."""
+    if not 1 <= warehouses <= len(views):
+        raise ModelError(f"--warehouses {warehouses}: between 1 and the number of views ({len(views)})")
+    names = [DEFAULT_SUBSCRIBER, *(f"{DEFAULT_SUBSCRIBER}-{i}" for i in range(2, warehouses + 1))]
+    return {view: names[i % warehouses] for i, view in enumerate(views)}
 
 
 def _fault_effects(history, applied: list, load_from: float, load_until: float, plot: Path) -> dict:
@@ -253,9 +278,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--duration", default="60s", help="load duration, e.g. 60s or 2m")
     parser.add_argument("--rate", type=float, default=10.0, help="offered source transactions per second")
     parser.add_argument("--scale", type=float, default=0.01, help="TPC-H scale factor")
-    parser.add_argument("--view", action="append", metavar="NAME",
-                        help=f"a view from loadgen/workloads/views (default {DEFAULT_VIEW}); repeat to keep several "
-                             "over one federation, a warehouse each")
+    parser.add_argument("--view", action="append", metavar="NAME[:ALGORITHM]",
+                        help=f"a view from loadgen/workloads/views (default {DEFAULT_VIEW}), kept by ALGORITHM (default "
+                             "--algorithm); repeat to keep several over one federation")
+    parser.add_argument("--warehouses", type=int, default=1, metavar="N",
+                        help="spread the views over N warehouses, each subscribed to the sources by its own name "
+                             "(default 1: one warehouse keeps every view)")
     parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--settle", type=float, default=180.0, help="seconds to wait for the view to catch up")

@@ -11,15 +11,19 @@ else. Written by whoever starts the run (loadgen.live.federation, `fedlab wareho
      "warehouse_delta": "warehouse/delta", "history_sql": null, "warehouse_address": "127.0.0.1:5051",
      "subscribers": {"w2": {"view": "SELECT ...", "algorithm": "versioned",
                             "warehouse_history": "w2/history", "warehouse_delta": "w2/delta",
-                            "history_sql": null, "warehouse_address": "127.0.0.1:5052"}}}
+                            "history_sql": null, "warehouse_address": "127.0.0.1:5052"},
+                     "q5": {"view": "SELECT ...", ..., "subscriber": "warehouse"}}}
 
-The top-level fields describe the warehouse subscribed to the sources by the default name
-(fedmodel.messages.DEFAULT_SUBSCRIBER); `subscribers`, when present, the other warehouses over the
-same sources, each by its subscriber name with the same fields (a run of several algorithms on one
-stream: `fedlab bench --same-stream`). `RunFile.read(run_dir, subscriber)` reads one as the run
-file of its warehouse, whose figures and verdict are then that warehouse's alone: the sources log
-what they exchange with every subscriber in one file, and its message lines are those whose peer
-it is (fedmodel.message_log.concerns).
+The top-level fields describe the view kept by the warehouse subscribed to the sources by the
+default name (fedmodel.messages.DEFAULT_SUBSCRIBER), and name it so; `subscribers`, when present,
+the other views over the same sources, each by its name with the same fields, and `subscriber`:
+the name of the warehouse keeping it at the sources, when that is not its own (a warehouse that
+keeps several views: warehouse.view_group). Other warehouses: a run of several algorithms on one
+stream (`fedlab bench --same-stream`), or of several warehouses (`fedlab run --warehouses`).
+`RunFile.read(run_dir, name)` reads one view's entry as the run file of its warehouse, whose
+figures and verdict are then that view's: the sources log what they exchange with every
+subscriber in one file, and its message lines are those whose peer its warehouse is
+(fedmodel.message_log.concerns; views that share a warehouse share its messages).
 
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
@@ -69,7 +73,7 @@ class RunFile:
     history_sql: str | None = None
     warehouse_address: str | None = None   # host:port of the warehouse's gRPC service, once it serves
     subscriber: str = DEFAULT_SUBSCRIBER    # the name the warehouse above subscribes to the sources by
-    others: dict[str, "Subscriber"] = field(default_factory=dict)   # the other warehouses, by subscriber name
+    others: dict[str, "Subscriber"] = field(default_factory=dict)   # the other views, by name
 
     @property
     def judged_sql(self) -> str:
@@ -100,19 +104,21 @@ class RunFile:
 
     @property
     def subscribers(self) -> list[str]:
-        """Every warehouse's subscriber name, the top-level one's first."""
+        """Every view's name, the top-level one's (its warehouse's subscriber name) first."""
         return [self.subscriber, *self.others]
 
-    def of(self, subscriber: str) -> "RunFile":
-        """The run file of the warehouse subscribed as `subscriber`, its fields at the top level;
-        RunFileError naming the run's subscribers when it has none of that name."""
-        if subscriber == self.subscriber:
+    def of(self, name: str) -> "RunFile":
+        """The run file of the view `name` (RunFile.subscribers), its fields at the top level and
+        its warehouse's subscriber name; RunFileError naming the run's views when it has none of
+        that name."""
+        if name == self.subscriber:
             return self
-        w = self.others.get(subscriber)
+        w = self.others.get(name)
         if w is None:
             raise RunFileError(f"{self.folder / RUN_FILE if self.folder else RUN_FILE}: no subscriber named "
-                               f"{subscriber!r} (the run's: {', '.join(self.subscribers)})")
-        return replace(self, **{f.name: getattr(w, f.name) for f in fields(w)}, subscriber=subscriber, others={})
+                               f"{name!r} (the run's: {', '.join(self.subscribers)})")
+        return replace(self, **{f.name: getattr(w, f.name) for f in fields(w) if f.name != "subscriber"},
+                       subscriber=w.subscriber or name, others={})
 
     @staticmethod
     def read(run_dir: str | os.PathLike, subscriber: str | None = None) -> "RunFile":
@@ -154,18 +160,20 @@ class Subscriber:
     warehouse_delta: str | None = None
     history_sql: str | None = None
     warehouse_address: str | None = None
+    subscriber: str | None = None   # the warehouse keeping it, when its name is not the entry's
 
     def to_dict(self, run_dir: Path) -> dict:
         return {"view": self.view_sql, "algorithm": self.algorithm,
                 "warehouse_history": _relative(self.warehouse_history, run_dir),
                 "warehouse_delta": _relative(self.warehouse_delta, run_dir), "history_sql": self.history_sql,
-                "warehouse_address": self.warehouse_address}
+                "warehouse_address": self.warehouse_address,
+                **({"subscriber": self.subscriber} if self.subscriber else {})}
 
     @staticmethod
     def from_dict(doc: dict, run_dir: Path) -> "Subscriber":
         return Subscriber(str(doc["view"]), str(doc["algorithm"]), _absolute(doc["warehouse_history"], run_dir),
                           _location(doc.get("warehouse_delta"), run_dir), doc.get("history_sql"),
-                          doc.get("warehouse_address"))
+                          doc.get("warehouse_address"), doc.get("subscriber"))
 
 
 def history_sql(view) -> str | None:

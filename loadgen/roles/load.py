@@ -29,6 +29,7 @@ import grpc
 from fedio.channels import client_channel
 from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError
+from fedmodel.messages import VIEW_METADATA
 from fedmodel.transactions import TransactionRequest
 from fedmodel.wire import pb, rpc
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
@@ -135,7 +136,8 @@ def _wait_for_federation(config: RunConfig, sources: dict, tls, wait: float) -> 
              for name, stub in sources.items()]
     if config.warehouse_address:
         warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
-        calls.append(("the warehouse", lambda: warehouse.Status(pb.StatusRequest(), timeout=10)))
+        calls += [(f"the warehouse's view {name}", lambda name=name: _status(warehouse, name))
+                  for name in config.view_names]
     deadline = time.monotonic() + wait
     for who, call in calls:
         _answered(who, call, deadline)
@@ -151,6 +153,11 @@ def _answered(who: str, call, deadline: float):
             if time.monotonic() > deadline:
                 raise RoleError(f"{who} did not answer before --wait ran out ({err.code().name})") from None
             time.sleep(2)
+
+
+def _status(warehouse, view: str) -> pb.StatusReply:
+    """The warehouse's status of its view `view` (warehouse.view_group)."""
+    return warehouse.Status(pb.StatusRequest(), timeout=10, metadata=((VIEW_METADATA, view),))
 
 
 def _current_rows(config: RunConfig, sources: dict, wait: float) -> dict[str, list[tuple]]:
@@ -174,8 +181,8 @@ def _wait_until_applied(config: RunConfig, sources: dict, settle: float, tls) ->
     while time.monotonic() < deadline:
         try:
             target = {s: stub.Health(pb.HealthRequest(), timeout=10).dsv for s, stub in sources.items()}
-            applied = warehouse.Status(pb.StatusRequest(), timeout=10).applied_dsv
-            if all(applied.get(s, 0) >= d for s, d in target.items()):
+            applied = [_status(warehouse, name).applied_dsv for name in config.view_names]
+            if all(a.get(s, 0) >= d for a in applied for s, d in target.items()):
                 return True
         except grpc.RpcError:
             pass   # a source or the warehouse restarting (chaos): ask again

@@ -6,6 +6,7 @@ run.yaml, as helm/federation/templates/configmaps.yaml renders it:
     run: {id: lab, dir: /var/fedlab/data/run/lab, algorithm: sze-ling, seed: 1}
     catalog: /etc/fedlab/config/catalog.yaml      # relative paths: from the config file's folder
     view: "SELECT ..."
+    views: [{name: revenue, view: "SELECT ...", algorithm: versioned}]   # optional: more views
     sources: [{name: s1, address: "lab-fedlab-src-s1:50051"}, ...]
     warehouse: {address: "lab-fedlab-warehouse:50052", data: /var/fedlab/data/warehouse,
                 spark_master: "k8s://..."}
@@ -14,6 +15,9 @@ run.yaml, as helm/federation/templates/configmaps.yaml renders it:
     faults_file: /etc/fedlab/faults/faults.json
     tls: false
 
+`views` are more views the warehouse keeps beside `view` (warehouse.view_group), each by its name
+(the first, `view`, is named `warehouse`: fedmodel.messages.DEFAULT_SUBSCRIBER) and its
+algorithm (default run.algorithm).
 Beyond the chart: a source entry may name its database file (`db`), when the run directory can
 reach it (a single machine); the run file then points the checker at it.
 catalog.yaml is the scenario file's `sources` and `constraints` sections (Catalog.from_dict).
@@ -27,6 +31,7 @@ from pathlib import Path
 from fedmodel.aggregate_view import AggregateView, parse_query
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from fedmodel.viewdef import ViewDef
 from loadgen.yamlfile import read_yaml as read_yaml_file
 from warehouse.core import registry
@@ -44,6 +49,15 @@ class SourceEntry:
 
 
 @dataclass
+class MoreView:
+    """A view the warehouse keeps beside the config's `view` (run.yaml's `views`)."""
+
+    name: str
+    view: ViewDef | AggregateView
+    algorithm: str
+
+
+@dataclass
 class RunConfig:
     path: Path
     run_id: str
@@ -58,10 +72,16 @@ class RunConfig:
     spark_master: str | None
     workload: dict = field(default_factory=dict)
     load: dict = field(default_factory=dict)
+    more_views: list[MoreView] = field(default_factory=list)
 
     @property
     def addresses(self) -> dict[str, str]:
         return {s.name: s.address for s in self.sources}
+
+    @property
+    def view_names(self) -> list[str]:
+        """The name of each view the warehouse keeps, `view`'s first."""
+        return [DEFAULT_SUBSCRIBER, *(v.name for v in self.more_views)]
 
 
 def read_yaml(path: str | Path, what: str) -> dict:
@@ -93,7 +113,9 @@ def load_config(path: str | Path) -> RunConfig:
         config = RunConfig(path, str(run.get("id", "")), base / str(run["dir"]) if run.get("dir") else None,
                            str(run.get("algorithm", "sze-ling")), int(run.get("seed", 0)), catalog, view, sources,
                            warehouse.get("address"), warehouse.get("data"), warehouse.get("spark_master"),
-                           dict(doc.get("workload") or {}), dict(doc.get("load") or {}))
+                           dict(doc.get("workload") or {}), dict(doc.get("load") or {}),
+                           [_more_view(v, i, catalog, str(run.get("algorithm", "sze-ling")), where)
+                            for i, v in enumerate(doc.get("views") or [])])
     except KeyError as err:
         raise ConfigError(f"{where}: missing field {err}") from None
     except ConfigError:
@@ -109,4 +131,22 @@ def load_config(path: str | Path) -> RunConfig:
         registry.check_view(config.algorithm, config.view.join)
     except registry.AlgorithmError as err:
         raise ConfigError(f"{where}: run.algorithm: {err}") from None
+    twice = [n for i, n in enumerate(config.view_names) if n in config.view_names[:i]]
+    if twice:
+        raise ConfigError(f"{where}: views: {twice[0]!r} is named twice (the first view is {DEFAULT_SUBSCRIBER!r})")
+    for i, v in enumerate(config.more_views):
+        try:
+            registry.check_view(v.algorithm, v.view.join)
+        except registry.AlgorithmError as err:
+            raise ConfigError(f"{where}: views[{i}] ({v.name}): {err}") from None
     return config
+
+
+def _more_view(doc: dict, i: int, catalog: Catalog, algorithm: str, where: str) -> MoreView:
+    """views[i] of run.yaml; ConfigError naming the entry and what is wrong with it."""
+    if not isinstance(doc, dict) or not doc.get("name") or not doc.get("view"):
+        raise ConfigError(f"{where}: views[{i}]: needs a name and a view")
+    try:
+        return MoreView(str(doc["name"]), parse_query(str(doc["view"]), catalog), str(doc.get("algorithm") or algorithm))
+    except ModelError as err:
+        raise ConfigError(f"{where}: views[{i}] ({doc['name']}): {err}") from None

@@ -9,8 +9,13 @@ the notifications not yet applied from Delta. SIGTERM (or SIGINT) commits the la
 stops. With `recompute` in the run configuration, --recompute-period sets the seconds between its
 rounds (each round's view evaluation is a Spark job on the warehouse's Spark).
 
-The warehouse's history goes to <run dir>/warehouse/history, and the run file (loadgen.live.runfile)
-to the run directory, so that `fedlab check RUN_DIR` finds both. --faults-file is checked, but
+With `views` in the run configuration, the warehouse keeps those views too (warehouse.view_group),
+each by its algorithm, its Delta tables under <data>/views/<name>; a reader names the one it reads
+in the `fedlab-view` gRPC metadata.
+
+The warehouse's history goes to <run dir>/warehouse/history (another view's to <run dir>/<name>/history),
+and the run file (loadgen.live.runfile) to the run directory, so that `fedlab check RUN_DIR` finds
+them all. --faults-file is checked, but
 the rates are the sources' to apply: the warehouse injects no faults of its own yet.
 --tls-cert, --tls-key and --tls-ca (all three or none): mutual TLS on its server and its
 channels to the sources (fedio.channels).
@@ -25,7 +30,8 @@ import time
 from pathlib import Path
 
 from fedmodel.errors import ModelError
-from loadgen.live.runfile import RunFile, history_sql
+from fedmodel.messages import DEFAULT_SUBSCRIBER
+from loadgen.live.runfile import RunFile, Subscriber, history_sql
 from loadgen.roles.faults_file import FaultsFile
 from loadgen.roles.process import (
     Foreground,
@@ -64,30 +70,34 @@ def main(args) -> int:
             raise RoleError("no --data and no warehouse.data in the config: where do the Delta tables go?")
         if args.faults_file:
             FaultsFile(args.faults_file).read()
-        settings = warehouse_settings(args, config.algorithm, config.view.join)
+        settings = {DEFAULT_SUBSCRIBER: warehouse_settings(args, config.algorithm, config.view.join),
+                    **{v.name: warehouse_settings(args, v.algorithm, v.view.join) for v in config.more_views}}
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"
-    history = write_run_file(config, data)
+    write_run_file(config, data)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     foreground = Foreground()
 
     from warehouse.service import Warehouse
     from warehouse.spark_session import spark_session
+    from warehouse.view_group import ViewGroup
 
     spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master)
     try:
-        warehouse = Warehouse(config.catalog, config.view.sql, data, config.addresses, spark, settings,
-                              history_dir=history, tls=tls)
-        if not _open(warehouse, args.wait_sources, foreground):
+        views = {name: Warehouse(config.catalog, sql, _view_data(data, name), config.addresses, spark, settings[name],
+                                 history_dir=_history(config, name), tls=tls)
+                 for name, sql in [(DEFAULT_SUBSCRIBER, config.view.sql), *((v.name, v.view.sql) for v in config.more_views)]}
+        group = ViewGroup(views, tls)
+        if not _open(group, args.wait_sources, foreground):
             return 1 if not foreground.stopping.is_set() else 0
-        port = warehouse.serve(args.port, args.host or default_host())
+        port = group.serve(args.port, args.host or default_host())
         write_run_file(config, data, f"{args.host or default_host()}:{port}")
-        print(f"warehouse serving on {args.host or default_host()}:{port} ({config.algorithm}, "
-              f"{warehouse.status()['view_rows']} view rows, Delta under {data})", flush=True)
+        kept = ", ".join(f"{name}: {w.plugin.name}, {w.status()['view_rows']} rows" for name, w in views.items())
+        print(f"warehouse serving on {args.host or default_host()}:{port} ({kept}; Delta under {data})", flush=True)
         foreground.wait()
-        warehouse.close()
+        group.close()
     except ModelError as err:
         return fail("warehouse", err)
     finally:
@@ -95,28 +105,42 @@ def main(args) -> int:
     return 0
 
 
-def write_run_file(config: RunConfig, data: str, address: str | None = None) -> Path | None:
+def write_run_file(config: RunConfig, data: str, address: str | None = None) -> None:
     """The run file in the run directory (if the config names one), with the warehouse's address
-    once it serves; returns the history folder."""
+    once it serves."""
     if config.run_dir is None:
-        return None
+        return
     from warehouse.service import delta_dir
 
-    history = config.run_dir / "warehouse" / "history"
+    others = {v.name: Subscriber(v.view.sql, v.algorithm, _history(config, v.name), delta_dir(_view_data(data, v.name)),
+                                 history_sql(v.view), address, DEFAULT_SUBSCRIBER)
+              for v in config.more_views}
     RunFile(config.catalog, config.view.sql, config.algorithm, {s.name: s.db for s in config.sources},
-            history, delta_dir(data), history_sql=history_sql(config.view),
-            warehouse_address=address).write(config.run_dir)
-    return history
+            _history(config, DEFAULT_SUBSCRIBER), delta_dir(data), history_sql=history_sql(config.view),
+            warehouse_address=address, others=others).write(config.run_dir)
 
 
-def _open(warehouse, wait: float, foreground: Foreground) -> bool:
-    """Restores from Delta or materialises; retries while the sources are unreachable."""
+def _view_data(data: str, name: str) -> str:
+    """Where a view's Delta tables live: the first view's under --data, another's under views/<name>
+    (joined as text: --data may be a URI)."""
+    return data if name == DEFAULT_SUBSCRIBER else data.rstrip("/") + f"/views/{name}"
+
+
+def _history(config: RunConfig, name: str) -> Path | None:
+    """A view's history folder in the run directory (None without one: under its data)."""
+    if config.run_dir is None:
+        return None
+    return config.run_dir / ("warehouse" if name == DEFAULT_SUBSCRIBER else name) / "history"
+
+
+def _open(group, wait: float, foreground: Foreground) -> bool:
+    """Restores the views from Delta or materialises them; retries while the sources are unreachable."""
     import grpc
 
     deadline = time.monotonic() + wait
     while True:
         try:
-            warehouse.open()
+            group.open()
             return True
         except grpc.RpcError as err:
             if err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

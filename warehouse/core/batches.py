@@ -18,6 +18,9 @@ through this one module (docs/architecture.md 2: no protocol rule in one world o
   one whose commit failed after it became durable (the store holds it: the reply was lost)
   counts as committed.
 - A restart starts from what is durable: the view's DSVs and the notifications kept beside it.
+- A warehouse that keeps several views, each with its own ledger, is one subscriber to its
+  sources (warehouse.view_group): it tells a source what holds for every view (`for_every_view`),
+  so a notification leaves the source's outbox only once every view has it durably.
 
 >>> from fedmodel.transactions import Notification
 >>> ledger = BatchLedger({"s": 1})
@@ -35,6 +38,7 @@ through this one module (docs/architecture.md 2: no protocol rule in one world o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from warehouse.core.events import Acknowledge
 from warehouse.core.receipts import Receipts
@@ -52,6 +56,32 @@ class Batch:
     timed: list              # salem: the view delta rows propagated since
     received: int            # how many received notifications it accounts for (with those reflected)
     contiguous: dict         # per source: every DSV up to it had arrived when the batch was taken
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What a source is told of its notifications in a Notify reply (the module docstring):
+    `acked` and `view_dsv` from durable batches, `reached` what arrived in this process."""
+
+    acked: int
+    reached: Acknowledge
+    view_dsv: int
+
+
+def for_every_view(marks: Sequence[Marks]) -> Marks:
+    """One source's marks for a warehouse keeping several views, from each view's: a DSV counts as
+    durable, reached or reflected only once it is so for every view.
+
+    >>> a = Marks(5, Acknowledge("s", 5, (7, 8)), 4)
+    >>> b = Marks(3, Acknowledge("s", 3, (5, 8)), 3)
+    >>> for_every_view([a, b])
+    Marks(acked=3, reached=Acknowledge(source='s', dsv=3, beyond=(5, 8)), view_dsv=3)
+    """
+    reached = [m.reached for m in marks]
+    low = min(reached, key=lambda r: r.dsv)
+    beyond = tuple(d for d in low.beyond if all(d <= r.dsv or d in r.beyond for r in reached))
+    return Marks(min(m.acked for m in marks), Acknowledge(low.source, low.dsv, beyond),
+                 min(m.view_dsv for m in marks))
 
 
 class BatchLedger:
@@ -142,6 +172,10 @@ class BatchLedger:
     def reached(self, source: str) -> Acknowledge:
         """What of `source` has reached this process, durable or not."""
         return self.receipts.acknowledgement(source)
+
+    def marks(self, source: str) -> Marks:
+        """What `source` is told now."""
+        return Marks(self.acked(source), self.reached(source), self.view_dsv(source))
 
     def missing(self, source: str, from_dsv: int, through_dsv: int | None) -> tuple[int, int | None] | None:
         """The span of `source`'s DSVs from `from_dsv` through `through_dsv` (None: no end) that

@@ -1,0 +1,165 @@
+"""A warehouse process that keeps several views: one subscriber to its sources, one gRPC service.
+
+Each view is a Warehouse of its own (warehouse.service: its algorithm, core, version state, Delta
+tables, history and message log); what they share is what the sources see:
+- one subscriber name, so a source sends each notification once to this process, on one Notify
+  stream, and the group hands every view its copy;
+- one incarnation, so a restart of the process is one restart to the sources;
+- one Notify reply per batch, whose marks hold for every view (warehouse.core.batches
+  for_every_view): a source's outbox keeps a notification until every view has it durably, and
+  a view that is slow holds back only this subscriber's acknowledgements, never another's;
+- one connection per source: each view's channel to a source has the same target and options,
+  and gRPC's global subchannel pool then carries them all on one TCP connection, with those of
+  any other warehouse in the process (each view's Query stream is a stream of its own on it).
+A reader names the view it reads (ReadView, Refresh, Status) in the `fedlab-view` gRPC metadata
+(fedmodel.messages.VIEW_METADATA); a group of one view needs no name.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import grpc
+
+from fedio.channels import TlsFiles, add_port, new_server
+from fedmodel.codec import encode_rows
+from fedmodel.errors import ModelError
+from fedmodel.messages import VIEW_METADATA, from_pb
+from fedmodel.wire import pb, rpc
+from warehouse.core.batches import Marks, for_every_view
+from warehouse.core.events import RefreshRequested
+from warehouse.core.salem.timeline import PointError
+from warehouse.service import Warehouse
+
+
+class ViewGroup:
+    def __init__(self, views: dict[str, Warehouse], tls: TlsFiles | None = None):
+        """`views`: each view's warehouse by the view's name, all subscribed by one name to the
+        same sources; `tls`: mutual TLS on the gRPC service."""
+        if not views:
+            raise ModelError("a warehouse keeps at least one view")
+        subscribers = {v.settings.subscriber for v in views.values()}
+        if len(subscribers) > 1:
+            raise ModelError(f"the views of one warehouse subscribe by one name, not {sorted(subscribers)}")
+        self.views = dict(views)
+        self.subscriber = subscribers.pop()
+        self.tls = tls
+        self.incarnation = uuid.uuid4().hex
+        for view in self.views.values():   # one process: one incarnation to the sources
+            view.incarnation = self.incarnation
+        self._server = None
+
+    @property
+    def first(self) -> Warehouse:
+        return next(iter(self.views.values()))
+
+    def open(self) -> None:
+        """Restores each view from its Delta tables, or materialises it the first time."""
+        for view in self.views.values():
+            view.open()
+
+    def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
+        """Starts every view's threads and the gRPC service; returns its port."""
+        sources = len(self.first.sources)
+        # A thread per source for its Notify stream, and eight for the other calls.
+        self._server = new_server(sources + 8)
+        rpc.add_WarehouseServicer_to_server(_Servicer(self), self._server)
+        bound = add_port(self._server, f"{host}:{port}", self.tls)
+        for view in self.views.values():
+            view.start()
+        self._server.start()
+        return bound
+
+    def close(self, commit: bool = True) -> None:
+        """Stops every view (committing its last batch, unless not `commit`: as a crash would),
+        then the service."""
+        for view in self.views.values():
+            view.close(commit)
+        if self._server is not None:
+            self._server.stop(grace=1).wait()
+
+    def set_source_address(self, source: str, address: str) -> None:
+        for view in self.views.values():
+            view.set_source_address(source, address)
+
+    def notify(self, notes: list, sizes: list[int]) -> dict[str, Marks]:
+        """Hands `notes` to every view; per source, what holds for all of them."""
+        marks = [view.notify(notes, sizes) for view in self.views.values()]
+        return {source: for_every_view([m[source] for m in marks]) for source in marks[0]}
+
+    def view(self, name: str | None) -> Warehouse:
+        """The view `name` (None: the only one); ModelError naming the views for any other."""
+        if name is None and len(self.views) == 1:
+            return self.first
+        if name in self.views:
+            return self.views[name]
+        asked = "no view named" if name is None else f"no view {name!r}: name"
+        raise ModelError(f"{asked} one of {', '.join(self.views)} in the {VIEW_METADATA} metadata")
+
+
+class _Servicer(rpc.WarehouseServicer):
+    def __init__(self, group: ViewGroup):
+        self.group = group
+
+    def Notify(self, requests, context):
+        """A source's stream of notification batches, each answered in turn (a garbled one ends the
+        stream with INVALID_ARGUMENT: the source opens another and sends it again, losing nothing)."""
+        for request in requests:
+            yield self._notified(request, context)
+
+    def _notified(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
+        catalog = self.group.first.catalog
+        try:
+            notes = [from_pb(n, catalog) for n in request.notifications]
+        except ModelError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        marks = self.group.notify(notes, [msg.ByteSize() for msg in request.notifications])
+        return pb.NotifyReply(acked_dsv={s: m.acked for s, m in marks.items()},
+                              received_dsv={s: m.reached.dsv for s, m in marks.items()},
+                              received_beyond={s: pb.Dsvs(dsv=m.reached.beyond) for s, m in marks.items()
+                                               if m.reached.beyond},
+                              incarnation=self.group.incarnation,
+                              applied_dsv={s: m.view_dsv for s, m in marks.items()})
+
+    def ReadView(self, request, context):
+        view = self._view(context)
+        self._refresh(view, context, durable=False)
+        rows = [(*row, count) for row, count in sorted(view.view_rows().items(), key=repr)]
+        columns = [*view.view.output_names, "count"]
+        types = list(view.view.output_types) + ["BIGINT"]
+        for i in range(0, max(len(rows), 1), 16384):
+            yield pb.ViewChunk(columns=columns, rows=encode_rows(columns, types, rows[i:i + 16384]))
+
+    def Refresh(self, request, context) -> pb.RefreshReply:
+        view = self._view(context)
+        point = None
+        on_demand = view.plugin.point_in_time and view.salem.apply == "on-demand"
+        if request.HasField("as_of_time") or request.as_of_vector or on_demand:
+            point = RefreshRequested(request.as_of_time if request.HasField("as_of_time") else None,
+                                     tuple(sorted(request.as_of_vector.items())) or None, time.monotonic())
+        done = self._refresh(view, context, durable=True, point=point)
+        return pb.RefreshReply(applied_dsv=done["applied_dsv"], batch=done["batch"], high_water=done["high_water"])
+
+    def Status(self, request, context) -> pb.StatusReply:
+        s = self._view(context).status()
+        return pb.StatusReply(algorithm=s["algorithm"], applied=s["applied"], in_flight=s["in_flight"],
+                              applied_dsv=s["applied_dsv"], view_rows=s["view_rows"],
+                              commit_failures=s["commit_failures"], commits_failing=s["commits_failing"],
+                              last_commit_error=s["last_commit_error"])
+
+    def _view(self, context) -> Warehouse:
+        try:
+            return self.group.view(dict(context.invocation_metadata()).get(VIEW_METADATA))
+        except ModelError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+
+    @staticmethod
+    def _refresh(view: Warehouse, context, durable: bool, point: RefreshRequested | None = None) -> dict:
+        remaining = context.time_remaining()
+        try:
+            return view.refresh(durable, timeout=remaining if remaining is not None else 600.0, point=point)
+        except TimeoutError as err:
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, str(err))
+        except PointError as err:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
