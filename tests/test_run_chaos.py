@@ -74,9 +74,6 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --chaos: answer_drop is a probability between 0 and 1, got 1.5"),
     (["--duration", "soon"],
      "fedlab run: --duration: bad duration 'soon': use e.g. 500ms, 20s, 2m, 1h"),
-    (["--nemesis", "pause warehouse at 1s for 2s"],
-     "fedlab run: --nemesis: 'pause warehouse at 1s for 2s': the warehouse runs inside the run's own process "
-     "(kill warehouse restarts it)"),
     (["--nemesis", "partition warehouse|sales at 1s for 2s"],
      "fedlab run: --nemesis: 'partition warehouse|sales at 1s for 2s': a local run's processes share one network "
      "namespace, where a partition cannot tell them apart"),

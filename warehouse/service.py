@@ -204,6 +204,8 @@ class Warehouse:
         self._durable_wake = threading.Condition(self.lock)   # a batch commit made applied states durable
         self.durable_seq = 0                          # every applied state up to this seq is in Delta
         self._threads: list[threading.Thread] = []
+        self.running = threading.Event()   # cleared while its view group is paused
+        self.running.set()
 
     # ---- start and stop ----
 
@@ -315,8 +317,10 @@ class Warehouse:
     # ---- the core ----
 
     def _core(self) -> None:
-        """The core thread: everything queued since it last looked, in arrival order."""
+        """The core thread: everything queued since it last looked, in arrival order (none while
+        its view group holds it: warehouse.view_group.ViewGroup.pause)."""
         while not self._stop.is_set():
+            self.running.wait()
             with self._inbox_wake:
                 while not self._inbox and not self._stop.is_set():
                     self._inbox_wake.wait()

@@ -13,10 +13,17 @@ tables, history and message log); what they share is what the sources see:
   any other warehouse in the process (each view's Query stream is a stream of its own on it).
 A reader names the view it reads (ReadView, Refresh, Status) in the `fedlab-view` gRPC metadata
 (fedmodel.messages.VIEW_METADATA); a group of one view needs no name.
+
+`pause()` holds the warehouse as a frozen process is held (SIGSTOP, which cannot stop one
+warehouse of several in one process): its gRPC calls wait unanswered and its views' cores take
+nothing, until `resume()`. The sources' calls time out and go again, as they do against a frozen
+process, and what they sent meanwhile is handled once it resumes: a subscriber lagging behind
+the others (loadgen.nemesis.local, `pause warehouse`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -48,6 +55,8 @@ class ViewGroup:
         self.incarnation = uuid.uuid4().hex
         for view in self.views.values():   # one process: one incarnation to the sources
             view.incarnation = self.incarnation
+        self.running = threading.Event()   # cleared while paused
+        self.running.set()
         self._server = None
 
     @property
@@ -71,9 +80,21 @@ class ViewGroup:
         self._server.start()
         return bound
 
+    def pause(self) -> None:
+        """Holds every call and every view's core until resume()."""
+        self.running.clear()
+        for view in self.views.values():
+            view.running.clear()
+
+    def resume(self) -> None:
+        for view in self.views.values():
+            view.running.set()
+        self.running.set()
+
     def close(self, commit: bool = True) -> None:
         """Stops every view (committing its last batch, unless not `commit`: as a crash would),
         then the service."""
+        self.resume()   # nothing stays held
         for view in self.views.values():
             view.close(commit)
         if self._server is not None:
@@ -106,6 +127,7 @@ class _Servicer(rpc.WarehouseServicer):
         """A source's stream of notification batches, each answered in turn (a garbled one ends the
         stream with INVALID_ARGUMENT: the source opens another and sends it again, losing nothing)."""
         for request in requests:
+            self.group.running.wait()
             yield self._notified(request, context)
 
     def _notified(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
@@ -149,6 +171,7 @@ class _Servicer(rpc.WarehouseServicer):
                               last_commit_error=s["last_commit_error"])
 
     def _view(self, context) -> Warehouse:
+        self.group.running.wait()
         try:
             return self.group.view(dict(context.invocation_metadata()).get(VIEW_METADATA))
         except ModelError as err:

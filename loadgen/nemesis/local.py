@@ -6,12 +6,16 @@ Faults come from outside the code under test, as the operating system or Ray del
   and the driver's unheard-commit retry are what carry the run through;
 - `kill SOURCE`: the actor killed through Ray, which starts it again on its database file;
 - `kill warehouse`: the warehouse crashed and started again from Delta (what
-  `--chaos kill-warehouse` does).
+  `--chaos kill-warehouse` does);
+- `pause warehouse`: the run's first warehouse held as a frozen process is, its calls
+  unanswered and its views' cores idle (it runs in the run's own process, where SIGSTOP would stop
+  everything: warehouse.view_group.ViewGroup.pause), while the run's other warehouses
+  (`fedlab run --warehouses N`) go on: a subscriber that lags behind the others by the pause.
 
 The rest need what a local run does not have, each refused before the run starts with the
-reason: the warehouse and the load generator run inside the run's own process (no pause, no
-partition from it); every process shares the machine's one network namespace and clock (no
-partition, no clock offset).
+reason: the load generator runs inside the run's own process (no pause, no partition from it);
+every process shares the machine's one network namespace and clock (no partition, no clock
+offset).
 
 Whatever it paused is thawed when the schedule ends, the run fails, or the process is stopped.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import signal
 import threading
 
+from fedmodel.messages import DEFAULT_SUBSCRIBER
 from loadgen.nemesis import schedule
 from loadgen.nemesis.schedule import Fault
 from loadgen.nemesis.timeline import Nemesis, signal_process
@@ -37,8 +42,6 @@ def refusal(fault: Fault) -> str | None:
         return "a local run's processes share the machine's clock"
     if "load" in fault.targets:
         return "the load generator runs inside the run's own process"
-    if fault.kind == "pause" and "warehouse" in fault.targets:
-        return "the warehouse runs inside the run's own process (kill warehouse restarts it)"
     if fault.kind == "kill" and "sources" in fault.targets:
         return "kill one source at a time"
     return None
@@ -66,6 +69,8 @@ class LocalNemesis(Nemesis):
         self._lock = threading.Lock()
 
     def _begin(self, fault: Fault, elapsed: float):
+        if fault.kind == "pause" and fault.targets == ("warehouse",):
+            return self._hold_warehouse(fault, elapsed)
         if fault.kind == "pause":
             pids = self._freeze(fault, elapsed)
             return lambda at: self._thaw(pids, at)
@@ -79,6 +84,23 @@ class LocalNemesis(Nemesis):
             for pid in list(self._paused):
                 signal_process(pid, signal.SIGCONT)
             self._paused.clear()
+            for group in self.fed.groups.values():
+                group.resume()
+
+    def _hold_warehouse(self, fault: Fault, elapsed: float):
+        """The federation's warehouse held as a frozen process would be (it runs in this process,
+        beside the run's other warehouses, which go on: warehouse.view_group.ViewGroup.pause)."""
+        with self._lock:
+            if self._closed:
+                return None
+            group = self.fed.groups[DEFAULT_SUBSCRIBER]
+            group.pause()
+        self.events.append(f"paused the warehouse at {elapsed:.1f}s for {fault.length:g}s")
+
+        def resume(at: float) -> None:
+            group.resume()
+            self.events.append(f"resumed the warehouse at {at:.1f}s")
+        return resume
 
     def _sources(self, fault: Fault) -> list[str]:
         return sorted(self.fed.actors) if fault.targets == ("sources",) else list(fault.targets)
