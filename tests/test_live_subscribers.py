@@ -13,6 +13,8 @@ that the two views of one warehouse were sent each notification once, over one c
 
 from __future__ import annotations
 
+import json
+
 import grpc
 import psutil
 import pytest
@@ -22,6 +24,7 @@ from live_support import FIXTURE_A, MirroredLoad
 from fedio.message_log import read as read_message_logs
 from fedmodel.messages import DEFAULT_SUBSCRIBER
 from loadgen.checker.oracle import Oracle
+from loadgen.cli import main
 from loadgen.live import check
 from loadgen.live.federation import Federation
 from loadgen.live.runfile import RunFile
@@ -33,7 +36,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 PAIRS = "SELECT r2.K2, r3.D FROM r2 JOIN r3 ON r2.C = r3.C"   # a second view, over two of the three sources
 
 
-def test_warehouses_and_views_over_one_federation_each_stay_right_through_kills(spark, ray_runtime, tmp_path):
+def test_warehouses_and_views_over_one_federation_each_stay_right_through_kills(spark, ray_runtime, tmp_path, capsys):
     scenario = parse_scenario(FIXTURE_A, "live")
     fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, tmp_path / "run", spark,
                      WarehouseSettings())
@@ -73,6 +76,7 @@ def test_warehouses_and_views_over_one_federation_each_stay_right_through_kills(
             assert fed.views[name].view_rows() == expected[name], name
         assert second.view_rows() == expected[DEFAULT_SUBSCRIBER] == fed.recompute()
         assert fed.read_view("pairs") == expected["pairs"]
+        assert main(["refresh", str(tmp_path / "run"), "--view", "pairs"]) == 0   # durable in its Delta tables
         with pytest.raises(grpc.RpcError) as refused:   # a warehouse of two views: a reader names one
             fed.read_view()
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -82,6 +86,9 @@ def test_warehouses_and_views_over_one_federation_each_stay_right_through_kills(
     # Every view's channel to a source, the other warehouse's too, is one connection (gRPC's
     # subchannel pool: same target, same options), beside the load client's.
     assert all(n == 2 for n in connections.values()), connections
+    capsys.readouterr()
+    assert main(["view", str(tmp_path / "run"), "--view", "pairs", "--json", "--limit", "0"]) == 0
+    assert {tuple(r[:-1]): r[-1] for r in json.loads(capsys.readouterr().out)["rows"]} == expected["pairs"]
     run = RunFile.read(tmp_path / "run")
     assert run.subscribers == [DEFAULT_SUBSCRIBER, "pairs", "w2"]
     assert run.of("pairs").subscriber == DEFAULT_SUBSCRIBER and run.of("pairs").algorithm == "versioned"

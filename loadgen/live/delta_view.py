@@ -37,6 +37,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=SHOWN_ROWS, metavar="N",
                         help=f"rows to print (default {SHOWN_ROWS}; 0: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object: batch, versions, rows")
+    parser.add_argument("--view", metavar="NAME", help="one of the run's views, by its name in the run file "
+                        "(default: the first)")
     parser.add_argument("--as-of", type=float, default=None, metavar="TIME",
                         help="the view as of this wall time (seconds since the epoch), from the salem "
                              "algorithm's timed view delta")
@@ -46,7 +48,7 @@ def main(args) -> int:
     try:
         if args.limit < 0:
             raise ModelError(f"--limit must be 0 (all) or a positive number of rows, got {args.limit}")
-        run = RunFile.read(Path(args.run_dir))
+        run = RunFile.read(Path(args.run_dir), getattr(args, "view", None))
         store_dir = _store_dir(Path(args.run_dir), run)
         shown = read(store_dir, parse_query(run.view_sql, run.catalog), getattr(args, "as_of", None))
     except ModelError as err:

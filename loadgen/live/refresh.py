@@ -24,6 +24,7 @@ import grpc
 
 from fedio.channels import client_channel
 from fedmodel.errors import ModelError
+from fedmodel.messages import VIEW_METADATA
 from fedmodel.wire import pb, rpc
 from loadgen.live.delta_view import versions_text
 from loadgen.live.runfile import RunFile
@@ -36,6 +37,8 @@ def add_arguments(parser) -> None:
                         help="a wall time (seconds since the epoch or ISO 8601) or a vector SOURCE=DSV,...; "
                              "default: the view delta's high-water mark")
     parser.add_argument("--warehouse", metavar="HOST:PORT", help="the warehouse's address (default: the run file's)")
+    parser.add_argument("--view", metavar="NAME", help="one of the run's views, by its name in the run file "
+                        "(default: the first)")
     parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                         help="how long to wait for the refreshed state to be durable (default 120)")
     add_tls_arguments(parser)
@@ -65,12 +68,12 @@ def parse_point(text: str) -> pb.RefreshRequest:
 def main(args) -> int:
     try:
         request = parse_point(args.as_of) if args.as_of else pb.RefreshRequest()
-        run = RunFile.read(Path(args.run_dir))
+        run = RunFile.read(Path(args.run_dir), args.view)
         address = args.warehouse or run.warehouse_address
         if not address:
             raise ModelError(f"{args.run_dir}: the run file names no warehouse address (give --warehouse HOST:PORT)")
         stub = rpc.WarehouseStub(client_channel(address, tls_files(args)))
-        reply = stub.Refresh(request, timeout=args.timeout)
+        reply = stub.Refresh(request, timeout=args.timeout, metadata=((VIEW_METADATA, args.view),) if args.view else ())
     except (ModelError, RoleError) as err:
         print(f"fedlab refresh: {err}", file=sys.stderr)
         return 2
