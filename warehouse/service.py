@@ -204,7 +204,7 @@ class Warehouse:
         self._durable_wake = threading.Condition(self.lock)   # a batch commit made applied states durable
         self.durable_seq = 0                          # every applied state up to this seq is in Delta
         self._threads: list[threading.Thread] = []
-        self.running = threading.Event()   # cleared while its view group is paused
+        self.running = threading.Event()   # its view group's: cleared while the group is paused
         self.running.set()
 
     # ---- start and stop ----

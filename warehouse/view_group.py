@@ -50,13 +50,13 @@ class ViewGroup:
         if len(subscribers) > 1:
             raise ModelError(f"the views of one warehouse subscribe by one name, not {sorted(subscribers)}")
         self.views = dict(views)
-        self.subscriber = subscribers.pop()
         self.tls = tls
         self.incarnation = uuid.uuid4().hex
-        for view in self.views.values():   # one process: one incarnation to the sources
-            view.incarnation = self.incarnation
-        self.running = threading.Event()   # cleared while paused
+        self.running = threading.Event()   # cleared while paused: its calls and its views' cores wait
         self.running.set()
+        for view in self.views.values():   # one process: one incarnation to the sources, one pause
+            view.incarnation = self.incarnation
+            view.running = self.running
         self._server = None
 
     @property
@@ -83,12 +83,8 @@ class ViewGroup:
     def pause(self) -> None:
         """Holds every call and every view's core until resume()."""
         self.running.clear()
-        for view in self.views.values():
-            view.running.clear()
 
     def resume(self) -> None:
-        for view in self.views.values():
-            view.running.set()
         self.running.set()
 
     def close(self, commit: bool = True) -> None:

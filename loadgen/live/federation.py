@@ -94,8 +94,9 @@ class Federation:
         self.stubs: dict[str, rpc.SourceStub] = {}
         self.warehouse_address = ""
         # The views kept, by warehouse (its subscriber name at the sources), each by the name the run
-        # file gives it: what each warehouse is started with, and again after a kill. The first is
-        # the federation's own warehouse (the default subscriber) with the federation's view.
+        # file gives it, which also names its folder in the run directory: what each warehouse is
+        # started with, and again after a kill. The first is the federation's own warehouse (the
+        # default subscriber) with the federation's view, named so (its folder `warehouse`).
         self._plans: dict[str, dict[str, tuple[WarehouseSettings, str]]] = {
             DEFAULT_SUBSCRIBER: {DEFAULT_SUBSCRIBER: (warehouse, view_sql)}}
         self.groups: dict[str, ViewGroup] = {}   # the warehouses running, by subscriber name
@@ -152,8 +153,8 @@ class Federation:
     def _write_run_file(self) -> None:
         """The run file: the federation's view at the top level, the others beside it, each with
         its warehouse's address once it serves (a restarted one's anew)."""
-        entries = {name: Subscriber(sql, settings.algorithm, self.run_dir / self._folder(name) / "history",
-                                    delta_dir(str(self.run_dir / self._folder(name))),
+        entries = {name: Subscriber(sql, settings.algorithm, self.run_dir / name / "history",
+                                    delta_dir(str(self.run_dir / name)),
                                     history_sql(parse_query(sql, self.catalog)), self._addresses.get(subscriber),
                                     subscriber if subscriber != name else None)
                    for subscriber, plan in self._plans.items() for name, (settings, sql) in plan.items()}
@@ -162,10 +163,6 @@ class Federation:
                 own.warehouse_history, own.warehouse_delta, self.postgres.data if self.postgres else None,
                 history_sql=own.history_sql, warehouse_address=own.warehouse_address,
                 others=entries).write(self.run_dir)
-
-    def _folder(self, name: str) -> str:
-        """A view's data folder in the run directory: the federation's view's is `warehouse`."""
-        return "warehouse" if name == DEFAULT_SUBSCRIBER else name
 
     def restart_warehouse(self) -> None:
         """Stops the warehouse as a crash would (nothing more committed) and starts a new one on the
@@ -199,7 +196,7 @@ class Federation:
     def _start_group(self, subscriber: str) -> ViewGroup:
         """Starts the warehouse `subscriber` with its views: each restores from its Delta tables
         or materialises from the sources' snapshots; once it serves, the sources send to it."""
-        group = ViewGroup({name: Warehouse(self.catalog, sql, self.run_dir / self._folder(name), self.addresses,
+        group = ViewGroup({name: Warehouse(self.catalog, sql, self.run_dir / name, self.addresses,
                                            self.spark, replace(settings, subscriber=subscriber), tls=self.tls)
                            for name, (settings, sql) in self._plans[subscriber].items()}, self.tls)
         # Registered before it opens, which takes seconds: a source actor restarted meanwhile on a

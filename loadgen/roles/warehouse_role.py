@@ -70,8 +70,9 @@ def main(args) -> int:
             raise RoleError("no --data and no warehouse.data in the config: where do the Delta tables go?")
         if args.faults_file:
             FaultsFile(args.faults_file).read()
-        settings = {DEFAULT_SUBSCRIBER: warehouse_settings(args, config.algorithm, config.view.join),
-                    **{v.name: warehouse_settings(args, v.algorithm, v.view.join) for v in config.more_views}}
+        kept = [(DEFAULT_SUBSCRIBER, config.view, config.algorithm),
+                *((v.name, v.view, v.algorithm) for v in config.more_views)]
+        settings = {name: warehouse_settings(args, algorithm, view.join) for name, view, algorithm in kept}
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
     master = args.spark_master or config.spark_master or "local[2]"
@@ -88,14 +89,14 @@ def main(args) -> int:
     try:
         views = {name: Warehouse(config.catalog, sql, _view_data(data, name), config.addresses, spark, settings[name],
                                  history_dir=_history(config, name), tls=tls)
-                 for name, sql in [(DEFAULT_SUBSCRIBER, config.view.sql), *((v.name, v.view.sql) for v in config.more_views)]}
+                 for name, sql in ((name, view.sql) for name, view, _ in kept)}
         group = ViewGroup(views, tls)
         if not _open(group, args.wait_sources, foreground):
             return 1 if not foreground.stopping.is_set() else 0
         port = group.serve(args.port, args.host or default_host())
         write_run_file(config, data, f"{args.host or default_host()}:{port}")
-        kept = ", ".join(f"{name}: {w.plugin.name}, {w.status()['view_rows']} rows" for name, w in views.items())
-        print(f"warehouse serving on {args.host or default_host()}:{port} ({kept}; Delta under {data})", flush=True)
+        shown = ", ".join(f"{name}: {w.plugin.name}, {w.status()['view_rows']} rows" for name, w in views.items())
+        print(f"warehouse serving on {args.host or default_host()}:{port} ({shown}; Delta under {data})", flush=True)
         foreground.wait()
         group.close()
     except ModelError as err:
@@ -127,10 +128,11 @@ def _view_data(data: str, name: str) -> str:
 
 
 def _history(config: RunConfig, name: str) -> Path | None:
-    """A view's history folder in the run directory (None without one: under its data)."""
+    """A view's history folder in the run directory, named for the view (the first's: `warehouse`,
+    DEFAULT_SUBSCRIBER); None without a run directory: under its data."""
     if config.run_dir is None:
         return None
-    return config.run_dir / ("warehouse" if name == DEFAULT_SUBSCRIBER else name) / "history"
+    return config.run_dir / name / "history"
 
 
 def _open(group, wait: float, foreground: Foreground) -> bool:
