@@ -11,7 +11,8 @@ one directly:
 
 It serves any number of warehouses, each a subscriber (source_node.subscriptions) with its own
 sender: `set_warehouse` points the default subscriber's, `subscribe` adds another (or points
-it elsewhere), `unsubscribe` removes one and releases what was kept for it.
+it elsewhere; a warehouse also subscribes itself through the Subscribe call), `unsubscribe`
+removes one and releases what was kept for it.
 
 The store is SQLite unless `engine` says "duckdb" or "postgres" (source_node.engines; for
 PostgreSQL `db_path` is a connection string). Its message log (fedmodel.message_log) is
@@ -60,6 +61,9 @@ class SourceNode:
         self.resend_interval = resend_interval
         self.senders: dict[str, NotificationSender] = {}   # by subscriber, shared with the servicer
         self._started = False
+        # Told of every subscription, with subscribe's arguments, once it is made (the Ray actor
+        # keeps the addresses across its restarts: source_node.actor).
+        self.on_subscribe = None
         if self.store.has_subscriber(DEFAULT_SUBSCRIBER):   # unless removed in an earlier life
             self._add_sender(DEFAULT_SUBSCRIBER, warehouse_address)
         self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
@@ -75,7 +79,7 @@ class SourceNode:
 
     def start(self) -> int:
         """Starts the sender and the gRPC server; returns the port the server is bound to."""
-        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self.messages)
+        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self.messages, self.subscribe)
         self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes, tls=self.tls)
         self._started = True
         for sender in list(self.senders.values()):
@@ -102,6 +106,8 @@ class SourceNode:
             self.senders[name].set_warehouse(address)
         else:
             self._add_sender(name, address)
+        if self.on_subscribe is not None:
+            self.on_subscribe(name, address, None if relations is None else list(relations))
 
     def unsubscribe(self, name: str) -> None:
         """Removes the subscriber `name`: its sender stops, what was kept for it is released."""

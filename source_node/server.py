@@ -36,6 +36,7 @@ import queue
 import threading
 import time
 from collections import Counter
+from typing import Callable
 
 import grpc
 
@@ -58,6 +59,8 @@ SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the me
 # thread beside it once it has delayed copies to send), the load's commits and the rest take others.
 WORKERS = 16
 
+Subscribe = Callable[[str, "str | None", "list[str] | None"], None]
+
 
 def _rejecting_bad_input(method):
     """Turns a ModelError into INVALID_ARGUMENT with its message."""
@@ -72,9 +75,12 @@ def _rejecting_bad_input(method):
 
 class SourceServicer(rpc.SourceServicer):
     def __init__(self, store, catalog: Catalog, senders: dict[str, NotificationSender], faults: FaultInjector,
-                 messages: MessageLog | None = None):
-        """`senders`: one per subscriber, by name (the node's, which it changes as they come and go)."""
+                 messages: MessageLog | None = None, subscribe: Subscribe | None = None):
+        """`senders`: one per subscriber, by name (the node's, which it changes as they come and go);
+        `subscribe(name, address, relations)`: what the Subscribe call does (the node's; None: it is
+        refused)."""
         self.store = store
+        self.subscribe = subscribe
         self.commits = CommitQueue(store)
         self.catalog = catalog
         self.senders = senders
@@ -212,6 +218,18 @@ class SourceServicer(rpc.SourceServicer):
             for start in range(0, max(len(rows), 1), SNAPSHOT_CHUNK_ROWS):
                 yield pb.SnapshotChunk(dsv=dsv, relation=name, brv=brv,
                                        rows=encode_rows(rel.columns, rel.types, rows[start:start + SNAPSHOT_CHUNK_ROWS]))
+
+    @_rejecting_bad_input
+    def Subscribe(self, request: pb.SubscribeRequest, context) -> pb.SubscribeReply:
+        """A warehouse subscribes itself by its name (source_node.subscriptions), before it reads
+        its snapshot; the default subscriber is every source's from its start, set by its operator."""
+        if self.subscribe is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this source takes no subscriptions")
+        if request.name in ("", DEFAULT_SUBSCRIBER):
+            raise ModelError(f"subscribe: name the subscriber (not {request.name or 'nothing'!r}: "
+                             f"{DEFAULT_SUBSCRIBER!r} is the source's own warehouse)")
+        self.subscribe(request.name, request.address or None, list(request.relations))
+        return pb.SubscribeReply()
 
     def Health(self, request: pb.HealthRequest, context) -> pb.HealthReply:
         return pb.HealthReply(source=self.store.source, dsv=self.store.dsv, brv=self.store.brv,

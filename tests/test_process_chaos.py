@@ -4,7 +4,9 @@ tables; `fedlab check` then judges the run from its directory alone (docs/archit
 
 Two `fedlab source` processes (no Ray) and one `fedlab warehouse` process (Spark local) keeping
 the view twice, by Sze-Ling and by `versioned` (run.yaml's `views`: one subscriber, one stream);
-the test plays the load generator, committing random valid transactions over gRPC, drawn against
+a second `fedlab warehouse --name wh2` joins the running federation (run.yaml's `warehouses`: it
+subscribes itself to the sources before it reads their snapshots) and keeps the view a third time.
+The test plays the load generator, committing random valid transactions over gRPC, drawn against
 its own in-memory picture of each source.
 """
 
@@ -112,13 +114,15 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
     procs = Processes(run)
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(catalog.to_dict()))
     ports = {s: free_port() for s in catalog.sources}
-    warehouse_port = free_port()
+    warehouse_port, wh2_port = free_port(), free_port()
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({
         "run": {"id": "chaos", "dir": str(run), "algorithm": "sze-ling", "seed": 1},
         "catalog": "catalog.yaml", "view": scenario.view.sql,
-        "views": [{"name": "again", "view": scenario.view.sql, "algorithm": "versioned"}],
+        "views": [{"name": "again", "view": scenario.view.sql, "algorithm": "versioned"},
+                  {"name": "apart", "view": scenario.view.sql, "warehouse": "wh2"}],
         "sources": [{"name": s, "address": f"127.0.0.1:{p}", "db": str(run / f"{s}.sqlite")} for s, p in ports.items()],
-        "warehouse": {"address": f"127.0.0.1:{warehouse_port}", "data": str(tmp_path / "warehouse-data")}}))
+        "warehouse": {"address": f"127.0.0.1:{warehouse_port}", "data": str(tmp_path / "warehouse-data")},
+        "warehouses": [{"name": "wh2", "address": f"127.0.0.1:{wh2_port}"}]}))
     warehouse_args = ["warehouse", "--config", str(tmp_path / "run.yaml"), "--port", str(warehouse_port)]
     sources = {}
     for s, port in ports.items():
@@ -129,8 +133,10 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
                     "--warehouse", f"127.0.0.1:{warehouse_port}")
         sources[s] = rpc.SourceStub(client_channel(f"127.0.0.1:{port}", None))
     warehouse = rpc.WarehouseStub(client_channel(f"127.0.0.1:{warehouse_port}", None))
+    wh2 = rpc.WarehouseStub(client_channel(f"127.0.0.1:{wh2_port}", None))
     def status(view: str = "warehouse"):
-        return warehouse.Status(pb.StatusRequest(), timeout=5, metadata=((VIEW_METADATA, view),))
+        return (wh2 if view == "apart" else warehouse).Status(pb.StatusRequest(), timeout=5,
+                                                              metadata=((VIEW_METADATA, view),))
     commit = MirroredLoad(scenario, lambda source, request: sources[source].Commit(to_pb(request, catalog),
                                                                                     timeout=30)).commit
 
@@ -141,6 +147,9 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
         print(f"warehouse up after {time.monotonic() - started:.1f} s")
         commit(150, pause=0.01)
         wait_for("the warehouse applied nothing", lambda: status().applied >= 20, 60, procs)
+        # A second warehouse joins mid-run: subscribed before its snapshots, it lacks nothing after them.
+        procs.start("wh2", "warehouse", "--config", str(tmp_path / "run.yaml"), "--name", "wh2",
+                    "--port", str(wh2_port))
         # Frozen longer than a Notify's deadline (5 s): the sources' calls hang with no error, time
         # out and go again, and the frozen process answers the old ones once thawed.
         frozen_at = status().applied
@@ -159,13 +168,15 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
         commit(100, pause=0.02)                             # and while it restores from Delta
         up = wait_for("the warehouse did not come back", status, START_TIMEOUT, procs)
         print(f"warehouse back after {time.monotonic() - started:.1f} s, {up.applied} applied")
+        wait_for("the second warehouse did not come up", lambda: status("apart"), START_TIMEOUT, procs)
 
         def caught_up():
             target = {s: stub.Health(pb.HealthRequest(), timeout=5).dsv for s, stub in sources.items()}
-            return all(status(v).applied_dsv.get(s, 0) >= d for v in ("warehouse", "again") for s, d in target.items())
+            return all(status(v).applied_dsv.get(s, 0) >= d for v in ("warehouse", "again", "apart")
+                       for s, d in target.items())
         wait_for("the views did not catch up", caught_up, 180, procs)
-        view, again = read_view(warehouse, "warehouse"), read_view(warehouse, "again")
-        assert procs.stop("warehouse") == 0
+        view, again, apart = read_view(warehouse, "warehouse"), read_view(warehouse, "again"), read_view(wh2, "apart")
+        assert procs.stop("wh2") == 0 and procs.stop("warehouse") == 0
         for s in catalog.sources:
             assert procs.stop(s) == 0
     except BaseException:
@@ -176,15 +187,17 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
 
     history = load_history(run)
     oracle = history.oracle()
-    assert view == again == oracle.view_at(oracle.final_versions())
+    assert view == again == apart == oracle.view_at(oracle.final_versions())
     assert history.final_view == view
     checked = subprocess.run([sys.executable, "-m", "loadgen.cli", "check", str(run), "--json"],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
     verdicts = json.loads(checked.stdout)["subscribers"]
-    assert checked.returncode == 0 and list(verdicts) == ["warehouse", "again"], verdicts
-    for verdict in verdicts.values():
+    assert checked.returncode == 0 and list(verdicts) == ["warehouse", "again", "apart"], verdicts
+    for name, verdict in verdicts.items():
         assert (verdict["level"], verdict["lost"], verdict["doubled"]) == ("complete", [], []), verdict
-        assert verdict["transactions"] == verdict["states"] == 340
+        # The second warehouse is judged from the snapshot it joined at: what was committed after it.
+        assert verdict["transactions"] == verdict["states"] and (verdict["transactions"] == 340 if name != "apart"
+                                                                 else 0 < verdict["transactions"] < 340), verdict
 
 
 @pytest.mark.spark

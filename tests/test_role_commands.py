@@ -73,6 +73,13 @@ def test_the_charts_command_lines_parse(command):
     (["warehouse", "--config", "{tmp}/twice.yaml"], "views: 'again' is named twice"),
     (["warehouse", "--config", "{tmp}/nameless.yaml"], "views[0]: needs a name and a view"),
     (["warehouse", "--config", "{tmp}/outer.yaml"], "views[0] (outer): "),
+    (["warehouse", "--config", "{tmp}/elsewhere.yaml"], "views[0] (again): no warehouse named 'wh3' "
+                                                        "(the warehouses: warehouse, wh2)"),
+    (["warehouse", "--config", "{tmp}/idle.yaml"], "warehouses: 'wh2' keeps no view"),
+    (["warehouse", "--config", "{tmp}/two-firsts.yaml"], "warehouses[0]: 'warehouse' is named twice"),
+    (["warehouse", "--config", "{tmp}/addressless.yaml"], "warehouses[0]: needs a name and an address"),
+    (["warehouse", "--config", "{tmp}/elsewhere-ok.yaml", "--data", "{tmp}/delta", "--name", "wh9"],
+     "--name wh9: the config has no warehouse of that name (it has warehouse, wh2)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG))
@@ -86,6 +93,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "nameless.yaml").write_text(yaml.safe_dump({**config, "views": [{"view": VIEW}]}))
     (tmp_path / "outer.yaml").write_text(yaml.safe_dump({**config, "views": [  # an algorithm that cannot keep it
         {"name": "outer", "view": VIEW.replace(" JOIN ", " LEFT JOIN "), "algorithm": "sweep"}]}))
+    wh2 = [{"name": "wh2", "address": "127.0.0.1:3"}]
+    for name, views, warehouses in [("elsewhere", [{**again, "warehouse": "wh3"}], wh2), ("idle", [again], wh2),
+                                    ("two-firsts", [again], [{"name": "warehouse", "address": "127.0.0.1:3"}]),
+                                    ("addressless", [again], [{"name": "wh2"}]),
+                                    ("elsewhere-ok", [{**again, "warehouse": "wh2"}], wh2)]:
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({**config, "views": views, "warehouses": warehouses}))
     fill = {"catalog": tmp_path / "catalog.yaml", "config": tmp_path / "run.yaml", "tmp": tmp_path}
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import grpc
 import pytest
 import ray
 from fake_warehouse import FakeWarehouse
@@ -94,6 +95,43 @@ def test_a_restarted_actor_goes_on_serving_its_other_subscribers(ray_runtime, tm
         assert warehouse.wait_for("actor_subs", 2) == [2, 3], "w2's sender is back, at its address"
         ray.get(actor.unsubscribe.remote("w2"))
         assert set(ray.get(actor.health.remote())["subscribers"]) == {"warehouse"}
+    finally:
+        warehouse.stop()
+        ray.get(actor.stop.remote())
+        ray.kill(actor, no_restart=True)
+
+
+def subscribe(address: str, name: str, at: str, relations=("R",)) -> None:
+    with client_channel(address, None) as channel:
+        rpc.SourceStub(channel).Subscribe(pb.SubscribeRequest(name=name, address=at, relations=relations), timeout=10)
+
+
+def test_a_warehouse_subscribed_by_the_subscribe_call_is_served_by_a_new_actor_on_the_same_database(ray_runtime, tmp_path):
+    """A warehouse subscribes itself (a replication slot's way); the source's Ray cluster then
+    restarts: a new actor on the same database file sends to it again, though nobody tells it to."""
+    warehouse = FakeWarehouse()
+    db = tmp_path / "actor_subs.sqlite"
+    actor = start_source_actor(SUBS_CATALOG, "actor_subs", db, {"R": [(1, "a")]})
+    try:
+        address = ray.get(actor.address.remote())
+        for name, relations, why in [("warehouse", ["R"], "'warehouse' is the source's own warehouse"),
+                                     ("", ["R"], "name the subscriber"),
+                                     ("w2", ["S"], "the source owns no relation named 'S'")]:
+            with pytest.raises(grpc.RpcError) as refused:
+                subscribe(address, name, warehouse.address, relations)
+            assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and why in refused.value.details()
+        assert set(ray.get(actor.health.remote())["subscribers"]) == {"warehouse"}, "a refused call subscribes none"
+        subscribe(address, "w2", warehouse.address)
+        assert commit(address, TransactionRequest("t1", inserts={"R": [(2, "b")]})).dsv == 2
+        assert warehouse.wait_for("actor_subs", 1) == [2]
+        ray.get(actor.stop.remote())
+        ray.kill(actor, no_restart=True)   # gone for good, as with its Ray cluster
+
+        actor = start_source_actor(SUBS_CATALOG, "actor_subs", db)
+        address = ray.get(actor.address.remote())
+        assert set(ray.get(actor.health.remote())["subscribers"]) == {"warehouse", "w2"}
+        assert commit(address, TransactionRequest("t2", inserts={"R": [(3, "c")]})).dsv == 3
+        assert warehouse.wait_for("actor_subs", 2) == [2, 3], "w2 is sent to at the address it subscribed with"
     finally:
         warehouse.stop()
         ray.get(actor.stop.remote())

@@ -260,6 +260,11 @@ class Warehouse:
             stream.close()
         self.messages.close()
 
+    def source_stub(self, source: str):
+        """The Source stub `source`'s calls go through (it changes with set_source_address)."""
+        with self.lock:
+            return self._stubs[source]
+
     def set_source_address(self, source: str, address: str) -> None:
         """Sends `source`'s sub-queries and resend requests to `address` from now on (a restarted
         Ray actor serves on a new port); what failed at the old address the core retries."""

@@ -63,6 +63,21 @@ class ViewGroup:
     def first(self) -> Warehouse:
         return next(iter(self.views.values()))
 
+    @property
+    def subscriber(self) -> str:
+        """The name its views subscribe to the sources by."""
+        return self.first.settings.subscriber
+
+    def subscribe(self, address: str | None) -> None:
+        """Subscribes this warehouse at every source (the Subscribe call), for the relations its
+        views read there, its notifications sent to `address` (None: not serving yet). Before the
+        first `open`, so that the snapshots it materialises from lack nothing its notifications
+        will not bring; again, harmlessly, on every start."""
+        for source in self.first.sources:
+            relations = sorted({r for v in self.views.values() for r in v.view.join.relations_read_at(source)})
+            self.first.source_stub(source).Subscribe(
+                pb.SubscribeRequest(name=self.subscriber, address=address or "", relations=relations), timeout=30)
+
     def open(self) -> None:
         """Restores each view from its Delta tables, or materialises it the first time."""
         for view in self.views.values():

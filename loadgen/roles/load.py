@@ -19,10 +19,12 @@ Exit status: 0 when the load ran and the view caught up, 1 when it did not, 2 on
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import grpc
 
@@ -135,9 +137,7 @@ def _wait_for_federation(config: RunConfig, sources: dict, tls, wait: float) -> 
     calls = [(f"source {name}", lambda stub=stub: stub.Health(pb.HealthRequest(), timeout=10))
              for name, stub in sources.items()]
     if config.warehouse_address:
-        warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
-        calls += [(f"the warehouse's view {name}", lambda name=name: _status(warehouse, name))
-                  for name in config.view_names]
+        calls += [(f"the warehouse's view {name}", status) for name, status in _statuses(config, tls).items()]
     deadline = time.monotonic() + wait
     for who, call in calls:
         _answered(who, call, deadline)
@@ -155,9 +155,12 @@ def _answered(who: str, call, deadline: float):
             time.sleep(2)
 
 
-def _status(warehouse, view: str) -> pb.StatusReply:
-    """The warehouse's status of its view `view` (warehouse.view_group)."""
-    return warehouse.Status(pb.StatusRequest(), timeout=10, metadata=((VIEW_METADATA, view),))
+def _statuses(config: RunConfig, tls) -> dict[str, Callable[[], pb.StatusReply]]:
+    """Each view's Status call (warehouse.view_group), at the warehouse that keeps it, by view."""
+    stubs = {w: rpc.WarehouseStub(client_channel(config.address_of(w), tls)) for w in config.warehouse_names}
+    return {v.name: functools.partial(stubs[w].Status, pb.StatusRequest(), timeout=10,
+                                      metadata=((VIEW_METADATA, v.name),))
+            for w in config.warehouse_names for v in config.kept_by(w)}
 
 
 def _current_rows(config: RunConfig, sources: dict, wait: float) -> dict[str, list[tuple]]:
@@ -176,12 +179,12 @@ def _wait_until_applied(config: RunConfig, sources: dict, settle: float, tls) ->
     """Whether the warehouse came to reflect every commit at the sources; None with no warehouse address."""
     if not config.warehouse_address:
         return None
-    warehouse = rpc.WarehouseStub(client_channel(config.warehouse_address, tls))
+    statuses = _statuses(config, tls)
     deadline = time.monotonic() + settle
     while time.monotonic() < deadline:
         try:
             target = {s: stub.Health(pb.HealthRequest(), timeout=10).dsv for s, stub in sources.items()}
-            applied = [_status(warehouse, name).applied_dsv for name in config.view_names]
+            applied = [status().applied_dsv for status in statuses.values()]
             if all(a.get(s, 0) >= d for a in applied for s, d in target.items()):
                 return True
         except grpc.RpcError:

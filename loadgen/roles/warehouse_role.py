@@ -11,7 +11,11 @@ rounds (each round's view evaluation is a Spark job on the warehouse's Spark).
 
 With `views` in the run configuration, the warehouse keeps those views too (warehouse.view_group),
 each by its algorithm, its Delta tables under <data>/views/<name>; a reader names the one it reads
-in the `fedlab-view` gRPC metadata.
+in the `fedlab-view` gRPC metadata. With `warehouses`, the views that name another warehouse are
+kept by that one: `fedlab warehouse --name NAME` keeps the views naming NAME and, before it first
+reads the sources, subscribes to them by NAME (the Source.Subscribe call) with its address from
+the config, so that the sources send it every notification from its snapshots on. Only the first
+warehouse (`warehouse`, the default --name) writes the run file; it names every warehouse's views.
 
 The warehouse's history goes to <run dir>/warehouse/history (another view's to <run dir>/<name>/history),
 and the run file (loadgen.live.runfile) to the run directory, so that `fedlab check RUN_DIR` finds
@@ -27,6 +31,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from fedmodel.errors import ModelError
@@ -50,6 +55,9 @@ _RETRY = 2.0   # seconds between attempts to reach the sources for the first mat
 
 def add_arguments(parser) -> None:
     parser.add_argument("--config", required=True, metavar="FILE", help="run configuration (run.yaml)")
+    parser.add_argument("--name", default=DEFAULT_SUBSCRIBER,
+                        help=f"which of the config's warehouses this is (default {DEFAULT_SUBSCRIBER!r}, the first): "
+                             f"it keeps the views that name it, subscribed to the sources by this name")
     parser.add_argument("--port", type=int, default=50052, help="gRPC port (default 50052; 0: a free one)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0 in a pod, else 127.0.0.1)")
     parser.add_argument("--data", metavar="DIR|URI", help="where the Delta tables live (default: the config's warehouse.data)")
@@ -70,13 +78,18 @@ def main(args) -> int:
             raise RoleError("no --data and no warehouse.data in the config: where do the Delta tables go?")
         if args.faults_file:
             FaultsFile(args.faults_file).read()
-        kept = [(DEFAULT_SUBSCRIBER, config.view, config.algorithm),
-                *((v.name, v.view, v.algorithm) for v in config.more_views)]
-        settings = {name: warehouse_settings(args, algorithm, view.join) for name, view, algorithm in kept}
+        if args.name not in config.warehouse_names:
+            raise RoleError(f"--name {args.name}: the config has no warehouse of that name "
+                            f"(it has {', '.join(config.warehouse_names)})")
+        kept = config.kept_by(args.name)
+        settings = {v.name: replace(warehouse_settings(args, v.algorithm, v.view.join), subscriber=args.name)
+                    for v in kept}
     except (ModelError, RoleError) as err:
         return fail("warehouse", err)
+    first = args.name == DEFAULT_SUBSCRIBER
     master = args.spark_master or config.spark_master or "local[2]"
-    write_run_file(config, data)
+    if first:
+        write_run_file(config, data)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     foreground = Foreground()
@@ -87,14 +100,15 @@ def main(args) -> int:
 
     spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master)
     try:
-        views = {name: Warehouse(config.catalog, sql, _view_data(data, name), config.addresses, spark, settings[name],
-                                 history_dir=_history(config, name), tls=tls)
-                 for name, sql in ((name, view.sql) for name, view, _ in kept)}
+        views = {v.name: Warehouse(config.catalog, v.view.sql, _view_data(data, v.name), config.addresses, spark,
+                                   settings[v.name], history_dir=_history(config, v.name), tls=tls)
+                 for v in kept}
         group = ViewGroup(views, tls)
-        if not _open(group, args.wait_sources, foreground):
+        if not _open(group, args.wait_sources, foreground, None if first else config.address_of(args.name)):
             return 1 if not foreground.stopping.is_set() else 0
         port = group.serve(args.port, args.host or default_host())
-        write_run_file(config, data, f"{args.host or default_host()}:{port}")
+        if first:
+            write_run_file(config, data, f"{args.host or default_host()}:{port}")
         shown = ", ".join(f"{name}: {w.plugin.name}, {w.status()['view_rows']} rows" for name, w in views.items())
         print(f"warehouse serving on {args.host or default_host()}:{port} ({shown}; Delta under {data})", flush=True)
         foreground.wait()
@@ -114,7 +128,8 @@ def write_run_file(config: RunConfig, data: str, address: str | None = None) -> 
     from warehouse.service import delta_dir
 
     others = {v.name: Subscriber(v.view.sql, v.algorithm, _history(config, v.name), delta_dir(_view_data(data, v.name)),
-                                 history_sql(v.view), address, DEFAULT_SUBSCRIBER)
+                                 history_sql(v.view), address if v.warehouse == DEFAULT_SUBSCRIBER
+                                 else config.address_of(v.warehouse), v.warehouse if v.warehouse != v.name else None)
               for v in config.more_views}
     RunFile(config.catalog, config.view.sql, config.algorithm, {s.name: s.db for s in config.sources},
             _history(config, DEFAULT_SUBSCRIBER), delta_dir(data), history_sql=history_sql(config.view),
@@ -135,13 +150,17 @@ def _history(config: RunConfig, name: str) -> Path | None:
     return config.run_dir / name / "history"
 
 
-def _open(group, wait: float, foreground: Foreground) -> bool:
-    """Restores the views from Delta or materialises them; retries while the sources are unreachable."""
+def _open(group, wait: float, foreground: Foreground, subscribe_at: str | None) -> bool:
+    """Subscribes the warehouse to the sources with `subscribe_at` as its address (unless None: the
+    first warehouse, which every source has), then restores the views from Delta or materialises
+    them; retries while the sources are unreachable."""
     import grpc
 
     deadline = time.monotonic() + wait
     while True:
         try:
+            if subscribe_at is not None:
+                group.subscribe(subscribe_at)
             group.open()
             return True
         except grpc.RpcError as err:
