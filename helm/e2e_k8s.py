@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """End-to-end run on the cluster of the current kube context (`make e2e-k8s`).
 
-1. Installs helm/federation with ci/e2e-values.yaml (two sources, a 90 s load, chaos deleting
-   source pods and the warehouse pod and injecting message faults) and mutual TLS on, with
+1. Installs helm/federation with ci/e2e-values.yaml (two sources, two warehouses keeping a view
+   each, a 90 s load, chaos deleting source pods and both warehouse pods and injecting message
+   faults) and mutual TLS on, with
    `--wait`, then waits for the load Job and the chaos Job to succeed.
 2. Checks what the chart promises on the running release (helm/e2e_cluster.py): non-root and
    read-only root filesystems in every pod, the chaos ServiceAccount's rights, the NetworkPolicies
-   (a probe pod without the right labels cannot reach a source), and that the warehouse pod chaos
-   deleted came back from its Delta tables.
+   (a probe pod without the right labels cannot reach a source), and that each warehouse pod
+   chaos deleted came back from its Delta tables.
 3. `helm test`: the checker over the sources' History RPC; its verdict must be complete with
    nothing lost or doubled. Prints the run's figures.
 4. `helm upgrade` with another load rate: a second load Job at that rate against the same
@@ -211,22 +212,24 @@ class Run:
         self.check_warehouse_resumed()
 
     def check_warehouse_resumed(self) -> None:
-        """Chaos deleted the warehouse pod (its Job's JSON events say so): the pod now running
-        restored the view from its Delta tables."""
-        pod = f"{self.fullname}-warehouse-0"
+        """Chaos deleted every warehouse's pod (its Job's JSON events say so): each pod now running
+        restored its views from their Delta tables."""
+        pods = [f"{self.fullname}-warehouse-0",
+                *(f"{self.fullname}-wh-{w['name']}-0" for w in self.values.get("warehouses", []))]
         events = [json.loads(line) for line in self.kube.logs(f"job/{self.fullname}-chaos").splitlines()
                   if line.startswith("{")]
         kills = {victim: event["results"][victim] for event in events if event.get("action") == "kill"
                  for victim in event["victims"]}
         self.figures["chaos"] = ", ".join(f"{victim} {outcome}" for victim, outcome in sorted(kills.items()))
-        if kills.get(pod) != "deleted":
-            raise E2EFailure(f"the chaos Job did not delete {pod} (its kills: {self.figures['chaos'] or 'none'})")
-        restored = re.search(r"restored from Delta: (\d+) view rows, (\d+) notifications to re-apply",
-                             self.kube.logs(pod))
-        if restored is None:
-            raise E2EFailure(f"{pod} did not log 'restored from Delta' after chaos deleted it")
-        self.figures["warehouse restart"] = f"restored {restored.group(1)} view rows from Delta"
-        log(f"warehouse pod deleted by chaos came back: {restored.group(0)}")
+        for pod in pods:
+            if kills.get(pod) != "deleted":
+                raise E2EFailure(f"the chaos Job did not delete {pod} (its kills: {self.figures['chaos'] or 'none'})")
+            restored = re.search(r"restored from Delta: (\d+) view rows, (\d+) notifications to re-apply",
+                                 self.kube.logs(pod))
+            if restored is None:
+                raise E2EFailure(f"{pod} did not log 'restored from Delta' after chaos deleted it")
+            self.figures[f"restart of {pod}"] = f"restored {restored.group(1)} view rows from Delta"
+            log(f"warehouse pod {pod} deleted by chaos came back: {restored.group(0)}")
 
     def helm_test(self, when: str) -> dict:
         proc = self.helm_cmd("test", self.args.release, "--namespace", self.kube.namespace, "--logs",

@@ -167,6 +167,9 @@ def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
     (["sources[0].postgres.dsn=dbname=x password=secret"], "/sources/0/postgres/dsn"),
     (["views[0].name=warehouse", "views[0].view=SELECT 1"], "/views/0/name"),
     (["views[0].name=big"], "/views/0"),
+    (["warehouses[0].name=warehouse"], "/warehouses/0/name"),
+    (["warehouses[0].name=Wh_2"], "/warehouses/0/name"),
+    (["warehouses[0].name=wh2", "warehouses[0].port=1"], "additional properties 'port'"),
 ])
 def test_a_wrong_value_is_rejected_by_helm_naming_the_field(helm, helm_home, sets, field):
     args = ["template", "x", str(CHART)]
@@ -402,7 +405,59 @@ def test_more_views_reach_the_warehouse_through_the_run_config(rendered, tmp_pat
     config = load_config(tmp_path / "run.yaml")
     assert config.view_names == ["warehouse", "orders_by_customer"]
     assert [v.algorithm for v in config.more_views] == ["versioned"]
-    assert "views" not in yaml.safe_load(one(rendered["default"], "ConfigMap", "fedlab-config")["data"]["run.yaml"])
+    assert config.warehouse_names == ["warehouse", "wh2"]
+    assert [v.name for v in config.kept_by("wh2")] == ["orders_by_customer"]
+    assert [v.name for v in config.kept_by("warehouse")] == ["warehouse"]
+    assert config.address_of("wh2") == "fedlab-wh-wh2:50052"
+    default = yaml.safe_load(one(rendered["default"], "ConfigMap", "fedlab-config")["data"]["run.yaml"])
+    assert "views" not in default and "warehouses" not in default
+
+
+def test_each_warehouse_is_a_statefulset_of_its_own_on_the_first_ones_volume(rendered):
+    """ci/e2e-values.yaml's second warehouse: its own pod, Service and Spark driver, `fedlab
+    warehouse --name wh2` on the first warehouse's volume (and node: ReadWriteOnce)."""
+    import argparse
+
+    from loadgen.roles import warehouse_role
+
+    docs = rendered["e2e"]
+    first, second = one(docs, "StatefulSet", "fedlab-warehouse"), one(docs, "StatefulSet", "fedlab-wh-wh2")
+    parser = argparse.ArgumentParser()
+    warehouse_role.add_arguments(parser)
+    argv = {name: parser.parse_args(command_line(pod_spec(sts)["containers"][0])[2:])
+            for name, sts in [("warehouse", first), ("wh2", second)]}
+    assert {name: a.name for name, a in argv.items()} == {"warehouse": "warehouse", "wh2": "wh2"}
+    assert argv["warehouse"].data == argv["wh2"].data == "/var/fedlab/data/warehouse"
+    assert "volumeClaimTemplates" not in second["spec"]
+    claim = {v["name"]: v for v in pod_spec(second)["volumes"]}["data"]["persistentVolumeClaim"]["claimName"]
+    assert claim == "data-fedlab-warehouse-0"
+    affinity = pod_spec(second)["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert affinity["labelSelector"]["matchLabels"] == first["spec"]["selector"]["matchLabels"]
+    assert "affinity" not in pod_spec(first)
+    # Each Service reaches its own warehouse's pod only; every warehouse pod is a `warehouse`.
+    pods = {name: pod_labels(sts) for name, sts in [("warehouse", first), ("wh2", second)]}
+    for name, service in [("warehouse", "fedlab-warehouse"), ("wh2", "fedlab-wh-wh2")]:
+        selector = one(docs, "Service", service)["spec"]["selector"].items()
+        assert [n for n, labels in pods.items() if selector <= labels.items()] == [name]
+    assert {labels["app.kubernetes.io/component"] for labels in pods.values()} == {"warehouse"}
+    prefixes = [next(e["value"] for e in pod_spec(sts)["containers"][0]["env"] if e["name"] == "PYSPARK_SUBMIT_ARGS")
+                .split("podNamePrefix=")[1].split()[0] for sts in (first, second)]
+    assert prefixes == ["fedlab-warehouse", "fedlab-wh-wh2"]   # executors' pod names never collide
+    assert pod_spec(second)["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "1536Mi"}
+
+
+@pytest.mark.parametrize("values, line", [
+    ({"views": [{"name": "v", "view": "SELECT 1", "warehouse": "wh9"}]},
+     'views: "v" names the warehouse "wh9", which is not in warehouses (warehouse)'),
+    ({"warehouses": [{"name": "wh2"}]}, 'warehouses: "wh2" keeps no view'),
+    ({"views": [{"name": "v", "view": "SELECT 1", "warehouse": "wh2"}], "warehouses": [{"name": "wh2"}, {"name": "wh2"}]},
+     'warehouses: the warehouse name "wh2" appears twice'),
+])
+def test_views_and_warehouses_that_do_not_match_are_rejected_in_one_line(helm, helm_home, tmp_path, values, line):
+    path = tmp_path / "v.yaml"
+    path.write_text(yaml.safe_dump(values))
+    proc = helm.run_helm(["template", "x", str(CHART), "-f", str(path)], helm_home, check=False)
+    assert proc.returncode != 0 and line in proc.stderr, proc.stderr
 
 
 def test_long_names_stay_within_kubernetes_limits(helm, helm_home, tmp_path):
@@ -941,7 +996,7 @@ def test_a_bad_nemesis_fails_the_render_with_one_line_naming_it(helm, helm_home,
 CLI_CONTRACT = {
     "source": {"--name", "--catalog", "--db", "--source-engine", "--prune-applied", "--home", "--port", "--warehouse",
                "--ray-address", "--ray-resource", "--faults-file", "--tls-cert", "--tls-key", "--tls-ca"},
-    "warehouse": {"--config", "--port", "--data", "--spark-master", "--faults-file",
+    "warehouse": {"--config", "--name", "--port", "--data", "--spark-master", "--faults-file",
                   "--tls-cert", "--tls-key", "--tls-ca"},
     "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
     "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--wait-ready", "--start-delay", "--duration", "--seed"},

@@ -39,7 +39,7 @@ CHART_COMMANDS = [
     "source --name s1 --catalog /etc/fedlab/config/catalog.yaml --db /var/fedlab/data/s1.sqlite --port 50051 "
     "--warehouse lab-fedlab-warehouse:50052 --ray-address lab-fedlab-ray-head:6379 --ray-resource fedlab_source_s1 "
     "--faults-file /etc/fedlab/faults/faults.json --tls-cert a --tls-key b --tls-ca c",
-    "warehouse --config /etc/fedlab/config/run.yaml --port 50052 --data s3a://bucket/delta "
+    "warehouse --config /etc/fedlab/config/run.yaml --name wh2 --port 50052 --data s3a://bucket/delta "
     "--spark-master k8s://https://kubernetes.default.svc:443 --faults-file /etc/fedlab/faults/faults.json "
     "--tls-cert a --tls-key b --tls-ca c",
     "load --config /etc/fedlab/config/run.yaml --duration 120s --rate 20 --tls-cert a --tls-key b --tls-ca c",

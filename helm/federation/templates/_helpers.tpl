@@ -48,6 +48,23 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{- define "fedlab.warehouseName" -}}{{ include "fedlab.fullname" . }}-warehouse{{- end -}}
+
+{{/* The name of one warehouse's StatefulSet and Service: (dict "ctx" $ "name" "wh2"); the first's,
+named "warehouse", is fedlab.warehouseName. */}}
+{{- define "fedlab.warehouseNameOf" -}}
+{{- if eq .name "warehouse" }}{{ include "fedlab.warehouseName" .ctx }}{{ else }}{{ include "fedlab.fullname" .ctx }}-wh-{{ .name }}{{ end -}}
+{{- end -}}
+
+{{/* Labels and selector of one warehouse's pods: (dict "ctx" $ "component" "warehouse" "warehouse" "wh2") */}}
+{{- define "fedlab.warehouseLabels" -}}
+{{ include "fedlab.componentLabels" . }}
+fedlab.io/warehouse: {{ .warehouse }}
+{{- end -}}
+
+{{- define "fedlab.warehouseSelector" -}}
+{{ include "fedlab.componentSelector" . }}
+fedlab.io/warehouse: {{ .warehouse }}
+{{- end -}}
 {{- define "fedlab.warehouseAddress" -}}{{ include "fedlab.warehouseName" . }}:{{ .Values.warehouse.port }}{{- end -}}
 {{- define "fedlab.warehouseDataClaim" -}}data-{{ include "fedlab.warehouseName" . }}-0{{- end -}}
 {{- define "fedlab.rayHeadName" -}}{{ include "fedlab.fullname" . }}-ray-head{{- end -}}
@@ -172,17 +189,17 @@ volume's access modes allow ReadWriteMany.
 {{- if not (has "ReadWriteMany" .Values.warehouse.storage.accessModes) }}true{{- end -}}
 {{- end -}}
 
-{{/* A required pod affinity to the warehouse's node (for pods mounting its ReadWriteOnce volume). */}}
+{{/* A required pod affinity to the first warehouse's node (for pods mounting its ReadWriteOnce volume). */}}
 {{- define "fedlab.warehouseAffinity" -}}
 podAffinity:
   requiredDuringSchedulingIgnoredDuringExecution:
     - topologyKey: kubernetes.io/hostname
       labelSelector:
         matchLabels:
-          {{- include "fedlab.componentSelector" (dict "ctx" . "component" "warehouse") | nindent 10 }}
+          {{- include "fedlab.warehouseSelector" (dict "ctx" . "component" "warehouse" "warehouse" "warehouse") | nindent 10 }}
 {{- end -}}
 
-{{/* The volume with the run directory (the warehouse's claim). */}}
+{{/* The volume with the run directory (the first warehouse's claim; the others keep theirs there too). */}}
 {{- define "fedlab.dataVolume" -}}
 - name: data
   persistentVolumeClaim:
@@ -197,6 +214,26 @@ podAffinity:
 {{- fail (printf "sources: the source name %q appears twice" .name) -}}
 {{- end -}}
 {{- $names = append $names .name -}}
+{{- end -}}
+{{- $warehouses := list "warehouse" -}}
+{{- range .Values.warehouses -}}
+{{- if has .name $warehouses -}}
+{{- fail (printf "warehouses: the warehouse name %q appears twice (the first warehouse is \"warehouse\")" .name) -}}
+{{- end -}}
+{{- $warehouses = append $warehouses .name -}}
+{{- end -}}
+{{- $keeping := list "warehouse" -}}
+{{- range .Values.views -}}
+{{- $at := default "warehouse" .warehouse -}}
+{{- if not (has $at $warehouses) -}}
+{{- fail (printf "views: %q names the warehouse %q, which is not in warehouses (%s)" .name $at (join ", " $warehouses)) -}}
+{{- end -}}
+{{- $keeping = append $keeping $at -}}
+{{- end -}}
+{{- range .Values.warehouses -}}
+{{- if not (has .name $keeping) -}}
+{{- fail (printf "warehouses: %q keeps no view (name it in a view's warehouse)" .name) -}}
+{{- end -}}
 {{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.secretName: must name a Secret (tls.crt, tls.key, ca.crt) when tls.enabled is true" -}}
