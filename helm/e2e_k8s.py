@@ -176,7 +176,9 @@ class Run:
     def tls_values(self) -> list[str]:
         self.kube.run("delete", "secret", TLS_SECRET, "--ignore-not-found", check=False, quiet=True)
         services = [f"{self.fullname}-src-{s['name']}" for s in self.values["sources"]]
-        services += [f"{self.fullname}-warehouse", f"{self.fullname}-warehouse-headless"]
+        for warehouse in [f"{self.fullname}-warehouse", *(f"{self.fullname}-wh-{w['name']}"
+                                                          for w in self.values.get("warehouses", []))]:
+            services += [warehouse, f"{warehouse}-headless"]
         hosts = [h for s in services for h in (s, f"{s}.{self.kube.namespace}", f"{s}.{self.kube.namespace}.svc")]
         cluster.create_tls_secret(self.kube, TLS_SECRET, hosts + ["localhost", "127.0.0.1"], self.home / "tls")
         return ["--set", "tls.enabled=true", "--set", f"tls.secretName={TLS_SECRET}"]

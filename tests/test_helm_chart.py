@@ -642,7 +642,8 @@ def test_tls_certs_for_the_charts_services_pass_mutual_tls_at_every_address_peer
     from loadgen.cli import main
 
     run = yaml.safe_load(one(rendered["tls"], "ConfigMap", "fedlab-config")["data"]["run.yaml"])
-    hosts = [a.rpartition(":")[0] for a in [run["warehouse"]["address"], *(s["address"] for s in run["sources"])]]
+    hosts = [a.rpartition(":")[0] for a in [run["warehouse"]["address"], *(s["address"] for s in run["sources"]),
+                                            *(w["address"] for w in run.get("warehouses", []))]]
     assert main(["tls-certs", str(tmp_path), *(f for h in hosts for f in ("--host", h))]) == 0
     tls = TlsFiles.load(tmp_path / "ca.crt", tmp_path / "tls.crt", tmp_path / "tls.key")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
