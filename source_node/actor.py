@@ -5,14 +5,12 @@ after a crash. A restarted actor runs its constructor again with the original ar
 reopens its database file (SQLite, or DuckDB if told so: source_node.engines), where the
 relations, versions and unsent notifications are (the outbox is committed with the data), and
 starts a new gRPC server, whose port may differ from the old one: `address()` tells the new one.
-Settings changed at run time (the warehouse address, the other subscribers' addresses and
-relations, the fault rates) are kept in a small JSON file beside the database and applied again
-on restart, so a restarted source goes on delivering to the warehouses it was last pointed at
-(what each had not acknowledged is in the database: source_node.subscriber_outbox). A new actor
-on the same database (its Ray cluster restarted) applies the subscribers' addresses too, for each
-subscriber its store still has: they subscribed themselves (the Subscribe call), and no operator
-would tell it again. Its message log (fedmodel.message_log.source_log_path, beside the database)
-is appended to across restarts.
+Settings changed at run time (the warehouse address, the fault rates) are kept in a small JSON
+file beside the database and applied again on restart, so a restarted source goes on delivering
+to the warehouse it was last pointed at (what each subscriber had not acknowledged is in the
+database: source_node.subscriber_outbox; the other subscribers' addresses, the node keeps itself:
+source_node.subscriber_addresses). Its message log (fedmodel.message_log.source_log_path, beside
+the database) is appended to across restarts.
 
     handle = start_source_actor(catalog, "ds1", "/abs/path/ds1.sqlite", initial)
     ray.get(handle.address.remote())        # "127.0.0.1:<port>"
@@ -22,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import warnings
 from pathlib import Path
 
@@ -50,26 +47,16 @@ class SourceActor:
         its settings and message log when its database is not a file (PostgreSQL)."""
         beside = Path(db_path) if not is_dsn(db_path) else Path(home or ".") / source
         self._settings_path = Path(f"{beside}.settings.json")
-        settings = {"warehouse_address": warehouse_address, "faults": {}, "subscribers": {}}
-        saved = json.loads(self._settings_path.read_text()) if self._settings_path.exists() else {}
-        if _was_restarted():
-            settings = {**settings, **saved}
-        else:   # a new actor on an old database (its Ray cluster restarted): its subscribers, still in the store
-            settings["subscribers"] = saved.get("subscribers", {})
+        settings = {"warehouse_address": warehouse_address, "faults": {}}
+        if _was_restarted() and self._settings_path.exists():
+            settings = {**settings, **json.loads(self._settings_path.read_text())}
         self._settings = settings
-        self._saving = threading.Lock()
         self._save_settings()
         self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
                                warehouse_address=settings["warehouse_address"],
                                faults=FaultInjector(**settings["faults"]), host=host, port=port, tls=tls,
                                engine=engine, probes=probes or (), message_log=source_log_path(beside),
                                prune_applied=prune_applied, log_retention=log_retention)
-        for name, sub in list(settings["subscribers"].items()):
-            if self.node.store.has_subscriber(name):
-                self.node.subscribe(name, sub["address"], sub["relations"])
-            else:   # removed meanwhile, or a new database
-                del settings["subscribers"][name]
-        self.node.on_subscribe = self._remember   # those made through the Subscribe call too
         self.node.start()
 
     def address(self) -> str:
@@ -86,15 +73,9 @@ class SourceActor:
         """Another warehouse subscribes (source_node.node.SourceNode.subscribe), kept across restarts."""
         self.node.subscribe(name, address, relations)
 
-    def _remember(self, name: str, address: str | None, relations: list[str] | None) -> None:
-        self._settings["subscribers"][name] = {"address": address, "relations": relations}
-        self._save_settings()
-
     def unsubscribe(self, name: str) -> None:
         """Removes a subscriber and releases what was kept for it."""
         self.node.unsubscribe(name)
-        self._settings["subscribers"].pop(name, None)
-        self._save_settings()
 
     def set_faults(self, **rates: float) -> dict:
         """Changes fault rates at run time (source_node.faults.FaultInjector.configure); returns those in force."""
@@ -116,10 +97,9 @@ class SourceActor:
         self.node.stop()
 
     def _save_settings(self) -> None:
-        with self._saving:   # the actor's calls and the server's Subscribe calls come on other threads
-            tmp = self._settings_path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self._settings))
-            os.replace(tmp, self._settings_path)
+        tmp = self._settings_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._settings))
+        os.replace(tmp, self._settings_path)
 
 
 def _was_restarted() -> bool:

@@ -12,7 +12,8 @@ one directly:
 It serves any number of warehouses, each a subscriber (source_node.subscriptions) with its own
 sender: `set_warehouse` points the default subscriber's, `subscribe` adds another (or points
 it elsewhere; a warehouse also subscribes itself through the Subscribe call), `unsubscribe`
-removes one and releases what was kept for it.
+removes one and releases what was kept for it. The others' addresses outlive the node
+(source_node.subscriber_addresses): a node opening the same database sends to them again.
 
 The store is SQLite unless `engine` says "duckdb" or "postgres" (source_node.engines; for
 PostgreSQL `db_path` is a connection string). Its message log (fedmodel.message_log) is
@@ -33,6 +34,7 @@ from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
 from source_node.faults import FaultInjector
 from source_node.sender import NotificationSender, wake_all
 from source_node.server import SourceServicer, serve
+from source_node.subscriber_addresses import SubscriberAddresses, beside_message_log
 from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 
@@ -61,11 +63,14 @@ class SourceNode:
         self.resend_interval = resend_interval
         self.senders: dict[str, NotificationSender] = {}   # by subscriber, shared with the servicer
         self._started = False
-        # Told of every subscription, with subscribe's arguments, once it is made (the Ray actor
-        # keeps the addresses across its restarts: source_node.actor).
-        self.on_subscribe = None
+        self.addresses = SubscriberAddresses(beside_message_log(self.messages.path))
         if self.store.has_subscriber(DEFAULT_SUBSCRIBER):   # unless removed in an earlier life
             self._add_sender(DEFAULT_SUBSCRIBER, warehouse_address)
+        for name, address in list(self.addresses.addresses.items()):   # the others, from an earlier life
+            if self.store.has_subscriber(name):
+                self._add_sender(name, address)
+            else:   # a new database
+                self.addresses.forget(name)
         self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
 
@@ -102,12 +107,12 @@ class SourceNode:
         (source_node.subscriber_outbox.subscribe); one subscribed already is pointed at `address`
         and keeps what it had not acknowledged. ModelError (one line) for a relation not owned."""
         self.store.subscribe(name, relations)
+        if name != DEFAULT_SUBSCRIBER:   # its operator names it at every start
+            self.addresses.remember(name, address)
         if name in self.senders:
             self.senders[name].set_warehouse(address)
         else:
             self._add_sender(name, address)
-        if self.on_subscribe is not None:
-            self.on_subscribe(name, address, None if relations is None else list(relations))
 
     def unsubscribe(self, name: str) -> None:
         """Removes the subscriber `name`: its sender stops, what was kept for it is released."""
@@ -115,6 +120,7 @@ class SourceNode:
         if sender is not None:
             sender.stop()
         self.store.unsubscribe(name)
+        self.addresses.forget(name)
 
     def wake(self) -> None:
         """A transaction committed: every sender sends it now."""

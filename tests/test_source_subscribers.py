@@ -115,3 +115,30 @@ def test_a_removed_default_subscriber_stays_removed_after_a_restart_until_a_ware
     finally:
         node.stop()
         warehouse.stop()
+
+
+def test_a_warehouse_that_subscribed_itself_is_sent_to_again_by_the_restarted_node(tmp_path):
+    """Through the Subscribe call, as a joining warehouse does: the node opened again on the same
+    database sends to it at its address, though nobody tells it; one removed is forgotten."""
+    first, second = FakeWarehouse(), FakeWarehouse()
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=first.address)
+    node.start()
+    try:
+        with client_channel(node.address, None) as channel:
+            rpc.SourceStub(channel).Subscribe(pb.SubscribeRequest(name="w2", address=second.address, relations=["S"]),
+                                              timeout=10)
+        commit(node, 0)
+        assert second.wait_for("ds1", 1) == [2]
+        node.stop()
+        node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", warehouse_address=first.address)
+        node.start()
+        commit(node, 1)
+        assert second.wait_for("ds1", 2)[-1] == 3, "w2 is sent to at the address it subscribed with"
+        node.unsubscribe("w2")
+        node.stop()
+        node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", warehouse_address=first.address)
+        assert set(node.senders) == {"warehouse"}
+    finally:
+        node.stop()
+        first.stop()
+        second.stop()

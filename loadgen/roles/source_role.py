@@ -11,11 +11,6 @@ actor within a few), or at once when the actor does not answer and this containe
 restarts the container. SIGTERM leaves the detached actor
 to Ray: its node's lifetime is its own.
 
-A warehouse other than the first subscribes itself (the Subscribe call). The actor keeps where
-it is across its restarts; a node run in this process without Ray keeps the subscription in its
-database but not the address: after a restart it holds that warehouse's notifications until the
-warehouse subscribes again, which it does whenever it starts.
-
 The relations come from --catalog (catalog.yaml); a new database file starts empty, or with
 --initial rows ({relation: [[...], ...]}, JSON or YAML). --faults-file rates are applied at once
 and again whenever the file changes. --tls-cert, --tls-key and --tls-ca (all three or none) put its
