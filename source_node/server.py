@@ -55,9 +55,12 @@ from source_node.sender import NotificationSender, wake_all
 from source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
-# The server's threads: each warehouse's Query stream holds one while it is open (and a reader
-# thread beside it once it has delayed copies to send), the load's commits and the rest take others.
-WORKERS = 16
+# The server's threads, at most: each view's Query stream holds one while it is open (and a
+# reader thread beside it once it has delayed copies to send), each client's Commits stream
+# another, and the other calls the rest. The pool starts a thread only when no idle one is left,
+# so the bound costs nothing until that many calls are open at once; with 16, sixteen views over
+# a source left it no thread for a commit or a health check.
+WORKERS = 256
 
 Subscribe = Callable[[str, "str | None", "list[str] | None"], None]
 

@@ -144,6 +144,31 @@ def test_query_answers_every_subquery_of_the_batch(node, stub):
     assert answers[0].rows_of("S").rows == (("a", 1.5),)
 
 
+def test_open_query_streams_of_many_views_leave_the_source_free_for_its_other_calls(node, stub):
+    """Each view keeping a Query stream open to the source holds one of its server threads for
+    the stream's life (gRPC's thread per stream): forty of them, as forty views over it would, and
+    the source still commits and answers."""
+    hold = threading.Event()
+
+    def idle_requests():
+        hold.wait()
+        return
+        yield
+
+    streams = [stub.Query(idle_requests()) for _ in range(40)]
+    try:
+        sq = Subquery("q1", "ds1", (SubqueryRelation("S", None, (), ()),), ())
+        time.sleep(1)   # every stream has taken its thread
+        assert stub.Health(pb.HealthRequest(), timeout=10).dsv == 1
+        assert commit(stub, "t1", inserts={"S": [("d", 1.0)]}).dsv == 2
+        replies = list(stub.Query(iter([pb.SubqueryBatch(subqueries=[to_pb(sq, CATALOG)])]), timeout=10))
+        assert from_pb(replies[0].answers[0], CATALOG) == node.store.answer(sq)
+    finally:
+        hold.set()
+        for stream in streams:
+            assert list(stream) == []
+
+
 def test_snapshot_streams_relations_at_one_state(stub):
     commit(stub, "t1", deletes={"S": [("c",)]})
     assert snapshot(stub) == {"R": (1, [(1, "a", "2020-01-01"), (2, "b", None)]), "S": (2, [("a", 1.5)])}
