@@ -163,12 +163,14 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
         procs.procs["warehouse"].kill()                     # SIGKILL: no last batch, no goodbye
         procs.procs.pop("warehouse").wait()
         commit(50)                                          # the sources keep committing meanwhile
+        # The second warehouse serves once it has materialised its view: what follows reaches it
+        # as notifications (on a loaded machine its Spark may start after all of the above).
+        wait_for("the second warehouse did not come up", lambda: status("apart"), START_TIMEOUT, procs)
         started = time.monotonic()
         procs.start("warehouse", *warehouse_args)
         commit(100, pause=0.02)                             # and while it restores from Delta
         up = wait_for("the warehouse did not come back", status, START_TIMEOUT, procs)
         print(f"warehouse back after {time.monotonic() - started:.1f} s, {up.applied} applied")
-        wait_for("the second warehouse did not come up", lambda: status("apart"), START_TIMEOUT, procs)
 
         def caught_up():
             target = {s: stub.Health(pb.HealthRequest(), timeout=5).dsv for s, stub in sources.items()}
@@ -195,9 +197,10 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
     assert checked.returncode == 0 and list(verdicts) == ["warehouse", "again", "apart"], verdicts
     for name, verdict in verdicts.items():
         assert (verdict["level"], verdict["lost"], verdict["doubled"]) == ("complete", [], []), verdict
-        # The second warehouse is judged from the snapshot it joined at: what was committed after it.
+        # The second warehouse is judged from the snapshot it joined at: what was committed after
+        # it, the last 100 at least.
         assert verdict["transactions"] == verdict["states"] and (verdict["transactions"] == 340 if name != "apart"
-                                                                 else 0 < verdict["transactions"] < 340), verdict
+                                                                 else 100 <= verdict["transactions"] < 340), verdict
 
 
 @pytest.mark.spark
