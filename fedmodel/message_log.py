@@ -27,6 +27,7 @@ from typing import Iterable
 KINDS = ("notification", "subquery", "answer", "resend_request")
 EVENTS = ("sent", "dropped", "duplicated", "delayed", "received")
 WAREHOUSE_LOG = "messages.jsonl"   # in the warehouse's history folder
+SOURCE_LOG_SUFFIX = ".messages.jsonl"   # beside a source's database file, after its stem
 WAREHOUSE_NODE = "warehouse"       # the node a warehouse's lines name, whatever its subscriber name
 
 
@@ -35,7 +36,7 @@ def source_log_path(db_path: str | Path) -> Path | None:
     (an in-memory database keeps none)."""
     if str(db_path) == ":memory:":
         return None
-    return Path(db_path).with_suffix(".messages.jsonl")
+    return Path(db_path).with_suffix(SOURCE_LOG_SUFFIX)
 
 
 def totals(events: Iterable[dict]) -> dict[str, dict[str, int]]:

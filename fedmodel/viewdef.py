@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -238,6 +238,12 @@ class ViewDef:
 
 def _always(_row) -> bool:
     return True
+
+
+def read_at(views: Iterable[ViewDef], source: str) -> list[str]:
+    """The relations of `source` that any of `views` reads, sorted: what a warehouse keeping them
+    subscribes to there."""
+    return sorted({r for view in views for r in view.relations_read_at(source)})
 
 
 def parse_view(sql: str, catalog: Catalog) -> ViewDef:

@@ -84,7 +84,7 @@ class SourceNode:
 
     def start(self) -> int:
         """Starts the sender and the gRPC server; returns the port the server is bound to."""
-        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self.messages, self.subscribe)
+        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self.subscribe, self.messages)
         self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes, tls=self.tls)
         self._started = True
         for sender in list(self.senders.values()):

@@ -78,10 +78,9 @@ def _rejecting_bad_input(method):
 
 class SourceServicer(rpc.SourceServicer):
     def __init__(self, store, catalog: Catalog, senders: dict[str, NotificationSender], faults: FaultInjector,
-                 messages: MessageLog | None = None, subscribe: Subscribe | None = None):
+                 subscribe: Subscribe, messages: MessageLog | None = None):
         """`senders`: one per subscriber, by name (the node's, which it changes as they come and go);
-        `subscribe(name, address, relations)`: what the Subscribe call does (the node's; None: it is
-        refused)."""
+        `subscribe(name, address, relations)`: what the Subscribe call does (the node's)."""
         self.store = store
         self.subscribe = subscribe
         self.commits = CommitQueue(store)
@@ -226,8 +225,6 @@ class SourceServicer(rpc.SourceServicer):
     def Subscribe(self, request: pb.SubscribeRequest, context) -> pb.SubscribeReply:
         """A warehouse subscribes itself by its name (source_node.subscriptions), before it reads
         its snapshot; the default subscriber is every source's from its start, set by its operator."""
-        if self.subscribe is None:
-            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this source takes no subscriptions")
         if request.name in ("", DEFAULT_SUBSCRIBER):
             raise ModelError(f"subscribe: name the subscriber (not {request.name or 'nothing'!r}: "
                              f"{DEFAULT_SUBSCRIBER!r} is the source's own warehouse)")

@@ -24,14 +24,14 @@ import os
 import threading
 from pathlib import Path
 
-_LOG_SUFFIX = ".messages.jsonl"
+from fedmodel.message_log import SOURCE_LOG_SUFFIX
 
 
 def beside_message_log(message_log: Path | None) -> Path | None:
     """The file beside a source's message log (fedmodel.message_log.source_log_path); None without one."""
     if message_log is None:
         return None
-    name = message_log.name.removesuffix(_LOG_SUFFIX)
+    name = message_log.name.removesuffix(SOURCE_LOG_SUFFIX)
     return message_log.with_name(f"{name}.subscribers.json")
 
 
@@ -50,7 +50,8 @@ class SubscriberAddresses:
 
     def forget(self, name: str) -> None:
         with self._lock:
-            if self.addresses.pop(name, False) is not False:
+            if name in self.addresses:
+                del self.addresses[name]
                 self._save()
 
     def _save(self) -> None:

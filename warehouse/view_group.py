@@ -33,6 +33,7 @@ from fedio.channels import TlsFiles, add_port, new_server
 from fedmodel.codec import encode_rows
 from fedmodel.errors import ModelError
 from fedmodel.messages import VIEW_METADATA, from_pb
+from fedmodel.viewdef import read_at
 from fedmodel.wire import pb, rpc
 from warehouse.core.batches import Marks, for_every_view
 from warehouse.core.events import RefreshRequested
@@ -73,10 +74,11 @@ class ViewGroup:
         views read there, its notifications sent to `address` (None: not serving yet). Before the
         first `open`, so that the snapshots it materialises from lack nothing its notifications
         will not bring; again, harmlessly, on every start."""
+        joins = [v.view.join for v in self.views.values()]
         for source in self.first.sources:
-            relations = sorted({r for v in self.views.values() for r in v.view.join.relations_read_at(source)})
             self.first.source_stub(source).Subscribe(
-                pb.SubscribeRequest(name=self.subscriber, address=address or "", relations=relations), timeout=30)
+                pb.SubscribeRequest(name=self.subscriber, address=address or "", relations=read_at(joins, source)),
+                timeout=30)
 
     def open(self) -> None:
         """Restores each view from its Delta tables, or materialises it the first time."""

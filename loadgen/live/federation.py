@@ -24,6 +24,7 @@ from fedmodel.codec import decode_rows
 from fedmodel.errors import ModelError, first_line
 from fedmodel.messages import DEFAULT_SUBSCRIBER, VIEW_METADATA, to_pb
 from fedmodel.transactions import TransactionRequest
+from fedmodel.viewdef import read_at
 from fedmodel.wire import pb, rpc
 from loadgen.checker.pg_server import PostgresServer
 from loadgen.live.environment import stderr_to
@@ -219,8 +220,7 @@ class Federation:
     def _subscribe(self, subscriber: str, address: str | None) -> None:
         """Subscribes `subscriber` at every source for the relations its views read there."""
         joins = [parse_query(sql, self.catalog).join for _, sql in self._plans[subscriber].values()]
-        ray.get([a.subscribe.remote(subscriber, address, sorted(set().union(*(j.relations_read_at(s) for j in joins))))
-                 for s, a in self.actors.items()])
+        ray.get([a.subscribe.remote(subscriber, address, read_at(joins, s)) for s, a in self.actors.items()])
 
     def _db_path(self, source: str) -> Path | str:
         """The source's database file, or for PostgreSQL its database's connection string."""
