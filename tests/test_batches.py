@@ -6,7 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedmodel.transactions import Notification
-from warehouse.core.batches import BatchLedger
+from warehouse.core.batches import BatchLedger, Marks, for_every_view
+from warehouse.core.events import Acknowledge
+from warehouse.core.receipts import Receipts
 
 
 def note(dsv: int, source: str = "s") -> Notification:
@@ -120,3 +122,33 @@ def test_every_received_notification_and_applied_state_is_durable_once(ops):
     assert all(d in durable for d in range(1, ledger.acked("s") + 1))
     received = {dsv for op, dsv in ops if op == "receive"}
     assert received <= durable
+
+
+@given(st.lists(st.tuples(st.integers(0, 12), st.sets(st.integers(1, 20), max_size=8)), min_size=1, max_size=4),
+       st.integers(0, 20))
+def test_for_every_view_holds_a_dsv_only_where_every_view_holds_it(views, probe):
+    marks = [Marks(dsv, Acknowledge("s", dsv, tuple(sorted(d for d in beyond if d > dsv))), dsv)
+             for dsv, beyond in views]
+    combined = for_every_view(marks)
+
+    def held(m: Marks, d: int) -> bool:
+        return d <= m.reached.dsv or d in m.reached.beyond
+
+    assert held(combined, probe) == all(held(m, probe) for m in marks)
+    assert combined.acked == min(m.acked for m in marks) and combined.view_dsv == min(m.view_dsv for m in marks)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "advance"]), st.integers(1, 30)), max_size=40))
+def test_receipts_say_what_arrived_after_any_adds_and_advances(ops):
+    receipts, arrived = Receipts({"s": 0}), set()
+    for op, dsv in ops:
+        if op == "add":
+            receipts.add("s", dsv)
+            arrived.add(dsv)
+        else:
+            receipts.advance("s", dsv)
+            arrived |= set(range(1, dsv + 1))
+        contiguous = next(d for d in range(0, 32) if d + 1 not in arrived)
+        assert receipts.contiguous("s") == contiguous
+        assert receipts.beyond("s") == {d for d in arrived if d > contiguous}
+        assert receipts.highest("s") == max(arrived, default=0)

@@ -77,9 +77,13 @@ def for_every_view(marks: Sequence[Marks]) -> Marks:
     >>> for_every_view([a, b])
     Marks(acked=3, reached=Acknowledge(source='s', dsv=3, beyond=(5, 8)), view_dsv=3)
     """
-    reached = [m.reached for m in marks]
-    low = min(reached, key=lambda r: r.dsv)
-    beyond = tuple(d for d in low.beyond if all(d <= r.dsv or d in r.beyond for r in reached))
+    if len(marks) == 1:   # one view: its own marks (every Notify reply asks)
+        return marks[0]
+    reached = [(m.reached.dsv, set(m.reached.beyond)) for m in marks]
+    low = min((m.reached for m in marks), key=lambda r: r.dsv)
+    # Sets, not the tuples: under loss a source's DSVs beyond a gap run into the hundreds, and
+    # testing each against each was a quarter of the warehouse's CPU at 1,900 txn/s (its profile).
+    beyond = tuple(d for d in low.beyond if all(d <= dsv or d in others for dsv, others in reached))
     return Marks(min(m.acked for m in marks), Acknowledge(low.source, low.dsv, beyond),
                  min(m.view_dsv for m in marks))
 

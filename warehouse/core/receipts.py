@@ -36,6 +36,10 @@ class Receipts:
 
     def advance(self, source: str, dsv: int) -> None:
         """Counts every DSV of `source` up to `dsv` as arrived (a resynchronisation no longer needs them)."""
+        # Each of the core's acknowledgements comes here and most move nothing: rebuilding the set
+        # for them cost 5% of the warehouse's CPU at 1,900 txn/s (its profile).
+        if dsv <= self._contiguous.get(source, 0):
+            return
         beyond = self._beyond.setdefault(source, set())
         c = max(self._contiguous.get(source, 0), dsv)
         while c + 1 in beyond:
