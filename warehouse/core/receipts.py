@@ -41,7 +41,7 @@ class Receipts:
         if dsv <= self._contiguous.get(source, 0):
             return
         beyond = self._beyond.setdefault(source, set())
-        c = max(self._contiguous.get(source, 0), dsv)
+        c = dsv
         while c + 1 in beyond:
             c += 1
         self._beyond[source] = {d for d in beyond if d > c}
