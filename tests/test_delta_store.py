@@ -398,6 +398,23 @@ def test_a_plain_spark_reader_reads_the_appended_batches_and_their_tags(committe
     assert sorted(h[1] for h in history) == [f"fedlab-batch={b}" for b in range(4)]
 
 
+def test_opening_a_store_readies_the_journal_appender_without_writing(spark, tmp_path):
+    """The appender is made, and Jackson warmed by parsing an AddFile, when the store is
+    initialized or loaded (warehouse.store.delta_append), not by the first batch; that leaves
+    the journal's files and history as they were."""
+    root = str(tmp_path / "store")
+    first = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    first.initialize(INITIAL, state(0))
+    journal = tmp_path / "store" / "journal"
+    files = sorted(str(p.relative_to(journal)) for p in journal.rglob("*") if p.is_file())
+    reopened = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    reopened.load()
+    assert first._appender is not None and reopened._appender is not None
+    assert sorted(str(p.relative_to(journal)) for p in journal.rglob("*") if p.is_file()) == files
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{journal}`").select("version").collect()
+    assert [h[0] for h in history] == [0]
+
+
 def test_a_batch_commit_starts_no_process_in_the_jvm(spark, tmp_path):
     """Hadoop's local file system starts chmod and readlink for most files a commit writes;
     fedlab's (warehouse/jvm) does the same in-process. Flight Recorder counts the processes."""

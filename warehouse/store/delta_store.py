@@ -228,7 +228,15 @@ class DeltaViewStore:
                                                                schema=self._journal_schema()), INITIAL_BATCH)
             self._last_batch, self._last_seq, self._log_len, self._notified = INITIAL_BATCH, -1, 0, set()
             self._counts = rows
+            self._journal_appender()
             return True
+
+    def _journal_appender(self) -> DeltaAppender:
+        """The journal's appender, made once the journal exists: at initialization or recovery,
+        so that its set-up (DeltaAppender) is not paid by the first batch."""
+        if self._appender is None:
+            self._appender = DeltaAppender(self._spark, self.path("journal"))
+        return self._appender
 
     def _add_count_constraint(self) -> None:
         try:
@@ -263,6 +271,7 @@ class DeltaViewStore:
         self._notified = {(r[0], int(r[1])) for r in self._journal(_NOTIFICATION).select("source", "dsv").collect()}
         self._counts = self.read_view()
         self._last_batch = int(committed)
+        self._journal_appender()
         return json_text.loads(state)
 
     # ------------------------------------------------------------------ commit
@@ -299,9 +308,7 @@ class DeltaViewStore:
                        *(_notification_row(batch_id, n) for n in fresh.values()),
                        _state_row(batch_id, version_state)]
             try:
-                if self._appender is None:
-                    self._appender = DeltaAppender(self._spark, self.path("journal"))
-                self._appender.append(self._journal_table(records, batch_id, net, timed), f"{_TAG}{batch_id}")
+                self._journal_appender().append(self._journal_table(records, batch_id, net, timed), f"{_TAG}{batch_id}")
             except Exception:
                 self._last_batch = None
                 raise
