@@ -1,8 +1,8 @@
 """A smoothed round-trip time, and the wait before a copy goes again that follows from it.
 
 As TCP's retransmission timer (RFC 6298): each sample moves the estimate an eighth of the way,
-and a message waits for four smoothed round trips, or the configured floor if that is longer, so
-that retries follow the load instead of multiplying it. Karn's rule is the caller's: it samples
+and a message waits for four smoothed round trips (or as many as its user sets), or the
+configured floor if that is longer, so that retries follow the load instead of multiplying it. Karn's rule is the caller's: it samples
 only exchanges whose reply cannot answer an earlier copy; and, as Karn's algorithm, every round
 of timeouts doubles the wait until a sample arrives again. Without that doubling, replies slower
 than the wait are never sampled (each one answers a retried message) and the retries feed on
@@ -23,8 +23,9 @@ MAX_BACKOFF = 64
 
 
 class RoundTrip:
-    def __init__(self, floor: float):
+    def __init__(self, floor: float, round_trips: float = 4):
         self.floor = floor            # the configured wait: never less
+        self.round_trips = round_trips   # how many smoothed round trips a message waits (TCP: 4)
         self.smoothed: float | None = None
         self.backoff = 1
         self._doubled_at: float | None = None
@@ -44,4 +45,4 @@ class RoundTrip:
 
     def timeout(self) -> float:
         """How long a message waits for its reply before a copy goes again."""
-        return max(self.floor, 4 * (self.smoothed or 0.0)) * self.backoff
+        return max(self.floor, self.round_trips * (self.smoothed or 0.0)) * self.backoff

@@ -199,10 +199,11 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     assert asked(11.3) == [RequestResend("ds1", 2, 6)]
 
 
-def test_a_gap_is_asked_for_again_after_four_round_trips_of_the_asks_not_a_fixed_timeout():
+def test_a_gap_is_asked_for_again_after_round_trips_of_the_asks_not_a_fixed_timeout():
     """The resend's round trip is sampled from an ask to the notification it brought (Karn's
     rule: gaps asked for once; fedmodel.round_trip): resent copies that take 0.5 s stretch the
-    0.25 s floor to 2 s, so a slow resend path is not asked twice for everything."""
+    0.25 s floor to RESEND_ROUND_TRIPS (1.5) of them, 0.75 s, so a slow resend path is not asked
+    twice for everything."""
     from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
     from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
@@ -221,8 +222,8 @@ def test_a_gap_is_asked_for_again_after_four_round_trips_of_the_asks_not_a_fixed
     arrive(2, 0.6)                            # the resent copy: a round trip of 0.5 s
     arrive(5, 1.0)
     assert asked(1.0) == [] and asked(1.1) == [(4, 4)]
-    assert asked(1.4) == [] and asked(3.05) == []        # four round trips: 2 s, not the 0.25 s floor
-    assert asked(3.1) == [(4, 4)]
+    assert asked(1.4) == [] and asked(1.8) == []         # 1.5 round trips: 0.75 s, not the 0.25 s floor
+    assert asked(1.85) == [(4, 4)]
 
 
 def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_opening():

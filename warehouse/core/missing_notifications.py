@@ -11,9 +11,10 @@ notifications received after a gap do not travel again. Sze-Ling maintenance and
 
 How long a gap asked for waits before it is asked for again follows the round trip of the asks
 (fedmodel.round_trip, TCP's timer): from a request to the arrival of the notification it brought,
-sampled for gaps asked for once (Karn's rule), four smoothed round trips or `resend_timeout` if
-that is longer, doubled for every round that asked again until a sample comes. So a resent copy
-lost again costs a few round trips of the resend path, not a fixed timeout.
+sampled for gaps asked for once (Karn's rule), RESEND_ROUND_TRIPS smoothed round trips (1.5:
+warehouse.core.timings says why not TCP's four) or `resend_timeout` if that is longer, doubled
+for every round that asked again until a sample comes. So a resent copy lost again costs a round
+trip or two of the resend path, not a fixed timeout.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from fedmodel.round_trip import RoundTrip
 from warehouse.core.events import RequestResend
 from warehouse.core.notification_log import NotificationLog
+from warehouse.core.timings import RESEND_ROUND_TRIPS
 
 
 class MissingNotifications:
@@ -29,7 +31,7 @@ class MissingNotifications:
         self.reorder_allowance = reorder_allowance
         # source -> {missing DSV: (the tick that first found it missing, when last asked for, how often)}
         self._gaps: dict[str, dict[int, tuple[float, float, int]]] = {}
-        self.round_trip = RoundTrip(resend_timeout)   # from a resend request to the notification it brought
+        self.round_trip = RoundTrip(resend_timeout, RESEND_ROUND_TRIPS)   # from a resend request to the notification it brought
         # The latest DSV each source answered at: past the notifications received, one is
         # probably lost, whether or not the answer waits for it.
         self._answered_at: dict[str, int] = {}
