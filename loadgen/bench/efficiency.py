@@ -6,7 +6,8 @@ and say what the others need:
 - a Delta batch: its JVM CPU (mean) and its commit's wall time (p50);
 - CPU per committed transaction over every process, at 100 and at 500 txn/s offered;
 - freshness: at 100 txn/s without faults, staleness to Delta; at 100 txn/s with the default
-  faults, staleness to the core's view; at 500 with them, staleness to Delta (a performance target of loadgen.bench.targets too);
+  faults, staleness to the core's view, beside the floor those faults alone force
+  (loadgen.bench.chaos_floor); at 500 with them, staleness to Delta (a performance target of loadgen.bench.targets too);
 - steadiness: with `--repeat`, how many trials' ramps ended at the same step.
 A target missed says by how much and, from the run's own figures, what the CPU went to.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from loadgen.bench.chaos_floor import staleness_floor
 from loadgen.bench.profile import JVM_BATCH_CPU
 from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
 
@@ -90,7 +92,7 @@ def _cpu(runs: list[dict], rate: float, target: float) -> dict:
 
 
 def _fresh(runs: list[dict], rate: float, chaos: str, to: str, percentile: str, target: float) -> dict:
-    faults = "without faults" if chaos == "none" else "with 5% of notifications dropped and 10% reordered"
+    faults = "without faults" if chaos == "none" else "with 5% of notifications lost and each delayed 0.1 s on average"
     entry = {"name": f"staleness {percentile} to {to} at {rate:g} txn/s {faults}", "target": f"<= {target:g} ms"}
     run = _first(runs, rate, chaos)
     if run is None:
@@ -100,8 +102,28 @@ def _fresh(runs: list[dict], rate: float, chaos: str, to: str, percentile: str, 
     ms = figures.get(percentile)
     parts = (run.get("staleness_parts") or {}).get("parts_ms", {})
     why = "; ".join(f"{name} {p.get(percentile):g} ms" for name, p in parts.items() if p.get(percentile) is not None)
-    return _judged(entry, ms, target, f"{ms:g} ms" if ms is not None else "not measured",
-                   f"its parts' {percentile}s: {why}" if why else None)
+    floor = _faults_floor(run, percentile) if to == "the core's view" else None
+    measured = "not measured" if ms is None else f"{ms:g} ms" + (
+        "" if floor is None else f" (the faults alone force {floor:g} ms under the resend rule: loadgen.bench.chaos_floor)")
+    judged = _judged(entry, ms, target, measured, f"its parts' {percentile}s: {why}" if why else None)
+    if floor is not None and floor > target and "shortfall" in judged:
+        judged["shortfall"] += f"; out of reach under these faults, which alone force {floor:g} ms"
+    return judged
+
+
+def _faults_floor(run: dict, percentile: str) -> float | None:
+    """The staleness the run's notification faults alone force (loadgen.bench.chaos_floor), at
+    each source's share of the commits; None for a run without faults or without its commits."""
+    faults = run.get("faults") or {}
+    drop = faults.get("notification_drop", faults.get("drop", 0.0))
+    delay = faults.get("notification_delay_mean", faults.get("delay_mean", 0.0))
+    commits = {name[len("commit at "):]: p.get("transactions", p["calls"])
+               for name, p in (run.get("profile") or {}).get("parts", {}).items() if name.startswith("commit at ")}
+    total = sum(commits.values())
+    if not (drop or delay) or not total or not run.get("rate_achieved"):
+        return None
+    rates = {source: run["rate_achieved"] * n / total for source, n in commits.items()}
+    return staleness_floor(rates, drop, delay)[percentile]
 
 
 def _steady(runs: list[dict]) -> dict:
