@@ -2,14 +2,14 @@
 
 As TCP's retransmission timer (RFC 6298): each sample moves the estimate an eighth of the way,
 and a message waits for four smoothed round trips (or as many as its user sets), or the
-configured floor if that is longer, so that retries follow the load instead of multiplying it. Karn's rule is the caller's: it samples
-only exchanges whose reply cannot answer an earlier copy; and, as Karn's algorithm, every round
-of timeouts doubles the wait until a sample arrives again. Without that doubling, replies slower
-than the wait are never sampled (each one answers a retried message) and the retries feed on
-themselves: a bench on the Q5-like view made 106,959 sub-query retries for 9,036 transactions
-and never caught up. Both ends use it: the warehouse core for sub-queries
-(warehouse.core.sze_ling.maintenance) and for lost notifications (warehouse.core.missing_notifications),
-the source for notifications (source_node.resend_policy).
+configured floor if that is longer, so that retries follow the load instead of multiplying it.
+Karn's rule is the caller's: it samples only exchanges whose reply cannot answer an earlier
+copy; and, as Karn's algorithm, every round of timeouts doubles the wait until a sample arrives
+again. Without that doubling, replies slower than the wait are never sampled (each one answers a
+retried message) and the retries feed on themselves: a bench on the Q5-like view made 106,959
+sub-query retries for 9,036 transactions and never caught up. Both ends use it: the warehouse
+core for sub-queries (warehouse.core.sze_ling.maintenance) and for lost notifications
+(warehouse.core.missing_notifications), the source for notifications (source_node.resend_policy).
 
 A round is one wait long. TCP has one timer per connection; here every message in flight has its
 own, and messages sent at different times run out at different times. Doubling for each of them

@@ -3,9 +3,10 @@ virtual seconds and the live warehouse's real ones alike (a command or a scenari
 
 The sub-query timeout and the resend timeout are floors: the core stretches them to what it
 measures of round trips (fedmodel.round_trip: four smoothed round trips for sub-queries,
-RESEND_ROUND_TRIPS for resends, Karn's rule for what was sent again). The reorder allowance is how long a gap in a source's DSVs may last before the
-warehouse asks for the missing notifications: a reordered one arrives within it, a lost one not.
-It is the one timing whose default differs between the worlds, below.
+RESEND_ROUND_TRIPS for resends, Karn's rule for what was sent again). The reorder allowance is
+how long a gap in a source's DSVs may last before the warehouse asks for the missing
+notifications: a reordered one arrives within it, a lost one not. It is the one timing whose
+default differs between the worlds, below.
 """
 
 QUERY_TIMEOUT = 1.5       # seconds: a sub-query unanswered this long (at least) is sent again
@@ -16,7 +17,7 @@ RESEND_TIMEOUT = 0.1      # seconds: a gap already asked for is asked for again 
 # still keeping a slow resend path from feeding on itself. Under the bench's chaos (every copy,
 # resent ones too, delayed 0.1 s on average and 5% lost) four round trips (0.44 s) were the largest
 # part of the p99: 1.5 and a 0.1 s floor took staleness to the core's view at 100 txn/s from a p99
-# of 750-895 to 629-631 ms, for 15% more resends (fedlab bench, docs/results.md, 2026-12-03).
+# of 750-895 to 629-692 ms, for 15% more resends (fedlab bench, docs/results.md, 2026-12-03).
 RESEND_ROUND_TRIPS = 1.5
 # Seconds a gap may last before it is asked for: none in the core, which asks at the first timer
 # that sees a gap, as Sze-Ling's section 5.2 does (the simulator's steps take no time, and the
