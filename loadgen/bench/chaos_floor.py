@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 from typing import Mapping
 
+from fedmodel.round_trip import RoundTrip
 from warehouse.core.timings import NETWORK_REORDER_ALLOWANCE, RESEND_ROUND_TRIPS, RESEND_TIMEOUT
 
 SIMULATED = 100_000   # transactions played over all sources: enough for a p99 steady to a few ms
@@ -35,7 +36,9 @@ def staleness_floor(commit_rates: Mapping[str, float], drop: float, delay_mean: 
     """p50 and p99 in ms of the floor over transactions committed at `commit_rates` (source ->
     transactions per second, each source's spread evenly), the sources' shares of `transactions`
     in proportion to their rates."""
-    resend_wait = max(RESEND_TIMEOUT, RESEND_ROUND_TRIPS * delay_mean)
+    rule = RoundTrip(RESEND_TIMEOUT, RESEND_ROUND_TRIPS)   # the warehouse's (warehouse.core.missing_notifications)
+    rule.sample(delay_mean)
+    resend_wait = rule.timeout()
     total = sum(commit_rates.values())
     floors: list[float] = []
     for source, rate in sorted(commit_rates.items()):

@@ -19,6 +19,7 @@ from collections import Counter
 from loadgen.bench.chaos_floor import staleness_floor
 from loadgen.bench.profile import JVM_BATCH_CPU
 from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
+from source_node.faults import FaultInjector
 
 DEFAULT_FAULTS = "notification_drop=0.05,notification_reorder=0.1"
 IDLE_SHARE = 0.05            # of one core, every process of an idle federation
@@ -114,9 +115,8 @@ def _fresh(runs: list[dict], rate: float, chaos: str, to: str, percentile: str, 
 def _faults_floor(run: dict, percentile: str) -> float | None:
     """The staleness the run's notification faults alone force (loadgen.bench.chaos_floor), at
     each source's share of the commits; None for a run without faults or without its commits."""
-    faults = run.get("faults") or {}
-    drop = faults.get("notification_drop", faults.get("drop", 0.0))
-    delay = faults.get("notification_delay_mean", faults.get("delay_mean", 0.0))
+    rates = FaultInjector(**(run.get("faults") or {})).rates()["notification"]   # as the sources read them
+    drop, delay = rates["drop"], rates["delay_mean"]
     commits = {name[len("commit at "):]: p.get("transactions", p["calls"])
                for name, p in (run.get("profile") or {}).get("parts", {}).items() if name.startswith("commit at ")}
     total = sum(commits.values())

@@ -42,8 +42,8 @@ class DeltaAppender:
 
     The first `Action.fromJson` of a JVM builds Jackson's deserializers for Delta's action classes:
     190 of the first append's 230 ms of JVM CPU on this 2-core machine (20 ms each after it), and
-    620 ms in a profiled bench at 100 txn/s. It is paid here, by parsing one AddFile, so that it is paid when the store
-    opens and not in the first batch, whose transactions would wait for it.
+    620 ms in a profiled bench at 100 txn/s. It is paid here, by parsing one AddFile, so that it
+    is paid when the store opens and not in the first batch, whose transactions would wait for it.
     """
 
     def __init__(self, spark, path: str):
