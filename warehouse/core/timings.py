@@ -23,6 +23,11 @@ RESEND_ROUND_TRIPS = 1.5
 # that sees a gap, as Sze-Ling's section 5.2 does (the simulator's steps take no time, and the
 # papers' examples replay step for step); a live warehouse waits NETWORK_REORDER_ALLOWANCE first,
 # since real channels reorder and asking for a reordered notification costs a resend and a copy.
+# Kept short because a delay without memory (the bench's chaos draws exponential ones) leaves a
+# late copy as far from arriving after the wait as before it: waiting only adds staleness. Halved
+# from 0.1 s, it took the p99 to the core's view from 675-689 to 522-575 ms at 100 txn/s and from
+# 990 to 781 ms at 500 under that chaos, for 50-60% more resends, 11-15% more bytes per
+# transaction and no more CPU (fedlab bench, docs/results.md, 2026-12-03, evening).
 REORDER_ALLOWANCE = 0.0
-NETWORK_REORDER_ALLOWANCE = 0.1
+NETWORK_REORDER_ALLOWANCE = 0.05
 RECOMPUTE_PERIOD = 5.0    # seconds between the rounds of periodic recomputation (warehouse.core.baselines)
