@@ -19,7 +19,7 @@ from collections import Counter
 from loadgen.bench.chaos_floor import staleness_floor
 from loadgen.bench.profile import JVM_BATCH_CPU
 from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
-from source_node.faults import FaultInjector
+from source_node.faults import FaultInjector, parse_rates
 
 DEFAULT_FAULTS = "notification_drop=0.05,notification_reorder=0.1"
 IDLE_SHARE = 0.05            # of one core, every process of an idle federation
@@ -93,7 +93,11 @@ def _cpu(runs: list[dict], rate: float, target: float) -> dict:
 
 
 def _fresh(runs: list[dict], rate: float, chaos: str, to: str, percentile: str, target: float) -> dict:
-    faults = "without faults" if chaos == "none" else "with 5% of notifications lost and each delayed 0.1 s on average"
+    if chaos == "none":
+        faults = "without faults"
+    else:
+        drop, delay = _notification_faults(parse_rates(chaos))
+        faults = f"with {drop:.0%} of notifications lost and each delayed {delay:g} s on average"
     entry = {"name": f"staleness {percentile} to {to} at {rate:g} txn/s {faults}", "target": f"<= {target:g} ms"}
     run = _first(runs, rate, chaos)
     if run is None:
@@ -115,15 +119,21 @@ def _fresh(runs: list[dict], rate: float, chaos: str, to: str, percentile: str, 
 def _faults_floor(run: dict, percentile: str) -> float | None:
     """The staleness the run's notification faults alone force (loadgen.bench.chaos_floor), at
     each source's share of the commits; None for a run without faults or without its commits."""
-    rates = FaultInjector(**(run.get("faults") or {})).rates()["notification"]   # as the sources read them
-    drop, delay = rates["drop"], rates["delay_mean"]
+    drop, delay = _notification_faults(run.get("faults") or {})
     commits = {name[len("commit at "):]: p.get("transactions", p["calls"])
                for name, p in (run.get("profile") or {}).get("parts", {}).items() if name.startswith("commit at ")}
     total = sum(commits.values())
     if not (drop or delay) or not total or not run.get("rate_achieved"):
         return None
-    rates = {source: run["rate_achieved"] * n / total for source, n in commits.items()}
-    return staleness_floor(rates, drop, delay)[percentile]
+    commit_rates = {source: run["rate_achieved"] * n / total for source, n in commits.items()}
+    return staleness_floor(commit_rates, drop, delay)[percentile]
+
+
+def _notification_faults(rates: dict) -> tuple[float, float]:
+    """(the share of notifications lost, their mean delay in s) under the fault `rates`, read as
+    the sources read them (source_node.faults.FaultInjector)."""
+    notification = FaultInjector(**rates).rates()["notification"]
+    return notification["drop"], notification["delay_mean"]
 
 
 def _steady(runs: list[dict]) -> dict:
