@@ -9,6 +9,10 @@ one directly:
     ...
     node.stop()
 
+Its operator's calls (set_warehouse, subscribe, unsubscribe, set_faults, stop) also arrive as
+calls of its gRPC server (source_node.control); with `settings`, what they set is kept for a
+restart (source_node.run_settings).
+
 It serves any number of warehouses, each a subscriber (source_node.subscriptions) with its own
 sender: `set_warehouse` points the default subscriber's, `subscribe` adds another (or points
 it elsewhere; a warehouse also subscribes itself through the Subscribe call), `unsubscribe`
@@ -24,6 +28,7 @@ PostgreSQL `db_path` is a connection string). Its message log (fedmodel.message_
 from __future__ import annotations
 
 import os
+import threading
 from typing import Iterable, Sequence
 
 from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles
@@ -32,6 +37,7 @@ from fedmodel.catalog import Catalog
 from fedmodel.message_log import source_log_path
 from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
 from source_node.faults import FaultInjector
+from source_node.run_settings import RunSettings
 from source_node.sender import NotificationSender, wake_all
 from source_node.server import SourceServicer, serve
 from source_node.subscriber_addresses import SubscriberAddresses, beside_message_log
@@ -45,11 +51,13 @@ class SourceNode:
                  resend_interval: float = 2.0, max_message_bytes: int = MAX_MESSAGE_BYTES,
                  host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
                  tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE,
-                 probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False):
+                 probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False,
+                 settings: RunSettings | None = None):
         """Opens (or creates) the store at once, so that it can be inspected before `start`.
         With `tls`, its server and its channel to the warehouse use mutual TLS. `engine`: "sqlite",
         "duckdb" or "postgres"; `probes`: the column sets to index at once (source_node.probes);
-        `prune_applied`: a PostgreSQL source empties its change tables as the warehouse applies them."""
+        `prune_applied`: a PostgreSQL source empties its change tables as the warehouse applies them;
+        `settings`: where the warehouse address and fault rates set at run time are kept."""
         self.catalog = catalog
         self.source = source
         self.host, self.port = host, port
@@ -73,6 +81,9 @@ class SourceNode:
                 self.addresses.forget(name)
         self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
+        self.settings = settings
+        self.stopped = threading.Event()   # set once `stop` has closed everything
+        self._stopping = threading.Lock()
 
     def _add_sender(self, subscriber: str, address: str | None) -> None:
         sender = NotificationSender(self.store, self.catalog, self.faults, address,
@@ -84,7 +95,7 @@ class SourceNode:
 
     def start(self) -> int:
         """Starts the sender and the gRPC server; returns the port the server is bound to."""
-        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self.subscribe, self.messages)
+        servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self, self.messages)
         self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes, tls=self.tls)
         self._started = True
         for sender in list(self.senders.values()):
@@ -101,6 +112,15 @@ class SourceNode:
             self.senders[DEFAULT_SUBSCRIBER].set_warehouse(address)
         else:
             self.subscribe(DEFAULT_SUBSCRIBER, address)
+        if self.settings is not None:
+            self.settings.set_warehouse(address)
+
+    def set_faults(self, **rates: float) -> dict:
+        """Changes fault rates at run time (source_node.faults.FaultInjector.configure); returns those in force."""
+        self.faults.configure(**rates)
+        if self.settings is not None:
+            self.settings.add_faults(rates)
+        return self.faults.rates()
 
     def subscribe(self, name: str, address: str | None, relations: Sequence[str] | None = None) -> None:
         """The warehouse `name` subscribes, at `address`, reading `relations` (None: all), durably
@@ -127,7 +147,14 @@ class SourceNode:
         wake_all(self.senders)
 
     def stop(self, grace: float = 1.0) -> None:
-        """Stops serving and sending, then closes the store (everything committed is in its file)."""
+        """Stops serving and sending, then closes the store (everything committed is in its file);
+        a second call waits for the first."""
+        with self._stopping:
+            if not self.stopped.is_set():
+                self._stop(grace)
+                self.stopped.set()
+
+    def _stop(self, grace: float) -> None:
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None

@@ -22,6 +22,10 @@ History streams the source's committed history (its relations now and its logged
 up to them) for `fedlab check` on a cluster, where the database file is on the source's volume; it
 passes through no fault injector: it is the testbed's instrument, not part of the protocol.
 
+The operator's calls (Unsubscribe, SetWarehouse, SetFaults, Stop: source_node.control) change
+the node behind the server (source_node.node); Health tells its versions, what each subscriber has
+not acknowledged and the serving process.
+
 The source's message log (fedmodel.message_log) gets a line for every sub-query and resend
 request received, every answer copy sent, and every fault decided for an answer, which names the
 answer and the versions it was read at.
@@ -32,11 +36,13 @@ from __future__ import annotations
 import functools
 import heapq
 import itertools
+import json
+import os
 import queue
 import threading
 import time
 from collections import Counter
-from typing import Callable
+from typing import Protocol
 
 import grpc
 
@@ -62,7 +68,15 @@ SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the me
 # a source left it no thread for a commit or a health check.
 WORKERS = 256
 
-Subscribe = Callable[[str, "str | None", "list[str] | None"], None]
+
+class Operator(Protocol):
+    """What the operator's calls change (source_node.node.SourceNode): the server's own state is
+    read-only to them."""
+    def subscribe(self, name: str, address: str | None, relations: list[str] | None) -> None: ...
+    def unsubscribe(self, name: str) -> None: ...
+    def set_warehouse(self, address: str | None) -> None: ...
+    def set_faults(self, **rates: float) -> dict: ...
+    def stop(self) -> None: ...
 
 
 def _rejecting_bad_input(method):
@@ -78,11 +92,11 @@ def _rejecting_bad_input(method):
 
 class SourceServicer(rpc.SourceServicer):
     def __init__(self, store, catalog: Catalog, senders: dict[str, NotificationSender], faults: FaultInjector,
-                 subscribe: Subscribe, messages: MessageLog | None = None):
+                 operator: Operator, messages: MessageLog | None = None):
         """`senders`: one per subscriber, by name (the node's, which it changes as they come and go);
-        `subscribe(name, address, relations)`: what the Subscribe call does (the node's)."""
+        `operator`: what the Subscribe, Unsubscribe, SetWarehouse, SetFaults and Stop calls do (the node)."""
         self.store = store
-        self.subscribe = subscribe
+        self.operator = operator
         self.commits = CommitQueue(store)
         self.catalog = catalog
         self.senders = senders
@@ -228,13 +242,31 @@ class SourceServicer(rpc.SourceServicer):
         if request.name in ("", DEFAULT_SUBSCRIBER):
             raise ModelError(f"subscribe: name the subscriber (not {request.name or 'nothing'!r}: "
                              f"{DEFAULT_SUBSCRIBER!r} is the source's own warehouse)")
-        self.subscribe(request.name, request.address or None, list(request.relations))
+        self.operator.subscribe(request.name, request.address or None, list(request.relations))
         return pb.SubscribeReply()
 
+    def Unsubscribe(self, request: pb.UnsubscribeRequest, context) -> pb.UnsubscribeReply:
+        self.operator.unsubscribe(request.name)
+        return pb.UnsubscribeReply()
+
+    def SetWarehouse(self, request: pb.SetWarehouseRequest, context) -> pb.SetWarehouseReply:
+        self.operator.set_warehouse(request.address or None)
+        return pb.SetWarehouseReply()
+
+    @_rejecting_bad_input
+    def SetFaults(self, request: pb.SetFaultsRequest, context) -> pb.SetFaultsReply:
+        return pb.SetFaultsReply(rates_json=json.dumps(self.operator.set_faults(**request.rates)))
+
+    def Stop(self, request: pb.StopRequest, context) -> pb.StopReply:
+        # On a thread of its own: stopping the server waits for the calls in flight, this one too.
+        threading.Thread(target=self.operator.stop, name="stop", daemon=True).start()
+        return pb.StopReply()
+
     def Health(self, request: pb.HealthRequest, context) -> pb.HealthReply:
+        behind = {name: len(self.store.unacknowledged(name)) for name in list(self.senders)}
         return pb.HealthReply(source=self.store.source, dsv=self.store.dsv, brv=self.store.brv,
-                              unacknowledged=max((len(self.store.unacknowledged(s)) for s in list(self.senders)),
-                                                 default=0))
+                              unacknowledged=max(behind.values(), default=0), subscribers=behind,
+                              pid=os.getpid(), message_log=str(self.messages.path or ""))
 
     def History(self, request: pb.HistoryRequest, context):
         # Read eagerly, relations first: a commit between the two reads only adds notifications

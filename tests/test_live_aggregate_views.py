@@ -7,7 +7,6 @@ and compared with a recomputation of that SQL over the committed history."""
 from __future__ import annotations
 
 import pytest
-import ray
 from live_support import MirroredLoad
 
 from loadgen.checker.oracle import Oracle, comparable
@@ -39,11 +38,13 @@ def test_an_aggregate_over_a_self_join_is_kept_live_through_lost_messages_and_a_
     load = MirroredLoad(scenario, fed.commit, workload_seed=7, choice_seed=8)
     fed.start()
     try:
-        ray.get([a.set_faults.remote(notification_drop=0.2, answer_drop=0.1) for a in fed.actors.values()])
+        for source in fed.actors:
+            fed.control(source).set_faults(notification_drop=0.2, answer_drop=0.1)
         load.commit(12)
         fed.restart_warehouse()
         load.commit(12)
-        ray.get([a.set_faults.remote(notification_drop=0.0, answer_drop=0.0) for a in fed.actors.values()])
+        for source in fed.actors:
+            fed.control(source).set_faults(notification_drop=0.0, answer_drop=0.0)
         assert fed.wait_until_applied(timeout=90), fed.warehouse.status()
         fed.warehouse.refresh(durable=True)
         view = fed.warehouse.view_rows()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 
 import pytest
-import ray
 from live_support import FIXTURE_A, MirroredLoad
 
 from loadgen.checker.oracle import Oracle
@@ -183,11 +182,11 @@ def test_a_lost_notification_gone_from_the_log_resynchronises_live_from_a_spark_
     try:
         load.commit(3)
         assert fed.wait_until_applied(timeout=60), fed.warehouse.status()
-        ray.get(fed.actors["y"].set_faults.remote(notification_drop=1.0))
+        fed.control("y").set_faults(notification_drop=1.0)
         load.commit(1, sources=["y"])
         lost = load.history["y"][-1].dsv
         time.sleep(1.0)   # its copies are dropped, resends too
-        ray.get(fed.actors["y"].set_faults.remote(notification_drop=0.0))
+        fed.control("y").set_faults(notification_drop=0.0)
         load.commit(1, sources=["y"])   # the lost one leaves y's log
         load.commit(4)
         assert fed.wait_until_applied(timeout=60), fed.warehouse.status()

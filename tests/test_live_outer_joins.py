@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import ray
 from live_support import MirroredLoad
 
 from fedmodel.aggregate_view import parse_query
@@ -123,9 +122,11 @@ def test_periodic_recomputation_keeps_a_full_join_live_from_spark_jobs_over_its_
     load = MirroredLoad(scenario, fed.commit, workload_seed=3, choice_seed=4)
     fed.start()
     try:
-        ray.get([a.set_faults.remote(answer_drop=0.2) for a in fed.actors.values()])
+        for source in fed.actors:
+            fed.control(source).set_faults(answer_drop=0.2)
         load.commit(20, pause=0.1)
-        ray.get([a.set_faults.remote(answer_drop=0.0) for a in fed.actors.values()])
+        for source in fed.actors:
+            fed.control(source).set_faults(answer_drop=0.0)
         assert fed.wait_until_applied(timeout=120), fed.warehouse.status()
         shown = fed.warehouse.view_rows()
         assert fed.read_view() == shown

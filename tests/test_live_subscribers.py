@@ -18,7 +18,6 @@ import json
 import grpc
 import psutil
 import pytest
-import ray
 from live_support import FIXTURE_A, MirroredLoad
 
 from fedio.message_log import read as read_message_logs
@@ -64,7 +63,7 @@ def test_warehouses_and_views_over_one_federation_each_stay_right_through_kills(
             assert fed.wait_until_applied(timeout=180, warehouse=fed.views[name]), fed.views[name].status()
         fed.restart_warehouse()   # both its views, as a crash would: each restores from its Delta tables
         load.commit(20)
-        behind = [ray.get(a.health.remote(), timeout=30)["subscribers"] for a in fed.actors.values()]
+        behind = [fed.control(source).health(timeout=30)["subscribers"] for source in fed.actors]
         assert sum(b["w2"] for b in behind) >= 40, behind   # every one committed since it was killed
         second = fed.restart_subscriber("w2")
         for view in fed.views.values():

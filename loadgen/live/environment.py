@@ -67,10 +67,10 @@ NO_FAULTS = {"drop": 0.0, "duplicate": 0.0, "delay_mean": 0.0}
 
 
 def set_faults(fed, rates: dict[str, float]) -> None:
-    """Message fault rates at the source actors of `fed` (see faults_by_source)."""
-    import ray
-
-    ray.get([fed.actors[s].set_faults.remote(**r) for s, r in faults_by_source(rates, fed.actors).items() if r])
+    """Message fault rates at the sources of `fed` (see faults_by_source)."""
+    for source, source_rates in faults_by_source(rates, fed.actors).items():
+        if source_rates:
+            fed.control(source).set_faults(**source_rates)
 
 
 def faults_by_source(rates: dict[str, float], sources) -> dict[str, dict[str, float]]:

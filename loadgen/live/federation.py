@@ -31,6 +31,7 @@ from loadgen.live.environment import stderr_to
 from loadgen.live.runfile import RunFile, Subscriber, history_sql
 from loadgen.workloads.driver import grpc_committer
 from source_node.actor import start_source_actor
+from source_node.control import SourceControl, wait_for_address
 from source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from source_node.probes import probed_columns
 from source_node.ray_runtime import start_ray
@@ -142,7 +143,7 @@ class Federation:
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), tls=self.tls,
                                                      engine=self.source_engine, probes=probes, home=self.run_dir,
                                                      log_retention=self.log_retention.get(source))
-        self.addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()])))
+        self.addresses = {source: wait_for_address(source, self.tls) for source in self.actors}
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self._committer = grpc_committer(self.catalog, self.stubs, reconnect=self.refresh_address)
         for subscriber in self._plans:
@@ -212,7 +213,8 @@ class Federation:
         self._write_run_file()
         if subscriber == DEFAULT_SUBSCRIBER:
             self.warehouse_address = address
-            ray.get([a.set_warehouse.remote(address) for a in self.actors.values()])
+            for source in self.actors:
+                self.control(source).set_warehouse(address)
         else:
             self._subscribe(subscriber, address)
         return group
@@ -220,7 +222,8 @@ class Federation:
     def _subscribe(self, subscriber: str, address: str | None) -> None:
         """Subscribes `subscriber` at every source for the relations its views read there."""
         joins = [parse_query(sql, self.catalog).join for _, sql in self._plans[subscriber].values()]
-        ray.get([a.subscribe.remote(subscriber, address, read_at(joins, s)) for s, a in self.actors.items()])
+        for source in self.actors:
+            self.control(source).subscribe(subscriber, address, read_at(joins, source))
 
     def _db_path(self, source: str) -> Path | str:
         """The source's database file, or for PostgreSQL its database's connection string."""
@@ -272,9 +275,13 @@ class Federation:
                 raise
         return rpc_call(self.stubs[source])
 
+    def control(self, source: str) -> SourceControl:
+        """The operator's calls to `source` (source_node.control), over the federation's channel."""
+        return SourceControl(self.addresses[source], stub=self.stubs[source])
+
     def refresh_address(self, source: str) -> bool:
         """Re-reads the actor's address (waiting while Ray restarts it); True if it changed."""
-        address = ray.get(self.actors[source].address.remote(), timeout=120)
+        address = wait_for_address(source, self.tls)
         if address == self.addresses[source]:
             return False
         self.addresses[source] = address
@@ -329,9 +336,13 @@ class Federation:
             group.close()
         for source, actor in self.actors.items():
             try:
-                ray.get(actor.stop.remote(), timeout=30)
-            except ray.exceptions.RayActorError:
-                pass   # already gone: nothing left to stop
+                self.control(source).stop()
+                ray.get(actor.stop.remote(), timeout=30)   # delivered once the node has stopped
+            except (ray.exceptions.RayActorError, grpc.RpcError) as err:
+                if isinstance(err, grpc.RpcError) and err.code() != grpc.StatusCode.UNAVAILABLE:
+                    print(f"source {source}: its actor did not stop cleanly ({first_line(err)}); killed",
+                          file=sys.stderr)
+                # else already gone (or restarting): nothing left to stop
             except Exception as err:   # it may still hold its port or database: say so, stop the rest
                 print(f"source {source}: its actor did not stop cleanly ({type(err).__name__}: {first_line(err)}); "
                       "killed", file=sys.stderr)

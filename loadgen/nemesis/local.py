@@ -106,11 +106,10 @@ class LocalNemesis(Nemesis):
         return sorted(self.fed.actors) if fault.targets == ("sources",) else list(fault.targets)
 
     def _freeze(self, fault: Fault, elapsed: float) -> list[int]:
-        import ray
-
         pids = []
         for source in self._sources(fault):
-            pid = ray.get(self.fed.actors[source].health.remote(), timeout=60)["pid"]
+            self.fed.refresh_address(source)   # a source an earlier fault restarted serves elsewhere
+            pid = self.fed.control(source).health(timeout=60)["pid"]
             with self._lock:
                 if self._closed:
                     break

@@ -117,10 +117,11 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
     import ray
 
     from source_node.actor import start_source_actor
+    from source_node.control import SourceControl, wait_for_address
     from source_node.ray_runtime import NAMESPACE
 
-    foreground = Foreground()
     ray.init(address=args.ray_address, namespace=NAMESPACE)
+    foreground = Foreground()   # after ray.init, whose own SIGTERM handler exits with status 15
     options = {"lifetime": "detached", "get_if_exists": True}
     if args.ray_resource:
         options["resources"] = {args.ray_resource: 1}
@@ -129,32 +130,31 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
                                **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
     # Found while Ray restarts it on this node (its old node died with its raylet), it answers
-    # once it is back: asked again meanwhile rather than the container restarted for it.
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            ray.get(actor.set_warehouse.remote(args.warehouse), timeout=120)
-            break
-        except ray.exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
+    # once it is back. Pinned to this container's node, its server is reached on the loopback
+    # address, which the cluster's TLS certificates name.
+    local = bool(args.ray_resource)
+    control = SourceControl(wait_for_address(args.name, tls, timeout=120, local=local), tls)
+    control.set_warehouse(args.warehouse)
     if faults:
-        faults.watch(lambda rates: ray.get(actor.set_faults.remote(**rates), timeout=30))
-    print(f"source {args.name}: actor at {ray.get(actor.address.remote(), timeout=120)}", flush=True)
+        faults.watch(lambda rates: control.set_faults(**rates))
+    print(f"source {args.name}: actor at {control.address}", flush=True)
     last_answer = time.monotonic()
     own_raylet = raylet_running()   # this container's Ray node, when it runs one (the chart's source pods)
     while not foreground.wait(timeout=2.0):
         try:
-            ray.get(actor.health.remote(), timeout=10)
+            control.health(timeout=10)
             last_answer = time.monotonic()
-        except Exception as err:  # the actor restarting, its node gone, the head gone
+        except Exception as err:  # the actor restarting (perhaps on another port), its node gone, the head gone
             if own_raylet and not raylet_running():
                 print(f"fedlab source: actor {args.name} lost with this node's raylet", file=sys.stderr)
                 return 1
             if time.monotonic() - last_answer > args.lost_after:
                 print(f"fedlab source: actor {args.name} lost ({type(err).__name__}: {err})", file=sys.stderr)
                 return 1
+            try:
+                control = SourceControl(wait_for_address(args.name, tls, timeout=2.0, local=local), tls)
+            except Exception:   # not back yet: asked again on the next round
+                pass
     if faults:
         faults.stop()
     return 0
