@@ -178,8 +178,8 @@ def machine_seconds(stat_path: str | Path = "/proc/stat") -> tuple[float, float,
 def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int,
             machine: tuple[tuple, tuple] | None = None) -> dict:
     """Where a stretch of the run spent the machine, from two `cpu_seconds()` readings: CPU seconds
-    per role (Ray's many helpers as one), and how busy the machine was (1.0: every core all along).
-    With two `machine_seconds()` readings, also how much of the machine went to processes outside
+    per role (Ray's many helpers as one, every role named even at 0.0), and how busy the machine
+    was (1.0: every core all along). With two `machine_seconds()` readings, also how much of the machine went to processes outside
     the federation (`others`) and to other guests of the hypervisor (`stolen`): a run that either
     took a share of is not comparable with one that nothing disturbed.
 
@@ -192,7 +192,8 @@ def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: flo
     for role, seconds in after.items():
         group = "ray and helpers" if role.startswith("ray and helpers") else role
         by_role[group] = by_role.get(group, 0.0) + seconds - before.get(role, 0.0)
-    used = {role: round(s, 2) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1]) if s >= 0.005}
+    # every role measured stays named, an idle one at 0.0: a source that cost nothing is a finding
+    used = {role: round(max(0.0, s), 3) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1])}
     busy = sum(used.values()) / (wall_seconds * cpus) if wall_seconds and cpus else None
     use = {"seconds": round(wall_seconds, 2), "busy": round(busy, 3) if busy is not None else None, "by_role": used}
     if machine is not None and machine[1][2] > machine[0][2]:
