@@ -183,6 +183,8 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     (["--chaos", "kill-source=once"], "message faults only"),
     (["--orders", "-1"], "--orders must be"),
     (["--repeat", "0"], "--repeat must be 1 or more"),
+    (["--reorder-allowance", "-0.1"], "--reorder-allowance must be a finite number of seconds >= 0, got -0.1"),
+    (["--reorder-allowance", "nan"], "--reorder-allowance must be a finite number of seconds >= 0, got nan"),
     (["--combine-max", "0,10"], "--combine-max: expected whole numbers of at least 1"),
     (["--federation", "ring"], "--federation: unknown shape 'ring' (one of chain, star)"),
     (["--federation", "chain", "--sources", "1,3"], "--sources: a view joins two sources at least"),

@@ -79,3 +79,18 @@ def test_staleness_under_faults_is_judged_beside_the_floor_the_faults_alone_forc
     slow = {**faulty, "faults": {"notification_drop": 0.05, "notification_delay_mean": 0.3}}
     high = staleness_floor({"a": 90.0, "b": 10.0}, drop=0.05, delay_mean=0.3)["p99"]
     assert high > 500 and by_name(evaluate([slow]))[name]["shortfall"].endswith(f"which alone force {high:g} ms")
+
+
+def test_the_floor_is_played_under_the_reorder_allowance_the_run_recorded():
+    """A run with --reorder-allowance is judged beside the floor its own allowance forces; a record
+    from before the flag, under the network's default."""
+    commits = {"commit at a": {"calls": 1000}}
+    name = "staleness p99 to the core's view at 100 txn/s with 5% of notifications lost and each delayed 0.1 s on average"
+    faulty = run(100.0, DEFAULT_FAULTS, rate_achieved=100.0, staleness_ms={"p50": 300.0, "p99": 650.0},
+                 faults={"notification_drop": 0.05, "notification_delay_mean": 0.1}, profile={"parts": commits})
+    default = staleness_floor({"a": 100.0}, drop=0.05, delay_mean=0.1)["p99"]
+    patient = staleness_floor({"a": 100.0}, drop=0.05, delay_mean=0.1, allowance=0.4)["p99"]
+    assert patient > default
+    assert f"force {default:g} ms" in by_name(evaluate([faulty]))[name]["measured"]
+    waiting = {**faulty, "reorder_allowance": 0.4}
+    assert f"force {patient:g} ms" in by_name(evaluate([waiting]))[name]["measured"]

@@ -199,6 +199,32 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     assert asked(11.3) == [RequestResend("ds1", 2, 6)]
 
 
+@pytest.mark.parametrize("allowance", [None, 0.0, 0.3])
+def test_the_reorder_allowance_a_command_sets_is_the_one_sze_ling_waits(allowance):
+    """--reorder-allowance (warehouse.settings) reaches Sze-Ling's gap detection through the
+    registry, as a warehouse builds it; without the flag, the core's default."""
+    from warehouse.core import registry
+    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from warehouse.core.registry import Settings
+    from warehouse.core.timings import REORDER_ALLOWANCE
+    from warehouse.settings import WarehouseSettings
+
+    settings = WarehouseSettings(core=Settings(reorder_allowance=allowance)).algorithm_settings(None)
+    engine = registry.create("sze-ling", VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1}, settings)
+    change = RelationChange("R1", 3, inserted=(("a3", "b", "c3"),))
+    engine.handle(NotificationArrived(Notification("ds1", 3, "t3", (change,)), 0.0))   # DSV 2 is lost
+
+    def asked(now):
+        return [a for a in engine.handle(TimerFired(now)) if isinstance(a, RequestResend)]
+
+    wait = REORDER_ALLOWANCE if allowance is None else allowance
+    if wait == 0:
+        assert asked(5.0) == [RequestResend("ds1", 2, 2)]   # asked for at the first look
+    else:
+        assert asked(5.0) == [] and asked(5.0 + 0.9 * wait) == []
+        assert asked(5.0 + wait + 1e-9) == [RequestResend("ds1", 2, 2)]
+
+
 def test_a_gap_is_asked_for_again_after_round_trips_of_the_asks_not_a_fixed_timeout():
     """The resend's round trip is sampled from an ask to the notification it brought (Karn's
     rule: gaps asked for once; fedmodel.round_trip): resent copies that take 0.5 s stretch the

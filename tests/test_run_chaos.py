@@ -68,6 +68,8 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --recompute-period must be a positive number of seconds, got 0.0"),
     (["--batch-interval", "-1"],
      "fedlab run: --batch-interval must be a positive number of seconds, got -1.0"),
+    (["--reorder-allowance", "inf"],
+     "fedlab run: --reorder-allowance must be a finite number of seconds >= 0, got inf"),
     (["--algorithm", "lazy", "--max-delay", "-1"],
      "fedlab run: --max-delay must be a number of seconds >= 0, got -1.0"),
     (["--chaos", "sales:answer_drop=1.5"],

@@ -8,12 +8,13 @@ Delta gets a batch and a compaction.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from fedmodel.errors import ModelError
 from fedmodel.messages import DEFAULT_SUBSCRIBER
 from warehouse.core.registry import Settings
-from warehouse.core.timings import NETWORK_REORDER_ALLOWANCE
+from warehouse.core.timings import REORDER_ALLOWANCE
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,16 @@ class WarehouseSettings:
     # acknowledgements, resends and retention there; several warehouses need one each.
     subscriber: str = DEFAULT_SUBSCRIBER
 
-    def algorithm_settings(self, access: str | None) -> Settings:
-        """What the algorithm is given: `core` with the access path its plug-in settles on, and a
-        live network's reorder allowance unless one is set."""
+    @property
+    def reorder_allowance(self) -> float:
+        """Seconds a gap in a source's notifications may last before the algorithm asks for it
+        again: the one set, else the core's (warehouse.core.timings)."""
         allowance = self.core.reorder_allowance
-        return replace(self.core, access=access,
-                       reorder_allowance=NETWORK_REORDER_ALLOWANCE if allowance is None else allowance)
+        return REORDER_ALLOWANCE if allowance is None else allowance
+
+    def algorithm_settings(self, access: str | None) -> Settings:
+        """What the algorithm is given: `core` with the access path its plug-in settles on."""
+        return replace(self.core, access=access)
 
     def __post_init__(self):
         seconds = {"batch_interval": self.batch_interval, "compact_interval": self.compact_interval,
@@ -41,6 +46,9 @@ class WarehouseSettings:
         for name, value in seconds.items():
             if value is not None and not value > 0:
                 raise SettingError(name, f"must be a positive number of seconds, got {value!r}")
+        allowance = self.core.reorder_allowance
+        if allowance is not None and not 0 <= allowance < math.inf:   # NaN fails both
+            raise SettingError("reorder_allowance", f"must be a finite number of seconds >= 0, got {allowance!r}")
         if not self.subscriber:
             raise SettingError("subscriber", "name must not be empty")
 

@@ -25,13 +25,13 @@ import random
 from typing import Mapping
 
 from fedmodel.round_trip import RoundTrip
-from warehouse.core.timings import NETWORK_REORDER_ALLOWANCE, RESEND_ROUND_TRIPS, RESEND_TIMEOUT
+from warehouse.core.timings import REORDER_ALLOWANCE, RESEND_ROUND_TRIPS, RESEND_TIMEOUT
 
 SIMULATED = 100_000   # transactions played over all sources: enough for a p99 steady to a few ms
 
 
 def staleness_floor(commit_rates: Mapping[str, float], drop: float, delay_mean: float,
-                    allowance: float = NETWORK_REORDER_ALLOWANCE, transactions: int = SIMULATED,
+                    allowance: float = REORDER_ALLOWANCE, transactions: int = SIMULATED,
                     seed: int = 0) -> dict[str, float]:
     """p50 and p99 in ms of the floor over transactions committed at `commit_rates` (source ->
     transactions per second, each source's spread evenly), the sources' shares of `transactions`

@@ -44,8 +44,9 @@ from loadgen.bench.run_specs import (
     synthetic_federations,
 )
 from loadgen.live.outside_writers import add_outside_writers_argument
-from loadgen.roles.process import add_source_engine_argument
-from warehouse.settings import WarehouseSettings
+from loadgen.roles.process import add_reorder_allowance_argument, add_source_engine_argument
+from warehouse.core.registry import Settings
+from warehouse.settings import SettingError, WarehouseSettings
 
 # The TPC-H bench's data arguments and their defaults (None in the parser, so that --federation
 # can tell that one was given: a synthetic federation has no use for them).
@@ -85,6 +86,7 @@ def add_arguments(parser) -> None:
                         help="the longest time between the starts of the warehouse's Delta batches; sooner when "
                              "commits are quick (three times a commit's duration, warehouse.service), back to back "
                              f"when one takes longer than that (default {WarehouseSettings.batch_interval:g})")
+    add_reorder_allowance_argument(parser)
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
     parser.add_argument("--placement",
@@ -134,6 +136,8 @@ def main(args) -> int:
                      args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
                      args.max_jobs, synthetic, args.outside_writers)
+        allowance = _reorder_allowance(args.reorder_allowance)
+        specs = [replace(spec, reorder_allowance=allowance) for spec in specs]
         if args.nemesis:
             specs = [replace(spec, nemesis=_nemesis(args.nemesis, spec)) for spec in specs]
     except BenchArgumentError as err:
@@ -169,6 +173,15 @@ def main(args) -> int:
     else:
         _print(console, summary, paths)
     return 0
+
+
+def _reorder_allowance(seconds: float | None) -> float:
+    """The reorder allowance every run's warehouse takes (--reorder-allowance; None: a live
+    network's default), judged as the warehouse's settings judge it."""
+    try:
+        return WarehouseSettings(core=Settings(reorder_allowance=seconds)).reorder_allowance
+    except SettingError as err:
+        raise BenchArgumentError(f"--reorder-allowance {err.why}") from None
 
 
 def _nemesis(text: str, spec) -> tuple:
@@ -317,7 +330,9 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "nemesis": args.nemesis,
                          "rate": first.rate, "duration": first.duration, "ramp_rates": list(first.ramp_rates),
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
-                         "batch_interval": first.batch_interval, "combine_max": args.combine_max, "max_jobs": args.max_jobs,
+                         "batch_interval": first.batch_interval,
+                         "reorder_allowance": first.reorder_allowance,
+                         "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "source_engine": args.source_engine,
                          "outside_writers": args.outside_writers, "clients_per_source": 1, "repeat": args.repeat,
                          "idle_seconds": args.idle, "profile": args.profile, "same_stream": args.same_stream,

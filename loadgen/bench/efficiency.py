@@ -20,6 +20,7 @@ from loadgen.bench.chaos_floor import staleness_floor
 from loadgen.bench.profile import JVM_BATCH_CPU
 from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
 from source_node.faults import FaultInjector, parse_rates
+from warehouse.core.timings import REORDER_ALLOWANCE
 
 DEFAULT_FAULTS = "notification_drop=0.05,notification_reorder=0.1"
 IDLE_SHARE = 0.05            # of one core, every process of an idle federation
@@ -126,7 +127,7 @@ def _faults_floor(run: dict, percentile: str) -> float | None:
     if not (drop or delay) or not total or not run.get("rate_achieved"):
         return None
     commit_rates = {source: run["rate_achieved"] * n / total for source, n in commits.items()}
-    return staleness_floor(commit_rates, drop, delay)[percentile]
+    return staleness_floor(commit_rates, drop, delay, run.get("reorder_allowance", REORDER_ALLOWANCE))[percentile]
 
 
 def _notification_faults(rates: dict) -> tuple[float, float]:

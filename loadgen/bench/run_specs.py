@@ -70,6 +70,7 @@ class RunSpec:
     synthetic: SyntheticRecipe | None = None   # the synthetic federation the run is over, instead of TPC-H
     outside_writers: float = 0.0     # pgbench's transactions per second on the sales source during the load
     nemesis: tuple = ()              # process faults applied from outside during the load (loadgen.nemesis)
+    reorder_allowance: float | None = None   # seconds a gap in notifications waits for a resend; None: the network's
 
     @property
     def label(self) -> str:

@@ -174,8 +174,8 @@ def subscriber_names(specs: list[RunSpec]) -> list[str]:
 def _settings(spec: RunSpec) -> WarehouseSettings:
     """The warehouse's settings for `spec`'s algorithm."""
     bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
-    return WarehouseSettings(spec.algorithm, Settings(access=spec.access, deferral=bounds),
-                             batch_interval=spec.batch_interval)
+    return WarehouseSettings(spec.algorithm, Settings(access=spec.access, reorder_allowance=spec.reorder_allowance,
+                                                      deferral=bounds), batch_interval=spec.batch_interval)
 
 
 def _header(spec: RunSpec, catalog, run_dir: Path) -> dict:
@@ -184,7 +184,8 @@ def _header(spec: RunSpec, catalog, run_dir: Path) -> dict:
             "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
             "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
             "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
-            "seed": spec.seed, "rate_target": spec.rate, "run_dir": str(run_dir), "notes": [],
+            "seed": spec.seed, "rate_target": spec.rate, "reorder_allowance": _settings(spec).reorder_allowance,
+            "run_dir": str(run_dir), "notes": [],
             **_synthetic(spec)}
 
 

@@ -26,7 +26,7 @@ from source_node.engines import DEFAULT_ENGINE, ENGINES
 from warehouse.core.registry import AlgorithmError, Settings, check_view
 from warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.core.timings import RECOMPUTE_PERIOD
+from warehouse.core.timings import RECOMPUTE_PERIOD, REORDER_ALLOWANCE
 from warehouse.settings import SettingError, WarehouseSettings
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
@@ -48,11 +48,20 @@ def add_source_engine_argument(parser) -> None:
                         help=f"the sources' database engine (default {DEFAULT_ENGINE}; source_node/engines.py)")
 
 
+def add_reorder_allowance_argument(parser) -> None:
+    """--reorder-allowance, which `fedlab bench` takes too (None: the core's default)."""
+    parser.add_argument("--reorder-allowance", type=float, default=None, metavar="SECONDS",
+                        help="seconds a gap in a source's notifications may last before the warehouse asks for "
+                             "the missing ones again, for the algorithms that detect gaps (Sze-Ling and its "
+                             f"variants, salem); 0, the default, asks at the first look (Sze-Ling 5.2; default {REORDER_ALLOWANCE:g})")
+
+
 def add_warehouse_arguments(parser) -> None:
     """The flags of a warehouse's settings (warehouse_settings), with their defaults."""
     parser.add_argument("--batch-interval", type=float, default=WarehouseSettings.batch_interval, metavar="SECONDS",
                         help="the most seconds between Delta batch commits; below it a batch follows the last by "
                              f"three times its commit's duration (default {WarehouseSettings.batch_interval:g})")
+    add_reorder_allowance_argument(parser)
     parser.add_argument("--recompute-period", type=float, default=RECOMPUTE_PERIOD, metavar="SECONDS",
                         help="seconds between the recompute algorithm's rounds, each a Spark job "
                              f"(default {RECOMPUTE_PERIOD:g})")
@@ -64,7 +73,8 @@ def warehouse_settings(args, algorithm: str, view) -> WarehouseSettings:
     """The settings the flags of add_warehouse_arguments give a warehouse running `algorithm` over
     `view` (the join of the user's view; `--access` too where the command has it); RoleError naming
     what is wrong, also an algorithm that cannot maintain the view (registry.check_view)."""
-    core = Settings(access=getattr(args, "access", None), period=args.recompute_period, deferral=deferral(args),
+    core = Settings(access=getattr(args, "access", None), period=args.recompute_period,
+                    reorder_allowance=args.reorder_allowance, deferral=deferral(args),
                     salem=salem_options(args, view.relations))
     try:
         check_view(algorithm, view, core.access)

@@ -5,8 +5,7 @@ The sub-query timeout and the resend timeout are floors: the core stretches them
 measures of round trips (fedmodel.round_trip: four smoothed round trips for sub-queries,
 RESEND_ROUND_TRIPS for resends, Karn's rule for what was sent again). The reorder allowance is
 how long a gap in a source's DSVs may last before the warehouse asks for the missing
-notifications: a reordered one arrives within it, a lost one not. It is the one timing whose
-default differs between the worlds, below.
+notifications: a reordered one arrives within it, a lost one not.
 """
 
 QUERY_TIMEOUT = 1.5       # seconds: a sub-query unanswered this long (at least) is sent again
@@ -19,15 +18,15 @@ RESEND_TIMEOUT = 0.1      # seconds: a gap already asked for is asked for again 
 # part of the p99: 1.5 and a 0.1 s floor took staleness to the core's view at 100 txn/s from a p99
 # of 750-895 to 629-692 ms, for 15% more resends (fedlab bench, docs/results.md, 2026-12-03).
 RESEND_ROUND_TRIPS = 1.5
-# Seconds a gap may last before it is asked for: none in the core, which asks at the first timer
-# that sees a gap, as Sze-Ling's section 5.2 does (the simulator's steps take no time, and the
-# papers' examples replay step for step); a live warehouse waits NETWORK_REORDER_ALLOWANCE first,
-# since real channels reorder and asking for a reordered notification costs a resend and a copy.
-# Kept short because a delay without memory (the bench's chaos draws exponential ones) leaves a
-# late copy as far from arriving after the wait as before it: waiting only adds staleness. Halved
-# from 0.1 s, it took the p99 to the core's view from 675-689 to 522-575 ms at 100 txn/s and from
-# 990 to 781 ms at 500 under that chaos, for 50-60% more resends, 11-15% more bytes per
-# transaction and no more CPU (fedlab bench, docs/results.md, 2026-12-03, evening).
+# Seconds a gap may last before it is asked for: none, in the simulator and on a network alike.
+# The core asks at the first timer that sees a gap, as Sze-Ling's section 5.2 does. A source's
+# notifications travel on one ordered stream, so without faults a gap is a loss; and under the
+# bench's chaos, whose delays have no memory (exponential), a late copy is as far from arriving
+# after any wait as before it, so waiting only adds staleness. A live warehouse waited 0.1 s, then
+# 0.05; none took the p99 to the core's view at 100 txn/s from 565-580 to 453-492 ms and at 500
+# from 751-811 to 620-666, for 15-18% more bytes per transaction, 65% more duplicate copies and no
+# more CPU, the ramp's top step the same (fedlab bench, docs/results.md, 2026-12-04, evening). A
+# network that reorders within a bounded delay is served by an allowance just above it
+# (--reorder-allowance).
 REORDER_ALLOWANCE = 0.0
-NETWORK_REORDER_ALLOWANCE = 0.05
 RECOMPUTE_PERIOD = 5.0    # seconds between the rounds of periodic recomputation (warehouse.core.baselines)
