@@ -176,8 +176,8 @@ def main(args) -> int:
 
 
 def _reorder_allowance(seconds: float | None) -> float:
-    """The reorder allowance every run's warehouse takes (--reorder-allowance; None: a live
-    network's default), judged as the warehouse's settings judge it."""
+    """The reorder allowance every run's warehouse takes (--reorder-allowance; None: the core's
+    default), judged as the warehouse's settings judge it."""
     try:
         return WarehouseSettings(core=Settings(reorder_allowance=seconds)).reorder_allowance
     except SettingError as err:

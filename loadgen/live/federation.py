@@ -338,16 +338,20 @@ class Federation:
             try:
                 self.control(source).stop()
                 ray.get(actor.stop.remote(), timeout=30)   # delivered once the node has stopped
-            except (ray.exceptions.RayActorError, grpc.RpcError) as err:
-                if isinstance(err, grpc.RpcError) and err.code() != grpc.StatusCode.UNAVAILABLE:
-                    print(f"source {source}: its actor did not stop cleanly ({first_line(err)}); killed",
-                          file=sys.stderr)
-                # else already gone (or restarting): nothing left to stop
             except Exception as err:   # it may still hold its port or database: say so, stop the rest
-                print(f"source {source}: its actor did not stop cleanly ({type(err).__name__}: {first_line(err)}); "
-                      "killed", file=sys.stderr)
+                if not _already_gone(err):
+                    print(f"source {source}: its actor did not stop cleanly ({type(err).__name__}: "
+                          f"{first_line(err)}); killed", file=sys.stderr)
             ray.kill(actor, no_restart=True)
         self.actors.clear()
         if self.postgres is not None:
             self.postgres.stop()   # its data stays in the run directory, for the checker
             self.postgres = None
+
+
+def _already_gone(err: Exception) -> bool:
+    """A source actor Ray reports dead, or one whose server no longer answers (gone, or restarting):
+    nothing left to stop."""
+    if isinstance(err, grpc.RpcError):
+        return err.code() == grpc.StatusCode.UNAVAILABLE
+    return isinstance(err, ray.exceptions.RayActorError)

@@ -53,7 +53,8 @@ def add_reorder_allowance_argument(parser) -> None:
     parser.add_argument("--reorder-allowance", type=float, default=None, metavar="SECONDS",
                         help="seconds a gap in a source's notifications may last before the warehouse asks for "
                              "the missing ones again, for the algorithms that detect gaps (Sze-Ling and its "
-                             f"variants, salem); 0, the default, asks at the first look (Sze-Ling 5.2; default {REORDER_ALLOWANCE:g})")
+                             "variants, salem); 0 asks at the first timer that sees a gap, as Sze-Ling 5.2 does "
+                             f"(default {REORDER_ALLOWANCE:g})")
 
 
 def add_warehouse_arguments(parser) -> None:
