@@ -33,7 +33,7 @@ def test_a_schedule_reads_each_fault_kind_in_time_order_and_writes_back_as_it_wa
     ("pause crm +5s at 1s for 1s", "--nemesis: 'pause crm +5s at 1s for 1s': pause takes no offset"),
     ("pause nobody at 1s for 1s", "--nemesis: 'pause nobody at 1s for 1s': no target 'nobody' "
                                   "(sources: crm, ordering, sales; or sources, warehouse, load, executors, ray-head, "
-                                  "raylet:SOURCE, everything)"),
+                                  "raylet:SOURCE, everything, node:NODE)"),
     ("kill everything at 1s", "--nemesis: 'kill everything at 1s': everything is a partition's second side, "
                               "e.g. crm|everything"),
     ("partition everything|crm at 1s for 1s", "--nemesis: 'partition everything|crm at 1s for 1s': everything is "
@@ -41,12 +41,13 @@ def test_a_schedule_reads_each_fault_kind_in_time_order_and_writes_back_as_it_wa
     ("pause raylet:crm at 1s for 1s", "--nemesis: 'pause raylet:crm at 1s for 1s': a raylet can only be killed"),
     ("kill raylet:nobody at 1s", "--nemesis: 'kill raylet:nobody at 1s': no target 'raylet:nobody' "
                                  "(sources: crm, ordering, sales; or sources, warehouse, load, executors, ray-head, "
-                                 "raylet:SOURCE, everything)"),
-    ("partition crm at 1s for 1s", "--nemesis: 'partition crm at 1s for 1s': a partition names two sides, X|Y or X->Y"),
+                                 "raylet:SOURCE, everything, node:NODE)"),
+    ("partition crm at 1s for 1s", "--nemesis: 'partition crm at 1s for 1s': a partition names two sides, X|Y or X->Y, "
+                                   "or one node, node:N"),
     ("pause crm|sales at 1s for 1s", "--nemesis: 'pause crm|sales at 1s for 1s': only a partition names two sides"),
     ("pause crm at soon for 1s", "--nemesis: 'pause crm at soon for 1s': bad duration 'soon': use e.g. 500ms, 20s, 2m, 1h"),
     ("jump crm at 1s", "--nemesis: 'jump crm at 1s': write e.g. 'pause crm at 5s for 3s', 'kill warehouse at 10s', "
-                       "'partition warehouse|crm at 20s for 5s' or 'clock crm +300s at 30s'"),
+                       "'partition warehouse|crm at 20s for 5s', 'clock crm +300s at 30s' or 'crash node:warehouse at 40s'"),
     ("pause crm at 1s for 5s; kill sources at 2s",
      "--nemesis: 'kill sources at 2s' starts before 'pause crm at 1s for 5s' ends, on the same target"),
 ])
@@ -54,6 +55,42 @@ def test_a_wrong_clause_is_named_in_one_line(text, message):
     with pytest.raises(ModelError) as err:
         parse(text, SOURCES)
     assert str(err.value) == message
+
+
+def test_whole_node_faults_name_a_node_by_its_name_or_by_what_runs_on_it():
+    text = ("crash node:warehouse at 10s; restart node:warehouse at 70s; partition node:crm at 80s for 15s; "
+            "drain node:n3 at 100s for 20s")
+    faults = parse(text, SOURCES)
+    assert faults == [Fault("crash", ("node:warehouse",), 10.0), Fault("restart", ("node:warehouse",), 70.0),
+                      Fault("partition", ("node:crm",), 80.0, 15.0), Fault("drain", ("node:n3",), 100.0, 20.0)]
+    assert all(f.of_node for f in faults) and not Fault("kill", ("warehouse",), 1.0).of_node
+    assert parse("; ".join(map(str, faults)), SOURCES) == faults
+
+
+@pytest.mark.parametrize("text, message", [
+    ("kill node:n3 at 1s", "--nemesis: 'kill node:n3 at 1s': a node is crashed, restarted, partitioned or drained "
+                           "(e.g. crash node:warehouse at 40s)"),
+    ("crash warehouse at 1s", "--nemesis: 'crash warehouse at 1s': crash takes one node: node:NAME, or "
+                              "node:warehouse, node:load, node:ray-head or node:SOURCE for the node that one runs on "
+                              "(sources: crm, ordering, sales)"),
+    ("drain node:sources at 1s for 2s", "--nemesis: 'drain node:sources at 1s for 2s': drain takes one node: "
+                                        "node:NAME, or node:warehouse, node:load, node:ray-head or node:SOURCE for the "
+                                        "node that one runs on (sources: crm, ordering, sales)"),
+    ("drain node:n2 at 1s", "--nemesis: 'drain node:n2 at 1s': drain takes 'for <duration>'"),
+    ("crash node:n2 at 1s for 5s", "--nemesis: 'crash node:n2 at 1s for 5s': crash takes no 'for'"),
+    ("restart node:n2 at 5s", "--nemesis: 'restart node:n2 at 5s' restarts no node: no 'crash node:n2' before it"),
+    ("crash node:n2 at 1s; partition node:n2 at 3s for 1s; restart node:n2 at 9s",
+     "--nemesis: 'partition node:n2 at 3s for 1s' starts before 'crash node:n2 at 1s' ends, on the same target"),
+])
+def test_a_wrong_node_clause_is_named_in_one_line(text, message):
+    with pytest.raises(ModelError) as err:
+        parse(text, SOURCES)
+    assert str(err.value) == message
+
+
+def test_a_node_crashed_and_restarted_may_be_crashed_again():
+    text = "crash node:crm at 1s; restart node:crm at 5s; crash node:crm at 6s; restart node:crm at 9s"
+    assert [f.kind for f in parse(text, SOURCES)] == ["crash", "restart", "crash", "restart"]
 
 
 def test_faults_on_one_target_one_after_the_other_are_taken():
@@ -74,11 +111,13 @@ def test_a_local_run_is_given_only_faults_it_can_apply():
     assert len(faults) == 30 and all(local.refusal(f) is None for f in faults)
     assert {f.kind for f in faults} == {"pause", "kill"}
     assert {f.kind for f in faults if f.targets == ("warehouse",)} == {"pause", "kill"}   # held, or restarted
-    refused = parse("pause load at 1s for 1s; clock crm +5s at 3s; kill sources at 5s; kill executors at 7s", SOURCES)
+    refused = parse("pause load at 1s for 1s; clock crm +5s at 3s; kill sources at 5s; kill executors at 7s; "
+                    "crash node:crm at 9s", SOURCES)
     assert [local.refusal(f) for f in refused] == [
         "the load generator runs inside the run's own process", "a local run's processes share the machine's clock",
         "kill one source at a time",
-        "only a cluster has Spark executors, a Ray head of their own and raylets per node (loadgen.nemesis.node)"]
+        "only a cluster has Spark executors, a Ray head of their own and raylets per node (loadgen.nemesis.node)",
+        "a local run has one machine: whole-node faults need a cluster's nodes (loadgen.nemesis.node)"]
 
 
 def test_each_fault_owns_the_load_until_the_next_one_and_a_phase_with_nothing_committed_says_so():

@@ -15,7 +15,7 @@ Faults come from outside the code under test, as the operating system or Ray del
 The rest need what a local run does not have, each refused before the run starts with the
 reason: the load generator runs inside the run's own process (no pause, no partition from it);
 every process shares the machine's one network namespace and clock (no partition, no clock
-offset).
+offset), and the machine is the run's only node (no whole-node fault).
 
 Whatever it paused is thawed when the schedule ends, the run fails, or the process is stopped.
 """
@@ -33,6 +33,8 @@ from loadgen.nemesis.timeline import Nemesis, signal_process
 
 def refusal(fault: Fault) -> str | None:
     """Why a local run cannot apply `fault`, or None if it can."""
+    if fault.of_node:
+        return "a local run has one machine: whole-node faults need a cluster's nodes (loadgen.nemesis.node)"
     if any(t in schedule.CLUSTER_ROLES or t.startswith(schedule.RAYLET) or t == schedule.EVERYTHING
            for t in fault.targets):
         return "only a cluster has Spark executors, a Ray head of their own and raylets per node (loadgen.nemesis.node)"

@@ -14,11 +14,19 @@ one by hand on the local cluster (docs/kubernetes.md, "The nemesis from the node
   offset (the clock jumps); the end of the schedule sets it back to 0;
 - `kill T at A`: every process of T's containers SIGKILLed, as a crash (the kubelet starts the
   container again; an executor pod stays failed and Spark asks for another); `kill raylet:S` kills
-  only the raylet of source S's Ray node.
+  only the raylet of source S's Ray node;
+- whole-node faults (loadgen.nemesis.nodes), on the local cluster tool's worker nodes:
+  `crash node:N` kills the node's every process at once; once Kubernetes has marked it NotReady,
+  the nemesis taints it out of service, as the Kubernetes documentation has an operator do after
+  a non-graceful shutdown, so that its StatefulSet pods start again elsewhere where their volumes
+  allow (a source's node-local volume does not: it waits for its node). `restart node:N` starts
+  the node a crash took and takes the taint away. `partition node:N for D` drops every packet on
+  the node's link, both ways, healed after D. `drain node:N for D` cordons the node and evicts its
+  pods as `kubectl drain` does; uncordoned after D.
 
 Targets: a source's name, `sources`, `warehouse`, `load` (the load Job's pod), `executors`
 (Spark's executor pods), `ray-head`, and as a partition's second side `everything` (every other
-pod of the release). Pods are found by the chart's labels, processes by their
+pod of the release); a node by its name or by what runs on it (`node:warehouse`). Pods are found by the chart's labels, processes by their
 cgroups under /proc. Whatever is applied is reverted when its window ends, when the schedule ends
 or is stopped, and when it fails: thawed, rules deleted, clocks set back. Packet-level delay and
 loss stay with the in-process fault injector: this kernel has no netem qdisc.
@@ -28,15 +36,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from fedmodel.errors import ModelError
 from loadgen.nemesis import schedule
+from loadgen.nemesis.nodes import OUT_OF_SERVICE, Machines, Operator
 from loadgen.nemesis.schedule import Fault
 from loadgen.nemesis.timeline import Events, Nemesis, signal_process
 
@@ -60,6 +72,7 @@ class Pod:
     name: str
     uid: str
     ip: str
+    node: str = ""
 
 
 class Release:
@@ -80,8 +93,13 @@ class Release:
         if target != schedule.EVERYTHING:
             selector += ",app.kubernetes.io/component="
             selector += COMPONENTS[target] if target in COMPONENTS else f"source,fedlab.io/source={target}"
-        return [Pod(p["metadata"]["name"], p["metadata"]["uid"], p["status"]["podIP"]) for p in self._get(selector)
-                if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
+        return [Pod(p["metadata"]["name"], p["metadata"]["uid"], p["status"]["podIP"], p["spec"].get("nodeName", ""))
+                for p in self._get(selector) if p["status"].get("phase") == "Running" and p["status"].get("podIP")]
+
+    def on_node(self, node: str) -> list[str]:
+        """The names of the release's pods bound to `node`, whatever their phase."""
+        return sorted(p["metadata"]["name"] for p in self._get(f"app.kubernetes.io/instance={self.release}")
+                      if p["spec"].get("nodeName") == node)
 
     def _get(self, selector: str) -> list[dict]:
         proc = subprocess.run([self.kubectl, "-n", self.namespace, "get", "pods", "-l", selector, "-o", "json"],
@@ -131,17 +149,25 @@ class NodeNemesis(Nemesis):
     """Applies `faults` to `release` (a Release) from this node, timed from `start()`
     (loadgen.nemesis.timeline); `events` gets one line per action."""
 
-    def __init__(self, release: Release, faults: list[Fault], events: list[str]):
+    def __init__(self, release: Release, faults: list[Fault], events: list[str], machines: Machines | None = None):
         super().__init__(faults, events)
         self.release = release
+        self.machines = machines      # a whole-node fault's power and cable (None: the schedule has none)
+        self.operator = Operator(release.kubectl, release.env)
         self._lock = threading.Lock()
         self._closed = False
         self._frozen: dict[Path, str] = {}                      # freezer file -> pod, while frozen
         self._rules: dict[tuple[int, str], str] = {}            # (sandbox pid, source IP) -> pod, while dropped
         self._clocks: dict[str, Pod] = {}                       # pod name -> pod, while its clock is off
+        self._crashed: dict[str, str] = {}                      # `node:N` target -> the node it crashed
+        self._cut: set[str] = set()                             # nodes cut from the others
+        self._drained: set[str] = set()                         # nodes cordoned by a drain
 
     def _begin(self, fault: Fault, elapsed: float):
-        act = {"pause": self._pause, "partition": self._partition, "clock": self._clock, "kill": self._kill}
+        if fault.of_node:
+            act = {"crash": self._crash, "restart": self._restart, "partition": self._cut_node, "drain": self._drain}
+        else:
+            act = {"pause": self._pause, "partition": self._partition, "clock": self._clock, "kill": self._kill}
         return act[fault.kind](fault, elapsed)
 
     def _pods(self, target: str) -> list[Pod]:
@@ -225,13 +251,110 @@ class NodeNemesis(Nemesis):
             self.events.append(f"killed {what} pod {pod.name} ({len(pids)} processes) at {elapsed:.1f}s")
         return None
 
+    # ---- whole nodes ----
+
+    def _node(self, fault: Fault) -> tuple[str, str]:
+        """The node a node fault names, and what of the release runs there (for its event line)."""
+        name = fault.targets[0].removeprefix(schedule.NODE)
+        if name in schedule.ROLES + schedule.CLUSTER_ROLES or name in self.release.sources():
+            node = self._pods(name)[0].node
+        elif name in self.operator.names():
+            node = name
+        else:
+            raise RuntimeError(f"no node {name!r} and no source or role of that name "
+                               f"(nodes: {', '.join(self.operator.names())})")
+        return node, ", ".join(self.release.on_node(node)) or "none of the release's pods"
+
+    def _crash(self, fault: Fault, elapsed: float):
+        node, pods = self._node(fault)
+        with self._lock:
+            if self._closed:
+                return None
+            self.machines.crash(node)
+            self._crashed[fault.targets[0]] = node
+        self.events.append(f"crashed node {node} at {elapsed:.1f}s: every process killed ({pods})")
+        threading.Thread(target=self._declare_dead, args=(node, time.monotonic()), name="operator", daemon=True).start()
+        return None
+
+    def _declare_dead(self, node: str, crashed: float) -> None:
+        """What the operator does once Kubernetes sees the node gone: taints it out of service, so
+        that its pods are deleted and their controllers start them again (nodes.py says why)."""
+        waited = self.operator.wait_not_ready(node, 300.0, self._stop)
+        with self._lock:
+            if waited is None or self._closed or node not in self._crashed.values():
+                return
+            self.operator.taint_out_of_service(node)
+        self.events.append(f"node {node} NotReady {time.monotonic() - crashed:.1f}s after its crash: "
+                           f"tainted {OUT_OF_SERVICE}, so its pods are deleted and start again where they can")
+
+    def _restart(self, fault: Fault, elapsed: float | None):
+        with self._lock:
+            node = self._crashed.pop(fault.targets[0])
+            began = time.monotonic()
+            self.machines.start(node)
+            self.operator.untaint(node)
+        self.events.append(f"restarted node {node}" + (f" at {elapsed:.1f}s" if elapsed is not None else "")
+                           + f": Ready after {time.monotonic() - began:.1f}s, its out-of-service taint removed")
+        return None
+
+    def _cut_node(self, fault: Fault, elapsed: float):
+        node, pods = self._node(fault)
+        with self._lock:
+            if self._closed:
+                return None
+            self.machines.cut(node)
+            self._cut.add(node)
+        self.events.append(f"cut node {node} from the other nodes and the control plane at {elapsed:.1f}s "
+                           f"for {fault.length:g}s ({pods})")
+        return lambda at: self._mend(node, at)
+
+    def _mend(self, node: str, elapsed: float | None) -> None:
+        with self._lock:
+            if node in self._cut:
+                self._cut.discard(node)
+                dropped = self.machines.mend(node)
+                self.events.append(f"mended node {node}'s link" + (f" at {elapsed:.1f}s" if elapsed is not None else "")
+                                   + f": {dropped} packets had been dropped")
+
+    def _drain(self, fault: Fault, elapsed: float):
+        node, pods = self._node(fault)
+        with self._lock:
+            if self._closed:
+                return None
+            self.operator.cordon(node)
+            self._drained.add(node)
+        self.events.append(f"cordoned node {node} at {elapsed:.1f}s and draining it for {fault.length:g}s ({pods})")
+
+        def drain():   # evictions wait for each pod's grace period: the schedule goes on meanwhile
+            try:
+                self.events.append(f"drained node {node}: {self.operator.drain(node)}")
+            except RuntimeError as err:
+                self.events.append(f"draining node {node} did not finish: {err}")
+        threading.Thread(target=drain, name="drain", daemon=True).start()
+        return lambda at: self._uncordon(node, at)
+
+    def _uncordon(self, node: str, elapsed: float | None) -> None:
+        with self._lock:
+            if node in self._drained:
+                self._drained.discard(node)
+                self.operator.uncordon(node)
+                self.events.append(f"uncordoned node {node}" + (f" at {elapsed:.1f}s" if elapsed is not None else ""))
+
     def close(self) -> None:
-        """Thaws every frozen pod, deletes every drop rule and sets every clock back; applies
-        nothing after."""
+        """Thaws every frozen pod, deletes every drop rule, sets every clock back, mends, uncordons
+        and restarts every node; applies nothing after."""
         with self._lock:
             self._closed = True
         self._thaw(list(self._frozen), None)
         self._heal(list(self._rules), None)
+        for node in list(self._cut):
+            self._mend(node, None)
+        for node in list(self._drained):
+            self._uncordon(node, None)
+        with self._lock:
+            crashed = list(self._crashed.items())
+        for target, node in crashed:
+            self._restart(Fault("restart", (target,), 0.0), None)
         with self._lock:
             for pod in self._clocks.values():
                 # Found again: a container restarted since keeps the pod's /tmp, and the offset in it.
@@ -316,6 +439,18 @@ def _write(file: Path, text: str, atomic: bool = False) -> None:
     partial.replace(file)
 
 
+def machines(faults: list[Fault]) -> Machines | None:
+    """The local cluster tool's nodes, for a schedule with whole-node faults ($LOCAL_K8S, else
+    `local-k8s` on PATH); None for one without. RuntimeError when the tool cannot be found."""
+    if not any(f.of_node for f in faults):
+        return None
+    tool = os.environ.get("LOCAL_K8S") or shutil.which("local-k8s")
+    if not tool:
+        raise RuntimeError("whole-node faults need the local cluster tool: set LOCAL_K8S to its path, or put "
+                           "local-k8s on PATH (eval \"$(local-k8s env)\")")
+    return Machines(tool)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadgen.nemesis.node",
                                 description="apply a nemesis schedule to a fedlab release, from its node (as root)")
@@ -328,10 +463,11 @@ def main(argv=None) -> int:
     release = Release(args.namespace, args.release)
     try:
         faults = schedule.read(args.nemesis, release.sources(), args.duration, refusal)
-    except ModelError as err:
+        tool = machines(faults)
+    except (ModelError, RuntimeError) as err:
         print(err, file=sys.stderr)
         return 2
-    nemesis = NodeNemesis(release, faults, Events(lambda line: print(line, flush=True)))
+    nemesis = NodeNemesis(release, faults, Events(lambda line: print(line, flush=True)), tool)
     signal.signal(signal.SIGTERM, lambda *_: nemesis.stop())
     try:
         nemesis.start().wait()

@@ -11,13 +11,20 @@ from the start of the load:
 - `kill T at A`: T killed as a crash would (its supervisor starts it again);
 - `partition X|Y at A for D`: X and Y cannot reach each other for D; `X->Y`: X cannot reach Y,
   Y's packets still reach X;
-- `clock T +S at A` (or `-S`): T's wall clock offset by S from A on.
+- `clock T +S at A` (or `-S`): T's wall clock offset by S from A on;
+- on a cluster's nodes, whole-node faults (`NODE_KINDS`, loadgen.nemesis.node): `crash node:N at
+  A` (every process of the node killed at once, a power loss), `restart node:N at A` (the node a
+  crash took brought back), `partition node:N at A for D` (the node cut from the other nodes and
+  the control plane, both ways), `drain node:N at A for D` (cordoned and its pods evicted, as an
+  operator would; uncordoned after D).
 
 A target is a source's name, `sources` (every source), `warehouse` or `load` (the load
 generator); on a cluster also `executors` (Spark's), `ray-head`, for a kill `raylet:S`, the
 raylet of source S's Ray node, and for a partition's second side `everything` else
-(`partition crm|everything`: a source cut from the rest). Durations are written as `fedlab run --duration` takes them (500ms, 20s, 2m).
-`random:SEED` draws a schedule instead (`draw`). Which faults an environment can apply is the
+(`partition crm|everything`: a source cut from the rest). A node is named `node:NAME`, by the
+Kubernetes node's name or by what runs on it when the clause begins (`node:warehouse`, `node:crm`:
+the node of that pod). Durations are written as `fedlab run --duration` takes them (500ms, 20s, 2m).
+`random:SEED` draws a schedule of process faults instead (`draw`). Which faults an environment can apply is the
 applier's (loadgen.nemesis.local for a local run); this module only reads and draws schedules.
 """
 
@@ -31,17 +38,20 @@ from fedmodel.errors import ModelError
 from loadgen.roles.chaos_k8s import ChaosError, parse_duration
 
 KINDS = ("pause", "kill", "partition", "clock")
+NODE_KINDS = ("crash", "restart", "drain")   # and `partition node:N`: faults of a whole node
 ROLES = ("sources", "warehouse", "load")
 CLUSTER_ROLES = ("executors", "ray-head")   # what only a cluster has: Spark's executor pods, Ray's head
 EVERYTHING = "everything"                   # a partition's other side: every other process of the run
 RAYLET = "raylet:"                          # `kill raylet:S`: the raylet of source S's Ray node, alone
+NODE = "node:"                              # `crash node:N`: node N, by name or by what runs on it
 
 
 @dataclass(frozen=True)
 class Fault:
     """One clause: `kind` applied to `targets` at `at` seconds for `length` seconds (pause and
     partition; None for kill and clock); `offset` is a clock's shift in seconds; `one_way` is a
-    partition in one direction only (targets[0] cannot reach targets[1])."""
+    partition in one direction only (targets[0] cannot reach targets[1]). A whole-node fault has
+    one target, `node:N`; so does a partition of a node."""
 
     kind: str
     targets: tuple[str, ...]
@@ -54,9 +64,14 @@ class Fault:
     def end(self) -> float:
         return self.at + (self.length or 0.0)
 
+    @property
+    def of_node(self) -> bool:
+        """Whether it is a fault of a whole node (`node:N`)."""
+        return self.targets[0].startswith(NODE)
+
     def __str__(self) -> str:
         when = f"at {_seconds(self.at)}" + (f" for {_seconds(self.length)}" if self.length is not None else "")
-        if self.kind == "partition":
+        if self.kind == "partition" and not self.of_node:
             return f"partition {('->' if self.one_way else '|').join(self.targets)} {when}"
         if self.kind == "clock":
             return f"clock {self.targets[0]} {'+' if self.offset >= 0 else '-'}{_seconds(abs(self.offset))} {when}"
@@ -108,25 +123,28 @@ def _random_fault(rng: random.Random, start: float, width: float, sources: list[
 
 def _clause(clause: str, sources: list[str]) -> Fault:
     m = _CLAUSE.fullmatch(clause)
-    if not m or m["kind"] not in KINDS:
+    if not m or m["kind"] not in KINDS + NODE_KINDS:
         raise ModelError(f"--nemesis: {clause!r}: write e.g. 'pause crm at 5s for 3s', 'kill warehouse at 10s', "
-                         "'partition warehouse|crm at 20s for 5s' or 'clock crm +300s at 30s'")
+                         "'partition warehouse|crm at 20s for 5s', 'clock crm +300s at 30s' or "
+                         "'crash node:warehouse at 40s'")
     kind = m["kind"]
     at = _duration(clause, m["at"])
     length = _duration(clause, m["length"]) if m["length"] else None
-    if (length is None) != (kind in ("kill", "clock")):
+    if (length is None) != (kind in ("kill", "clock", "crash", "restart")):
         raise ModelError(f"--nemesis: {clause!r}: {kind} " + ("takes 'for <duration>'" if length is None
                                                              else "takes no 'for'"))
     if (m["offset"] is not None) != (kind == "clock"):
         raise ModelError(f"--nemesis: {clause!r}: " + ("clock takes an offset, e.g. +300s"
                                                        if kind == "clock" else f"{kind} takes no offset"))
+    if kind in NODE_KINDS or m["target"].startswith(NODE):
+        return _node_clause(clause, kind, m["target"], at, length, sources)
     offset = None
     if kind == "clock":
         offset = _duration(clause, m["offset"][1:]) * (-1 if m["offset"][0] == "-" else 1)
     one_way = kind == "partition" and "->" in m["target"]
     targets = tuple(re.split(r"->|\|", m["target"])) if kind == "partition" else (m["target"],)
     if kind == "partition" and (len(targets) != 2 or targets[0] == targets[1]):
-        raise ModelError(f"--nemesis: {clause!r}: a partition names two sides, X|Y or X->Y")
+        raise ModelError(f"--nemesis: {clause!r}: a partition names two sides, X|Y or X->Y, or one node, node:N")
     if kind != "partition" and ("|" in m["target"] or "->" in m["target"]):
         raise ModelError(f"--nemesis: {clause!r}: only a partition names two sides")
     for target in targets:
@@ -138,20 +156,55 @@ def _clause(clause: str, sources: list[str]) -> Fault:
                 raise ModelError(f"--nemesis: {clause!r}: everything is a partition's second side, e.g. crm|everything")
         elif target not in sources and target not in ROLES + CLUSTER_ROLES:
             raise ModelError(f"--nemesis: {clause!r}: no target {target!r} (sources: {', '.join(sorted(sources))}; "
-                             f"or {', '.join(ROLES + CLUSTER_ROLES)}, raylet:SOURCE, everything)")
+                             f"or {', '.join(ROLES + CLUSTER_ROLES)}, raylet:SOURCE, everything, node:NODE)")
     return Fault(kind, targets, at, length, offset, one_way)
+
+
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")   # a Kubernetes node's name (a DNS subdomain)
+
+
+def _node_clause(clause: str, kind: str, target: str, at: float, length: float | None, sources: list[str]) -> Fault:
+    """A whole-node fault: one target, `node:` and a node's name or what runs on one pod (a source,
+    the warehouse, the load, the Ray head); the applier finds the node when the clause begins."""
+    if kind not in NODE_KINDS + ("partition",):
+        raise ModelError(f"--nemesis: {clause!r}: a node is crashed, restarted, partitioned or drained "
+                         f"(e.g. crash node:warehouse at 40s)")
+    name = target.removeprefix(NODE)
+    if not target.startswith(NODE) or not _NODE_NAME.fullmatch(name) or name in ("sources", "executors", EVERYTHING):
+        raise ModelError(f"--nemesis: {clause!r}: {kind} takes one node: node:NAME, or node:warehouse, node:load, "
+                         f"node:ray-head or node:SOURCE for the node that one runs on (sources: {', '.join(sorted(sources))})")
+    return Fault(kind, (target,), at, length)
 
 
 def _refuse_overlaps(faults: list[Fault], sources: list[str]) -> None:
     """Two faults on one target at once would leave which ends first unclear (a pause inside a
-    pause thaws the process early): refused."""
+    pause thaws the process early): refused. A crashed node is down until its restart, which must
+    follow its crash."""
     def reached(fault):
         return {s for t in fault.targets for s in (sources if t == "sources" else [t])}
 
+    ends = _node_downtimes(faults)
     for i, first in enumerate(faults):
         for second in faults[i + 1:]:
-            if second.at < first.end and reached(first) & reached(second):
+            if second.at < ends.get(i, first.end) and reached(first) & reached(second) \
+                    and not (first.kind, second.kind) == ("crash", "restart"):
                 raise ModelError(f"--nemesis: '{second}' starts before '{first}' ends, on the same target")
+
+
+def _node_downtimes(faults: list[Fault]) -> dict[int, float]:
+    """Each crash's end (by index in the time-ordered `faults`): its node's restart, or never."""
+    down: dict[str, int] = {}
+    ends: dict[int, float] = {}
+    for i, fault in enumerate(faults):
+        if fault.kind == "crash":
+            down[fault.targets[0]] = i
+            ends[i] = float("inf")
+        elif fault.kind == "restart":
+            crashed = down.pop(fault.targets[0], None)
+            if crashed is None:
+                raise ModelError(f"--nemesis: '{fault}' restarts no node: no 'crash {fault.targets[0]}' before it")
+            ends[crashed] = fault.at
+    return ends
 
 
 def _duration(clause: str, text: str) -> float:
