@@ -374,9 +374,17 @@ def test_one_source_per_node_requires_anti_affinity(rendered):
         if "-src-" in sts["metadata"]["name"]:
             terms = pod_spec(sts)["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             assert terms[0]["topologyKey"] == "kubernetes.io/hostname"
-    # with a ReadWriteMany volume the executors need not follow the warehouse to its node
-    assert "affinity" not in executor_template(rendered["one-source-per-node"])["spec"]
-    assert "podAffinity" in executor_template(rendered["default"])["spec"]["affinity"]
+    # with a ReadWriteMany volume the executors need not follow the warehouse to its node: they
+    # keep off the warehouses' nodes instead
+    away = executor_template(rendered["one-source-per-node"])["spec"]["affinity"]
+    assert set(away) == {"podAntiAffinity"}
+    term = away["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "warehouse"
+    assert set(executor_template(rendered["default"])["spec"]["affinity"]) == {"podAffinity"}
+    # the Ray head keeps off the sources' nodes
+    head = pod_spec(one(rendered["default"], "Deployment", "fedlab-ray-head"))["affinity"]["podAntiAffinity"]
+    term = head["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "source"
 
 
 def test_the_run_config_names_every_source_and_the_catalog(rendered):

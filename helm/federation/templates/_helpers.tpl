@@ -199,6 +199,29 @@ podAffinity:
           {{- include "fedlab.warehouseSelector" (dict "ctx" . "component" "warehouse" "warehouse" "warehouse") | nindent 10 }}
 {{- end -}}
 
+{{/* A pod anti-affinity that keeps a pod off the nodes of a component's pods, by `mode` (none,
+preferred, required): (dict "ctx" $ "mode" "required" "component" "source"). Renders nothing for
+none; the caller writes `affinity:` only when this is not empty. */}}
+{{- define "fedlab.antiAffinity" -}}
+{{- if eq .mode "required" }}
+podAntiAffinity:
+  requiredDuringSchedulingIgnoredDuringExecution:
+    - topologyKey: kubernetes.io/hostname
+      labelSelector:
+        matchLabels:
+          {{- include "fedlab.componentSelector" . | nindent 10 }}
+{{- else if eq .mode "preferred" }}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "fedlab.componentSelector" . | nindent 12 }}
+{{- end }}
+{{- end -}}
+
 {{/* The volume with the run directory (the first warehouse's claim; the others keep theirs there too). */}}
 {{- define "fedlab.dataVolume" -}}
 - name: data
