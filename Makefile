@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check soak bench image e2e-k8s clean
+.PHONY: venv demo test check soak bench image e2e-k8s e2e-nodes clean
 
 venv: $(STAMP)
 
@@ -57,6 +57,12 @@ image: venv
 # asserts the Helm test's verdict; says "skipped: no cluster reachable" and exits 0 without one.
 e2e-k8s: venv
 	$(BIN)/python helm/e2e_k8s.py
+
+# The same run across worker nodes the local cluster tool adds beside node 1 (as root, with the
+# cluster up and `make image` done): Delta on an S3 object store, placement asserted, crashes,
+# partitions and drains of whole nodes under load; everything it made is taken down at the end.
+e2e-nodes: venv
+	$(BIN)/python helm/e2e_nodes.py
 
 clean:
 	rm -rf runs .pytest_cache .hypothesis

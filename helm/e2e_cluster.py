@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -28,6 +30,7 @@ import yaml
 
 IMAGE_UID = 10001
 LOCAL_CLASS = "fedlab-e2e-local"
+SHARED_CLASS = "fedlab-e2e-shared"
 LOCAL_ROOT = Path("/var/lib/fedlab-e2e")
 
 
@@ -81,6 +84,50 @@ def wait_job(kube: Kube, name: str, timeout: float) -> str:
         time.sleep(5)
 
 
+class PodStarts:
+    """Every container (re)start of the pods a selector picks while it watches, as (wall-clock
+    time, pod name), from one `kubectl get pods --watch`: when Kubernetes restarted what a fault
+    took, so that a recovery is timed from it (loadgen.nemesis.effects.recovery)."""
+
+    def __init__(self, kube: Kube, selector: str):
+        self.kube, self.selector = kube, selector
+        self.starts: list[tuple[float, str]] = []
+        self._seen: set[tuple[str, str, int]] = set()   # (pod uid, container, restart count)
+
+    def __enter__(self) -> PodStarts:
+        self._proc = subprocess.Popen([self.kube.kubectl, "-n", self.kube.namespace, "get", "pods", "-l", self.selector,
+                                       "--watch", "-o", "json"], env=self.kube.env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True)
+        self._thread = threading.Thread(target=self._read, name="pod-starts", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._proc.terminate()
+        self._thread.join(10)
+
+    def _read(self) -> None:
+        decoder, buffer = json.JSONDecoder(), ""
+        for line in self._proc.stdout:
+            buffer += line
+            try:
+                pod, end = decoder.raw_decode(buffer.lstrip())
+            except json.JSONDecodeError:
+                continue
+            buffer = buffer.lstrip()[end:]
+            for status in pod.get("status", {}).get("containerStatuses", []):
+                started = status.get("state", {}).get("running", {}).get("startedAt")
+                key = (pod["metadata"]["uid"], status["name"], status.get("restartCount", 0))
+                if started and key not in self._seen:
+                    self._seen.add(key)
+                    self.starts.append((_epoch(started), pod["metadata"]["name"]))
+
+
+def _epoch(stamp: str) -> float:
+    """An RFC 3339 time of the API (2026-12-06T05:30:22Z) in seconds since the epoch."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
 def current_context(kubectl: str, env: dict) -> str | None:
     proc = subprocess.run([kubectl, "config", "current-context"], env=env, text=True, capture_output=True)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
@@ -106,23 +153,66 @@ def local_node(kube: Kube) -> str | None:
 
 def provide_local_volumes(kube: Kube, node: str, claims: list[str], run_id: str) -> None:
     """One pre-bound `local` PersistentVolume per claim, on LOCAL_ROOT/<run id>/<claim>."""
+    _local_class(kube)
+    for claim in claims:
+        pv = _pv(kube, _pv_name(kube, claim), run_id, ["ReadWriteOnce"], LOCAL_CLASS,
+                 {"local": {"path": str(_volume_folder(run_id, claim))},
+                  "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                      {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}})
+        pv["spec"]["claimRef"] = {"namespace": kube.namespace, "name": claim}
+        kube.apply(pv, namespaced=False)
+
+
+def provide_node_volumes(kube: Kube, nodes: list[str], per_node: int, run_id: str) -> None:
+    """`per_node` unbound `local` PersistentVolumes on each of `nodes` (class LOCAL_CLASS, which binds
+    a claim when its pod is scheduled): a source's claim lands on the node its pod's scheduling
+    chose, anti-affinity included, and keeps the pod there from then on, as a node's own disk
+    does."""
+    _local_class(kube)
+    for node in nodes:
+        for i in range(per_node):
+            name = f"{node}-{i}"
+            path = _volume_folder(run_id, name)
+            kube.apply(_pv(kube, f"{kube.namespace}-{name}", run_id, ["ReadWriteOnce"], LOCAL_CLASS,
+                           {"local": {"path": str(path)},
+                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}),
+                       namespaced=False)
+
+
+def provide_shared_volume(kube: Kube, claim: str, run_id: str) -> None:
+    """A ReadWriteMany volume for `claim` that a pod mounts on any node: a hostPath folder, which
+    every node of the local cluster tool sees, since they all share the host's filesystem. It
+    stands in for a network filesystem (NFS, EFS), so that a pod that keeps its files there (the
+    warehouse's run directory) can start again on another node."""
+    kube.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": SHARED_CLASS},
+                "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate",
+                "reclaimPolicy": "Retain"}, namespaced=False)
+    path = _volume_folder(run_id, claim)
+    pv = _pv(kube, _pv_name(kube, claim), run_id, ["ReadWriteMany"], SHARED_CLASS,
+             {"hostPath": {"path": str(path), "type": "Directory"}})
+    pv["spec"]["claimRef"] = {"namespace": kube.namespace, "name": claim}
+    kube.apply(pv, namespaced=False)
+
+
+def _local_class(kube: Kube) -> None:
     kube.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": LOCAL_CLASS},
                 "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
                 "reclaimPolicy": "Retain"}, namespaced=False)
-    for claim in claims:
-        path = LOCAL_ROOT / run_id / claim
-        path.mkdir(parents=True, exist_ok=True)
-        shutil.chown(path, IMAGE_UID, IMAGE_UID)
-        kube.apply({
-            "apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": _pv_name(kube, claim), "labels": {"fedlab.io/e2e": run_id}},
-            "spec": {"capacity": {"storage": "20Gi"}, "accessModes": ["ReadWriteOnce"],
-                     "persistentVolumeReclaimPolicy": "Retain", "storageClassName": LOCAL_CLASS,
-                     "claimRef": {"namespace": kube.namespace, "name": claim},
-                     "local": {"path": str(path)},
-                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}},
-            namespaced=False)
+
+
+def _volume_folder(run_id: str, name: str) -> Path:
+    path = LOCAL_ROOT / run_id / name
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.chown(path, IMAGE_UID, IMAGE_UID)
+    return path
+
+
+def _pv(kube: Kube, name: str, run_id: str, modes: list[str], storage_class: str, source: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name[:63].rstrip("-"), "labels": {"fedlab.io/e2e": run_id}},
+            "spec": {"capacity": {"storage": "20Gi"}, "accessModes": modes, "persistentVolumeReclaimPolicy": "Retain",
+                     "storageClassName": storage_class, **source}}
 
 
 def remove_local_volumes(kube: Kube, run_id: str) -> None:

@@ -12,7 +12,7 @@
 3. `helm test`: the checker over the sources' History RPC; its verdict must be complete with
    nothing lost or doubled. Prints the run's figures.
 4. `helm upgrade` with another load rate: a second load Job at that rate against the same
-   federation, while the nemesis applies NEMESIS from this node (loadgen.nemesis.node:
+   federation (Run.load_under), while the nemesis applies NEMESIS from this node (loadgen.nemesis.node:
    partitions both ways, one way and of a source from everything, pauses of a source, the
    warehouse and the Ray head, a wall clock set ahead and jumped back, kills of the executors, a
    raylet, the Ray head with a source, and the warehouse); `helm test` again must find the view
@@ -61,7 +61,7 @@ TLS_SECRET = "fedlab-e2e-tls"
 API_CA = "fedlab-e2e-kube-api-ca"
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="fedlab end-to-end run on Kubernetes")
     p.add_argument("--image", default=os.environ.get("FEDLAB_IMAGE", "localhost/fedlab:0.1.0"),
                    help="REPO:TAG of the image (default: the one `make image` builds)")
@@ -77,7 +77,11 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true", help="leave the release installed")
     p.add_argument("--no-network-policy-check", action="store_true",
                    help="do not probe the NetworkPolicies (for a cluster whose network plugin enforces none)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
 
     kubectl, helm = fedlab_helm.ensure_kubectl(), fedlab_helm.ensure_helm()
     env = dict(os.environ)
@@ -100,6 +104,10 @@ def main(argv=None) -> int:
 
 
 class Run:
+    """The run's steps on one release; helm/e2e_nodes.py extends it across several nodes."""
+
+    values_files = [VALUES]
+
     def __init__(self, args, kube: Kube, helm: str):
         self.args, self.kube, self.helm = args, kube, helm
         self.values = yaml.safe_load(VALUES.read_text())
@@ -109,28 +117,31 @@ class Run:
         self.pull_policy = args.pull_policy or ("Never" if args.image.startswith("localhost/") else "IfNotPresent")
         self.started = time.monotonic()
         self.figures: dict[str, str] = {}
-        self.nemesis = None                 # the node nemesis over the upgrade's load, once started
-        self.load_window = (0.0, 0.0)       # the upgrade's load, wall-clock seconds
+        self.revision = 0                   # the release's Helm revision: its load Job is load-<revision>
+        self.starts: list[tuple[float, str]] = []   # (time, pod) of each restart over the last load
 
     def run(self) -> int:
         with tempfile.TemporaryDirectory(prefix="fedlab-e2e-") as home:
             self.home = Path(home)
             self.helm_env = fedlab_helm.helm_env(self.home / "helm")
             try:
-                self.install()
-                self.check_promises()
-                first = self.helm_test("after the install")
-                self.upgrade()
-                second = self.helm_test("after the upgrade")
-                self.report_faults()
-                if second["transactions"] <= first["transactions"]:
-                    raise E2EFailure(f"the upgrade's load committed nothing: {second['transactions']} transactions "
-                                     f"after it, {first['transactions']} before")
+                self.phases()
                 self.report()
                 return 0
             finally:
                 if not self.args.keep:
                     self.uninstall()
+
+    def phases(self) -> None:
+        self.install()
+        self.check_promises()
+        first = self.helm_test("after the install")
+        nemesis, window = self.load_under(self.args.nemesis, ["--set", f"load.rate={self.args.upgrade_rate:g}"])
+        second = self.helm_test("after the upgrade")
+        self.report_faults(nemesis, window)
+        if second["transactions"] <= first["transactions"]:
+            raise E2EFailure(f"the upgrade's load committed nothing: {second['transactions']} transactions "
+                             f"after it, {first['transactions']} before")
 
     # ---- steps ----
 
@@ -140,6 +151,7 @@ class Run:
         started = time.monotonic()
         self.helm_cmd("upgrade", "--install", *self.chart_args(extra),
                       timeout=self.args.timeout)
+        self.revision = 1
         log(f"installed and ready after {time.monotonic() - started:.0f} s")
         self.figures["install until ready"] = f"{time.monotonic() - started:.0f} s"
         print(cluster.wait_job(self.kube, f"{self.fullname}-load-1", self.args.timeout), flush=True)
@@ -151,7 +163,7 @@ class Run:
         repo, _, tag = self.args.image.rpartition(":")
         if not repo or "/" in tag:
             repo, tag = self.args.image, "latest"
-        values = ["-f", str(VALUES)] + [a for f in self.args.values for a in ("-f", f)]
+        values = [a for f in [*self.values_files, *self.args.values] for a in ("-f", str(f))]
         return [self.args.release, str(CHART), "--namespace", self.kube.namespace, *values,
                 "--set", f"image.repository={repo}", "--set", f"image.tag={tag}",
                 "--set", f"image.pullPolicy={self.pull_policy}", *extra,
@@ -253,74 +265,90 @@ class Run:
             self.figures[f"clocks {when}"] = clocks.group(1)
         return figures
 
-    def upgrade(self) -> None:
-        rate = f"{self.args.upgrade_rate:g}"
+    def load_under(self, schedule: str, values: list[str]) -> tuple:
+        """`helm upgrade` with `values`: a new load Job against the same federation, while the
+        node applies `schedule`; returns the nemesis (None where it cannot run) and the load's
+        wall-clock window."""
         started = time.monotonic()
         # --force-conflicts: the chaos Job changed the faults ConfigMap; the upgrade sets it back to the values.
-        self.helm_cmd("upgrade", *self.chart_args(["--reuse-values", "--force-conflicts", "--set", f"load.rate={rate}"]),
+        self.helm_cmd("upgrade", *self.chart_args(["--reuse-values", "--force-conflicts", *values]),
                       timeout=self.args.timeout)
-        self.nemesis = self.start_nemesis()
-        load_from = time.time()
-        try:
-            print(cluster.wait_job(self.kube, f"{self.fullname}-load-2", self.args.timeout), flush=True)
-            if self.nemesis is not None:
-                self.nemesis.wait()
-        finally:
-            if self.nemesis is not None:
-                self.nemesis.stop()
-        self.load_window = load_from, time.time()
-        log(f"upgraded to load.rate={rate}: the second load Job finished after {time.monotonic() - started:.0f} s")
-        if self.nemesis is not None:
-            if self.nemesis.error is not None:
-                raise E2EFailure(f"the nemesis failed: {self.nemesis.error}")
-            self.figures["nemesis from the node"] = f"{len(self.nemesis.faults)} faults: {self.args.nemesis}"
+        self.revision += 1
+        # Restarts of what the faults take: the warehouses, the sources, the Ray head.
+        watched = "app.kubernetes.io/component in (warehouse,source,ray-head)"
+        with cluster.PodStarts(self.kube, f"app.kubernetes.io/instance={self.args.release},{watched}") as starts:
+            nemesis = self.start_nemesis(schedule)
+            load_from = time.time()
+            try:
+                print(cluster.wait_job(self.kube, f"{self.fullname}-load-{self.revision}", self.args.timeout),
+                      flush=True)
+                if nemesis is not None:
+                    nemesis.wait()
+            finally:
+                if nemesis is not None:
+                    nemesis.stop()
+        self.starts = starts.starts
+        log(f"upgraded ({' '.join(values[1::2])}): the load Job finished after {time.monotonic() - started:.0f} s")
+        if nemesis is not None:
+            if nemesis.error is not None:
+                raise E2EFailure(f"the nemesis failed: {nemesis.error}")
+            self.figures[f"nemesis from the node, load {self.revision}"] = f"{len(nemesis.faults)} faults: {schedule}"
+        return nemesis, (load_from, time.time())
 
-    def report_faults(self) -> None:
-        """What each fault of the node's nemesis did over the upgrade's load, from the warehouse's
-        history on its volume: how long the view stood still in each fault's phase (by the
-        warehouse's clock alone), the staleness of the transactions committed in it, and the
-        fault plot (loadgen.nemesis.effects), written to runs/e2e-k8s/faults.png. Staleness leaves
+    def report_faults(self, nemesis, window: tuple[float, float]) -> None:
+        """What each fault of the node's nemesis did over a load, from the warehouse's history on
+        its volume: how long the view stood still in each fault's phase (by the warehouse's clock
+        alone), the staleness of the transactions committed in it, and the fault plot
+        (loadgen.nemesis.effects), written to runs/e2e-k8s/faults-<revision>.png. Staleness leaves
         out the sources whose clock the schedule set wrong: their commit stamps are off by the
         offset (docs/kubernetes.md, "The nemesis from the node")."""
-        if self.nemesis is None:
+        if nemesis is None:
             return
-        from loadgen.nemesis.effects import figures, standstills
+        from loadgen.nemesis.effects import figures, recovery, standstills
 
         history = self.kube.run("exec", f"{self.fullname}-warehouse-0", "--", "sh", "-c",
                                 "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
         states = [json.loads(line) for line in history.splitlines() if line.strip()]
-        skewed = {f.targets[0] for f in self.nemesis.faults if f.kind == "clock"}
+        skewed = {f.targets[0] for f in nemesis.faults if f.kind == "clock"}
         lags = [(s["commit_time"], s["applied_time"] - s["commit_time"]) for s in states if s["source"] not in skewed]
-        plot = HERE.parent / "runs" / "e2e-k8s" / "faults.png"
-        shown = figures(self.nemesis.applied, lags, *self.load_window, plot)
-        stills = standstills(self.nemesis.applied, [s["applied_time"] for s in states], *self.load_window)
+        plot = HERE.parent / "runs" / "e2e-k8s" / f"faults-{self.revision}.png"
+        shown = figures(nemesis.applied, lags, *window, plot)
+        stills = standstills(nemesis.applied, [s["applied_time"] for s in states], *window)
         log(f"what each fault did (staleness of the sources whose clock was right: all but "
             f"{', '.join(sorted(skewed)) or 'none'}); the plot: {shown['fault_plot']}")
-        for phase, still in zip(shown["fault_phases"], stills):
+        for phase, still, window in zip(shown["fault_phases"], stills, [{"began": window[0]}, *nemesis.applied]):
             lag = phase["staleness_ms"]
-            line = (f"the view stood still {still['still_s']:.1f} s, {still['from_s']:.1f} s into the phase; "
+            began = window["began"] + still["from_s"]
+            ended = recovery(began, began + still["still_s"], self.starts)
+            line = (f"the view stood still {still['still_s']:.1f} s, {still['from_s']:.1f} s into the phase"
+                    + (f" (moving {ended[1]:.1f} s after {ended[0]} started again)" if ended else "") + "; "
                     + (f"{phase['committed']} committed, staleness p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms"
                        if lag["n"] else "nothing committed"))
             self.figures[f"  {phase['phase']}"] = line
             log(f"  {phase['phase']}: {line}")
 
-    def start_nemesis(self):
-        """The node nemesis over the upgrade's load, or None (and why) where it cannot run."""
-        if not self.args.nemesis:
+    def start_nemesis(self, schedule: str):
+        """The node nemesis over a load, or None (and why) where it cannot run."""
+        if not schedule:
             return None
-        if os.geteuid() != 0 or cluster.local_node(self.kube) is None:
-            log("nemesis: not applied (it needs root on the cluster's only node, this machine)")
+        if os.geteuid() != 0 or not self.on_this_machine():
+            log("nemesis: not applied (it needs root on the cluster's nodes, this machine)")
             self.figures["nemesis from the node"] = "not applied: not root on the cluster's node"
             return None
-        from loadgen.nemesis import node, schedule
+        from loadgen.nemesis import node, schedule as schedules
         from loadgen.nemesis.timeline import Events
         from loadgen.roles.chaos_k8s import parse_duration
 
         release = node.Release(self.kube.namespace, self.args.release, self.kube.kubectl, self.kube.env)
         duration = parse_duration(str(self.values["load"]["duration"]))   # what a random:SEED schedule spans
-        faults = schedule.read(self.args.nemesis, release.sources(), duration, node.refusal)
-        log(f"nemesis from the node: {self.args.nemesis}")
-        return node.NodeNemesis(release, faults, Events(lambda line: log(f"nemesis: {line}"))).start()
+        faults = schedules.read(schedule, release.sources(), duration, node.refusal)
+        log(f"nemesis from the node: {schedule}")
+        return node.NodeNemesis(release, faults, Events(lambda line: log(f"nemesis: {line}")),
+                                node.machines(faults)).start()
+
+    def on_this_machine(self) -> bool:
+        """Whether the cluster's nodes are this machine's, where the nemesis can reach them."""
+        return cluster.local_node(self.kube) is not None
 
     def uninstall(self) -> None:
         self.helm_cmd("uninstall", self.args.release, "--namespace", self.kube.namespace, "--wait",

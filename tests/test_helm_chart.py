@@ -441,7 +441,9 @@ def test_each_warehouse_is_a_statefulset_of_its_own_on_the_first_ones_volume(ren
     assert claim == "data-fedlab-warehouse-0"
     affinity = pod_spec(second)["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
     assert affinity["labelSelector"]["matchLabels"] == first["spec"]["selector"]["matchLabels"]
-    assert "affinity" not in pod_spec(first)
+    # the first keeps off the sources' nodes, the second follows it to its volume
+    away = pod_spec(first)["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert away[0]["podAffinityTerm"]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "source"
     # Each Service reaches its own warehouse's pod only; every warehouse pod is a `warehouse`.
     pods = {name: pod_labels(sts) for name, sts in [("warehouse", first), ("wh2", second)]}
     for name, service in [("warehouse", "fedlab-warehouse"), ("wh2", "fedlab-wh-wh2")]:

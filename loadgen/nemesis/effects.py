@@ -61,6 +61,18 @@ def standstills(applied: list[dict], state_times: list[float], load_from: float,
     return out
 
 
+def recovery(still_from: float, still_until: float, starts: list[tuple[float, str]]) -> tuple[str, float] | None:
+    """What ended a standstill from `still_from` to `still_until` (wall-clock seconds): the first
+    pod (re)started inside it, from `starts` (time, pod), and the seconds from that start until
+    the view moved again; None when no pod started in it (a thaw or a heal ended it).
+
+    >>> recovery(100.0, 130.0, [(90.0, "s1-0"), (111.5, "warehouse-0"), (112.0, "s2-0")])
+    ('warehouse-0', 18.5)
+    """
+    inside = sorted((t, pod) for t, pod in starts if still_from <= t <= still_until)
+    return (inside[0][1], round(still_until - inside[0][0], 3)) if inside else None
+
+
 def describe(phase: dict) -> str:
     """One line of a phase, as `fedlab run` prints it."""
     lag = phase["staleness_ms"]
