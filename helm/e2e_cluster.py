@@ -128,6 +128,16 @@ def _epoch(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
+def wait_log_line(kube: Kube, target: str, text: str, timeout: float) -> None:
+    """Waits until `target`'s log (a pod, or job/NAME) has a line containing `text`; E2EFailure
+    after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while text not in kube.logs(target):
+        if time.monotonic() > deadline:
+            raise E2EFailure(f"{target} did not log {text!r} within {timeout:g} s")
+        time.sleep(1)
+
+
 def current_context(kubectl: str, env: dict) -> str | None:
     proc = subprocess.run([kubectl, "config", "current-context"], env=env, text=True, capture_output=True)
     return proc.stdout.strip() or None if proc.returncode == 0 else None

@@ -276,12 +276,15 @@ class Run:
         self.revision += 1
         # Restarts of what the faults take: the warehouses, the sources, the Ray head.
         watched = "app.kubernetes.io/component in (warehouse,source,ray-head)"
+        job = f"{self.fullname}-load-{self.revision}"
         with cluster.PodStarts(self.kube, f"app.kubernetes.io/instance={self.args.release},{watched}") as starts:
+            # The schedule counts from the load's first transaction: before it, the load waits
+            # for the federation (restarted by the upgrade) to answer.
+            cluster.wait_log_line(self.kube, f"job/{job}", "driving ", self.args.timeout)
             nemesis = self.start_nemesis(schedule)
             load_from = time.time()
             try:
-                print(cluster.wait_job(self.kube, f"{self.fullname}-load-{self.revision}", self.args.timeout),
-                      flush=True)
+                print(cluster.wait_job(self.kube, job, self.args.timeout), flush=True)
                 if nemesis is not None:
                     nemesis.wait()
             finally:
@@ -304,7 +307,7 @@ class Run:
         offset (docs/kubernetes.md, "The nemesis from the node")."""
         if nemesis is None:
             return
-        from loadgen.nemesis.effects import figures, recovery, standstills
+        from loadgen.nemesis.effects import figures, phases, recovery, standstills
 
         history = self.kube.run("exec", f"{self.fullname}-warehouse-0", "--", "sh", "-c",
                                 "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
@@ -326,6 +329,21 @@ class Run:
                        if lag["n"] else "nothing committed"))
             self.figures[f"  {phase['phase']}"] = line
             log(f"  {phase['phase']}: {line}")
+        # Each source's own staleness: a fault that took one source shows what the others' updates met.
+        sources = sorted({s["source"] for s in states} - skewed)
+        by_source = {source: phases(nemesis.applied, [(s["commit_time"], s["applied_time"] - s["commit_time"])
+                                                      for s in states if s["source"] == source], *window)
+                     for source in sources}
+        for i, phase in enumerate(shown["fault_phases"]):
+            parts = []
+            for source in sources:
+                part = by_source[source][i]
+                lag = part["staleness_ms"]
+                parts.append(f"{source} {part['committed']} committed"
+                             + (f", p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms" if lag["n"] else ""))
+            line = "; ".join(parts)
+            self.figures[f"  {phase['phase']}, by source"] = line
+            log(f"    by source: {line}")
 
     def start_nemesis(self, schedule: str):
         """The node nemesis over a load, or None (and why) where it cannot run."""

@@ -165,7 +165,9 @@ class NodesRun(e2e_k8s.Run):
         nemesis, window = self.load_under(self.args.nemesis, ["--set", f"load.rate={self.args.upgrade_rate:g}"])
         second = self.helm_test("after the upgrade")
         self.report_faults(nemesis, window)
-        nemesis, window = self.load_under(self.node_nemesis, ["--set", f"load.duration={NODE_LOAD}"])
+        # A longer load, the chaos Job's spec as it was (a Job's template cannot change).
+        nemesis, window = self.load_under(self.node_nemesis, ["--set", f"load.duration={NODE_LOAD}", "--set",
+                                                              f"chaos.duration={self.values['load']['duration']}"])
         third = self.helm_test("after the node faults")
         self.report_faults(nemesis, window)
         self.check_placement("after the node faults", assert_rules=False)

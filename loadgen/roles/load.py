@@ -88,6 +88,7 @@ def main(args) -> int:
             reported[0] = int(elapsed) // 10
             print(f"  {elapsed:5.0f} s: offered {result.offered}, committed {result.committed}, "
                   f"rejected {result.rejected}", flush=True)
+    print(f"driving {rate:g} txn/s for {duration:g} s", flush=True)   # the e2e times its faults from here
     result = drive(commit_batch, stream, sorted(sources), rate, duration, progress)
     print(f"load: offered {result.offered}, committed {result.committed}, rejected {result.rejected} in "
           f"{result.seconds:.1f} s; achieved rate {result.achieved_rate:.1f} txn/s (target {rate:g})", flush=True)
