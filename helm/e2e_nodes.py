@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -49,6 +51,9 @@ NODES_VALUES = e2e_k8s.CHART / "ci" / "nodes-values.yaml"
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 CLIENTS_LABEL = "fedlab.io/e2e-clients"
 BRIDGE = "10.250.0.1"   # the host on the worker nodes' bridge (local-k8s node add), reached by every pod
+STORE_PORT = 8333
+BUCKET = "fedlab-e2e"
+S3_SECRET = "fedlab-e2e-s3"
 # The third load's faults, timed from its upgrade. A node is found by what runs on it when the
 # clause begins: after the warehouse's node crashed, node:warehouse is where it went.
 NODE_NEMESIS = ("crash node:warehouse at 10s; restart node:warehouse at 85s; crash node:s1 at 100s; "
@@ -118,6 +123,17 @@ class Nodes:
         print(agent.stdout + agent.stderr, end="", flush=True)
         if agent.returncode != 0:
             raise E2EFailure("the NetworkPolicy agents did not start")
+        # Beside the cluster, as a cloud's object store is: the host, on the bridge every node reaches.
+        import object_store
+
+        self.access_key, self.secret_key = secrets.token_hex(8), secrets.token_hex(20)
+        try:
+            self.store = object_store.start(cluster.LOCAL_ROOT / "object-store", self.access_key, self.secret_key,
+                                            host=BRIDGE, port=STORE_PORT, bucket=BUCKET)
+        except object_store.ObjectStoreError as err:
+            raise E2EFailure(f"the object store did not start: {err}") from None
+        self.figures["object store"] = (f"SeaweedFS S3 at {self.store.endpoint}, bucket {BUCKET}, "
+                                        f"{self.store.rss_mb():.0f} MB resident at start")
 
     def memory(self) -> str:
         """Each worker node's resident memory (its daemons, shims and pods), from the tool."""
@@ -132,6 +148,7 @@ class Nodes:
         subprocess.run([sys.executable, str(HERE / "netpol_agent.py"), "stop"], capture_output=True)
         if self.store is not None:
             self.store.stop()
+            shutil.rmtree(self.store.data, ignore_errors=True)
         if self.node1:
             self.kube.run("taint", "node", self.node1, f"{CONTROL_PLANE_TAINT}:NoSchedule-", namespaced=False,
                           check=False, quiet=True)
@@ -159,6 +176,7 @@ class NodesRun(e2e_k8s.Run):
     def phases(self) -> None:
         self.install()
         self.figures["worker nodes"] = f"{len(self.nodes.names)}: {self.nodes.memory()}"
+        self.figures.update(self.nodes.figures)
         self.check_placement("after the install")
         self.check_promises()
         first = self.helm_test("after the install")
@@ -179,13 +197,28 @@ class NodesRun(e2e_k8s.Run):
         return True   # the nodes are this run's own
 
     def storage_values(self) -> list[str]:
+        """The sources' databases on node-local volumes, the warehouse's run directory on one every
+        node mounts, its Delta tables in the object store under a prefix of this namespace's."""
         sources = len(self.values["sources"])
         cluster.provide_node_volumes(self.kube, self.nodes.names, sources, self.kube.namespace)
         cluster.provide_shared_volume(self.kube, f"data-{self.fullname}-warehouse-0", self.kube.namespace)
         self.local_volumes = True
-        log(f"volumes: {sources} node-local on each worker for the sources, one on every node for the run directory")
+        self.kube.run("delete", "secret", S3_SECRET, "--ignore-not-found", check=False, quiet=True)
+        self.kube.run("create", "secret", "generic", S3_SECRET, f"--from-literal=AWS_ACCESS_KEY_ID={self.nodes.access_key}",
+                      f"--from-literal=AWS_SECRET_ACCESS_KEY={self.nodes.secret_key}", quiet=True)
+        uri = f"s3a://{BUCKET}/{self.kube.namespace}/{secrets.token_hex(4)}"
+        log(f"volumes: {sources} node-local on each worker for the sources, one on every node for the run "
+            f"directory; Delta under {uri} ({self.nodes.store.endpoint})")
+        self.figures["Delta"] = f"{uri} on {self.nodes.store.endpoint}"
         return ["--set", f"sourceDefaults.storage.storageClassName={cluster.LOCAL_CLASS}",
-                "--set", f"warehouse.storage.storageClassName={cluster.SHARED_CLASS}"]
+                "--set", f"warehouse.storage.storageClassName={cluster.SHARED_CLASS}",
+                "--set", "warehouse.storage.type=objectStore", "--set", f"warehouse.storage.uri={uri}",
+                "--set", f"warehouse.storage.credentialsSecret={S3_SECRET}",
+                "--set", f"warehouse.storage.s3a.endpoint={self.nodes.store.endpoint}"]
+
+    def uninstall(self) -> None:
+        super().uninstall()
+        self.kube.run("delete", "secret", S3_SECRET, "--ignore-not-found", check=False)
 
     def check_placement(self, when: str, assert_rules: bool = True) -> None:
         """Prints where every pod of the release runs (`placement: POD NODE`) and fails if the

@@ -79,6 +79,98 @@ def test_the_node_takes_every_cluster_target_and_sets_clocks_only_at_sources():
                               "(a source's name, not a role)")
 
 
+class Cluster:
+    """The release, its nodes' machines and the operator's kubectl, as one recording stand-in: a
+    crashed node turns NotReady at once, so the nemesis's operator acts without waiting."""
+
+    def __init__(self, placement: dict[str, str]):
+        self.placement, self.actions, self.down = placement, [], set()
+        self.release, self.kubectl, self.env = "r", "kubectl", None
+
+    # Release
+    def sources(self):
+        return ["s1", "s2"]
+
+    def pods(self, target):
+        return [node.Pod(f"{target}-0", "uid", "10.0.0.1", self.placement[target])]
+
+    def on_node(self, name):
+        return sorted(f"{t}-0" for t, n in self.placement.items() if n == name)
+
+    # Machines
+    def crash(self, name):
+        self.down.add(name)
+        self.actions.append(("crash", name))
+
+    def start(self, name):
+        self.down.discard(name)
+        self.actions.append(("start", name))
+
+    def cut(self, name):
+        self.actions.append(("cut", name))
+
+    def mend(self, name):
+        self.actions.append(("mend", name))
+        return 7
+
+    # Operator
+    def names(self):
+        return sorted(set(self.placement.values()))
+
+    def wait_not_ready(self, name, timeout, stopping):
+        while name not in self.down and not stopping.wait(0.01):
+            pass
+        return 0.0 if name in self.down else None
+
+    def taint_out_of_service(self, name):
+        self.actions.append(("taint", name))
+
+    def untaint(self, name):
+        self.actions.append(("untaint", name))
+
+    def cordon(self, name):
+        self.actions.append(("cordon", name))
+
+    def drain(self, name):
+        self.actions.append(("drain", name))
+        return "drained"
+
+    def uncordon(self, name):
+        self.actions.append(("uncordon", name))
+
+
+def test_a_crashed_node_is_declared_out_of_service_and_untainted_when_it_restarts():
+    cluster = Cluster({"warehouse": "n5", "s1": "n3"})
+    faults = read("crash node:warehouse at 0s; restart node:warehouse at 0.3s; partition node:s1 at 0.4s for 0.1s",
+                  SOURCES, 90.0, node.refusal)
+    nemesis = node.NodeNemesis(cluster, faults, [], machines=cluster, operator=cluster)
+    assert nemesis.start().wait(10) and nemesis.error is None
+    assert cluster.actions == [("crash", "n5"), ("taint", "n5"), ("start", "n5"), ("untaint", "n5"),
+                               ("cut", "n3"), ("mend", "n3")]
+    assert nemesis.events[0] == "crashed node n5 at 0.0s: every process killed (warehouse-0)"
+    assert nemesis.events[-1] == "mended node n3's link at 0.5s: 7 packets had been dropped"
+
+
+def test_stopping_restarts_crashed_nodes_mends_cut_ones_and_uncordons_drained_ones():
+    cluster = Cluster({"warehouse": "n5", "s1": "n3", "s2": "n4"})
+    faults = read("crash node:s2 at 0s; drain node:warehouse at 0s for 60s; partition node:s1 at 0s for 60s",
+                  SOURCES, 90.0, node.refusal)
+    nemesis = node.NodeNemesis(cluster, faults, [], machines=cluster, operator=cluster).start()
+    while ("drain", "n5") not in cluster.actions or ("cut", "n3") not in cluster.actions:
+        threading.Event().wait(0.01)
+    nemesis.stop()
+    undone = cluster.actions[cluster.actions.index(("cut", "n3")) + 1:]
+    assert {("mend", "n3"), ("uncordon", "n5"), ("start", "n4"), ("untaint", "n4")} <= set(undone)
+
+
+def test_a_node_named_by_neither_a_node_nor_what_runs_on_one_stops_the_schedule():
+    cluster = Cluster({"warehouse": "n5"})
+    nemesis = node.NodeNemesis(cluster, [Fault("crash", ("node:n9",), 0.0)], [], machines=cluster, operator=cluster)
+    assert nemesis.start().wait(10)
+    assert str(nemesis.error) == "no node 'n9' and no source or role of that name (nodes: n5)"
+    assert cluster.actions == []
+
+
 def test_a_pods_processes_are_found_by_its_cgroups_under_either_driver(tmp_path, monkeypatch):
     uid = "0a1b-2c3d"
     cgroups = {

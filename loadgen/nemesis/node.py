@@ -149,11 +149,12 @@ class NodeNemesis(Nemesis):
     """Applies `faults` to `release` (a Release) from this node, timed from `start()`
     (loadgen.nemesis.timeline); `events` gets one line per action."""
 
-    def __init__(self, release: Release, faults: list[Fault], events: list[str], machines: Machines | None = None):
+    def __init__(self, release: Release, faults: list[Fault], events: list[str], machines: Machines | None = None,
+                 operator: Operator | None = None):
         super().__init__(faults, events)
         self.release = release
         self.machines = machines      # a whole-node fault's power and cable (None: the schedule has none)
-        self.operator = Operator(release.kubectl, release.env)
+        self.operator = operator or Operator(release.kubectl, release.env)
         self._lock = threading.Lock()
         self._closed = False
         self._frozen: dict[Path, str] = {}                      # freezer file -> pod, while frozen
