@@ -170,6 +170,9 @@ def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
     (["warehouses[0].name=warehouse"], "/warehouses/0/name"),
     (["warehouses[0].name=Wh_2"], "/warehouses/0/name"),
     (["warehouses[0].name=wh2", "warehouses[0].port=1"], "additional properties 'port'"),
+    (["ray.config.Health-Check=1"], "invalid propertyName 'Health-Check'"),
+    (["warehouse.antiAffinity=always"], "/warehouse/antiAffinity"),
+    (["ray.head.antiAffinity=sometimes"], "/ray/head/antiAffinity"),
 ])
 def test_a_wrong_value_is_rejected_by_helm_naming_the_field(helm, helm_home, sets, field):
     args = ["template", "x", str(CHART)]
@@ -181,6 +184,17 @@ def test_a_wrong_value_is_rejected_by_helm_naming_the_field(helm, helm_home, set
     # helm 4 names the field as a JSON pointer (/load/rate), helm 3 dotted (load.rate)
     names = [field, field.strip("/").replace("/", ".")] + field.split("'")[1:2]
     assert any(name in proc.stderr for name in names), proc.stderr
+
+
+def test_ray_settings_reach_every_ray_node_as_ray_variables(helm, helm_home):
+    proc = helm.run_helm(["template", "x", str(CHART), "--set", "ray.config.health_check_period_ms=1000",
+                          "--set", "ray.config.gcs_rpc_server_reconnect_timeout_s=10"], helm_home)
+    docs = split_manifests(proc.stdout)
+    ray_nodes = [d for d in workloads(docs) if pod_labels(d).get("app.kubernetes.io/component") in ("ray-head", "source")]
+    assert len(ray_nodes) == 4   # the head and three sources
+    for doc in ray_nodes:
+        env = {e["name"]: e.get("value") for e in pod_spec(doc)["containers"][0]["env"]}
+        assert env["RAY_health_check_period_ms"] == "1000" and env["RAY_gcs_rpc_server_reconnect_timeout_s"] == "10"
 
 
 def test_a_source_without_relations_is_rejected(helm, helm_home, tmp_path):

@@ -117,6 +117,10 @@ fedlab.io/warehouse: {{ .warehouse }}
 {{- end }}
 - name: RAY_USAGE_STATS_ENABLED
   value: "0"
+{{- range $name, $value := .Values.ray.config }}
+- name: RAY_{{ $name }}
+  value: {{ $value | toString | quote }}
+{{- end }}
 {{- end -}}
 
 {{- define "fedlab.rayAuthVolumeMount" -}}
