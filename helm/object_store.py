@@ -39,6 +39,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -153,8 +154,7 @@ class ObjectStore:
         prefix = f"fs.s3a.bucket.{bucket}." if bucket else "fs.s3a."
         return {prefix + key: value for key, value in [
             ("endpoint", self.endpoint), ("endpoint.region", REGION), ("path.style.access", "true"),
-            ("connection.ssl.enabled", "false"), ("access.key", self.access_key),
-            ("secret.key", self.secret_key),
+            ("access.key", self.access_key), ("secret.key", self.secret_key),
             ("aws.credentials.provider", "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider")]}
 
     def rss_mb(self) -> float:
@@ -184,13 +184,14 @@ def start(data: str | Path, access_key: str, secret_key: str, host: str = "127.0
     exe = build()
     data.mkdir(parents=True, exist_ok=True)
     identities = data / "identities.json"
-    identities.write_text(json.dumps({"identities": [{
+    _write_private(identities, {"identities": [{
         "name": "fedlab", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
-        "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, indent=2))
-    identities.chmod(0o600)
+        "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]})
     s3_port = port or _free_port(host)
     internal = [_free_port("127.0.0.1") for _ in range(7)]
     master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_grpc = internal
+    # Volumes of 256 MB, as many as the disk holds (-volume.max=0), rather than weed's 30 GB and 8:
+    # every bucket takes volumes of its own.
     cmd = [str(exe), "server", f"-dir={data / 'objects'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
            "-master.telemetry=false", f"-master.port={master}", f"-master.port.grpc={master_grpc}",
            "-master.volumeSizeLimitMB=256", "-volume.max=0", f"-volume.port={volume}",
@@ -202,8 +203,7 @@ def start(data: str | Path, access_key: str, secret_key: str, host: str = "127.0
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)   # outlives the `start` command that made it
     store = ObjectStore(str(data), host, s3_port, access_key, secret_key, bucket, proc.pid, str(exe))
-    (data / STATE_FILE).write_text(json.dumps(asdict(store), indent=2))
-    (data / STATE_FILE).chmod(0o600)
+    _write_private(data / STATE_FILE, asdict(store))
     started = time.monotonic()
     try:
         _wait_ready(store, proc, started + timeout)
@@ -213,7 +213,7 @@ def start(data: str | Path, access_key: str, secret_key: str, host: str = "127.0
         stop(data)
         raise
     log(f"SeaweedFS S3 at {store.endpoint} ready in {time.monotonic() - started:.1f} s "
-        f"(pid {proc.pid}, data {data}{f', bucket {bucket}' if bucket else ''})")
+        f"(pid {proc.pid}, {store.rss_mb():.0f} MB resident, data {data}{f', bucket {bucket}' if bucket else ''})")
     return store
 
 
@@ -271,11 +271,13 @@ def _s3(store: ObjectStore, method: str, path: str, ok: tuple[int, ...]) -> int:
     request = urllib.request.Request(store.endpoint + path, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=10) as reply:
-            status = reply.status
+            status, body = reply.status, b""
     except urllib.error.HTTPError as err:
-        status = err.code
+        status, body = err.code, err.read()
     if status not in ok:
-        raise ObjectStoreError(f"{method} {path} at {store.endpoint} answered HTTP {status}")
+        code = re.search(rb"<Code>([^<]*)</Code>", body)
+        raise ObjectStoreError(f"{method} {path} at {store.endpoint} answered HTTP {status}"
+                               + (f" {code[1].decode()}" if code else ""))
     return status
 
 
@@ -283,6 +285,13 @@ def _free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _write_private(path: Path, doc: dict) -> None:
+    """JSON that holds the secret key, readable by this user only from its first byte."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(doc, out, indent=2)
 
 
 def _read_state(data: Path) -> ObjectStore | None:

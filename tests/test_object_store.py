@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyspark
 import pytest
+from k8s_support import REPO
 from object_store_support import BUCKET, object_store_module
 from test_delta_store import BATCHES, COLUMNS, INITIAL, TYPES, commit, expected_view, notification, run_dir_for, state
 
@@ -35,6 +39,29 @@ def test_the_session_carries_hadoop_aws_and_the_sdk_modules_not_the_bundle(spark
     assert any(j.endswith(f"hadoop-aws-{HADOOP_AWS.split(':')[2]}.jar") for j in jars), jars
     assert any(j.endswith(f"s3-{AWS_SDK_VERSION}.jar") for j in jars), jars
     assert not [j for j in jars if "bundle-" in j or "netty-" in j.replace("netty-nio-client", "")], jars
+
+
+def object_store_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "helm" / "object_store.py"), *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+def test_without_go_the_build_says_what_is_missing_in_one_line(tmp_path):
+    """As `make objectstore` runs it (--optional: make test goes on, and the tests that need weed
+    say why they skip), and as a user would (exit 1)."""
+    bare = {"PATH": "/nowhere", "FEDLAB_OBJECTSTORE_DIR": str(tmp_path)}
+    optional, required = object_store_cli("build", "--optional", env=bare), object_store_cli("build", env=bare)
+    assert optional.returncode == 0 and "not built: Go is needed to build SeaweedFS's weed" in optional.stderr
+    assert required.returncode == 1 and required.stderr.startswith("object store: Go is needed")
+    assert len(required.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_start_without_credentials_and_stop_without_a_store_say_so(tmp_path):
+    started = object_store_cli("start", "--data", str(tmp_path), env={"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""})
+    assert started.returncode == 1 and "an access key and a secret key are needed" in started.stderr
+    assert not list(tmp_path.iterdir())
+    stopped = object_store_cli("stop", "--data", str(tmp_path))
+    assert stopped.returncode == 0 and "no store runs with its data in" in stopped.stderr
 
 
 def test_the_store_answers_its_credentials_only(object_store):
