@@ -28,8 +28,9 @@ COPY setup.py ./
 RUN pip install . \
  && python -c "import fedmodel.wire, loadgen.cli"
 
-# ---- jars: Delta Lake's jars, fetched once with Maven into the jar cache that
-# warehouse.spark_session reads first (no resolver, no network at run time) ----
+# ---- jars: Delta Lake's jars and hadoop-aws's for s3a:// (with the AWS SDK modules it needs, 13 MB),
+# fetched once with Maven into the jar cache that warehouse.spark_session reads first (no resolver,
+# no network at run time) ----
 FROM ${PYTHON_IMAGE} AS jars
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \

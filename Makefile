@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check soak bench image e2e-k8s e2e-nodes clean
+.PHONY: venv demo test check soak bench image e2e-k8s e2e-nodes objectstore clean
 
 venv: $(STAMP)
 
@@ -32,14 +32,20 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 # jar set, where the Delta jars are cached: every session of the suite then starts in half the time.
 # Two pytest-xdist workers: one runs every test that needs Spark, Ray, PostgreSQL or helm, on one
 # session of each (tests/conftest.py), while the other runs the rest on the core the first leaves idle.
-test: venv $(VENV)/.example-stamp
+test: venv $(VENV)/.example-stamp objectstore
 	@$(BIN)/python -m warehouse.spark_session --class-archive
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # The fast loop (a few minutes): the pure core, the simulator, the checker and the CLI, with fewer
 # random schedules; nothing that needs Spark, Ray, PostgreSQL or helm, nothing marked slow.
 check: venv $(VENV)/.example-stamp
-	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -n 2 -m "not spark and not ray and not postgres and not helm and not slow"
+	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -n 2 -m "not spark and not ray and not postgres and not helm and not objectstore and not slow"
+
+# SeaweedFS's weed, the S3-compatible server of the object-store tests (helm/object_store.py): built
+# once into ~/.cache/fedlab/objectstore where Go is installed (about 10 minutes on 2 cores); without
+# Go it says so, and the tests that need it say why they skip (or fail under CI=true).
+objectstore:
+	@$(PYTHON) helm/object_store.py build --optional
 
 # At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).
 soak: venv

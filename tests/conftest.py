@@ -1,9 +1,10 @@
-"""Shared fixtures: one Spark session (with Delta), one local Ray instance and one PostgreSQL
-server (tests/postgres_support.py) for the whole run.
+"""Shared fixtures: one Spark session (with Delta), one local Ray instance, one PostgreSQL server
+(tests/postgres_support.py) and one object store (tests/object_store_support.py) for the whole run.
 
 All start lazily, only when a test asks for them, and stop at the end of the session. A test is
 marked by what it needs, from the fixtures it uses (`NEEDS`), so that `make check` can leave out
-every test that needs Spark, Ray, PostgreSQL or helm (`-m "not spark and not ray ..."`).
+every test that needs Spark, Ray, PostgreSQL, the object store or helm (`-m "not spark and not
+ray ..."`).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import os
 
 import pytest
 from background_bench import DECLARED, make_folder, start_all, stop_all
+from object_store_support import object_store  # noqa: F401  (the session's object store, started on first use)
 from postgres_support import postgres_dsn  # noqa: F401  (the session's PostgreSQL server, started on first use)
 
 # fixture -> the markers of what a test that uses it needs (`bench`: tests/test_bench*.py's
 # `fedlab bench` run, in a subprocess with Spark and Ray)
 NEEDS = {"spark": ("spark",), "ray_runtime": ("ray",), "postgres_dsn": ("postgres",), "helm": ("helm",),
-         "bench": ("spark", "ray", "slow")}
+         "object_store": ("objectstore",), "bench": ("spark", "ray", "slow")}
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -41,8 +43,8 @@ def ray_runtime(tmp_path_factory):
     stop_ray()
 
 
-HEAVY = ("spark", "ray", "postgres", "helm", "slow")   # tests that keep both cores busy while they run
-SHARED = "shared"   # their pytest-xdist group: one worker runs them all, on one Spark, Ray and PostgreSQL
+HEAVY = ("spark", "ray", "postgres", "helm", "objectstore", "slow")   # tests that keep both cores busy while they run
+SHARED = "shared"   # their pytest-xdist group: one worker runs them all, on one Spark, Ray, PostgreSQL and object store
 
 
 def pytest_configure(config):

@@ -26,28 +26,24 @@ RECORDED = Path(__file__).resolve().parent / "k8s_recorded"
 KUBE_VERSIONS = ("1.27.0", "1.37.0")
 
 
-def load_fedlab_helm():
-    """helm/fedlab_helm.py as a module (helm/ is not a Python package)."""
-    name = "fedlab_helm"
+def load_helm_script(file: str, name: str):
+    """helm/<file> as the module `name`, loaded once (helm/ is not a Python package)."""
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "helm" / "fedlab_helm.py")
+    spec = importlib.util.spec_from_file_location(name, REPO / "helm" / file)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def load_fedlab_helm():
+    return load_helm_script("fedlab_helm.py", "fedlab_helm")
 
 
 def load_render_k8s():
-    name = "fedlab_render_k8s"
-    if name in sys.modules:
-        return sys.modules[name]
-    load_fedlab_helm()
-    spec = importlib.util.spec_from_file_location(name, REPO / "helm" / "render_k8s.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    load_fedlab_helm()   # which it imports
+    return load_helm_script("render_k8s.py", "fedlab_render_k8s")
 
 
 # ---- strict validation (kubernetes-validate) ----

@@ -152,6 +152,9 @@ def test_notes_tell_how_to_follow_the_run_and_read_the_verdict(helm, helm_home):
     (["tls.enabled=true"], "/tls/secretName"),
     (["warehouse.storage.type=objectStore"], "/warehouse/storage/uri"),
     (["warehouse.storage.type=nfs"], "/warehouse/storage/type"),
+    (["warehouse.storage.s3a.endpoint=seaweedfs:8333"], "/warehouse/storage/s3a/endpoint"),
+    (["warehouse.storage.s3a.pathStyleAccess=yes"], "/warehouse/storage/s3a/pathStyleAccess"),
+    (["warehouse.storage.s3a.credentialsProvider=env vars"], "/warehouse/storage/s3a/credentialsProvider"),
     (["run.expect=perfect"], "/run/expect"),
     (["faults.drop=2"], "/faults/drop"),
     (["faults.reorder=1"], "additional properties 'reorder'"),
@@ -620,9 +623,37 @@ def test_the_warehouse_can_keep_delta_tables_in_an_object_store(rendered):
     exe = executor_template(docs)
     assert all("persistentVolumeClaim" not in v for v in exe["spec"]["volumes"])
     assert exe["spec"]["containers"][0]["envFrom"] == [{"secretRef": {"name": "fedlab-s3"}}]
-    conf = one(docs, "ConfigMap", "fedlab-spark")["data"]["spark-defaults.conf"]
-    assert "spark.hadoop.fs.s3a.path.style.access true" in conf
-    assert "spark.kubernetes.container.image.pullSecrets   regcred" in conf
+    conf = spark_defaults(docs)
+    assert {key: conf[key] for key in conf if key.startswith("spark.hadoop.fs.s3a.")} == {
+        "spark.hadoop.fs.s3a.endpoint": "http://seaweedfs-s3.storage.svc:8333",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.aws.credentials.provider":
+            "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"}
+    assert conf["spark.kubernetes.container.image.pullSecrets"] == "regcred"
+
+
+def spark_defaults(docs) -> dict[str, str]:
+    """spark-defaults.conf as Spark reads it: the last line of a key wins."""
+    text = one(docs, "ConfigMap", "fedlab-spark")["data"]["spark-defaults.conf"]
+    return dict(line.split(None, 1) for line in text.splitlines() if line.strip())
+
+
+def test_s3a_settings_follow_the_values_and_only_an_s3a_store(helm, helm_home, tmp_path):
+    """AWS itself (no endpoint, virtual-hosted buckets, S3A's own credential chain), a
+    warehouse.spark.conf entry overriding one, and none of them for a volume or a gs:// store."""
+    def conf(storage, spark_conf=None):
+        values = tmp_path / "v.yaml"
+        values.write_text(yaml.safe_dump({"warehouse": {"storage": storage, "spark": {"conf": spark_conf or {}}}}))
+        docs = split_manifests(helm.template([values], home=helm_home))
+        return {k: v for k, v in spark_defaults(docs).items() if k.startswith("spark.hadoop.fs.s3a.")}
+
+    aws = {"type": "objectStore", "uri": "s3a://runs/delta", "s3a": {"pathStyleAccess": False,
+                                                                      "region": "eu-west-1", "credentialsProvider": ""}}
+    assert conf(aws) == {"spark.hadoop.fs.s3a.path.style.access": "false", "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1"}
+    assert conf(aws, {"spark.hadoop.fs.s3a.endpoint.region": "us-west-2"})["spark.hadoop.fs.s3a.endpoint.region"] == "us-west-2"
+    assert conf({"type": "objectStore", "uri": "gs://runs/delta"}) == {}
+    assert conf({"type": "pvc", "uri": "s3a://runs/delta"}) == {}
 
 
 # ---- TLS, the Ray token ----

@@ -4,14 +4,24 @@ pyspark ships no Delta jar, so the session needs `io.delta:delta-spark_<spark>_<
 (the coordinate `delta.configure_spark_with_delta_pip` would ask for) and its dependencies.
 Where they come from, first hit wins:
 
-1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>/`, or `$FEDLAB_JARS_DIR`),
-   filled by `ensure_delta_jars()` (`python -m warehouse.spark_session`): passed as `spark.jars`, no resolver is asked, so
-   a warmed machine starts offline;
-2. Ivy, through `configure_spark_with_delta_pip` (`spark.jars.packages`, cached in ~/.ivy2.5.2);
-3. if Ivy fails (a resolver host unreachable), Maven fetches the same artifact into the fedlab
+1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>-s3a-<hash>/`, or under
+   `$FEDLAB_JARS_DIR`), filled by `ensure_delta_jars()` (`python -m warehouse.spark_session`):
+   passed as `spark.jars`, no resolver is asked, so a warmed machine starts offline;
+2. Ivy, through `with_ivy_packages` (configure_spark_with_delta_pip's `spark.jars.packages`,
+   cached in ~/.ivy2.5.2);
+3. if Ivy fails (a resolver host unreachable), Maven fetches the same artifacts into the fedlab
    jar cache (`ensure_delta_jars`) and the session starts from those jars.
 
 `FEDLAB_DELTA_JARS=ivy|maven` forces one route (for tests of the fallback and for debugging).
+
+Both routes bring, beside Delta, what Delta tables under s3a:// need (`OBJECT_STORE_PACKAGES`):
+hadoop-aws at the Hadoop version pyspark ships, and the AWS SDK modules S3A runs on. hadoop-aws
+declares the whole SDK instead (software.amazon.awssdk:bundle, 686 MB: every AWS service, with
+shaded copies of its libraries). The s3, s3-transfer-manager and sts modules with their
+dependencies are 13 MB (37 jars), less the libraries pyspark ships (netty, Apache HttpClient,
+commons-codec), so that one copy of each, pyspark's, is on the class path. Their classes load
+only when a path names s3a://.
+
 The session is sized for a laptop: 2 shuffle partitions, no UI, WARN logs, and the JVM's JIT
 stopped at its first tier (C1). The warehouse runs many small, short Spark jobs (a Delta commit
 a batch) whose code never gets hot enough for C2 to pay back: on 2 cores, C2's compiler threads
@@ -80,9 +90,20 @@ _CONF = {
 
 
 JVM_NICE = 10
+# hadoop-aws must be the Hadoop version of pyspark's jars/hadoop-client-api-*.jar (a test pins it)
+# and the SDK modules the version of the bundle it declares (its POM's dependency).
+HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
+AWS_SDK_VERSION = "2.35.4"
+OBJECT_STORE_PACKAGES = (HADOOP_AWS, *(f"software.amazon.awssdk:{module}:{AWS_SDK_VERSION}"
+                                       for module in ("s3", "s3-transfer-manager", "sts")))
+OBJECT_STORE_EXCLUDES = ("software.amazon.awssdk:bundle", "io.netty:*", "org.apache.httpcomponents:*",
+                         "commons-codec:*")
 _JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
 LOCAL_FS_CONF = {"spark.hadoop.fs.file.impl": "fedlab.hadoop.LocalFileSystem",
-                 "spark.hadoop.fs.AbstractFileSystem.file.impl": "fedlab.hadoop.LocalFs"}
+                 "spark.hadoop.fs.AbstractFileSystem.file.impl": "fedlab.hadoop.LocalFs",
+                 # S3A buffers uploads on disk through Hadoop's LocalFileSystem class, which
+                 # fedlab's is not (FileSystem.getLocal casts to it): in memory instead.
+                 "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer"}
 
 
 def delta_coordinate() -> str:
@@ -98,10 +119,12 @@ def delta_coordinate() -> str:
 
 
 def jar_cache_dir() -> Path:
-    """Where Maven-fetched Delta jars live, one folder per coordinate."""
+    """Where Maven-fetched Delta jars live, one folder per coordinate and set of object-store
+    packages (a hash of them, so that a changed set is fetched anew)."""
     base = Path(os.environ.get("FEDLAB_JARS_DIR") or Path.home() / ".cache" / "fedlab" / "jars")
     _, artifact, version = delta_coordinate().split(":")
-    return base / f"{artifact}-{version}"
+    extra = hashlib.sha256(" ".join(OBJECT_STORE_PACKAGES + OBJECT_STORE_EXCLUDES).encode()).hexdigest()[:8]
+    return base / f"{artifact}-{version}-s3a-{extra}"
 
 
 def cached_delta_jars() -> list[str]:
@@ -114,7 +137,8 @@ def cached_delta_jars() -> list[str]:
 
 
 def ensure_delta_jars(timeout: float = 600.0) -> list[str]:
-    """Fetches delta-spark and its runtime dependencies with Maven into the jar cache (idempotent).
+    """Fetches delta-spark and the object-store packages with their runtime dependencies with
+    Maven into the jar cache (idempotent).
 
     Returns the jar paths. Spark's own artifacts and Scala are excluded: pyspark ships them, as
     Spark's Ivy resolution excludes them too. The folder is filled in a temporary sibling and
@@ -125,12 +149,13 @@ def ensure_delta_jars(timeout: float = 600.0) -> list[str]:
         return jars
     if shutil.which("mvn") is None:
         raise RuntimeError("Delta jars are not cached and `mvn` is not on PATH to fetch them")
-    group, artifact, version = delta_coordinate().split(":")
+    wanted = [f"{artifact}-{version}.jar" for _, artifact, version in
+              (c.split(":") for c in (delta_coordinate(), *OBJECT_STORE_PACKAGES))]
     target = jar_cache_dir()
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         pom = Path(tmp) / "pom.xml"
-        pom.write_text(_POM.format(group=group, artifact=artifact, version=version))
+        pom.write_text(_pom())
         out = Path(tmp) / "jars"
         cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                f"-DoutputDirectory={out}", "-DincludeScope=runtime",
@@ -138,10 +163,11 @@ def ensure_delta_jars(timeout: float = 600.0) -> list[str]:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0 or not out.is_dir():
             tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-            raise RuntimeError("mvn could not fetch " + delta_coordinate() + ":\n" + "\n".join(tail))
+            raise RuntimeError(f"mvn could not fetch {delta_coordinate()} and {', '.join(OBJECT_STORE_PACKAGES)}:\n"
+                               + "\n".join(tail))
         names = sorted(p.name for p in out.glob("*.jar"))
-        if f"{artifact}-{version}.jar" not in names:
-            raise RuntimeError(f"mvn finished but {artifact}-{version}.jar is not among {names}")
+        if set(wanted) - set(names):
+            raise RuntimeError(f"mvn finished but {sorted(set(wanted) - set(names))} are not among {names}")
         (out / "COMPLETE").write_text("\n".join(names) + "\n")
         if not cached_delta_jars():  # another process may have finished first: keep its copy
             shutil.rmtree(target, ignore_errors=True)
@@ -181,12 +207,24 @@ def local_fs_jar() -> str | None:
     return str(jar)
 
 
-_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
+def _pom() -> str:
+    """The POM whose runtime dependencies ensure_delta_jars copies: delta-spark, and the
+    object-store packages without OBJECT_STORE_EXCLUDES."""
+    def dependency(coordinate: str, excludes: tuple[str, ...] = ()) -> str:
+        group, artifact, version = coordinate.split(":")
+        rules = "".join(f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
+                        for g, a in (e.split(":") for e in excludes))
+        return (f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+                f"<version>{version}</version>{f'<exclusions>{rules}</exclusions>' if rules else ''}</dependency>")
+
+    dependencies = [dependency(delta_coordinate())] + [dependency(c, OBJECT_STORE_EXCLUDES)
+                                                       for c in OBJECT_STORE_PACKAGES]
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>fedlab</groupId><artifactId>delta-jars</artifactId><version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version></dependency>
+{chr(10).join(dependencies)}
   </dependencies>
 </project>
 """
@@ -247,11 +285,18 @@ def _builder(warehouse_dir: str | None, master: str, jars: list[str]):
     return builder
 
 
+def with_ivy_packages(builder):
+    """The builder resolving delta-spark and the object-store packages through Ivy at start
+    (spark.jars.packages, cached in ~/.ivy2.5.2), without OBJECT_STORE_EXCLUDES."""
+    from delta import configure_spark_with_delta_pip
+
+    builder = builder.config("spark.jars.excludes", ",".join(OBJECT_STORE_EXCLUDES))
+    return configure_spark_with_delta_pip(builder, extra_packages=list(OBJECT_STORE_PACKAGES))
+
+
 def _start(builder, ivy: bool):
     if ivy:
-        from delta import configure_spark_with_delta_pip
-
-        builder = configure_spark_with_delta_pip(builder)
+        builder = with_ivy_packages(builder)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     _lower_priority(jvm_pid(session), int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)))

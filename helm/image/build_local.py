@@ -11,8 +11,9 @@ app image without a registry"):
 2. the virtual environment: made by the host's /usr/bin/python3 (the base's Python version: the
    script refuses another) at /opt/fedlab/venv, the path it has in the image, with the project's
    pinned dependencies from pyproject.toml and the project itself (whose install generates the gRPC stubs);
-3. Delta Lake's jars from the host's jar cache (`warehouse.spark_session.ensure_delta_jars`), and
-   the clock shim the node nemesis sets clocks with (helm/image/clock_offset.c), built by gcc;
+3. Delta Lake's jars, and hadoop-aws's for s3a://, from the host's jar cache
+   (`warehouse.spark_session.ensure_delta_jars`), and the clock shim the node nemesis sets clocks
+   with (helm/image/clock_offset.c), built by gcc;
 4. helm/image/Containerfile.local (user 10001, the entrypoint, the Dockerfile's environment),
    built by podman with no network and no pull, then imported into the cluster's containerd
    (`local-k8s load-image`, kept for every later `up full`).

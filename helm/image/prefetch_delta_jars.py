@@ -1,12 +1,14 @@
-"""Image build step: put Delta Lake's jars where warehouse.spark_session looks first.
+"""Image build step: put Delta Lake's jars, and hadoop-aws with the AWS SDK modules it needs
+(warehouse.spark_session.OBJECT_STORE_PACKAGES), where warehouse.spark_session looks first.
 
 warehouse.spark_session starts Spark with `spark.jars` from the fedlab jar cache
-($FEDLAB_JARS_DIR/<artifact>-<version>/, listed in its COMPLETE marker) when it is filled, so a
-container starts with no resolver, no network and a read-only root filesystem; the Spark
-driver then serves the jars to its executors. This resolves delta-spark once with Spark's own
-Ivy resolution (the coordinate configure_spark_with_delta_pip asks for) and lays the jars out in
-that cache, leaving out Spark's and Scala's artifacts, which pyspark ships. With Maven on PATH it
-uses warehouse.spark_session.ensure_delta_jars instead, which fills the same cache.
+($FEDLAB_JARS_DIR/<artifact>-<version>-s3a-<hash>/, listed in its COMPLETE marker) when it is
+filled, so a container starts with no resolver, no network and a read-only root filesystem; the
+Spark driver then serves the jars to its executors. This resolves them once with Spark's own Ivy
+resolution (warehouse.spark_session.with_ivy_packages, as a session without the cache does) and
+lays the jars out in that cache, leaving out Spark's and Scala's artifacts, which pyspark ships.
+With Maven on PATH it uses warehouse.spark_session.ensure_delta_jars instead, which fills the same
+cache.
 """
 
 import shutil
@@ -14,10 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from delta import configure_spark_with_delta_pip
 from pyspark.sql import SparkSession
 
-from warehouse.spark_session import cached_delta_jars, ensure_delta_jars, jar_cache_dir
+from warehouse.spark_session import cached_delta_jars, ensure_delta_jars, jar_cache_dir, with_ivy_packages
 
 
 def main() -> int:
@@ -29,7 +30,7 @@ def main() -> int:
     ivy = Path(tempfile.mkdtemp(prefix="ivy-"))
     builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
                .config("spark.jars.ivy", str(ivy)))
-    configure_spark_with_delta_pip(builder).getOrCreate().stop()
+    with_ivy_packages(builder).getOrCreate().stop()
     target = jar_cache_dir()
     target.mkdir(parents=True, exist_ok=True)
     names = []
