@@ -29,7 +29,8 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 def spark(tmp_path_factory):
     from warehouse.spark_session import spark_session
 
-    session = spark_session(warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")))
+    # with the object-store packages, for tests/test_object_store.py: one session serves every test
+    session = spark_session(warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")), object_store=True)
     yield session
     session.stop()
 

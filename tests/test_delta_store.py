@@ -543,7 +543,7 @@ def test_fedlab_view_refuses_a_run_without_a_store_in_one_line(tmp_path, layout,
 def test_the_driver_jvm_starts_from_the_class_data_archive_when_there_is_one(spark, tmp_path, monkeypatch):
     """warehouse.spark_session.class_archive: the suite's session started from it when `make test`
     dumped it first; its options name it only when it exists, and FEDLAB_JAVA_OPTS stands alone."""
-    jars, local_fs = cached_delta_jars(), local_fs_jar()
+    jars, local_fs = cached_delta_jars(object_store=True), local_fs_jar()   # as tests/conftest.py's session
     started_with = Path(f"/proc/{jvm_pid(spark)}/cmdline").read_bytes().decode()
     assert (f"-XX:SharedArchiveFile={class_archive(jars, local_fs)}" in started_with) == class_archive(jars, local_fs).is_file()
     monkeypatch.setenv("FEDLAB_JARS_DIR", str(tmp_path))

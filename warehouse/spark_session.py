@@ -4,23 +4,25 @@ pyspark ships no Delta jar, so the session needs `io.delta:delta-spark_<spark>_<
 (the coordinate `delta.configure_spark_with_delta_pip` would ask for) and its dependencies.
 Where they come from, first hit wins:
 
-1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>-s3a-<hash>/`, or under
+1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>/`, or under
    `$FEDLAB_JARS_DIR`), filled by `ensure_delta_jars()` (`python -m warehouse.spark_session`):
    passed as `spark.jars`, no resolver is asked, so a warmed machine starts offline;
-2. Ivy, through `with_ivy_packages` (configure_spark_with_delta_pip's `spark.jars.packages`,
-   cached in ~/.ivy2.5.2);
+2. Ivy, through `with_ivy_packages` (the coordinate in `spark.jars.packages`, cached in
+   ~/.ivy2.5.2);
 3. if Ivy fails (a resolver host unreachable), Maven fetches the same artifacts into the fedlab
    jar cache (`ensure_delta_jars`) and the session starts from those jars.
 
 `FEDLAB_DELTA_JARS=ivy|maven` forces one route (for tests of the fallback and for debugging).
 
-Both routes bring, beside Delta, what Delta tables under s3a:// need (`OBJECT_STORE_PACKAGES`):
-hadoop-aws at the Hadoop version pyspark ships, and the AWS SDK modules S3A runs on. hadoop-aws
-declares the whole SDK instead (software.amazon.awssdk:bundle, 686 MB: every AWS service, with
-shaded copies of its libraries). The s3, s3-transfer-manager and sts modules with their
-dependencies are 13 MB (37 jars), less the libraries pyspark ships (netty, Apache HttpClient,
-commons-codec), so that one copy of each, pyspark's, is on the class path. Their classes load
-only when a path names s3a://.
+A session for Delta tables under s3a:// (`spark_session(object_store=True)`, `on_object_store`)
+gets the object-store packages too, by the same route, into a folder of the same cache
+(`jar_sets`): hadoop-aws at the Hadoop version pyspark ships, and the AWS SDK modules S3A runs
+on. hadoop-aws declares the whole SDK instead (software.amazon.awssdk:bundle, 686 MB: every AWS
+service, with shaded copies of its libraries). The s3, s3-transfer-manager and sts modules with
+their dependencies are 13 MB (37 jars), less the libraries pyspark ships (netty, Apache
+HttpClient, commons-codec, slf4j), so that one copy of each, pyspark's, is on the class path.
+Other sessions go without: 37 more jars cost 0.4 s of a session's start (3.5 -> 4.2 s, the median
+of six fresh processes each, with their class data archives; measured 2026-12-06).
 
 The session is sized for a laptop: 2 shuffle partitions, no UI, WARN logs, and the JVM's JIT
 stopped at its first tier (C1). The warehouse runs many small, short Spark jobs (a Delta commit
@@ -61,6 +63,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -97,7 +100,7 @@ AWS_SDK_VERSION = "2.35.4"
 OBJECT_STORE_PACKAGES = (HADOOP_AWS, *(f"software.amazon.awssdk:{module}:{AWS_SDK_VERSION}"
                                        for module in ("s3", "s3-transfer-manager", "sts")))
 OBJECT_STORE_EXCLUDES = ("software.amazon.awssdk:bundle", "io.netty:*", "org.apache.httpcomponents:*",
-                         "commons-codec:*")
+                         "commons-codec:*", "org.slf4j:*")
 _JVM_SOURCES = Path(__file__).resolve().parent / "jvm"
 LOCAL_FS_CONF = {"spark.hadoop.fs.file.impl": "fedlab.hadoop.LocalFileSystem",
                  "spark.hadoop.fs.AbstractFileSystem.file.impl": "fedlab.hadoop.LocalFs",
@@ -118,44 +121,77 @@ def delta_coordinate() -> str:
     return f"io.delta:delta-spark_{spark_mm}_{SCALA_VERSION}:{version}"
 
 
+@dataclass(frozen=True)
+class JarSet:
+    """Maven artifacts fetched together, with their runtime dependencies less `excludes`
+    (group:artifact, `*` for any artifact), into one folder of the jar cache."""
+
+    coordinates: tuple[str, ...]
+    excludes: tuple[str, ...] = ()
+
+    @property
+    def folder(self) -> Path:
+        """<artifact>-<version> of the first coordinate, and a hash of the rest when there is more,
+        so that a changed set is fetched anew."""
+        base = Path(os.environ.get("FEDLAB_JARS_DIR") or Path.home() / ".cache" / "fedlab" / "jars")
+        _, artifact, version = self.coordinates[0].split(":")
+        rest = " ".join(self.coordinates[1:] + self.excludes)
+        return base / (f"{artifact}-{version}" + (f"-{hashlib.sha256(rest.encode()).hexdigest()[:8]}" if rest else ""))
+
+    def cached(self) -> list[str]:
+        """The jars of its completed Maven fetch (listed in the COMPLETE marker), or [] if none."""
+        marker = self.folder / "COMPLETE"
+        found = [str(self.folder / name) for name in marker.read_text().split()] if marker.is_file() else []
+        return found if found and all(os.path.isfile(j) for j in found) else []
+
+
+def jar_sets(object_store: bool = False) -> list[JarSet]:
+    """Delta's jars, and with `object_store` the object-store packages'."""
+    delta = JarSet((delta_coordinate(),))
+    return [delta, JarSet(OBJECT_STORE_PACKAGES, OBJECT_STORE_EXCLUDES)] if object_store else [delta]
+
+
+def on_object_store(path: str) -> bool:
+    """Whether Delta tables at `path` need the object-store packages (an s3a:// URI)."""
+    return str(path).startswith("s3a://")
+
+
 def jar_cache_dir() -> Path:
-    """Where Maven-fetched Delta jars live, one folder per coordinate and set of object-store
-    packages (a hash of them, so that a changed set is fetched anew)."""
-    base = Path(os.environ.get("FEDLAB_JARS_DIR") or Path.home() / ".cache" / "fedlab" / "jars")
-    _, artifact, version = delta_coordinate().split(":")
-    extra = hashlib.sha256(" ".join(OBJECT_STORE_PACKAGES + OBJECT_STORE_EXCLUDES).encode()).hexdigest()[:8]
-    return base / f"{artifact}-{version}-s3a-{extra}"
+    """Where Maven-fetched Delta jars live, one folder per coordinate (those of the object-store
+    packages beside it)."""
+    return jar_sets()[0].folder
 
 
-def cached_delta_jars() -> list[str]:
-    """The jars of a completed Maven fetch (listed in its COMPLETE marker), or [] if none."""
-    marker = jar_cache_dir() / "COMPLETE"
-    if not marker.is_file():
-        return []
-    jars = [str(jar_cache_dir() / name) for name in marker.read_text().split()]
-    return jars if jars and all(os.path.isfile(j) for j in jars) else []
+def cached_delta_jars(object_store: bool = False) -> list[str]:
+    """The jars of completed Maven fetches (each listed in its folder's COMPLETE marker) of Delta's
+    set, and the object-store packages' with `object_store`; [] unless every one is there."""
+    found = [jar_set.cached() for jar_set in jar_sets(object_store)]
+    return [jar for jars in found for jar in jars] if all(found) else []
 
 
-def ensure_delta_jars(timeout: float = 600.0) -> list[str]:
-    """Fetches delta-spark and the object-store packages with their runtime dependencies with
-    Maven into the jar cache (idempotent).
+def ensure_delta_jars(object_store: bool = False, timeout: float = 600.0) -> list[str]:
+    """Fetches delta-spark (and with `object_store` the object-store packages) with its runtime
+    dependencies with Maven into the jar cache (idempotent).
 
     Returns the jar paths. Spark's own artifacts and Scala are excluded: pyspark ships them, as
-    Spark's Ivy resolution excludes them too. The folder is filled in a temporary sibling and
+    Spark's Ivy resolution excludes them too. Each folder is filled in a temporary sibling and
     renamed into place, so an interrupted fetch never leaves a half-filled cache behind.
     """
-    jars = cached_delta_jars()
-    if jars:
-        return jars
+    for jar_set in jar_sets(object_store):
+        if not jar_set.cached():
+            _fetch(jar_set, timeout)
+    return cached_delta_jars(object_store)
+
+
+def _fetch(jar_set: JarSet, timeout: float) -> None:
     if shutil.which("mvn") is None:
         raise RuntimeError("Delta jars are not cached and `mvn` is not on PATH to fetch them")
-    wanted = [f"{artifact}-{version}.jar" for _, artifact, version in
-              (c.split(":") for c in (delta_coordinate(), *OBJECT_STORE_PACKAGES))]
-    target = jar_cache_dir()
+    wanted = [f"{artifact}-{version}.jar" for _, artifact, version in (c.split(":") for c in jar_set.coordinates)]
+    target = jar_set.folder
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         pom = Path(tmp) / "pom.xml"
-        pom.write_text(_pom())
+        pom.write_text(_pom(jar_set))
         out = Path(tmp) / "jars"
         cmd = ["mvn", "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                f"-DoutputDirectory={out}", "-DincludeScope=runtime",
@@ -163,16 +199,14 @@ def ensure_delta_jars(timeout: float = 600.0) -> list[str]:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0 or not out.is_dir():
             tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-            raise RuntimeError(f"mvn could not fetch {delta_coordinate()} and {', '.join(OBJECT_STORE_PACKAGES)}:\n"
-                               + "\n".join(tail))
+            raise RuntimeError(f"mvn could not fetch {', '.join(jar_set.coordinates)}:\n" + "\n".join(tail))
         names = sorted(p.name for p in out.glob("*.jar"))
         if set(wanted) - set(names):
             raise RuntimeError(f"mvn finished but {sorted(set(wanted) - set(names))} are not among {names}")
         (out / "COMPLETE").write_text("\n".join(names) + "\n")
-        if not cached_delta_jars():  # another process may have finished first: keep its copy
+        if not jar_set.cached():  # another process may have finished first: keep its copy
             shutil.rmtree(target, ignore_errors=True)
             out.rename(target)
-    return cached_delta_jars()
 
 
 def local_fs_jar() -> str | None:
@@ -207,31 +241,28 @@ def local_fs_jar() -> str | None:
     return str(jar)
 
 
-def _pom() -> str:
-    """The POM whose runtime dependencies ensure_delta_jars copies: delta-spark, and the
-    object-store packages without OBJECT_STORE_EXCLUDES."""
-    def dependency(coordinate: str, excludes: tuple[str, ...] = ()) -> str:
-        group, artifact, version = coordinate.split(":")
-        rules = "".join(f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
-                        for g, a in (e.split(":") for e in excludes))
-        return (f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-                f"<version>{version}</version>{f'<exclusions>{rules}</exclusions>' if rules else ''}</dependency>")
-
-    dependencies = [dependency(delta_coordinate())] + [dependency(c, OBJECT_STORE_EXCLUDES)
-                                                       for c in OBJECT_STORE_PACKAGES]
+def _pom(jar_set: JarSet) -> str:
+    """The POM whose runtime dependencies _fetch copies: the set's coordinates, less its excludes."""
+    rules = "".join(f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
+                    for g, a in (e.split(":") for e in jar_set.excludes))
+    dependencies = "\n".join(
+        f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{version}</version>"
+        f"{f'<exclusions>{rules}</exclusions>' if rules else ''}</dependency>"
+        for group, artifact, version in (c.split(":") for c in jar_set.coordinates))
     return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>fedlab</groupId><artifactId>delta-jars</artifactId><version>1</version>
   <packaging>pom</packaging>
   <dependencies>
-{chr(10).join(dependencies)}
+{dependencies}
   </dependencies>
 </project>
 """
 
 
-def spark_session(warehouse_dir: str | None = None, master: str = "local[2]"):
-    """Returns the active SparkSession if there is one, else starts one with Delta enabled.
+def spark_session(warehouse_dir: str | None = None, master: str = "local[2]", object_store: bool = False):
+    """Returns the active SparkSession if there is one, else starts one with Delta enabled, and
+    with `object_store` the object-store packages (for Delta tables under s3a://, on_object_store).
 
     `warehouse_dir` becomes spark.sql.warehouse.dir (the store itself uses path-based Delta
     tables, so nothing else lands there). Logs are cut to WARN once the JVM is up.
@@ -246,18 +277,18 @@ def spark_session(warehouse_dir: str | None = None, master: str = "local[2]"):
         return SparkSession.builder.getOrCreate()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     route = os.environ.get("FEDLAB_DELTA_JARS", "auto").lower()
-    jars = cached_delta_jars() if route in ("auto", "maven") else []
+    jars = cached_delta_jars(object_store) if route in ("auto", "maven") else []
     if not jars and route in ("auto", "ivy"):
         try:
-            return _start(_builder(warehouse_dir, master, []), ivy=True)
+            return _start(with_ivy_packages(_builder(warehouse_dir, master, []), object_store))
         except Exception as err:  # resolver unreachable, JVM exited before the gateway came up
             if route == "ivy":
                 raise
             log.warning("Ivy could not resolve %s (%s); fetching it with Maven",
                         delta_coordinate(), str(err).splitlines()[0] if str(err) else type(err).__name__)
     if not jars:
-        jars = ensure_delta_jars()
-    return _start(_builder(warehouse_dir, master, jars).config("spark.jars", ",".join(jars)), ivy=False)
+        jars = ensure_delta_jars(object_store)
+    return _start(_builder(warehouse_dir, master, jars).config("spark.jars", ",".join(jars)))
 
 
 def _builder(warehouse_dir: str | None, master: str, jars: list[str]):
@@ -285,18 +316,17 @@ def _builder(warehouse_dir: str | None, master: str, jars: list[str]):
     return builder
 
 
-def with_ivy_packages(builder):
-    """The builder resolving delta-spark and the object-store packages through Ivy at start
-    (spark.jars.packages, cached in ~/.ivy2.5.2), without OBJECT_STORE_EXCLUDES."""
-    from delta import configure_spark_with_delta_pip
+def with_ivy_packages(builder, object_store: bool = False, sets: list[JarSet] | None = None):
+    """The builder resolving the jar sets (default: jar_sets(object_store)) through Ivy at start
+    (spark.jars.packages, cached in ~/.ivy2.5.2), without their excludes (Ivy applies them to
+    every package: Delta's own dependencies lose only a second copy of slf4j-api)."""
+    sets = jar_sets(object_store) if sets is None else sets
+    builder = builder.config("spark.jars.packages", ",".join(c for s in sets for c in s.coordinates))
+    excludes = [e for s in sets for e in s.excludes]
+    return builder.config("spark.jars.excludes", ",".join(excludes)) if excludes else builder
 
-    builder = builder.config("spark.jars.excludes", ",".join(OBJECT_STORE_EXCLUDES))
-    return configure_spark_with_delta_pip(builder, extra_packages=list(OBJECT_STORE_PACKAGES))
 
-
-def _start(builder, ivy: bool):
-    if ivy:
-        builder = with_ivy_packages(builder)
+def _start(builder):
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     _lower_priority(jvm_pid(session), int(os.environ.get("FEDLAB_JVM_NICE", JVM_NICE)))
@@ -326,20 +356,22 @@ def driver_java_options(jars: list[str], local_fs: str | None) -> str:
     return f"{JAVA_OPTS} -XX:SharedArchiveFile={archive}" if archive.is_file() else JAVA_OPTS
 
 
-def build_class_archive(timeout: float = 300.0) -> Path | None:
-    """Dumps the classes a Delta session loads into its archive (idempotent), from a session in
-    a process of its own that writes, reads and stops; None where the JVM wrote none.
+def build_class_archive(object_store: bool = False, timeout: float = 300.0) -> Path | None:
+    """Dumps the classes a Delta session (with the object-store packages, or not) loads into its
+    archive (idempotent), from a session in a process of its own that writes, reads and stops;
+    None where the JVM wrote none.
 
     The JVM writes the archive as it exits, after its Python process has; it is written under a
     temporary name and renamed into place once that JVM is gone, so a half-written one is never used."""
-    jars = cached_delta_jars()
+    jars = cached_delta_jars(object_store)
     archive = class_archive(jars, local_fs_jar())
     if archive.is_file() or not jars:
         return archive if archive.is_file() else None
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.part")
     env = {**os.environ, "FEDLAB_JAVA_OPTS": f"{JAVA_OPTS} -XX:ArchiveClassesAtExit={partial}",
            "FEDLAB_DELTA_JARS": "maven"}
-    done = subprocess.run([sys.executable, "-m", "warehouse.spark_session", "--exercise"], env=env,
+    done = subprocess.run([sys.executable, "-m", "warehouse.spark_session", "--exercise",
+                           *(["object-store"] if object_store else [])], env=env,
                           capture_output=True, text=True, timeout=timeout)
     said = re.search(r"^jvm-pid (\d+)$", done.stdout, re.M) if done.returncode == 0 else None
     pid = int(said[1]) if said else None   # the JVM's own output shares the stream
@@ -354,10 +386,10 @@ def build_class_archive(timeout: float = 300.0) -> Path | None:
     return archive
 
 
-def _exercise() -> int:
+def _exercise(object_store: bool) -> int:
     """A session that writes and reads a Delta table, for build_class_archive; prints its JVM's pid."""
     with tempfile.TemporaryDirectory() as tmp:
-        spark = spark_session(warehouse_dir=tmp)
+        spark = spark_session(warehouse_dir=tmp, object_store=object_store)
         table = f"{tmp}/t"
         spark.range(10).selectExpr("id", "id % 3 AS g").write.format("delta").save(table)
         spark.read.format("delta").load(table).groupBy("g").count().collect()
@@ -384,15 +416,16 @@ def _lower_priority(pid: int, nice: int) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m warehouse.spark_session`: warm the jar cache and the class data archive;
-    # `--class-archive`: the archive only, where the jars are cached (make runs it; never fails).
-    if sys.argv[1:] == ["--exercise"]:
-        sys.exit(_exercise())
+    # `python -m warehouse.spark_session`: warm the jar cache and the class data archives;
+    # `--class-archive`: the archives only, where the jars are cached (make runs it; never fails).
+    if sys.argv[1:2] == ["--exercise"]:
+        sys.exit(_exercise(sys.argv[2:] == ["object-store"]))
     if sys.argv[1:] != ["--class-archive"]:
-        print("\n".join(ensure_delta_jars()))
-    try:
-        built = build_class_archive()
-    except (OSError, subprocess.SubprocessError) as err:
-        built = None
-        log.warning("no class data archive for the Spark JVM: %s", err)
-    print(built or "no class data archive: the Spark JVM starts without one")
+        print("\n".join(ensure_delta_jars(object_store=True)))
+    for with_object_store in (False, True):   # a local warehouse's session; the suite's and an s3a one's
+        try:
+            built = build_class_archive(with_object_store)
+        except (OSError, subprocess.SubprocessError) as err:
+            built = None
+            log.warning("no class data archive for the Spark JVM: %s", err)
+        print(built or "no class data archive: the Spark JVM starts without one")

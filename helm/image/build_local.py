@@ -88,12 +88,13 @@ def build_venv() -> None:
          cwd="/")
 
 
-def delta_jars() -> Path:
+def jar_folders() -> list[Path]:
+    """The jar cache's folders of Delta's jars and the object-store packages', filled."""
     sys.path.insert(0, str(ROOT))
-    from warehouse.spark_session import ensure_delta_jars, jar_cache_dir
+    from warehouse.spark_session import ensure_delta_jars, jar_sets
 
-    ensure_delta_jars()
-    return jar_cache_dir()
+    ensure_delta_jars(object_store=True)
+    return [jar_set.folder for jar_set in jar_sets(object_store=True)]
 
 
 def main(argv=None) -> int:
@@ -112,13 +113,14 @@ def main(argv=None) -> int:
         raise SystemExit(f"image: the base has {base_version or 'no python3'}, /usr/bin/python3 is {host_version}: "
                          "a venv made on the host would not run in the image")
     build_venv()
-    jars = delta_jars()
+    jars = jar_folders()
 
     context = Path(os.environ.get("TMPDIR", "/tmp")) / "fedlab-image-context"
     shutil.rmtree(context, ignore_errors=True)
     context.mkdir(parents=True)
     step("build context", ["cp", "-a", str(VENV), str(context / "venv")])
-    shutil.copytree(jars, context / "jars" / jars.name)
+    for folder in jars:
+        shutil.copytree(folder, context / "jars" / folder.name)
     shutil.copy(ROOT / "helm/image/fedlab-entrypoint.sh", context / "fedlab-entrypoint")
     shutil.copy(ROOT / "helm/image/Containerfile.local", context / "Containerfile")
     # The node nemesis's clock shim, built by the host's gcc for the base's glibc (both bookworm).

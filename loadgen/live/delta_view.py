@@ -75,9 +75,11 @@ def read(store_dir: str, view: ViewDef | AggregateView | OuterJoinView, as_of: f
     """`view` as of the store's last batch, or as of wall time `as_of` read from it:
     {columns, batch, versions, rows: [(row, count)] sorted} (and as_of, if given)."""
     from loadgen.live.environment import warehouse_spark
+    from warehouse.spark_session import on_object_store
     from warehouse.store.delta_store import DeltaViewStore, StoreError
 
-    spark = warehouse_spark(tempfile.mkdtemp(prefix="fedlab-view-"))   # the run's directory is only read
+    # the run's directory is only read
+    spark = warehouse_spark(tempfile.mkdtemp(prefix="fedlab-view-"), object_store=on_object_store(store_dir))
     try:
         store = DeltaViewStore.at(spark, store_dir)
         batch = store.newest_batch()   # pinned: a running warehouse may commit more meanwhile

@@ -34,13 +34,14 @@ def tpch_folder(scale: float, data_dir: str | None = None) -> Path:
     return Path(data_dir or DEFAULT_DATA_DIR).resolve() / f"sf{scale}"
 
 
-def warehouse_spark(run_dir: str | Path):
-    """The warehouse's Spark session (Delta enabled), its warehouse folder under `run_dir`; the
-    JVM's output (Ivy's resolution report, Spark's start-up warnings) goes to run_dir/spark.log."""
+def warehouse_spark(run_dir: str | Path, object_store: bool = False):
+    """The warehouse's Spark session (Delta enabled; with `object_store`, for tables under s3a://
+    too), its warehouse folder under `run_dir`; the JVM's output (Ivy's resolution report, Spark's
+    start-up warnings) goes to run_dir/spark.log."""
     from warehouse.spark_session import spark_session
 
     with stderr_to(Path(run_dir) / "spark.log"):
-        spark = spark_session(warehouse_dir=str(Path(run_dir) / "spark-warehouse"))
+        spark = spark_session(warehouse_dir=str(Path(run_dir) / "spark-warehouse"), object_store=object_store)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

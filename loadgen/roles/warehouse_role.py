@@ -95,10 +95,10 @@ def main(args) -> int:
     foreground = Foreground()
 
     from warehouse.service import Warehouse
-    from warehouse.spark_session import spark_session
+    from warehouse.spark_session import on_object_store, spark_session
     from warehouse.view_group import ViewGroup
 
-    spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master)
+    spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master, object_store=on_object_store(data))
     try:
         views = {v.name: Warehouse(config.catalog, v.view.sql, _view_data(data, v.name), config.addresses, spark,
                                    settings[v.name], history_dir=_history(config, v.name), tls=tls)
