@@ -57,7 +57,8 @@ def test_without_go_the_build_says_what_is_missing_in_one_line(tmp_path):
 
 
 def test_start_without_credentials_and_stop_without_a_store_say_so(tmp_path):
-    started = object_store_cli("start", "--data", str(tmp_path), env={"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""})
+    no_keys = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+    started = object_store_cli("start", "--data", str(tmp_path), env=no_keys)
     assert started.returncode == 1 and "an access key and a secret key are needed" in started.stderr
     assert not list(tmp_path.iterdir())
     stopped = object_store_cli("stop", "--data", str(tmp_path))
