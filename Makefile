@@ -42,7 +42,7 @@ check: venv $(VENV)/.example-stamp
 	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -n 2 -m "not spark and not ray and not postgres and not helm and not objectstore and not slow"
 
 # SeaweedFS's weed, the S3-compatible server of the object-store tests (helm/object_store.py): built
-# once into ~/.cache/fedlab/objectstore where Go is installed (about 10 minutes on 2 cores); without
+# once into ~/.cache/fedlab/objectstore where Go is installed (7 minutes on 2 cores); without
 # Go it says so, and the tests that need it say why they skip (or fail under CI=true).
 objectstore:
 	@$(PYTHON) helm/object_store.py build --optional

@@ -29,7 +29,7 @@ def object_store(tmp_path_factory):
     if not helper.weed_path().is_file():
         missing("these tests need SeaweedFS's weed (the object store): " + (
             helper.GO_MISSING if shutil.which("go") is None
-            else "it is not built yet: `make objectstore` builds it (about 10 minutes)"))
+            else "it is not built yet: `make objectstore` builds it (7-10 minutes)"))
     store = helper.start(tmp_path_factory.mktemp("object-store"), access_key="fedlab-test",
                          secret_key=secrets.token_hex(16), bucket=BUCKET)
     yield store
