@@ -307,7 +307,7 @@ class Run:
         offset (docs/kubernetes.md, "The nemesis from the node")."""
         if nemesis is None:
             return
-        from loadgen.nemesis.effects import figures, phases, recovery, standstills
+        from loadgen.nemesis.effects import by_source, figures, recovery, standstills
 
         history = self.kube.run("exec", f"{self.fullname}-warehouse-0", "--", "sh", "-c",
                                 "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
@@ -319,9 +319,9 @@ class Run:
         stills = standstills(nemesis.applied, [s["applied_time"] for s in states], *window)
         log(f"what each fault did (staleness of the sources whose clock was right: all but "
             f"{', '.join(sorted(skewed)) or 'none'}); the plot: {shown['fault_plot']}")
-        for phase, still, window in zip(shown["fault_phases"], stills, [{"began": window[0]}, *nemesis.applied]):
+        for phase, still, applied in zip(shown["fault_phases"], stills, [{"began": window[0]}, *nemesis.applied]):
             lag = phase["staleness_ms"]
-            began = window["began"] + still["from_s"]
+            began = applied["began"] + still["from_s"]
             ended = recovery(began, began + still["still_s"], self.starts)
             line = (f"the view stood still {still['still_s']:.1f} s, {still['from_s']:.1f} s into the phase"
                     + (f" (moving {ended[1]:.1f} s after {ended[0]} started again)" if ended else "") + "; "
@@ -330,18 +330,12 @@ class Run:
             self.figures[f"  {phase['phase']}"] = line
             log(f"  {phase['phase']}: {line}")
         # Each source's own staleness: a fault that took one source shows what the others' updates met.
-        sources = sorted({s["source"] for s in states} - skewed)
-        by_source = {source: phases(nemesis.applied, [(s["commit_time"], s["applied_time"] - s["commit_time"])
-                                                      for s in states if s["source"] == source], *window)
-                     for source in sources}
-        for i, phase in enumerate(shown["fault_phases"]):
-            parts = []
-            for source in sources:
-                part = by_source[source][i]
-                lag = part["staleness_ms"]
-                parts.append(f"{source} {part['committed']} committed"
-                             + (f", p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms" if lag["n"] else ""))
-            line = "; ".join(parts)
+        lags_of: dict[str, list] = {}
+        for state in states:
+            if state["source"] not in skewed:
+                lags_of.setdefault(state["source"], []).append((state["commit_time"],
+                                                                state["applied_time"] - state["commit_time"]))
+        for phase, line in zip(shown["fault_phases"], by_source(nemesis.applied, lags_of, *window)):
             self.figures[f"  {phase['phase']}, by source"] = line
             log(f"    by source: {line}")
 

@@ -61,6 +61,28 @@ def standstills(applied: list[dict], state_times: list[float], load_from: float,
     return out
 
 
+def by_source(applied: list[dict], lags: dict[str, list[tuple[float, float]]], load_from: float,
+              load_until: float) -> list[str]:
+    """Each phase (as `phases` cuts them) in one line, source by source: the transactions each
+    committed in it and their staleness, so that a fault which took one source shows what the
+    others' updates met meanwhile. `lags` are each source's (commit time, seconds) pairs.
+
+    >>> applied = [{"fault": "crash node:n3 at 2s", "began": 102.0, "ended": 102.0}]
+    >>> by_source(applied, {"s1": [(101.0, 0.1)], "s2": [(101.5, 0.2), (103.0, 4.0)]}, 100.0, 110.0)
+    ['s1 1 committed, p50 100 ms, max 100 ms; s2 1 committed, p50 200 ms, max 200 ms', 's1 0 committed; s2 1 committed, p50 4,000 ms, max 4,000 ms']
+    """
+    cut = {source: phases(applied, pairs, load_from, load_until) for source, pairs in sorted(lags.items())}
+    lines = []
+    for i in range(len(applied) + 1):
+        parts = []
+        for source, own in cut.items():
+            lag = own[i]["staleness_ms"]
+            parts.append(f"{source} {own[i]['committed']} committed"
+                         + (f", p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms" if lag["n"] else ""))
+        lines.append("; ".join(parts))
+    return lines
+
+
 def recovery(still_from: float, still_until: float, starts: list[tuple[float, str]]) -> tuple[str, float] | None:
     """What ended a standstill from `still_from` to `still_until` (wall-clock seconds): the first
     pod (re)started inside it, from `starts` (time, pod), and the seconds from that start until
