@@ -19,6 +19,7 @@ from fedmodel.transactions import Notification, RelationChange
 from warehouse.spark_session import (
     JAVA_OPTS,
     JVM_NICE,
+    _with_jars,
     cached_delta_jars,
     class_archive,
     driver_java_options,
@@ -555,3 +556,18 @@ def test_the_driver_jvm_starts_from_the_class_data_archive_when_there_is_one(spa
     assert class_archive([*jars, str(tmp_path / "other.jar")], local_fs) != class_archive(jars, local_fs)
     monkeypatch.setenv("FEDLAB_JAVA_OPTS", "-Xmx1g")
     assert driver_java_options(jars, local_fs) == "-Xmx1g"
+
+
+def test_on_kubernetes_executors_take_the_jars_from_their_image_not_from_the_driver():
+    """warehouse.spark_session._with_jars: locally the driver hands its jars to the executors; on
+    Kubernetes the executors run the driver's image, so the same paths go on both class paths."""
+    from pyspark.sql import SparkSession
+
+    jars = ["/opt/fedlab/jars/a.jar", "/opt/fedlab/jars/b.jar"]
+    local = _with_jars(SparkSession.Builder(), "local[2]", jars)._options
+    assert local["spark.jars"] == "/opt/fedlab/jars/a.jar,/opt/fedlab/jars/b.jar"
+    assert "spark.executor.extraClassPath" not in local
+    cluster = _with_jars(SparkSession.Builder(), "k8s://https://kubernetes.default.svc:443", jars)._options
+    assert "spark.jars" not in cluster
+    assert cluster["spark.driver.extraClassPath"] == cluster["spark.executor.extraClassPath"] == \
+        "/opt/fedlab/jars/a.jar:/opt/fedlab/jars/b.jar"

@@ -288,7 +288,18 @@ def spark_session(warehouse_dir: str | None = None, master: str = "local[2]", ob
                         delta_coordinate(), str(err).splitlines()[0] if str(err) else type(err).__name__)
     if not jars:
         jars = ensure_delta_jars(object_store)
-    return _start(_builder(warehouse_dir, master, jars).config("spark.jars", ",".join(jars)))
+    return _start(_with_jars(_builder(warehouse_dir, master, jars), master, jars))
+
+
+def _with_jars(builder, master: str, jars: list[str]):
+    """The builder with the cached jars: handed to the executors by the driver (spark.jars), or on
+    Kubernetes, where every executor runs the driver's image with the jars at the same paths, put
+    on both class paths, so that a new executor fetches none of them from the driver (the e2e's
+    cold executor spent 12 s fetching its 60 jars before its first task)."""
+    if not master.startswith("k8s://"):
+        return builder.config("spark.jars", ",".join(jars))
+    return builder.config("spark.driver.extraClassPath", ":".join(jars)).config("spark.executor.extraClassPath",
+                                                                               ":".join(jars))
 
 
 def _builder(warehouse_dir: str | None, master: str, jars: list[str]):
