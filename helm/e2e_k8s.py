@@ -128,6 +128,9 @@ class Run:
                 self.phases()
                 self.report()
                 return 0
+            except BaseException:
+                self.post_mortem()
+                raise
             finally:
                 if not self.args.keep:
                     self.uninstall()
@@ -357,6 +360,27 @@ class Run:
         log(f"nemesis from the node: {schedule}")
         return node.NodeNemesis(release, faults, Events(lambda line: log(f"nemesis: {line}")),
                                 node.machines(faults)).start()
+
+    def post_mortem(self, lines: int = 25) -> None:
+        """What a failed run's reader needs before the release is gone: where each pod is, the
+        namespace's warnings, and the last log lines of every pod that is not ready."""
+        try:
+            print("e2e: the namespace as the run failed", flush=True)
+            for args in (("get", "pods", "-o", "wide"),
+                         ("get", "events", "--field-selector", "type=Warning", "--sort-by", ".lastTimestamp")):
+                print(self.kube.run(*args, check=False, timeout=30, quiet=True).stdout, flush=True)
+            for pod in self.kube.json("pods").get("items", []):
+                statuses = pod["status"].get("containerStatuses", [])
+                if statuses and all(s.get("ready") for s in statuses):
+                    continue
+                name = pod["metadata"]["name"]
+                restarted = any(s.get("restartCount") for s in statuses)
+                for previous in (True, False) if restarted else (False,):
+                    text = self.kube.logs(name, previous=previous).splitlines()[-lines:]
+                    print(f"e2e: {name}, {'previous' if previous else 'current'} container, last lines:",
+                          *text, sep="\n  ", flush=True)
+        except Exception as err:  # the cluster may be what failed: the run's own error comes next
+            print(f"e2e: no post-mortem ({type(err).__name__}: {err})", flush=True)
 
     def on_this_machine(self) -> bool:
         """Whether the cluster's nodes are this machine's, where the nemesis can reach them."""
