@@ -320,9 +320,17 @@ class Run:
         plot = HERE.parent / "runs" / "e2e-k8s" / f"faults-{self.revision}.png"
         shown = figures(nemesis.applied, lags, *window, plot)
         stills = standstills(nemesis.applied, [s["applied_time"] for s in states], *window)
+        # Each source's own staleness: a fault that took one source shows what the others' updates met.
+        lags_of: dict[str, list] = {}
+        for state in states:
+            if state["source"] not in skewed:
+                lags_of.setdefault(state["source"], []).append((state["commit_time"],
+                                                                state["applied_time"] - state["commit_time"]))
+        per_source = by_source(nemesis.applied, lags_of, *window)
         log(f"what each fault did (staleness of the sources whose clock was right: all but "
             f"{', '.join(sorted(skewed)) or 'none'}); the plot: {shown['fault_plot']}")
-        for phase, still, applied in zip(shown["fault_phases"], stills, [{"began": window[0]}, *nemesis.applied]):
+        for phase, still, applied, sources in zip(shown["fault_phases"], stills,
+                                                  [{"began": window[0]}, *nemesis.applied], per_source):
             lag = phase["staleness_ms"]
             began = applied["began"] + still["from_s"]
             ended = recovery(began, began + still["still_s"], self.starts)
@@ -331,16 +339,9 @@ class Run:
                     + (f"{phase['committed']} committed, staleness p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms"
                        if lag["n"] else "nothing committed"))
             self.figures[f"  {phase['phase']}"] = line
+            self.figures[f"  {phase['phase']}, by source"] = sources
             log(f"  {phase['phase']}: {line}")
-        # Each source's own staleness: a fault that took one source shows what the others' updates met.
-        lags_of: dict[str, list] = {}
-        for state in states:
-            if state["source"] not in skewed:
-                lags_of.setdefault(state["source"], []).append((state["commit_time"],
-                                                                state["applied_time"] - state["commit_time"]))
-        for phase, line in zip(shown["fault_phases"], by_source(nemesis.applied, lags_of, *window)):
-            self.figures[f"  {phase['phase']}, by source"] = line
-            log(f"    by source: {line}")
+            log(f"    by source: {sources}")
 
     def start_nemesis(self, schedule: str):
         """The node nemesis over a load, or None (and why) where it cannot run."""

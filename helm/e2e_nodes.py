@@ -60,6 +60,10 @@ NODE_NEMESIS = ("crash node:warehouse at 10s; restart node:warehouse at 85s; cra
                 "restart node:s1 at 150s; partition node:warehouse at 170s for 15s; partition node:s2 at 200s for 15s; "
                 "drain node:warehouse at 230s for 20s; drain node:s1 at 265s for 20s")
 NODE_LOAD = "300s"
+# `--recovery`: one fault of each kind that Kubernetes answers by restarting a pod, far enough
+# apart that each recovers alone, for the time from the pod's start to the view moving again.
+RECOVERY_NEMESIS = "kill warehouse at 15s; kill s1 at 90s; kill raylet:s2 at 165s; kill ray-head at 240s"
+RECOVERY_LOAD = "330s"
 
 
 def main(argv=None) -> int:
@@ -67,6 +71,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=WORKERS, help=f"worker nodes beside node 1 (default {WORKERS})")
     p.add_argument("--node-nemesis", default=NODE_NEMESIS, help="the whole-node faults of the third load")
     p.add_argument("--keep", action="store_true", help="leave the release, the nodes and the object store up")
+    p.add_argument("--recovery", action="store_true",
+                   help="instead of the three loads, one load under RECOVERY_NEMESIS: how long each pod's "
+                        "restart takes to bring the view back to moving")
     args, rest = p.parse_known_args(argv)
     if os.geteuid() != 0:
         print("e2e-nodes: FAILED: it needs root (it adds nodes, network namespaces and iptables rules)")
@@ -83,7 +90,10 @@ def main(argv=None) -> int:
     nodes = Nodes(tool, kube, args.workers)
     try:
         nodes.up()
-        return NodesRun(e2e_args, kube, helm, nodes, args.node_nemesis).run()
+        run = NodesRun(e2e_args, kube, helm, nodes, args.node_nemesis)
+        if args.recovery:
+            run.phases = run.recovery_phases
+        return run.run()
     except E2EFailure as failure:
         print(f"e2e-nodes: FAILED: {failure}", flush=True)
         return 1
@@ -192,6 +202,15 @@ class NodesRun(e2e_k8s.Run):
         if not first["transactions"] < second["transactions"] < third["transactions"]:
             raise E2EFailure(f"a load committed nothing: {first['transactions']}, {second['transactions']}, "
                              f"{third['transactions']} transactions after each")
+
+    def recovery_phases(self) -> None:
+        self.install()
+        self.check_placement("after the install")
+        self.helm_test("after the install")
+        nemesis, window = self.load_under(RECOVERY_NEMESIS, ["--set", f"load.duration={RECOVERY_LOAD}", "--set",
+                                                             f"chaos.duration={self.values['load']['duration']}"])
+        self.helm_test("after the pods' restarts")
+        self.report_faults(nemesis, window)
 
     def on_this_machine(self) -> bool:
         return True   # the nodes are this run's own
