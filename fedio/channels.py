@@ -33,6 +33,12 @@ MAX_MESSAGE_BYTES = 1 << 30
 KEEPALIVE_MS = 5000
 _KEEPALIVE = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_MS),
               ("grpc.http2.max_pings_without_data", 0)]
+# A channel whose peer was away reconnects on gRPC's backoff, which grows to 120 s by default, and
+# meanwhile fails every call at once: a source answering again after a minute's restart was
+# reached up to two minutes later (the e2e's staleness of exactly 120 s after a warehouse's
+# restart). Capped, a channel tries again at least every RECONNECT_MS.
+RECONNECT_MS = 1000
+_RECONNECT = [("grpc.initial_reconnect_backoff_ms", RECONNECT_MS), ("grpc.max_reconnect_backoff_ms", RECONNECT_MS)]
 _ACCEPT_PINGS = [("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
                  ("grpc.http2.max_ping_strikes", 0), ("grpc.keepalive_permit_without_calls", 1)]
 
@@ -67,8 +73,8 @@ class TlsFiles:
 def client_channel(address: str, tls: TlsFiles | None, options: list[tuple] | None = None) -> grpc.Channel:
     """A channel to `address` (HOST:PORT): plaintext without `tls`, else presenting our certificate
     and accepting only a server certificate signed by the CA that names HOST; its streams kept
-    alive by pings (KEEPALIVE_MS)."""
-    options = [*_KEEPALIVE, *(options or [])]
+    alive by pings (KEEPALIVE_MS), a lost peer tried again every RECONNECT_MS."""
+    options = [*_KEEPALIVE, *_RECONNECT, *(options or [])]
     if tls is None:
         return grpc.insecure_channel(address, options=options)
     credentials = grpc.ssl_channel_credentials(root_certificates=tls.ca_pem, private_key=tls.key_pem,
