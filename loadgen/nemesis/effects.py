@@ -40,25 +40,26 @@ def phases(applied: list[dict], lags: list[tuple[float, float]], load_from: floa
 
 def standstills(applied: list[dict], state_times: list[float], load_from: float, load_until: float) -> list[dict]:
     """The view's longest standstill in each phase (as `phases` cuts them): the longest time
-    between two view states, by the warehouse's clock alone, that began in the phase, and when it
-    began in seconds after the phase's start. Read from the warehouse's history only, it holds
-    under clock faults, which move the sources' commit stamps. `state_times` are the view states'
-    applied times.
+    between two view states, by the warehouse's clock alone, and when it began in seconds after
+    the phase's start (0 if just before). A standstill belongs to the first fault that began
+    inside it (the view stands still from its last state before the fault), else to the phase it
+    began in. Read from the warehouse's history only, it holds under clock faults, which move the
+    sources' commit stamps. `state_times` are the view states' applied times.
 
     >>> applied = [{"fault": "kill warehouse at 2s", "began": 102.0, "ended": 102.0}]
-    >>> standstills(applied, [100.2, 100.4, 102.1, 109.1, 109.3], 100.0, 110.0)
-    [{'phase': 'before any fault', 'still_s': 1.7, 'from_s': 0.4}, {'phase': 'kill warehouse at 2s', 'still_s': 7.0, 'from_s': 0.1}]
+    >>> standstills(applied, [100.2, 100.4, 101.9, 109.1, 109.3], 100.0, 110.0)
+    [{'phase': 'before any fault', 'still_s': 1.5, 'from_s': 0.4}, {'phase': 'kill warehouse at 2s', 'still_s': 7.2, 'from_s': 0.0}]
     """
     starts = [load_from] + [a["began"] for a in applied]
-    ends = starts[1:] + [load_until]
     names = ["before any fault"] + [a["fault"] for a in applied]
     times = sorted(t for t in state_times if load_from <= t <= load_until)
-    gaps = list(zip(times, times[1:]))
-    out = []
-    for name, start, end in zip(names, starts, ends):
-        longest = max(((b - a, a) for a, b in gaps if start <= a < end), default=(0.0, start))
-        out.append({"phase": name, "still_s": round(longest[0], 3), "from_s": round(longest[1] - start, 3)})
-    return out
+    longest = [(0.0, start) for start in starts]
+    for a, b in zip(times, times[1:]):
+        began_inside = [i for i in range(1, len(starts)) if a < starts[i] <= b]
+        owner = began_inside[0] if began_inside else max(i for i, start in enumerate(starts) if start <= a)
+        longest[owner] = max(longest[owner], (b - a, a))
+    return [{"phase": name, "still_s": round(still, 3), "from_s": round(max(0.0, began - start), 3)}
+            for name, start, (still, began) in zip(names, starts, longest)]
 
 
 def by_source(applied: list[dict], lags: dict[str, list[tuple[float, float]]], load_from: float,
