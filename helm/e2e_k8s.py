@@ -342,6 +342,14 @@ class Run:
             self.figures[f"  {phase['phase']}, by source"] = sources
             log(f"  {phase['phase']}: {line}")
             log(f"    by source: {sources}")
+        # Where a warehouse's restart went: its own account of its last start.
+        for pod in sorted({pod for _, pod in self.starts if "-warehouse-" in pod or "-wh-" in pod}):
+            text = self.kube.logs(pod)
+            took = [found[-1] for found in (re.findall(r"up in [^\n]*", text),
+                                            re.findall(r"restored from Delta[^\n]*", text)) if found]
+            if took:
+                self.figures[f"  {pod}'s last start"] = "; ".join(took)
+                log(f"  {pod}'s last start: {'; '.join(took)}")
 
     def start_nemesis(self, schedule: str):
         """The node nemesis over a load, or None (and why) where it cannot run."""

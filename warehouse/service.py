@@ -211,12 +211,13 @@ class Warehouse:
 
     def open(self) -> None:
         """Restores from Delta, or materialises the view from source snapshots the first time."""
+        began = time.monotonic()
         try:
             restored = self.store.load()
         except StoreError:   # nothing durable yet: this is the first start
             self._materialise()
         else:
-            self._restore(*restored)
+            self._restore(*restored, began=began)
         self.durable_seq = self.seq   # what was restored or materialised is in Delta
         # A source whose notifications failed while no warehouse answered retries on a timer that
         # backed off meanwhile (up to a minute): asking each for everything after what this one
@@ -301,7 +302,7 @@ class Warehouse:
         self.history.write_initial(rows, dsv)
         self.store.initialize(rows, self._version_state())
 
-    def _restore(self, rows, state, log_length, last_batch) -> None:
+    def _restore(self, rows, state, log_length, last_batch, began: float) -> None:
         try:
             self.algorithm = registry.restore(self.plugin.name, self.view.join, rows, state, self.core_settings)
         except ValueError as err:
@@ -317,7 +318,8 @@ class Warehouse:
         pending = not_reflected(kept, state)
         for n in pending:
             self._handle(NotificationArrived(n, time.monotonic()))
-        log.info("restored from Delta: %d view rows, %d notifications to re-apply", len(rows), len(pending))
+        log.info("restored from Delta: %d view rows, %d notifications to re-apply, in %.1f s",
+                 len(rows), len(pending), time.monotonic() - began)
 
     # ---- the core ----
 

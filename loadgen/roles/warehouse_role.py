@@ -70,6 +70,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    began = time.monotonic()
     try:
         tls = tls_files(args)
         config = load_config(args.config)
@@ -99,6 +100,7 @@ def main(args) -> int:
     from warehouse.view_group import ViewGroup
 
     spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master, object_store=on_object_store(data))
+    spark_ready = time.monotonic()
     try:
         views = {v.name: Warehouse(config.catalog, v.view.sql, _view_data(data, v.name), config.addresses, spark,
                                    settings[v.name], history_dir=_history(config, v.name), tls=tls)
@@ -110,7 +112,10 @@ def main(args) -> int:
         if first:
             write_run_file(config, data, f"{args.host or default_host()}:{port}")
         shown = ", ".join(f"{name}: {w.plugin.name}, {w.status()['view_rows']} rows" for name, w in views.items())
-        print(f"warehouse serving on {args.host or default_host()}:{port} ({shown}; Delta under {data})", flush=True)
+        # Where a restart's time went, for the e2e's recovery figures (docs/kubernetes.md).
+        print(f"warehouse serving on {args.host or default_host()}:{port} ({shown}; Delta under {data}); "
+              f"up in {time.monotonic() - began:.1f} s: Spark session {spark_ready - began:.1f} s, "
+              f"views restored or materialised {time.monotonic() - spark_ready:.1f} s", flush=True)
         foreground.wait()
         group.close()
     except ModelError as err:
