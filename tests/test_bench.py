@@ -66,6 +66,10 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert any(r.startswith("source ") for r in roles) and 0 < run["cpu"][0]["busy"] <= 1.05
         # and what else took the machine meanwhile: processes outside the federation, other guests
         assert 0 <= run["cpu"][0]["others"] <= 1 and 0 <= run["cpu"][0]["stolen"] <= 1
+        # each stretch's wall-clock window and the driver's commit groups in it (fedlab calibrate)
+        for stretch in run["cpu"]:
+            assert stretch["window"][0] < stretch["window"][1] and stretch["offered"] > 0
+            assert sum(stretch["groups"].values()) >= 1
         # the idle federation's CPU, read before the load (2 s here, 30 s by default)
         assert run["idle"]["seconds"] >= 2 and run["idle"]["share_of_a_core"] >= 0
         assert any(r.startswith("source ") for r in run["idle"]["by_role"])

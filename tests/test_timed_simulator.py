@@ -1,12 +1,18 @@
 """The timed simulator (loadgen.simulation.timed): a run is decided by its seed, and its steps,
 written out with their times, replay in the untimed simulator to the same view states, which the
-checker's oracle (DuckDB, no code shared with the maintenance path) finds completely consistent."""
+checker's oracle (DuckDB, no code shared with the maintenance path) finds completely consistent;
+the steps it takes (their times, a timer round's parts) in a file; `fedlab predict`."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from fedmodel.aggregate_view import parse_query
+from loadgen.cli import main
 from loadgen.simulation.calibration import load
-from loadgen.simulation.scenario import Scenario, parse_scenario
+from loadgen.simulation.scenario import Scenario, ScenarioError, parse_scenario
 from loadgen.simulation.simulate import judge
 from loadgen.simulation.simulator import Simulator
 from loadgen.simulation.timed import TimedRun, TimedSettings, View
@@ -56,3 +62,45 @@ def test_a_timed_runs_steps_replay_untimed_to_the_same_view_states():
     assert replayed.run.states == timed.run.states
     assert replayed.final_view() == timed.final_view()
     assert judge(timed).level == "complete"
+
+
+def test_a_files_steps_keep_their_times_and_a_timer_rounds_parts(tmp_path):
+    """A step's `at` is its time (never before the step before it); `tick: batch|resends|core`
+    fire one part of a timer round each, at that time."""
+    doc = {"name": "timed steps", "sources": {"ds1": {"R": {"columns": ["A", "B"], "key": ["A"]}},
+                                              "ds2": {"S": {"columns": ["B", "C"], "key": ["B"]}}},
+           "view": "SELECT A, C FROM R JOIN S ON R.B = S.B", "initial": {"R": [[1, 10]], "S": [[10, 100]]},
+           "steps": [{"queries": "in-flight", "at": 0.0},
+                     {"commit": {"source": "ds2", "id": "t1", "insert": {"S": [[20, 200]]}}, "at": 0.5},
+                     {"commit": {"source": "ds1", "id": "t2", "insert": {"R": [[2, 20]]}}, "at": 0.7},
+                     {"deliver": {"notification": "t2"}, "at": 1.0},
+                     {"deliver": {"subquery": "q1"}, "at": 1.2},
+                     {"deliver": {"answer": "q1"}, "at": 1.5},
+                     {"tick": "batch", "at": 1.6},
+                     {"tick": "resends", "at": 3.0},     # t1 was never delivered: its source sends it again
+                     {"tick": "core", "at": 3.0}]}
+    sim = Simulator(parse_scenario(doc, "timed"))
+    sim.execute()
+    assert sim.now == 3.0
+    assert [s["transaction"] for s in sim.run.states] == []   # t2 waits for t1 (Theorem 2): nothing applied yet
+    assert [m.name for m in sim.flight if m.kind == "notification"] == ["t1", "t1"]   # the first copy and its resend
+    doc["steps"].insert(4, {"tick": "core", "at": 0.9})
+    with pytest.raises(ScenarioError, match=r"steps\[4\]: at 0.9 is before the simulated time 1"):
+        Simulator(parse_scenario(doc, "timed")).execute()
+
+
+def test_predict_writes_its_figures_summary_and_plots(tmp_path, capsys):
+    """`fedlab predict` at a small grid: every point's figures, its summary and plots; a bad
+    grid is one line and exit 2."""
+    assert main(["predict", "--sources", "6", "--views", "2", "--rates", "60", "--networks", "lan,wan",
+                 "--warmup", "0.5", "--duration", "1.5", "--out", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [p["point"]["network"] for p in summary["points"]] == ["lan", "wan"]
+    lan, wan = summary["points"]
+    for p in (lan, wan):
+        assert p["transactions"] > 50 and p["reflected"] > 0 and p["per_txn"]["bytes"] > 0
+        assert 0 < p["utilisation"]["warehouse python"]["max"] < 1 and p["peak_memory_mb"] > 0
+    assert wan["staleness_ms"]["p50"] > 5 * lan["staleness_ms"]["p50"]   # round trips of 20-200 ms against 0.2-0.5
+    assert (tmp_path / "summary.md").read_text().count("| sze-ling, 6 sources") == 2
+    assert main(["predict", "--shapes", "ring"]) == 2
+    assert capsys.readouterr().err.strip() == "fedlab predict: --shapes: unknown shape 'ring' (one of chain, star, random, mixed)"

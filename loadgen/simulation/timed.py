@@ -313,8 +313,19 @@ class TimedRun:
         before, after = self._cpu_marks.get(f"{window} from", {}), self._cpu_marks.get(f"{window} until", {})
         busy = {p.name: round((after.get(p.name, p.cpu_seconds) - before.get(p.name, 0.0)) / length, 4)
                 for p in self.processes()}
-        return {"window": [round(start, 3), round(end, 3)], "utilisation": busy,
-                "views": {name: w.figures(start, end) for name, w in self.warehouses.items()}}
+        views = {name: w.figures(start, end) for name, w in self.warehouses.items()}
+        out = {"window": [round(start, 3), round(end, 3)], "utilisation": busy, "views": views}
+        if len(views) > 1:   # every view's transactions together, and the wire's cost per source transaction
+            lags, to_delta, sent = [], [], Counter()
+            for w in self.warehouses.values():
+                mine, delta = w.lags(start, end)
+                lags += mine
+                to_delta += delta
+                sent += w.sent_in(start, end)
+            committed = sum(1 for src in self.sources.values() for n in src.store.log if start <= n.commit_time <= end)
+            out["all views"] = {"transactions": committed, "reflected": len(lags), "staleness_ms": percentiles(lags),
+                                "staleness_delta_ms": percentiles(to_delta), "per_txn": per_transaction(sent, committed)}
+        return out
 
 
 class _Source:
@@ -693,29 +704,41 @@ class _Warehouse:
 
     # ---- figures ----
 
-    def figures(self, start: float, end: float) -> dict:
-        """Staleness of the transactions committed in [start, end] and the cost on the wire per
-        one of them, measured as the bench measures a live run's (loadgen.bench.metrics)."""
+    def lags(self, start: float, end: float) -> tuple[list[float], list[float]]:
+        """Staleness of each transaction committed in [start, end] at a source of the view: to
+        the core's view, and to the Delta table (loadgen.bench.metrics, as a live run's)."""
         commits = {(s, n.dsv): n.commit_time for s, notes in self.sim.committed.items() for n in notes}
         first = {s: 1 for s in self.sim.sources}
         applied = reflected_at([{"applied_time": t, "versions": v} for t, v in self.applied], first)
         durable = reflected_at([{"durable_time": t, "versions": v} for t, v in self.durable], first, "durable_time")
-        lags = [lag for committed, lag in staleness(commits, applied) if start <= committed <= end]
-        to_delta = [lag for committed, lag in staleness(commits, durable) if start <= committed <= end]
-        in_window = sum(1 for t in commits.values() if start <= t <= end)
+        return ([lag for committed, lag in staleness(commits, applied) if start <= committed <= end],
+                [lag for committed, lag in staleness(commits, durable) if start <= committed <= end])
+
+    def sent_in(self, start: float, end: float) -> Counter:
+        """Messages (by kind) and their bytes (`KIND bytes`) sent in [start, end]."""
         sent = Counter()
         for t, kind, copies, size in self.sent_log:
             if start <= t <= end:
                 sent[kind] += copies
                 sent[f"{kind} bytes"] += size
-        n = max(in_window, 1)
-        return {"transactions": in_window, "reflected": len(lags),
-                "staleness_ms": percentiles(lags), "staleness_delta_ms": percentiles(to_delta),
-                "per_txn": {"subqueries": round(sent["subquery"] / n, 3),
-                            "messages": round(sum(sent[k] for k in ("notification", "subquery", "answer", "resend")) / n, 3),
-                            "bytes": round(sum(sent[f"{k} bytes"] for k in ("notification", "subquery", "answer", "resend")) / n, 1),
-                            "resends": round(sent["resend"] / n, 4)},
+        return sent
+
+    def figures(self, start: float, end: float) -> dict:
+        """Staleness of the transactions committed in [start, end] and the cost on the wire per
+        one of them, measured as the bench measures a live run's (loadgen.bench.metrics)."""
+        lags, to_delta = self.lags(start, end)
+        committed = sum(1 for notes in self.sim.committed.values() for n in notes if start <= n.commit_time <= end)
+        return {"transactions": committed, "reflected": len(lags), "staleness_ms": percentiles(lags),
+                "staleness_delta_ms": percentiles(to_delta), "per_txn": per_transaction(self.sent_in(start, end), committed),
                 "counters": dict(self.sim.run.counters)}
+
+
+def per_transaction(sent: Counter, transactions: int) -> dict:
+    """Sub-queries, messages, bytes and resend requests sent per source transaction."""
+    n = max(transactions, 1)
+    kinds = ("notification", "subquery", "answer", "resend")
+    return {"subqueries": round(sent["subquery"] / n, 3), "messages": round(sum(sent[k] for k in kinds) / n, 3),
+            "bytes": round(sum(sent[f"{k} bytes"] for k in kinds) / n, 1), "resends": round(sent["resend"] / n, 4)}
 
 
 def _size(msg: Message, catalog) -> int:
