@@ -178,6 +178,32 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     assert "Lazy maintenance: the combine bound" in md and "sze-ling -> lazy@100: sub-queries/txn" in md
 
 
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_the_bench_calibrates_the_timed_simulator_which_predicts_its_runs(bench, tmp_path):
+    """`fedlab calibrate` fits every operation's cost to the bench's stretches (none below zero,
+    the fit's quality and where it was measured named), and `fedlab predict --against` simulates
+    each of its runs with it, every figure the bench judges beside what the run measured."""
+    from loadgen.cli import main
+    from loadgen.simulation.calibration import OPERATIONS, load
+
+    out, summary = bench
+    assert main(["calibrate", str(out), "--out", str(tmp_path / "cal.json")]) == 0
+    cal = load(tmp_path / "cal.json")
+    assert set(cal.cpu) == set(OPERATIONS) and all(v >= 0 for v in cal.cpu.values())
+    assert 0 < cal.loopback.p50 <= cal.loopback.p99 < 1 and cal.cores == summary["machine"]["cpus"]
+    assert set(cal.about["fit"]) == {"source", "warehouse", "jvm", "driver"} and cal.about["commit"]
+    assert main(["predict", "--against", str(out), "--calibration", str(tmp_path / "cal.json"),
+                 "--out", str(tmp_path / "predicted")]) == 0
+    predicted = json.loads((tmp_path / "predicted" / "summary.json").read_text())
+    assert [r["folder"] for r in predicted["runs"]] == [r["folder"] for r in summary["runs"]]
+    for run, live in zip(predicted["runs"], summary["runs"]):
+        figures = run["figures"]
+        assert figures["bytes/txn"]["measured"] == live["per_txn"]["bytes"] and figures["bytes/txn"]["predicted"] > 0
+        assert figures["staleness p99 (ms)"]["predicted"] > 0
+    assert "| bytes/txn |" in (tmp_path / "predicted" / "summary.md").read_text()
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--algorithms", "sze-ling,nosuch"], "unknown algorithm 'nosuch'"),
     (["--algorithms", "sze-ling:sideways"], "unknown access path 'sideways'"),

@@ -38,13 +38,18 @@ class Clock:
     def after(self, seconds: float, action: Callable[[], None]) -> None:
         self.at(self.now + seconds, action)
 
-    def run_until(self, end: float, stop: Callable[[], bool] = lambda: False) -> None:
-        """Takes everything due up to `end`, in order (or until `stop()` says so); the clock
-        ends at `end`."""
-        while self._queue and self._queue[0][0] <= end and not stop():
+    def run_until(self, end: float, stop: Callable[[], bool] = lambda: False) -> bool:
+        """Takes everything due up to `end`, in order, and ends at `end`; or stops where it is
+        when `stop()` says so (asked every thousand actions). Whether it reached `end`."""
+        for taken in itertools.count():
+            if not self._queue or self._queue[0][0] > end:
+                break
+            if taken % 1000 == 999 and stop():
+                return False
             self.now, _, action = heapq.heappop(self._queue)
             action()
         self.now = max(self.now, end)
+        return True
 
     @property
     def next_time(self) -> float | None:

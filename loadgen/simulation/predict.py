@@ -34,11 +34,13 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import multiprocessing.connection
 import resource
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from fedmodel.errors import ModelError
 
@@ -49,6 +51,8 @@ AXES = {"sources": (10, 100, 1000, 10000), "views": (1, 100, 1000), "shape": ("c
 LARGEST = {"sources": 10000, "views": 1000, "shape": "random", "rate": 10000.0, "network": "wan", "loss": 0.01,
            "algorithm": "sze-ling"}
 WIDTHS = (2, 4, 8)           # the chains over which the algorithms part
+SMALL_BUDGET = 120.0         # seconds of run time for each point where the algorithms are compared
+COMPARED = ("axis: algorithm", "algorithms part")
 PARTING_RATE = 100.0
 ROWS = 100                   # per relation
 TARGET_BUSY = 0.7            # how busy a warehouse may be kept
@@ -64,11 +68,13 @@ class Point:
     loss: float
     algorithm: str
     sweep: str = "grid"       # which part of the sweep it belongs to
+    width: int | None = None  # relations each view joins (None: 2 to 8, drawn)
 
     @property
     def label(self) -> str:
-        return (f"{self.algorithm}, {self.sources:,} sources, {self.views:,} {self.shape} view{'s' * (self.views > 1)}, "
-                f"{self.rate:,.0f} txn/s, {self.network}, {self.loss:.0%} loss")
+        views = f"{self.views:,} {self.shape} view{'s' * (self.views > 1)}" + (f" of {self.width}" if self.width else "")
+        return (f"{self.algorithm}, {self.sources:,} sources, {views}, {self.rate:,.0f} txn/s, {self.network}, "
+                f"{self.loss:.0%} loss")
 
 
 def builtin_algorithms() -> list[str]:
@@ -83,9 +89,7 @@ def sweep() -> list[Point]:
     points: list[Point] = []
 
     def add(point: Point) -> None:
-        if all((p.sources, p.views, p.shape, p.rate, p.network, p.loss, p.algorithm) !=
-               (point.sources, point.views, point.shape, point.rate, point.network, point.loss, point.algorithm)
-               for p in points):
+        if all(replace(p, sweep="") != replace(point, sweep="") for p in points):
             points.append(point)
 
     for axis, values in AXES.items():
@@ -97,7 +101,7 @@ def sweep() -> list[Point]:
     for network in ("lan", "wan"):
         for width in WIDTHS:
             for algorithm in builtin_algorithms():
-                add(Point(width, 1, "chain", PARTING_RATE, network, 0.0, algorithm, sweep="algorithms part"))
+                add(Point(width, 1, "chain", PARTING_RATE, network, 0.0, algorithm, "algorithms part", width))
     return points
 
 
@@ -157,8 +161,12 @@ def _words(text):
 # ---- one point ----
 
 def run_point(point: Point, calibration_path: str | None, warmup: float, duration: float, settle: float,
-              seed: int) -> dict:
-    """The figures of one point (see the module docstring), with its run time and peak memory."""
+              seed: int, budget: float = math.inf, progress: Callable[[str, float], None] = lambda phase, done: None
+              ) -> dict:
+    """The figures of one point (see the module docstring), with its run time and peak memory;
+    `progress(phase, share done)` as it goes. A point that takes more than `budget` seconds
+    stops where its clock got to (an algorithm far behind keeps the simulator as busy as the
+    warehouse) and reports what it measured so far."""
     from fedmodel.aggregate_view import parse_query
     from fedmodel.catalog import Catalog
     from loadgen.simulation.calibration import load
@@ -168,27 +176,32 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     from loadgen.workloads.synthetic_load import SyntheticStream
 
     started = time.monotonic()
-    federation = many_views(point.sources, point.views, point.shape, seed)
+    progress("building the federation", 0.0)
+    federation = many_views(point.sources, point.views, point.shape, seed, point.width)
     rows = federation.rows(ROWS, seed)
     views, parsed = [], []
     for v in federation.views:
         relations = [federation.catalog.relation(r) for r in v.relations]
         catalog = Catalog(tuple(relations))
         parsed.append(parse_query(v.sql, federation.catalog).join)
+        # the live warehouse's per-source FIFO order for the algorithms that assume it (warehouse.fifo_order)
         views.append(View(v.name, Scenario(v.name, point.algorithm, catalog, parse_query(v.sql, catalog),
-                                           {r.name: rows[r.name] for r in relations}, [])))
+                                           {r.name: rows[r.name] for r in relations}, [], fifo_repair=True)))
     stream = SyntheticStream(federation.catalog, parsed, rows, seed=seed)
     run = TimedRun(federation.catalog, rows, views, stream,
                    TimedSettings(load(calibration_path), point.network, Deployment(shared=False), seed=seed,
                                  loss=point.loss))
     built = time.monotonic() - started
+    total = warmup + duration
+    over = lambda: time.monotonic() - started > budget   # noqa: E731
     run.offer(point.rate, warmup, "warm-up")
-    run.run(warmup)
+    finished = run.run(warmup, lambda t: progress("warm-up", t / total), over)
     before = run.backlog()
     run.offer(point.rate, duration, "load")
-    run.run(warmup + duration)
+    finished = finished and run.run(total, lambda t: progress("measuring", t / total), over)
     after = run.backlog()
-    caught_up = run.settle(settle)
+    progress("settling", 1.0)
+    caught_up = finished and run.settle(settle, over)
     figures = run.figures("load")
     pooled = figures.get("all views") or next(iter(figures["views"].values()))
     busy = figures["utilisation"]
@@ -206,7 +219,8 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     return {"point": asdict(point), "label": point.label,
             "staleness_ms": pooled["staleness_ms"], "staleness_delta_ms": pooled["staleness_delta_ms"],
             "per_txn": pooled["per_txn"], "transactions": committed, "reflected": pooled["reflected"],
-            "caught_up": caught_up, "sustained": sustained, "backlog": {"before": before, "after": after},
+            "caught_up": caught_up, "sustained": sustained and finished, "backlog": {"before": before, "after": after},
+            **({} if finished else {"stopped": f"after {budget:g} s of run time, at {run.clock.now:.2f} simulated s"}),
             "utilisation": {"warehouse python": _spread(python), "warehouse JVM": _spread(jvm),
                             "source": _spread(sources)},
             "saturates_at": round(saturates, 1) if saturates else None,
@@ -223,13 +237,17 @@ def _spread(values: list[float]) -> dict:
     return {"mean": round(sum(values) / len(values), 4), "max": round(max(values), 4)}
 
 
-def _run_in_child(args: tuple) -> dict:
-    """A point in a process of its own (spawned by the sweep): its peak memory is its own."""
-    point, calibration, warmup, duration, settle, seed = args
+def _run_in_child(conn, point: Point, calibration: str | None, warmup: float, duration: float, settle: float,
+                  seed: int, budget: float) -> None:
+    """A point in a process of its own (spawned by the sweep, so that its peak memory is its
+    own): its progress and then its figures go back through `conn`."""
     try:
-        return run_point(point, calibration, warmup, duration, settle, seed)
+        result = run_point(point, calibration, warmup, duration, settle, seed, budget,
+                           lambda phase, done: conn.send(("progress", phase, done)))
     except Exception as err:   # one failed point is reported; the sweep goes on
-        return {"point": asdict(point), "label": point.label, "error": f"{type(err).__name__}: {err}"}
+        result = {"point": asdict(point), "label": point.label, "error": f"{type(err).__name__}: {err}"}
+    conn.send(("done", result))
+    conn.close()
 
 
 # ---- the command ----
@@ -247,6 +265,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--settle", type=float, default=30.0,
                         help="simulated seconds at most for the measured transactions to be reflected (default 30)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=600.0,
+                        help="seconds of run time a point may take before it stops where it got to (default 600; "
+                             f"{SMALL_BUDGET:g} at most where the sweep compares algorithms)")
     parser.add_argument("--calibration", help="a calibration file (fedlab calibrate; default: the one measured here)")
     parser.add_argument("--jobs", type=int, default=1, help="points simulated at once, a process each (default 1)")
     parser.add_argument("--against", metavar="BENCH_DIR",
@@ -297,19 +318,44 @@ def _progress(console):
 def _sweep(points: list[Point], args, console) -> dict:
     console.print(f"[bold]fedlab predict[/]: {len(points)} points, {args.warmup:g} s of warm-up and "
                   f"{args.duration:g} s measured each")
-    results: list[dict] = []
-    work = [(p, args.calibration, args.warmup, args.duration, args.settle, args.seed) for p in points]
+    results: dict[int, dict] = {}
     context = multiprocessing.get_context("spawn")
-    with _progress(console) as progress, context.Pool(max(1, args.jobs), maxtasksperchild=1) as pool:
-        task = progress.add_task("points", total=len(points), info="")
-        for result in pool.imap(_run_in_child, work):
-            results.append(result)
-            done = (f"{result['label']}: p99 {result['staleness_ms']['p99']} ms, {result['seconds']} s"
-                    if "error" not in result else f"{result['label']}: {result['error']}")
-            progress.update(task, advance=1, info=done[:150])
+    waiting, running = list(enumerate(points)), {}   # running: connection -> (index, task, process)
+    with _progress(console) as progress:
+        overall = progress.add_task("points", total=len(points), info="")
+        while waiting or running:
+            while waiting and len(running) < max(1, args.jobs):
+                i, point = waiting.pop(0)
+                mine, theirs = context.Pipe(duplex=False)
+                # where the algorithms are compared, one that falls far behind has shown it soon
+                budget = min(args.budget, SMALL_BUDGET) if point.sweep in COMPARED else args.budget
+                child = context.Process(target=_run_in_child, args=(theirs, point, args.calibration, args.warmup,
+                                                                    args.duration, args.settle, args.seed, budget),
+                                        daemon=True)
+                child.start()
+                theirs.close()
+                running[mine] = (i, progress.add_task(f"  {point.label}"[:90], total=1.0, info="starting"), child)
+            for conn in multiprocessing.connection.wait(list(running)):
+                i, task, child = running[conn]
+                try:
+                    message = conn.recv()
+                except EOFError:
+                    message = ("done", {"point": asdict(points[i]), "label": points[i].label,
+                                        "error": f"the point's process ended (exit code {child.exitcode})"})
+                if message[0] == "progress":
+                    progress.update(task, completed=message[2], info=message[1])
+                    continue
+                results[i] = message[1]
+                child.join()
+                del running[conn]
+                progress.remove_task(task)
+                result = message[1]
+                progress.update(overall, advance=1, info=(f"{result['label']}: p99 {result['staleness_ms']['p99']} ms, "
+                                                          f"{result['seconds']} s" if "error" not in result else
+                                                          f"{result['label']}: {result['error']}")[:150])
     return {"kind": "sweep", "settings": {"warmup": args.warmup, "duration": args.duration, "settle": args.settle,
                                           "seed": args.seed, "rows_per_relation": ROWS, "target_busy": TARGET_BUSY},
-            "points": results}
+            "points": [results[i] for i in range(len(points))]}
 
 
 def _against(bench_dir: Path, calibration, data_dir, console) -> dict:

@@ -182,19 +182,24 @@ class TimedRun:
         self.clock.at(start, lambda: self._mark(f"{label} from"))
         self.clock.at(start + seconds, lambda: self._mark(f"{label} until"))
 
-    def run(self, until: float, progress: Callable[[float], None] = lambda t: None, stop=lambda: False) -> None:
-        """Runs the clock to `until`, reporting progress every simulated tenth of it."""
+    def run(self, until: float, progress: Callable[[float], None] = lambda t: None,
+            stop: Callable[[], bool] = lambda: False) -> bool:
+        """Runs the clock to `until`, reporting progress every simulated tenth of it; or stops
+        where it is when `stop()` says so. Whether it got there."""
         step = max(until - self.clock.now, 1e-9) / 10
-        while self.clock.now < until and not stop():
-            self.clock.run_until(min(until, self.clock.now + step), stop)
+        while self.clock.now < until:
+            if not self.clock.run_until(min(until, self.clock.now + step), stop):
+                return False
             progress(self.clock.now)
+        return True
 
-    def settle(self, seconds: float) -> bool:
+    def settle(self, seconds: float, stop: Callable[[], bool] = lambda: False) -> bool:
         """Runs until every offered transaction is committed and reflected in every view, or
-        `seconds` pass; whether it caught up."""
+        `seconds` pass (or `stop()` says so); whether it caught up."""
         deadline = self.clock.now + seconds
         while not self.caught_up() and self.clock.now < deadline:
-            self.clock.run_until(min(deadline, self.clock.now + 0.25))
+            if not self.clock.run_until(min(deadline, self.clock.now + 0.25), stop):
+                break
         return self.caught_up()
 
     def caught_up(self) -> bool:

@@ -81,7 +81,8 @@ def simulate_run(record: dict, settings: dict, calibration: Calibration, data_di
         catalog, view_sql = tpch_catalog(PLACEMENTS[record["placement"]]), load_view(record["view"])
     data = recipe.data()
     scenario = Scenario(record["view"], record["algorithm"], catalog, parse_query(view_sql, catalog), data, [],
-                        access=None if record.get("access_path") in (None, "whole relations") else record["access_path"])
+                        access=None if record.get("access_path") in (None, "whole relations") else record["access_path"],
+                        fifo_repair=True)   # as the live warehouse, for the algorithms that assume FIFO order
     if record.get("combine_max"):
         scenario.deferral = Deferral(combine_max=record["combine_max"], max_jobs=settings.get("max_jobs", 1))
     run = TimedRun(catalog, data, [View(DEFAULT_SUBSCRIBER, scenario)], recipe.stream(catalog, record["workload"], record["seed"]),

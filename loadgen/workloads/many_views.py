@@ -3,7 +3,8 @@
 
 `many_views(sources, views, shape, seed)` declares `sources` relations r1, r2, ..., each alone at
 its own source (s1, s2, ...), with a key kN and a value vN, and `views` views, each joining 2 to 8
-of them (never more than there are) drawn from the seed, in the shape asked for:
+of them (never more than there are; exactly `width`, when given) drawn from the seed, in the
+shape asked for:
 - chain: the relations in a path, each referring to the next;
 - star: the first drawn is the centre, referring to each of the others;
 - random: a random tree, each relation after the first joined to one drawn before it;
@@ -57,17 +58,20 @@ class ManyViews:
                 for rel in self.catalog.relations}
 
 
-def many_views(sources: int, views: int, shape: str, seed: int) -> ManyViews:
-    """`views` views of `shape` over `sources` sources of one relation each (module docstring);
-    ModelError for an unknown shape, fewer than two sources or no view."""
+def many_views(sources: int, views: int, shape: str, seed: int, width: int | None = None) -> ManyViews:
+    """`views` views of `shape` over `sources` sources of one relation each, each joining `width`
+    of them (None: 2 to 8, drawn); ModelError for an unknown shape, fewer than two sources, no
+    view, or a width the sources cannot give."""
     if shape not in SHAPES:
         raise ModelError(f"unknown view shape {shape!r} (one of {', '.join(SHAPES)})")
     if sources < 2 or views < 1:
         raise ModelError(f"a generated federation needs two sources and a view at least, got {sources} and {views}")
+    if width is not None and not 2 <= width <= sources:
+        raise ModelError(f"a view joins 2 to {sources} of {sources} sources, not {width}")
     rng = random.Random(f"{sources} {views} {shape} {seed}")
     drawn = []
     for v in range(views):
-        members = [m + 1 for m in rng.sample(range(sources), rng.randint(2, min(WIDEST, sources)))]
+        members = [m + 1 for m in rng.sample(range(sources), width or rng.randint(2, min(WIDEST, sources)))]
         form = SHAPES[v % 3] if shape == "mixed" else shape
         if form == "chain":
             edges = list(zip(members, members[1:]))
