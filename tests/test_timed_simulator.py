@@ -104,3 +104,38 @@ def test_predict_writes_its_figures_summary_and_plots(tmp_path, capsys):
     assert (tmp_path / "summary.md").read_text().count("| sze-ling, 6 sources") == 2
     assert main(["predict", "--shapes", "ring"]) == 2
     assert capsys.readouterr().err.strip() == "fedlab predict: --shapes: unknown shape 'ring' (one of chain, star, random, mixed)"
+
+
+def test_the_nemesis_acts_in_the_timed_mode_and_its_run_still_replays():
+    """A pause holds a source's commits and answers, a kill restarts it (a `restart` step), a
+    partition loses what crosses it; the run still reflects every transaction, completely, and
+    its steps replay to the same states."""
+    from loadgen.nemesis.schedule import read
+
+    recipe = SyntheticRecipe("chain", 3, 60, seed=1)
+    federation, rows = recipe.federation, recipe.data()
+    scenario = Scenario("chain", "sze-ling", federation.catalog, parse_query(federation.view_sql, federation.catalog),
+                        rows, [])
+    nemesis = read("pause s02 at 0.5s for 1s; kill s01 at 1s; partition warehouse|s03 at 2s for 0.5s",
+                   ["s01", "s02", "s03"], 3, TimedRun.refusal)
+    run = TimedRun(federation.catalog, rows, [View(DEFAULT_SUBSCRIBER, scenario)],
+                   recipe.stream(federation.catalog, "mixed", 3),
+                   TimedSettings(load(), seed=3, nemesis=tuple(nemesis)), keep_steps=True, recording=True)
+    run.schedule_nemesis(0.0)
+    run.offer(40, 3)
+    run.run(3)
+    assert run.settle(60)
+    sim = run.warehouses[DEFAULT_SUBSCRIBER].sim
+    assert {"source": "s01"} in [s["restart"] for s in sim.run.steps if "restart" in s]
+    assert any("drop" in s for s in sim.run.steps)   # the partition lost what crossed it
+    assert run.committed == 120 == len(sim.run.states)
+    view = run.figures()["views"][DEFAULT_SUBSCRIBER]
+    # s01 down for its restart: what was offered to it committed after the window
+    assert view["reflected"] == view["transactions"] < 120
+    # what s02 committed just before its pause was reflected only after it (its answers waited)
+    assert view["staleness_ms"]["max"] >= 900
+    assert judge(sim).level == "complete"
+    replayed = Simulator(parse_scenario(run.replay(DEFAULT_SUBSCRIBER), "replay"))
+    replayed.execute()
+    assert replayed.run.states == sim.run.states
+    assert TimedRun.refusal(read("clock s01 +5s at 1s", ["s01"], 3, lambda f: None)[0]) is not None

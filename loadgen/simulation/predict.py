@@ -161,19 +161,21 @@ def _words(text):
 # ---- one point ----
 
 def run_point(point: Point, calibration_path: str | None, warmup: float, duration: float, settle: float,
-              seed: int, budget: float = math.inf, progress: Callable[[str, float], None] = lambda phase, done: None
-              ) -> dict:
+              seed: int, budget: float = math.inf, progress: Callable[[str, float], None] = lambda phase, done: None,
+              faults: str = "", nemesis: str = "") -> dict:
     """The figures of one point (see the module docstring), with its run time and peak memory;
     `progress(phase, share done)` as it goes. A point that takes more than `budget` seconds
     stops where its clock got to (an algorithm far behind keeps the simulator as busy as the
     warehouse) and reports what it measured so far."""
     from fedmodel.aggregate_view import parse_query
     from fedmodel.catalog import Catalog
+    from loadgen.nemesis.schedule import read
     from loadgen.simulation.calibration import load
     from loadgen.simulation.scenario import Scenario
     from loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
     from loadgen.workloads.many_views import many_views
     from loadgen.workloads.synthetic_load import SyntheticStream
+    from source_node.faults import parse_rates
 
     started = time.monotonic()
     progress("building the federation", 0.0)
@@ -188,15 +190,17 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
         views.append(View(v.name, Scenario(v.name, point.algorithm, catalog, parse_query(v.sql, catalog),
                                            {r.name: rows[r.name] for r in relations}, [], fifo_repair=True)))
     stream = SyntheticStream(federation.catalog, parsed, rows, seed=seed)
+    schedule = read(nemesis, sorted(federation.catalog.sources), duration, TimedRun.refusal)
     run = TimedRun(federation.catalog, rows, views, stream,
                    TimedSettings(load(calibration_path), point.network, Deployment(shared=False), seed=seed,
-                                 loss=point.loss))
+                                 faults=parse_rates(faults) if faults else {}, loss=point.loss, nemesis=tuple(schedule)))
     built = time.monotonic() - started
     total = warmup + duration
     over = lambda: time.monotonic() - started > budget   # noqa: E731
     run.offer(point.rate, warmup, "warm-up")
     finished = run.run(warmup, lambda t: progress("warm-up", t / total), over)
     before = run.backlog()
+    run.schedule_nemesis(warmup)
     run.offer(point.rate, duration, "load")
     finished = finished and run.run(total, lambda t: progress("measuring", t / total), over)
     after = run.backlog()
@@ -238,12 +242,12 @@ def _spread(values: list[float]) -> dict:
 
 
 def _run_in_child(conn, point: Point, calibration: str | None, warmup: float, duration: float, settle: float,
-                  seed: int, budget: float) -> None:
+                  seed: int, budget: float, faults: str, nemesis: str) -> None:
     """A point in a process of its own (spawned by the sweep, so that its peak memory is its
     own): its progress and then its figures go back through `conn`."""
     try:
         result = run_point(point, calibration, warmup, duration, settle, seed, budget,
-                           lambda phase, done: conn.send(("progress", phase, done)))
+                           lambda phase, done: conn.send(("progress", phase, done)), faults, nemesis)
     except Exception as err:   # one failed point is reported; the sweep goes on
         result = {"point": asdict(point), "label": point.label, "error": f"{type(err).__name__}: {err}"}
     conn.send(("done", result))
@@ -268,6 +272,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--budget", type=float, default=600.0,
                         help="seconds of run time a point may take before it stops where it got to (default 600; "
                              f"{SMALL_BUDGET:g} at most where the sweep compares algorithms)")
+    parser.add_argument("--chaos", default="", metavar="RATES",
+                        help="message faults at every point's sources, as `fedlab run --chaos` takes them (default none)")
+    parser.add_argument("--nemesis", default="", metavar="SCHEDULE",
+                        help="faults from outside at every point, timed from the measured window's start, as `fedlab run "
+                             "--nemesis` takes them (pause, kill; partitions between sources and the warehouse)")
     parser.add_argument("--calibration", help="a calibration file (fedlab calibrate; default: the one measured here)")
     parser.add_argument("--jobs", type=int, default=1, help="points simulated at once, a process each (default 1)")
     parser.add_argument("--against", metavar="BENCH_DIR",
@@ -281,10 +290,19 @@ def main(args) -> int:
     from rich.console import Console
 
     from loadgen.simulation.calibration import load
+    from source_node.faults import parse_rates
 
     try:
         calibration = load(args.calibration)
         points = [] if args.against else grid(args)
+        if args.chaos:
+            parse_rates(args.chaos)
+        if args.nemesis and points:   # checked against the largest point's sources
+            from loadgen.nemesis.schedule import read
+            from loadgen.simulation.timed import TimedRun
+
+            read(args.nemesis, [f"s{i}" for i in range(1, max(p.sources for p in points) + 1)], args.duration,
+                 TimedRun.refusal)
     except ModelError as err:
         print(f"fedlab predict: {err}", file=sys.stderr)
         return 2
@@ -330,8 +348,8 @@ def _sweep(points: list[Point], args, console) -> dict:
                 # where the algorithms are compared, one that falls far behind has shown it soon
                 budget = min(args.budget, SMALL_BUDGET) if point.sweep in COMPARED else args.budget
                 child = context.Process(target=_run_in_child, args=(theirs, point, args.calibration, args.warmup,
-                                                                    args.duration, args.settle, args.seed, budget),
-                                        daemon=True)
+                                                                    args.duration, args.settle, args.seed, budget,
+                                                                    args.chaos, args.nemesis), daemon=True)
                 child.start()
                 theirs.close()
                 running[mine] = (i, progress.add_task(f"  {point.label}"[:90], total=1.0, info="starting"), child)
@@ -354,7 +372,8 @@ def _sweep(points: list[Point], args, console) -> dict:
                                                           f"{result['seconds']} s" if "error" not in result else
                                                           f"{result['label']}: {result['error']}")[:150])
     return {"kind": "sweep", "settings": {"warmup": args.warmup, "duration": args.duration, "settle": args.settle,
-                                          "seed": args.seed, "rows_per_relation": ROWS, "target_busy": TARGET_BUSY},
+                                          "seed": args.seed, "rows_per_relation": ROWS, "target_busy": TARGET_BUSY,
+                                          "chaos": args.chaos or "none", "nemesis": args.nemesis or "none"},
             "points": [results[i] for i in range(len(points))]}
 
 

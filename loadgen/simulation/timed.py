@@ -54,6 +54,7 @@ from fedmodel.wire import pb
 from loadgen.bench.metrics import percentiles, reflected_at, staleness
 from loadgen.bench.ramp import RampStep
 from loadgen.live.environment import faults_by_source
+from loadgen.nemesis import schedule
 from loadgen.simulation.calibration import Calibration
 from loadgen.simulation.machines import Clock, Machine, Process
 from loadgen.simulation.network import Network, profile
@@ -251,6 +252,20 @@ class TimedRun:
 
     # ---- the nemesis ----
 
+    @staticmethod
+    def refusal(fault) -> str | None:
+        """Why the model cannot apply a nemesis fault (loadgen.nemesis.schedule), or None."""
+        if fault.kind == "clock":
+            return "the timed simulator's processes keep one clock"
+        if any(t in schedule.CLUSTER_ROLES or t.startswith(schedule.RAYLET) for t in fault.targets):
+            return "the timed simulator models sources, warehouses and the load, not a cluster's other processes"
+        if fault.kind == "partition" and ("warehouse" not in fault.targets and schedule.EVERYTHING not in fault.targets
+                                          or "load" in fault.targets):
+            return "the timed simulator partitions sources from the warehouse (e.g. warehouse|crm, crm|everything)"
+        if fault.kind == "kill" and "load" in fault.targets:
+            return "the load is the run's clock: pause it instead"
+        return None
+
     def schedule_nemesis(self, start: float) -> None:
         """The settings' nemesis, timed from `start`: pauses freeze processes, kills restart them
         after they stayed down, partitions lose what crosses them."""
@@ -292,9 +307,9 @@ class TimedRun:
                 self.clock.after(down, process.thaw)
 
     def _cut(self, fault, cut: bool) -> None:
-        ends = [s for t in fault.targets for s in (self.sources if t == "sources" else [t] if t in self.sources else [])]
-        for s in ends:
-            self.sources[s].cut = cut
+        for t in fault.targets:
+            for s in (self.sources if t in ("sources", schedule.EVERYTHING) else [t] if t in self.sources else []):
+                self.sources[s].cut = cut
 
     def replay(self, view: str) -> dict:
         """The scenario document (docs/scenarios.md) of the warehouse `view`'s run: its federation,
@@ -512,9 +527,16 @@ class _Dispatcher:
                                                  if subqueries else 0.0)
         self.source.process.submit(cost, lambda: self._read(batch))
 
+    @property
+    def stale(self) -> bool:
+        """Its warehouse process restarted since: what it had on its way is lost with it."""
+        return self.warehouse.dispatchers[self.source.name] is not self
+
     def _read(self, batch) -> None:
         """The source reads the batch at its current state (the answers leave through `answered`)."""
         w = self.warehouse
+        if self.stale:
+            return
         self.answers = []
         for kind, name in batch:
             if w.sim.flight.count(kind, name):
@@ -552,6 +574,8 @@ class _Dispatcher:
 
     def _arrived(self, group, first: bool) -> None:
         w, cal = self.warehouse, self.warehouse.run.cal
+        if self.stale:
+            return
         self.recent.replied({sq_id for sq_id, _, _, _ in group})
         if first:
             self._done()
@@ -635,8 +659,7 @@ class _Warehouse:
         """The warehouse's process crashes and starts again from its durable store; its
         dispatchers' exchanges are lost with it, and its sources' senders send again."""
         self.step({"restart": {"warehouse": True}})
-        for d in self.dispatchers.values():
-            d.queued, d.exchanging = [], False
+        self.dispatchers = {s: _Dispatcher(self, self.run.sources[s]) for s in self.dispatchers}
         self._arm_resends(self.run.clock.now)
 
     def _after_step(self) -> None:

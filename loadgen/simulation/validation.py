@@ -22,6 +22,7 @@ from typing import Callable
 from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
 from loadgen.bench.ramp import max_sustained
+from loadgen.nemesis.schedule import read
 from loadgen.simulation.calibration import Calibration
 from loadgen.simulation.scenario import Scenario
 from loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
@@ -85,10 +86,13 @@ def simulate_run(record: dict, settings: dict, calibration: Calibration, data_di
                         fifo_repair=True)   # as the live warehouse, for the algorithms that assume FIFO order
     if record.get("combine_max"):
         scenario.deferral = Deferral(combine_max=record["combine_max"], max_jobs=settings.get("max_jobs", 1))
+    duration = settings["duration"]
+    nemesis = read(settings.get("nemesis") or "", sorted(catalog.sources), duration, TimedRun.refusal)
     run = TimedRun(catalog, data, [View(DEFAULT_SUBSCRIBER, scenario)], recipe.stream(catalog, record["workload"], record["seed"]),
                    TimedSettings(calibration, "loopback", Deployment(shared=True), seed=record["seed"],
-                                 faults=record.get("faults") or {}, batch_interval=settings.get("batch_interval", 1.0)))
-    duration = settings["duration"]
+                                 faults=record.get("faults") or {}, nemesis=tuple(nemesis),
+                                 batch_interval=settings.get("batch_interval", 1.0)))
+    run.schedule_nemesis(0.0)
     run.offer(record["rate_target"], duration)
     run.run(duration)
     ramp = run.ramp(settings["ramp_rates"], settings["ramp_step"]) if record.get("ramp") else []
