@@ -540,7 +540,7 @@ class _Dispatcher:
         self.answers = []
         for kind, name in batch:
             if w.sim.flight.count(kind, name):
-                w.step({"deliver": {kind: name}})
+                w.step({"deliver": {kind: name}}, at_source=kind == "subquery")
         answers, self.answers = self.answers, []
         rows = sum(r for _, r, _ in answers)
         self.source.process.submit(rows * w.run.cal["source.answer_row"], lambda: self._reply(answers))
@@ -617,9 +617,12 @@ class _Warehouse:
 
     # ---- the simulator's steps, at the clock's time ----
 
-    def step(self, doc: dict) -> None:
+    def step(self, doc: dict, at_source: bool = False) -> None:
+        """Takes the step now; `at_source`: one the warehouse's core has no part in (a source
+        reading a sub-query), after which its timers stay as they were."""
         self.sim.take_step({**doc, "at": self.run.clock.now})
-        self._after_step()
+        if not at_source:
+            self._after_step()
 
     def notified(self, source: str, note, request) -> None:
         """A transaction committed at `source` (the federation's store), as the commit step does."""
