@@ -93,13 +93,15 @@ def test_predict_writes_its_figures_summary_and_plots(tmp_path, capsys):
     """`fedlab predict` at a small grid: every point's figures, its summary and plots; a bad
     grid is one line and exit 2."""
     assert main(["predict", "--sources", "6", "--views", "2", "--rates", "60", "--networks", "lan,wan",
-                 "--warmup", "0.5", "--duration", "1.5", "--out", str(tmp_path), "--json"]) == 0
+                 "--warmup", "0.5", "--duration", "1.5", "--check", "--out", str(tmp_path),
+                 "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert [p["point"]["network"] for p in summary["points"]] == ["lan", "wan"]
     lan, wan = summary["points"]
     for p in (lan, wan):
         assert p["transactions"] > 50 and p["reflected"] > 0 and p["per_txn"]["bytes"] > 0
         assert 0 < p["utilisation"]["warehouse python"]["max"] < 1 and p["peak_memory_mb"] > 0
+        assert p["consistency"] == "complete"   # each view judged by the checker's oracle
     assert wan["staleness_ms"]["p50"] > 5 * lan["staleness_ms"]["p50"]   # round trips of 20-200 ms against 0.2-0.5
     assert (tmp_path / "summary.md").read_text().count("| sze-ling, 6 sources") == 2
     assert main(["predict", "--shapes", "ring"]) == 2

@@ -162,16 +162,18 @@ def _words(text):
 
 def run_point(point: Point, calibration_path: str | None, warmup: float, duration: float, settle: float,
               seed: int, budget: float = math.inf, progress: Callable[[str, float], None] = lambda phase, done: None,
-              faults: str = "", nemesis: str = "") -> dict:
+              faults: str = "", nemesis: str = "", check: bool = False) -> dict:
     """The figures of one point (see the module docstring), with its run time and peak memory;
     `progress(phase, share done)` as it goes. A point that takes more than `budget` seconds
     stops where its clock got to (an algorithm far behind keeps the simulator as busy as the
-    warehouse) and reports what it measured so far."""
+    warehouse) and reports what it measured so far. With `check`, every view's states are kept
+    and judged by the checker (loadgen.checker), the weakest level reported."""
     from fedmodel.aggregate_view import parse_query
     from fedmodel.catalog import Catalog
     from loadgen.nemesis.schedule import read
     from loadgen.simulation.calibration import load
-    from loadgen.simulation.scenario import Scenario
+    from loadgen.simulation.scenario import LEVELS, Scenario
+    from loadgen.simulation.simulate import judge
     from loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
     from loadgen.workloads.many_views import many_views
     from loadgen.workloads.synthetic_load import SyntheticStream
@@ -193,7 +195,8 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     schedule = read(nemesis, sorted(federation.catalog.sources), duration, TimedRun.refusal)
     run = TimedRun(federation.catalog, rows, views, stream,
                    TimedSettings(load(calibration_path), point.network, Deployment(shared=False), seed=seed,
-                                 faults=parse_rates(faults) if faults else {}, loss=point.loss, nemesis=tuple(schedule)))
+                                 faults=parse_rates(faults) if faults else {}, loss=point.loss, nemesis=tuple(schedule)),
+                   recording=check)
     built = time.monotonic() - started
     total = warmup + duration
     over = lambda: time.monotonic() - started > budget   # noqa: E731
@@ -220,7 +223,11 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     if not sustained:   # the backlog grew: what the views took in is the ceiling, whatever the CPU says
         reflected = committed - grew
         saturates = min(saturates or math.inf, point.rate * reflected / max(committed, 1))
+    if check:
+        progress("checking", 1.0)
+        levels = [judge(w.sim).level for w in run.warehouses.values()]
     return {"point": asdict(point), "label": point.label,
+            **({"consistency": min(levels, key=LEVELS.index)} if check else {}),
             "staleness_ms": pooled["staleness_ms"], "staleness_delta_ms": pooled["staleness_delta_ms"],
             "per_txn": pooled["per_txn"], "transactions": committed, "reflected": pooled["reflected"],
             "caught_up": caught_up, "sustained": sustained and finished, "backlog": {"before": before, "after": after},
@@ -242,12 +249,12 @@ def _spread(values: list[float]) -> dict:
 
 
 def _run_in_child(conn, point: Point, calibration: str | None, warmup: float, duration: float, settle: float,
-                  seed: int, budget: float, faults: str, nemesis: str) -> None:
+                  seed: int, budget: float, faults: str, nemesis: str, check: bool) -> None:
     """A point in a process of its own (spawned by the sweep, so that its peak memory is its
     own): its progress and then its figures go back through `conn`."""
     try:
         result = run_point(point, calibration, warmup, duration, settle, seed, budget,
-                           lambda phase, done: conn.send(("progress", phase, done)), faults, nemesis)
+                           lambda phase, done: conn.send(("progress", phase, done)), faults, nemesis, check)
     except Exception as err:   # one failed point is reported; the sweep goes on
         result = {"point": asdict(point), "label": point.label, "error": f"{type(err).__name__}: {err}"}
     conn.send(("done", result))
@@ -277,6 +284,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--nemesis", default="", metavar="SCHEDULE",
                         help="faults from outside at every point, timed from the measured window's start, as `fedlab run "
                              "--nemesis` takes them (pause, kill; partitions between sources and the warehouse)")
+    parser.add_argument("--check", action="store_true",
+                        help="keep every view's states and judge each with the checker (slow for large points)")
     parser.add_argument("--calibration", help="a calibration file (fedlab calibrate; default: the one measured here)")
     parser.add_argument("--jobs", type=int, default=1, help="points simulated at once, a process each (default 1)")
     parser.add_argument("--against", metavar="BENCH_DIR",
@@ -349,7 +358,7 @@ def _sweep(points: list[Point], args, console) -> dict:
                 budget = min(args.budget, SMALL_BUDGET) if point.sweep in COMPARED else args.budget
                 child = context.Process(target=_run_in_child, args=(theirs, point, args.calibration, args.warmup,
                                                                     args.duration, args.settle, args.seed, budget,
-                                                                    args.chaos, args.nemesis), daemon=True)
+                                                                    args.chaos, args.nemesis, args.check), daemon=True)
                 child.start()
                 theirs.close()
                 running[mine] = (i, progress.add_task(f"  {point.label}"[:90], total=1.0, info="starting"), child)
@@ -373,7 +382,8 @@ def _sweep(points: list[Point], args, console) -> dict:
                                                           f"{result['label']}: {result['error']}")[:150])
     return {"kind": "sweep", "settings": {"warmup": args.warmup, "duration": args.duration, "settle": args.settle,
                                           "seed": args.seed, "rows_per_relation": ROWS, "target_busy": TARGET_BUSY,
-                                          "chaos": args.chaos or "none", "nemesis": args.nemesis or "none"},
+                                          "chaos": args.chaos or "none", "nemesis": args.nemesis or "none",
+                                          "checked": args.check},
             "points": [results[i] for i in range(len(points))]}
 
 
