@@ -66,7 +66,8 @@ def test_a_timed_runs_steps_replay_untimed_to_the_same_view_states():
 
 def test_a_files_steps_keep_their_times_and_a_timer_rounds_parts(tmp_path):
     """A step's `at` is its time (never before the step before it); `tick: batch|resends|core`
-    fire one part of a timer round each, at that time."""
+    fire one part of a timer round each, at that time; `receive` is a notification reaching the
+    warehouse's process before its core."""
     doc = {"name": "timed steps", "sources": {"ds1": {"R": {"columns": ["A", "B"], "key": ["A"]}},
                                               "ds2": {"S": {"columns": ["B", "C"], "key": ["B"]}}},
            "view": "SELECT A, C FROM R JOIN S ON R.B = S.B", "initial": {"R": [[1, 10]], "S": [[10, 100]]},
@@ -84,6 +85,17 @@ def test_a_files_steps_keep_their_times_and_a_timer_rounds_parts(tmp_path):
     assert sim.now == 3.0
     assert [s["transaction"] for s in sim.run.states] == []   # t2 waits for t1 (Theorem 2): nothing applied yet
     assert [m.name for m in sim.flight if m.kind == "notification"] == ["t1", "t1"]   # the first copy and its resend
+    # t1 reached the warehouse's process (`receive`) but not its core: its source heard so, and
+    # does not send it again; a `deliver` hands it over later
+    received = {**doc, "steps": [*doc["steps"][:6], {"receive": {"notification": "t1"}, "at": 1.55}, *doc["steps"][6:],
+                                 {"deliver": {"notification": "t1"}, "at": 3.5}, {"tick": "batch", "at": 3.5}]}
+    sim = Simulator(parse_scenario(received, "timed"))
+    sim.execute()
+    assert [m.name for m in sim.flight if m.kind == "notification"] == []
+    # t1 delivered: t2's answer, read past it, is compensated and applied; in flight, t1's own
+    # sub-query and the request for t1 the core sent at 3.0 (its copy had reached only the process)
+    assert [s["transaction"] for s in sim.run.states] == ["t2"]
+    assert sorted(m.kind for m in sim.flight) == ["resend", "subquery"]
     doc["steps"].insert(4, {"tick": "core", "at": 0.9})
     with pytest.raises(ScenarioError, match=r"steps\[4\]: at 0.9 is before the simulated time 1"):
         Simulator(parse_scenario(doc, "timed")).execute()

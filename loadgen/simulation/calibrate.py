@@ -53,11 +53,10 @@ NOTIFY_GAP = 0.0005   # seconds: notifications a sender logged closer together t
 
 # What each process's CPU in a stretch is fitted to: its operations' counts (named as in
 # OPERATIONS, without the process) and a floor per second.
-SOURCE_TERMS = ("commit_call", "commit_txn", "send_call", "send_note", "query_call", "subquery", "answer_row",
-                "resend")
+SOURCE_TERMS = ("commit_call", "commit_txn", "commit_row", "send_call", "send_note", "query_call", "subquery",
+                "answer_row", "resend")
 WAREHOUSE_TERMS = ("call", "message", "event_row", "batch", "batch_state")   # with `event` from the stopwatch
 DRIVER_TERMS = ("txn", "call")
-JVM_TERMS = ("batch", "batch_state")
 
 
 def add_arguments(parser) -> None:
@@ -107,18 +106,25 @@ def calibrate(bench_dir: Path) -> Calibration:
                    for s in stretches for name, counts in s["sources"].items()]
     source_floor, costs, fit["source"] = _fit(source_rows)
     cpu.update({f"source.{t}": c for t, c in zip(SOURCE_TERMS, costs)})
-    event = _event_seconds(runs)
-    warehouse_rows = [(s["cpu"].get(WAREHOUSE, 0.0) - event * s["warehouse"]["events"], s["seconds"],
-                       [s["warehouse"][t] for t in WAREHOUSE_TERMS]) for s in stretches]
+    event, batch = _event_seconds(runs), _thread_seconds(runs, "committer", "batch")
+    # A turn of the core's thread (it wakes and takes what is queued): what its thread used per
+    # event in the load phase beyond the events' own, one turn an event at that rate.
+    turn = max(0.0, (_thread_seconds(runs, "core", "events") or event) - event)
+    terms = [t for t in WAREHOUSE_TERMS if t != "batch" or batch is None]
+    # the core's own (each exchange that brings it messages wakes it once at most) and the
+    # committer's are known: the rest is fitted
+    known = [event * s["warehouse"]["events"] + turn * min(s["warehouse"]["events"], s["warehouse"]["call"])
+             + (batch or 0.0) * s["warehouse"]["batch"] for s in stretches]
+    warehouse_rows = [(s["cpu"].get(WAREHOUSE, 0.0) - k, s["seconds"], [s["warehouse"][t] for t in terms])
+                      for s, k in zip(stretches, known)]
     warehouse_floor, costs, fit["warehouse"] = _fit(warehouse_rows)
-    w = dict(zip(WAREHOUSE_TERMS, costs))
-    cpu.update({"warehouse.event": event, "warehouse.event_row": w["event_row"],
+    w = {"batch": batch, **dict(zip(terms, costs))}
+    cpu.update({"warehouse.event": event, "warehouse.core_turn": turn, "warehouse.event_row": w["event_row"],
                 "warehouse.notify_call": w["call"], "warehouse.dispatch_call": w["call"],
                 "warehouse.notify_note": w["message"], "warehouse.answer": w["message"], "warehouse.subquery": w["message"],
                 "warehouse.batch": w["batch"], "warehouse.batch_state": w["batch_state"]})
-    jvm_floor, costs, fit["jvm"] = _fit([(s["cpu"].get(JVM, 0.0), s["seconds"], [s["warehouse"][t] for t in JVM_TERMS])
-                                          for s in stretches])
-    cpu.update({f"jvm.{t}": c for t, c in zip(JVM_TERMS, costs)})
+    jvm_floor, cpu["jvm.batch"], cpu["jvm.compact"], fit["jvm"] = _jvm(runs, stretches)
+    cpu["jvm.batch_state"] = 0.0   # a batch costs the JVM the same however many states it holds (the ramp's)
     _, costs, fit["driver"] = _fit([(s["cpu"].get(DRIVER, 0.0), s["seconds"], [s["driver"][t] for t in DRIVER_TERMS])
                                     for s in stretches])
     cpu.update({f"driver.{t}": c for t, c in zip(DRIVER_TERMS, costs)})
@@ -165,6 +171,10 @@ def _source_counts(source: str, events: list[dict], groups: int) -> Counter:
     c["send_call"] = _batches([e["t"] for e in sent])
     first = {e["dsv"] for e in mine if e["kind"] == "notification" and "dsv" in e}
     c["commit_txn"] = len(first)
+    rows = {}
+    for e in sent:
+        rows.setdefault(e["dsv"], e.get("rows", 0))
+    c["commit_row"] = sum(rows.values())
     c["commit_call"] = groups
     received = [e for e in mine if e["kind"] == "subquery" and e["event"] == "received"]
     c["subquery"] = len(received)
@@ -194,6 +204,55 @@ def _batches(times: list[float]) -> int:
     one before went with it (a sender logs a batch's messages one after another)."""
     times = sorted(times)
     return sum(1 for i, t in enumerate(times) if i == 0 or t - times[i - 1] > NOTIFY_GAP)
+
+
+def _thread_seconds(runs: list[dict], thread: str, per: str) -> float | None:
+    """What the warehouse's `thread` spent per `per` (a count of _warehouse_counts) in the load
+    phase: its CPU by the profile's thread census (with --profile) over that count; None
+    without a census."""
+    seconds = count = 0.0
+    for run in runs:
+        census = (run.get("profilers") or {}).get("threads", {}).get(WAREHOUSE)
+        found = next((t for t in (census or {}).get("threads", []) if t["thread"] == thread), None)
+        if found is None or not run.get("committed_in_load"):
+            continue
+        seconds += found["cpu_ms"] / 1000 * run["committed_in_load"]
+        count += _stretches(run)[1 if run.get("idle") else 0]["warehouse"][per]
+    return seconds / count if count else None
+
+
+def _jvm(runs: list[dict], stretches: list[dict]) -> tuple[float, float, float, dict]:
+    """The Spark JVM's floor per second (idle), a batch's CPU (the profile's own reading of the
+    JVM's CPU around each batch) and a compaction's (what the JVM used in the load and the ramp
+    beyond its floor and its batches, over the compactions that committed meanwhile)."""
+    idle = [s for s in stretches if s["idle"]]
+    floor = sum(s["cpu"].get(JVM, 0.0) for s in idle) / sum(s["seconds"] for s in idle)
+    calls = seconds = 0.0
+    for run in runs:
+        part = (run.get("profile") or {}).get("parts", {}).get(JVM_BATCH_CPU)
+        if part:
+            calls, seconds = calls + part["calls"], seconds + part["seconds"]
+    if not calls:
+        raise ModelError("no run read the JVM's CPU around its Delta batches: bench again (the stopwatches are always on)")
+    batch = seconds / calls
+    busy = [s for s in stretches if not s["idle"]]
+    used = sum(s["cpu"].get(JVM, 0.0) for s in busy)
+    beyond = used - sum(floor * s["seconds"] + batch * s["warehouse"]["batch"] for s in busy)
+    compactions = sum(_compactions(run) for run in runs)
+    compact = max(0.0, beyond) / compactions if compactions else 0.0
+    return floor, batch, compact, {"stretches": len(busy), "explained": round(1 - abs(beyond - compact * compactions) / used, 3)
+                                   if used else 1.0, "worst": 0.0, "compactions": compactions}
+
+
+def _compactions(run: dict) -> int:
+    """How many times the warehouse folded its journal into the view during the run's load and
+    ramp: the view table's commits (its Delta log) after the first two (its creation and its
+    constraint), within their windows and the ten seconds after (its checkpoint's share)."""
+    start, end = run["cpu"][0]["window"][0], run["cpu"][-1]["window"][1] + 10
+    log = Path(run["run_dir"]) / "warehouse" / "delta" / "view" / "_delta_log"
+    times = sorted(json.loads(line)["commitInfo"]["timestamp"] / 1000 for f in sorted(log.glob("*.json"))
+                   for line in f.read_text().splitlines() if '"commitInfo"' in line)
+    return sum(1 for t in times[2:] if start <= t <= end)
 
 
 def _event_seconds(runs: list[dict]) -> float:

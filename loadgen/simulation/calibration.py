@@ -28,6 +28,7 @@ OPERATIONS = {
     "driver.call": "the load driver sends one group of transactions to a source (a Commits exchange)",
     "source.commit_call": "a source commits one group (its round trip's share at the source)",
     "source.commit_txn": "a source commits one transaction of a group and logs its notification",
+    "source.commit_row": "a source writes one row image of a transaction (its notification carries it)",
     "source.send_call": "a source's sender sends one batch of notifications (a Notify exchange)",
     "source.send_note": "a source's sender encodes one notification",
     "source.query_call": "a source reads one batch of sub-queries (a Query exchange)",
@@ -36,6 +37,7 @@ OPERATIONS = {
     "source.resend": "a source serves one resend request",
     "warehouse.notify_call": "the warehouse takes one batch of notifications (a Notify exchange)",
     "warehouse.notify_note": "the warehouse decodes one notification",
+    "warehouse.core_turn": "the warehouse's core thread wakes and takes everything queued for it",
     "warehouse.event": "the warehouse's core handles one event (a notification, an answer, a timer)",
     "warehouse.event_row": "the core handles one row of an answer or notification",
     "warehouse.dispatch_call": "the warehouse sends one batch of sub-queries to a source",
@@ -45,6 +47,7 @@ OPERATIONS = {
     "warehouse.batch_state": "the warehouse's Python adds one applied state to a Delta batch",
     "jvm.batch": "the Spark JVM commits one Delta batch",
     "jvm.batch_state": "the Spark JVM writes one applied state of a Delta batch",
+    "jvm.compact": "the Spark JVM folds the journal into the Delta view and checkpoints (every compact interval)",
 }
 PROCESSES = ("driver", "source", "warehouse", "jvm")
 

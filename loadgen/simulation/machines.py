@@ -5,16 +5,22 @@ the order they were scheduled when their times are equal, so that a run is a fun
 seed alone.
 
 A `Machine` has some cores, less what runs there whatever the load (`floor`: Ray's services,
-heartbeats; measured with the federation idle). A `Process` on it is a server with one worker, as
-a Python process is under its interpreter lock and the Spark JVM is for a Delta commit: its jobs
-(CPU seconds each) wait in one queue, in arrival order, and it works on one at a time. The
-machine shares its cores among the processes that have a job in hand, equally (processor
-sharing, as Linux's scheduler does among runnable processes): with two cores and five busy
-processes each job advances at 2/5 of real time. So a process is slow because it waits for its
-own queue, or because the machine is crowded, as on the 2-core machine every live process
-shares; a prediction gives each process a machine of its own (its pod's cores).
+heartbeats; measured with the federation idle). A `Process` on it has threads, each a queue of
+jobs (CPU seconds each) that it works through in order, one at a time. A Python process runs one
+thread at a time, the one holding its interpreter lock, as CPython does: the holder keeps it
+while it has work; a thread that wants it waits, and after the switch interval (5 ms) asks the
+holder to let go, which then waits its turn behind the others (so a thread with a short job can
+wait a whole interval behind a busy one: the convoy that makes a loaded Python process slow to
+answer, and its exchanges' batches grow). Threads that run outside the lock (gRPC's C core moving
+bytes) run beside it, each a runnable of its own, as does every thread of a process without such
+a lock (the Spark JVM). The machine shares its cores equally among
+its runnables (processor sharing, as Linux's scheduler does): with two cores and five of them
+each advances at 2/5 of real time. So a job is slow because its thread has work queued before
+it, because its process's other threads want the lock, or because the machine is crowded, as on
+the 2-core machine every live process shares; a prediction gives each process a machine of its
+own (its pod's cores).
 
-A process may be frozen (the nemesis's pause): it holds its queue, its job in hand stops.
+A process may be frozen (the nemesis's pause): its threads stop, their queues held.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import heapq
 import itertools
 from collections import deque
 from typing import Callable
+
+DONE = 1e-9   # CPU seconds left that count as none (rounding)
 
 
 class Clock:
@@ -63,105 +71,183 @@ class Machine:
             raise ValueError(f"machine {name}: {cores:g} cores leave nothing beside a floor of {floor:g}")
         self.clock, self.name = clock, name
         self.cores, self.floor = cores, floor
-        self.running: list[Process] = []    # processes with a job in hand, not frozen
-        self._since = 0.0                  # when the jobs in hand last advanced
+        self.busy: list[Process] = []   # processes with a thread at work, not frozen
+        self._since = 0.0               # when the jobs in hand last advanced
         self._wake_token = 0
 
-    @property
-    def speed(self) -> float:
-        """How fast each job in hand advances now, in CPU seconds per second."""
-        return min(1.0, (self.cores - self.floor) / len(self.running)) if self.running else 1.0
+    def _runnables(self) -> int:
+        return sum(p.runnables for p in self.busy)
+
+    def _rates(self):
+        """(process, thread, CPU seconds per second it gets) of every job running now."""
+        n = self._runnables()
+        share = min(1.0, (self.cores - self.floor) / n) if n else 1.0
+        for p in self.busy:
+            for thread in p.working:
+                yield p, thread, share
 
     def _advance(self) -> None:
         now = self.clock.now
-        if self.running and now > self._since:
-            done = (now - self._since) * self.speed
-            for p in self.running:
-                p.remaining -= done
+        if now > self._since:
+            for _, thread, rate in self._rates():
+                thread.remaining -= (now - self._since) * rate
         self._since = now
 
     def _changed(self) -> None:
-        """The set of jobs in hand changed: when does the next one finish?"""
+        """The jobs in hand changed: when does the next one finish?"""
         self._wake_token += 1
-        if not self.running:
-            return
-        token = self._wake_token
-        first = min(p.remaining for p in self.running)
-        self.clock.after(max(0.0, first) / self.speed, lambda: self._finish(token))
+        first = min((max(0.0, thread.remaining) / rate for _, thread, rate in self._rates()), default=None)
+        if first is not None:
+            token = self._wake_token
+            self.clock.after(first, lambda: self._finish(token))
 
     def _finish(self, token: int) -> None:
         if token != self._wake_token:
             return   # superseded: the jobs in hand changed since this was scheduled
         self._advance()
-        done = [p for p in self.running if p.remaining <= 1e-9]
-        for p in done:
-            self.running.remove(p)
+        done = [(p, t) for p, t, _ in self._rates() if t.remaining <= DONE]
+        for p, thread in done:
+            p.working.remove(thread)
+            if not p.working:
+                self.busy.remove(p)
         self._changed()
-        for p in done:
-            p._job_done()
+        for p, thread in done:
+            p._job_done(thread)
 
-    def start(self, process: "Process") -> None:
+    def start(self, process: "Process", thread: "_Thread") -> None:
         self._advance()
-        self.running.append(process)
+        if not process.working:
+            self.busy.append(process)
+        process.working.append(thread)
         self._changed()
 
-    def stop(self, process: "Process") -> None:
+    def stop(self, process: "Process", thread: "_Thread") -> None:
+        """`thread` stops running its job in hand (it lost its process's lock), keeping what is left."""
         self._advance()
-        self.running.remove(process)
+        process.working.remove(thread)
+        if not process.working:
+            self.busy.remove(process)
         self._changed()
+
+    def hold(self, process: "Process") -> None:
+        """`process` stops (frozen): its jobs in hand wait."""
+        if process in self.busy:
+            self._advance()
+            self.busy.remove(process)
+            self._changed()
+
+    def resume(self, process: "Process") -> None:
+        if process.working and process not in self.busy:
+            self._advance()
+            self.busy.append(process)
+            self._changed()
+
+
+SWITCH_INTERVAL = 0.005   # seconds a thread waits for a Python process's lock before it asks for it
+
+
+class _Thread:
+    def __init__(self, name: str, free: bool):
+        self.name, self.free = name, free   # free: it runs outside its process's lock
+        self.queue: deque = deque()      # (CPU seconds, what to do when done)
+        self.remaining = 0.0             # of the job in hand
+        self.done: Callable[[], None] | None = None   # the job in hand's, None when idle
 
 
 class Process:
-    def __init__(self, machine: Machine, name: str):
-        self.machine, self.name = machine, name
-        self.queue: deque = deque()       # (CPU seconds, what to do when done)
-        self.remaining = 0.0              # of the job in hand
+    def __init__(self, machine: Machine, name: str, locked: bool = True):
+        """`locked`: a Python process, whose threads take turns holding its interpreter lock."""
+        self.machine, self.name, self.locked = machine, name, locked
+        self.threads: dict[str, _Thread] = {}
+        self.working: list[_Thread] = []   # threads running a job in hand (the machine's to advance)
+        self.holder: _Thread | None = None       # of the lock (a locked process's)
+        self.waiting: deque[_Thread] = deque()   # for the lock, with a job in hand
+        self._asked = 0                          # the lock's hand-overs so far: a request for it names one
         self.frozen = False
-        self.cpu_seconds = 0.0            # every job's demand, once taken up
+        self.cpu_seconds = 0.0             # every job's demand, once taken up
         self.jobs = 0
-        self._done: Callable[[], None] | None = None   # the job in hand's, None when idle
 
     @property
-    def busy(self) -> bool:
-        return self._done is not None
+    def runnables(self) -> int:
+        """Its threads running now, each a runnable of the machine's."""
+        return len(self.working)
 
     @property
     def backlog(self) -> int:
         """Jobs queued or in hand."""
-        return len(self.queue) + self.busy
+        return sum(len(t.queue) + (t.done is not None) for t in self.threads.values())
 
-    def submit(self, seconds: float, done: Callable[[], None]) -> None:
-        """A job of `seconds` of CPU: `done()` runs when it is over (after those queued before it)."""
-        self.queue.append((max(0.0, seconds), done))
-        if not self.busy:
-            self._next()
+    def submit(self, seconds: float, done: Callable[[], None] = lambda: None, thread: str = "main",
+               free: bool = False) -> None:
+        """A job of `seconds` of CPU on `thread` (`free`: one that runs outside the process's
+        lock): `done()` runs when it is over (after those queued on that thread before it)."""
+        t = self.threads.get(thread)
+        if t is None:
+            t = self.threads[thread] = _Thread(thread, free)
+        t.queue.append((max(0.0, seconds), done))
+        if t.done is None:
+            self._next(t)
 
-    def _next(self) -> None:
-        if not self.queue or self.frozen:
+    def _next(self, thread: _Thread) -> None:
+        if not thread.queue:
+            if thread is self.holder:   # nothing more to do: it lets go of the lock
+                self._hand_over()
             return
-        seconds, self._done = self.queue.popleft()
-        self.remaining = seconds
+        seconds, thread.done = thread.queue.popleft()
+        thread.remaining = seconds
         self.cpu_seconds += seconds
         self.jobs += 1
-        self.machine.start(self)
+        if self.locked and not thread.free and self.holder not in (None, thread):
+            self.waiting.append(thread)
+            self._ask()
+            return
+        if self.locked and not thread.free:
+            self.holder = thread
+        self._run(thread)
 
-    def _job_done(self) -> None:
-        done, self._done = self._done, None
+    def _run(self, thread: _Thread) -> None:
+        if self.frozen:
+            self.working.append(thread)   # waits in hand until thawed
+        else:
+            self.machine.start(self, thread)
+
+    def _hand_over(self) -> None:
+        """The lock goes to the thread that has waited longest (if any)."""
+        self.holder = self.waiting.popleft() if self.waiting else None
+        self._asked += 1
+        if self.holder is not None:
+            self._run(self.holder)
+            if self.waiting:
+                self._ask()
+
+    def _ask(self) -> None:
+        """A thread waits for the lock: after the switch interval the holder lets go of it, if it
+        still holds it (the hand-over it would end is still the one under way)."""
+        asked = self._asked
+        self.machine.clock.after(SWITCH_INTERVAL, lambda: self._switch(asked))
+
+    def _switch(self, asked: int) -> None:
+        if asked != self._asked or self.holder is None or not self.waiting or self.frozen:
+            return
+        holder = self.holder
+        if holder in self.working:
+            self.machine.stop(self, holder)
+        self.waiting.append(holder)
+        self._hand_over()
+
+    def _job_done(self, thread: _Thread) -> None:
+        done, thread.done = thread.done, None
         done()
-        if not self.busy:
-            self._next()
+        if thread.done is None:
+            self._next(thread)
 
     def freeze(self) -> None:
-        """Stops working (SIGSTOP): the job in hand waits, and the queue with it."""
+        """Stops working (SIGSTOP): the jobs in hand wait, and the queues with them."""
         if not self.frozen:
             self.frozen = True
-            if self.busy:
-                self.machine.stop(self)
+            self.machine.hold(self)
 
     def thaw(self) -> None:
         if self.frozen:
             self.frozen = False
-            if self.busy:
-                self.machine.start(self)
-            else:
-                self._next()
+            self.machine.resume(self)

@@ -24,7 +24,7 @@ from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read", "tick", "queries", "refresh", "fail_batch")
+              "restart", "read", "tick", "queries", "refresh", "fail_batch", "receive")
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
 # its id, an answer by the sub-query it answers, a resend request by the source it goes to.
 MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
@@ -233,6 +233,10 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
     if kind == "commit":
         return {"request": _commit(scenario, args, committed, where), "source": args["source"]}
     if kind in ("deliver", "drop", "duplicate"):
+        return _message(scenario, kind, args, committed, where)
+    if kind == "receive":
+        if not isinstance(args, dict) or set(args) != {"notification"}:
+            raise ScenarioError(f"{where}: receive names a notification: {{notification: ID}}")
         return _message(scenario, kind, args, committed, where)
     if kind == "queries":
         if args not in ("in-flight", "at-once"):

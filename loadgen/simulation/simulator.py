@@ -269,6 +269,8 @@ class Simulator:
             self.commit(a["source"], a["request"], step.where)
         elif step.kind == "queries":
             self.queued_queries = a["in_flight"]
+        elif step.kind == "receive":
+            self.receive(a["name"], step)
         elif step.kind in ("deliver", "drop", "duplicate"):
             msg = self._take(a["message"], a["name"], step)
             if step.kind == "drop":
@@ -333,6 +335,17 @@ class Simulator:
         # Resends wait for a timer round: simulated steps are far shorter than a resend interval.
         self.policies[source].left(n.dsv, self.now)
         self._send(Message("notification", source, self.sources[source].as_seen_by(self.subscriber, n)))
+
+    def receive(self, txn: str, step: Step) -> None:
+        """A copy of `txn`'s notification reached the warehouse's process, before its core takes
+        it (a `deliver` then hands it over): it is kept for the next batch, and its source hears
+        what reached the process, as a live Notify reply tells it (warehouse.core.batches.Marks)."""
+        msg = self.flight.oldest("notification", txn)
+        if msg is None:
+            raise ScenarioError(f"{step.where}: the notification of {txn} is not in flight")
+        self.batches.receive(msg.payload)
+        reached = self.batches.reached(msg.source)
+        self.policies[msg.source].heard(self._incarnation, reached.dsv, reached.beyond, now=self.now)
 
     def _take(self, kind: str, name: str, step: Step) -> Message:
         """The oldest message in flight of that kind and name (Message.name), out of the network."""

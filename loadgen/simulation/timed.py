@@ -26,7 +26,9 @@ take a network profile's latency (loadgen.simulation.network):
   does not; each source's sender sends again what its resend policy says is overdue;
 - a committer per warehouse takes a Delta batch when something is due, spaced as live
   (warehouse.service: three times the last commit's duration, between 0.25 s and the batch
-  interval), and the warehouse's Python and the Spark JVM each spend their part of it.
+  interval), and the warehouse's Python and the Spark JVM each spend their part of it; every
+  compact interval, if a batch was committed since, the JVM folds the journal into the view and
+  writes the checkpoints due (a Spark job of seconds of CPU, which a 2-core machine feels).
 Every process is a server with one worker on a machine whose cores it shares
 (loadgen.simulation.machines): validation puts every process on one 2-core machine, as the live
 federation runs here; a prediction gives each source and each warehouse machines of their own.
@@ -95,6 +97,8 @@ class TimedSettings:
     nemesis: tuple = ()                          # loadgen.nemesis.schedule.Fault, timed from the load's start
     batch_interval: float = WarehouseSettings.batch_interval
     tick: float = WarehouseSettings.tick
+    compact_interval: float = WarehouseSettings.compact_interval
+    compact_first: float | None = None   # when the first compaction is due (None: one interval in)
 
 
 @dataclass
@@ -162,7 +166,7 @@ class TimedRun:
         for view in views:
             cores = machine(f"warehouse {view.name}", deployment.warehouse_cores)
             self.warehouses[view.name] = _Warehouse(self, view, Process(cores, f"warehouse {view.name}"),
-                                                    Process(cores, f"spark JVM {view.name}"))
+                                                    Process(cores, f"spark JVM {view.name}", locked=False))
         self.readers = {s: [w for w in self.warehouses.values() if s in w.sim.sources] for s in sources}
         for s, readers in self.readers.items():
             if DEFAULT_SUBSCRIBER not in (w.name for w in readers):   # no warehouse drains its outbox
@@ -241,7 +245,7 @@ class TimedRun:
     def _offer_one(self) -> None:
         source, request = self.stream.next()
         self.offered += 1
-        self.driver.submit(self.cal["driver.txn"], lambda: self.sources[source].queue(request))
+        self.driver.submit(self.cal["driver.txn"], lambda: self.sources[source].queue(request), "stream")
 
     def _mark(self, label: str) -> None:
         self._cpu_marks[label] = {p.name: p.cpu_seconds for p in self.processes()}
@@ -369,9 +373,12 @@ class _Source:
         group, self.waiting = self.waiting[:GROUP_MOST], self.waiting[GROUP_MOST:]
         self.committing = True
         run, cal = self.run, self.run.cal
-        cost = cal["source.commit_call"] + len(group) * cal["source.commit_txn"]
-        run.driver.submit(cal["driver.call"], lambda: run.clock.after(
-            run.network.local(), lambda: self.process.submit(cost, lambda: self._committed(group))))
+        client, commits = f"client {self.name}", "commits"
+        rows = sum(len(r) for request in group for r in (*request.inserts.values(), *request.deletes.values())) + \
+            2 * sum(len(m) for request in group for m in request.modifies.values())
+        work = len(group) * cal["source.commit_txn"] + rows * cal["source.commit_row"]
+        exchange(run.driver, client, cal["driver.call"], 0.0, lambda: run.clock.after(run.network.local(), lambda: exchange(
+            self.process, commits, cal["source.commit_call"], work, lambda: self._committed(group))))
 
     def _committed(self, group) -> None:
         run = self.run
@@ -442,16 +449,20 @@ class _Sender:
         cal = run.cal
         for _, _, txn, size, _, copies in due:
             w.sent("notification", size * copies, copies)
-        cost = cal["source.send_call"] + len(due) * cal["source.send_note"]
         size = sum(d[3] for d in due)
-        self.source.process.submit(cost, lambda: run.clock.after(
-            run.network.to_warehouse(self.source.name, size), lambda: w.python.submit(
-                cal["warehouse.notify_call"] + sum(d[5] for d in due) * cal["warehouse.notify_note"],
-                lambda: self._arrived(due))))
+        exchange(self.source.process, f"sender {w.name}", cal["source.send_call"], len(due) * cal["source.send_note"],
+                 lambda: run.clock.after(run.network.to_warehouse(self.source.name, size), lambda: self._at_warehouse(due)))
+
+    def _at_warehouse(self, due) -> None:
+        w, cal = self.warehouse, self.warehouse.run.cal
+        exchange(w.python, f"notify {self.source.name}", cal["warehouse.notify_call"],
+                 sum(d[5] for d in due) * cal["warehouse.notify_note"], lambda: self._arrived(due))
 
     def _arrived(self, due) -> None:
         run, w = self.source.run, self.warehouse
         for _, _, txn, _, rows, copies in due:
+            if w.sim.flight.count("notification", txn):   # the Notify reply says it reached the process
+                w.step({"receive": {"notification": txn}}, at_source=True)
             w.take("notification", txn, copies, rows)
         run.clock.after(run.network.to_warehouse(self.source.name, 0), self._replied)
 
@@ -487,8 +498,8 @@ class _Dispatcher:
         self.exchanging = True
         w, run, cal = self.warehouse, self.warehouse.run, self.warehouse.run.cal
         self.streaming = {name for kind, name, _ in batch if kind == "subquery"}
-        subqueries = len(self.streaming)
-        w.python.submit(cal["warehouse.dispatch_call"] + subqueries * cal["warehouse.subquery"], lambda: self._send(batch))
+        exchange(w.python, f"dispatch {self.source.name}", cal["warehouse.dispatch_call"],
+                 len(self.streaming) * cal["warehouse.subquery"], lambda: self._send(batch))
 
     def _goes(self, item: tuple[str, str, int]) -> bool:
         """Whether a queued request goes, as the live dispatcher decides (warehouse.service): a
@@ -523,9 +534,8 @@ class _Dispatcher:
         cal = self.warehouse.run.cal
         subqueries = sum(kind == "subquery" for kind, _ in batch)
         resends = len(batch) - subqueries
-        cost = resends * cal["source.resend"] + (cal["source.query_call"] + subqueries * cal["source.subquery"]
-                                                 if subqueries else 0.0)
-        self.source.process.submit(cost, lambda: self._read(batch))
+        exchange(self.source.process, f"query {self.warehouse.name}", cal["source.query_call"] if subqueries else 0.0,
+                 resends * cal["source.resend"] + subqueries * cal["source.subquery"], lambda: self._read(batch))
 
     @property
     def stale(self) -> bool:
@@ -543,7 +553,8 @@ class _Dispatcher:
                 w.step({"deliver": {kind: name}}, at_source=kind == "subquery")
         answers, self.answers = self.answers, []
         rows = sum(r for _, r, _ in answers)
-        self.source.process.submit(rows * w.run.cal["source.answer_row"], lambda: self._reply(answers))
+        self.source.process.submit(rows * w.run.cal["source.answer_row"], lambda: self._reply(answers),
+                                   f"query {w.name}")
 
     def answered(self, sq_id: str, rows: int, size: int) -> None:
         self.answers.append((sq_id, rows, size))
@@ -580,7 +591,8 @@ class _Dispatcher:
         if first:
             self._done()
         w.python.submit(len(group) * cal["warehouse.answer"],
-                        lambda: [w.take("answer", sq_id, copies, rows) for sq_id, rows, _, copies in group])
+                        lambda: [w.take("answer", sq_id, copies, rows) for sq_id, rows, _, copies in group],
+                        f"query stream {self.source.name}")
 
     def _done(self) -> None:
         self.exchanging = False
@@ -602,6 +614,8 @@ class _Warehouse:
         self.core_timer: float | None = None
         self.resend_timer: float | None = None
         self.committing = False
+        self.inbox: list = []            # the core's: (CPU seconds, what it does), for its next turn
+        self.in_turn = False
         self.batch_at: float | None = None
         self.last_start, self.took = float("-inf"), 0.0
         stores = {s: run.sources[s].store for s in view.scenario.catalog.sources}
@@ -614,6 +628,10 @@ class _Warehouse:
             run.sources[s].senders[view.name] = _Sender(run.sources[s], self)
         self.step({"queries": "in-flight"})
         self._arm_core_timer()
+        self.compacted_through = 0   # batches committed when the last compaction started
+        settings = run.settings
+        run.clock.at(settings.compact_interval if settings.compact_first is None else settings.compact_first,
+                     self._compact)
 
     # ---- the simulator's steps, at the clock's time ----
 
@@ -648,8 +666,29 @@ class _Warehouse:
     def take(self, kind: str, name: str, copies: int, rows: int) -> None:
         """A message reached the warehouse: the core takes it (each copy) in its turn."""
         cal = self.run.cal
-        cost = copies * (cal["warehouse.event"] + rows * cal["warehouse.event_row"])
-        self.python.submit(cost, lambda: self._deliver(kind, name, copies))
+        self._to_core(copies * (cal["warehouse.event"] + rows * cal["warehouse.event_row"]),
+                      lambda: self._deliver(kind, name, copies))
+
+    def _to_core(self, cost: float, action: Callable[[], None]) -> None:
+        """An event for the core's thread, which takes everything queued for it when it looks
+        (warehouse.service._core): a turn costs `warehouse.core_turn` beside its events, so that
+        a busy core, taking many at a time, spends less on each."""
+        self.inbox.append((cost, action))
+        if not self.in_turn:
+            self._core_turn()
+
+    def _core_turn(self) -> None:
+        items, self.inbox = self.inbox, []
+        self.in_turn = True
+        self.python.submit(self.run.cal["warehouse.core_turn"] + sum(cost for cost, _ in items),
+                           lambda: self._turn_done(items), "core")
+
+    def _turn_done(self, items) -> None:
+        for _, action in items:
+            action()
+        self.in_turn = False
+        if self.inbox:
+            self._core_turn()
 
     def _deliver(self, kind: str, name: str, copies: int) -> None:
         if self.sim.flight.count(kind, name):   # else it was lost meanwhile (a restart)
@@ -684,7 +723,7 @@ class _Warehouse:
     def _core_timer(self, at: float) -> None:
         if self.core_timer != at:
             return
-        self.python.submit(self.run.cal["warehouse.event"], self._fire_core)
+        self._to_core(self.run.cal["warehouse.event"], self._fire_core)
 
     def _fire_core(self) -> None:
         self.core_timer = None
@@ -724,7 +763,17 @@ class _Warehouse:
         cal = self.run.cal
         self.python.submit(cal["warehouse.batch"] + len(states) * cal["warehouse.batch_state"],
                            lambda: self.jvm.submit(cal["jvm.batch"] + len(states) * cal["jvm.batch_state"],
-                                                   lambda: self._committed(started, states)))
+                                                   lambda: self._committed(started, states), "committer"),
+                           "committer")
+
+    def _compact(self) -> None:
+        """The compactor's turn (warehouse.service._compactor): a Spark job when batches were
+        committed since the last."""
+        batches = self.sim.durable.last_batch
+        if batches > self.compacted_through:
+            self.compacted_through = batches
+            self.jvm.submit(self.run.cal["jvm.compact"], lambda: None, "compactor")
+        self.run.clock.after(self.run.settings.compact_interval, self._compact)
 
     def _committed(self, started: float, states: list) -> None:
         now = self.run.clock.now
@@ -762,6 +811,16 @@ class _Warehouse:
         return {"transactions": committed, "reflected": len(lags), "staleness_ms": percentiles(lags),
                 "staleness_delta_ms": percentiles(to_delta), "per_txn": per_transaction(self.sent_in(start, end), committed),
                 "counters": dict(self.sim.run.counters)}
+
+
+PATH_SHARE = 0.3
+
+
+def exchange(process: Process, thread: str, call: float, items: float, then: Callable[[], None]) -> None:
+    """One side of a gRPC exchange on `process`'s `thread`: what the call costs gRPC's own threads
+    (outside the interpreter lock), then the call's Python and its items' (under it), then `then`."""
+    process.submit((1 - PATH_SHARE) * call, lambda: process.submit(PATH_SHARE * call + items, then, thread),
+                   f"grpc {thread}", free=True)
 
 
 def per_transaction(sent: Counter, transactions: int) -> dict:
