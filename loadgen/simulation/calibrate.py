@@ -133,11 +133,13 @@ def calibrate(bench_dir: Path) -> Calibration:
     missing = sorted(set(OPERATIONS) - set(cpu))
     if missing:
         raise AssertionError(f"calibration leaves out {missing}")
-    about = {"machine": _machine(summary), "commit": _commit(), "bench": str(bench_dir.resolve()),
+    about = {"machine": _machine(summary), "commit": summary.get("machine", {}).get("commit") or commit(),
+             "bench": str(bench_dir.resolve()), "bench_started": summary.get("started"),
              "runs": [r.get("label", r.get("algorithm")) + f" {r.get('view')}" for r in runs],
              "fit": fit}
     return Calibration(cpu, _loopback(runs), float(summary.get("machine", {}).get("cpus") or 2),
-                       round(warehouse_floor + jvm_floor + sum(others) / len(others), 4), round(source_floor, 5), about)
+                       round(warehouse_floor + jvm_floor + sum(others) / len(others), 4), round(source_floor, 5),
+                       _lock_share(runs, cpu), about)
 
 
 # ---- what each stretch did ----
@@ -339,13 +341,38 @@ def _loopback(runs: list[dict]) -> Latency:
     return Latency(max(p50, 1e-6), max(p99, p50, 1e-6))
 
 
+def _lock_share(runs: list[dict], cpu: dict) -> float:
+    """Of a call's cost, the share its messages wait for under the interpreter lock: from how
+    long a source took to answer a sub-query in the load phase (its log's `received` to its
+    answer's `sent`, the median), beyond what the sub-query's own work costs, over what its
+    exchange costs (source.query_call)."""
+    handling = []
+    for run in runs:
+        start, end = run["cpu"][0]["window"]
+        files = RunFile.read(Path(run["run_dir"])).message_logs()
+        received, answered = {}, {}
+        for e in read([p for node, p in files.items() if node != WAREHOUSE_NODE and p is not None and p.exists()]):
+            if start <= e["t"] <= end and e["kind"] == "subquery" and e["event"] == "received":
+                received.setdefault(e["id"], e["t"])
+            elif start <= e["t"] <= end and e["kind"] == "answer" and e["event"] == "sent":
+                answered.setdefault(e["id"], (e["t"], e.get("rows", 0)))
+        handling += [(answered[i][0] - t, answered[i][1]) for i, t in received.items() if i in answered]
+    if not handling or not cpu["source.query_call"]:
+        return 0.5
+    handling.sort()
+    seconds, rows = handling[len(handling) // 2]
+    own = cpu["source.subquery"] + rows * cpu["source.answer_row"]
+    return round(min(1.0, max(0.0, (seconds - own) / cpu["source.query_call"])), 3)
+
+
 def _machine(summary: dict) -> str:
     m = summary.get("machine", {})
     return (f"{platform.node()}: {m.get('cpus')} cores, {m.get('memory_gb')} GB, {m.get('platform', platform.platform())}, "
             f"Python {m.get('python', platform.python_version())}")
 
 
-def _commit() -> str:
+def commit() -> str:
+    """The git commit this code is at (the bench records it: what a calibration measured)."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
                               cwd=Path(__file__).parent).stdout.strip()

@@ -9,7 +9,11 @@ jobs cost these CPU seconds (loadgen.simulation.machines): a fixed part per call
 item it carries, so that batching at a high rate costs less per transaction, as it does live.
 
     {"cpu": {"source.commit_txn": 0.00031, ...}, "loopback": {"p50": 0.0004, "p99": 0.004},
-     "machine": {"cores": 2, "floor": 0.05, "source_floor": 0.011, "name": ..., "commit": ...}}
+     "machine": {"cores": 2, "floor": 0.05, "source_floor": 0.011, "lock_share": 0.5},
+     "about": {"machine": ..., "commit": ..., "bench": ..., "fit": ...}}
+
+A call's cost (`*.call`, one gRPC exchange) is spent partly by gRPC's own threads, outside the
+interpreter lock, and partly by Python under it; `lock_share` is the second part's share.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ class Calibration:
     cores: float                # the measured machine's cores
     floor: float                # cores its idle federation used, less its sources' (Ray, the warehouse's loops)
     source_floor: float         # cores each idle source used
+    lock_share: float = 0.5     # of a call's cost, the share spent under the interpreter lock
     about: dict = field(default_factory=dict)   # where and when it was measured: machine, commit, bench, fit
 
     def __post_init__(self):
@@ -93,12 +98,15 @@ class Calibration:
         if not self.cores > 0 or not 0 <= self.floor < self.cores or not 0 <= self.source_floor < 1:
             raise ModelError(f"calibration: cores {self.cores}, floor {self.floor} and source floor "
                              f"{self.source_floor} must be cores > floor >= 0 and 0 <= source floor < 1")
+        if not 0 <= self.lock_share <= 1:
+            raise ModelError(f"calibration: lock_share is a share between 0 and 1, got {self.lock_share}")
 
     def __getitem__(self, operation: str) -> float:
         return self.cpu[operation]
 
     def to_dict(self) -> dict:
-        return {"about": self.about, "machine": {"cores": self.cores, "floor": self.floor, "source_floor": self.source_floor},
+        return {"about": self.about, "machine": {"cores": self.cores, "floor": self.floor, "source_floor": self.source_floor,
+                                                 "lock_share": self.lock_share},
                 "loopback": {"p50": self.loopback.p50, "p99": self.loopback.p99},
                 "cpu": dict(sorted(self.cpu.items()))}
 
@@ -110,7 +118,8 @@ def from_dict(doc: dict, where: str) -> Calibration:
     try:
         machine = doc["machine"]
         return Calibration({k: v for k, v in doc["cpu"].items()}, Latency(**doc["loopback"]),
-                           machine["cores"], machine["floor"], machine["source_floor"], doc.get("about", {}))
+                           machine["cores"], machine["floor"], machine["source_floor"], machine.get("lock_share", 0.5),
+                           doc.get("about", {}))
     except (KeyError, TypeError, AttributeError) as err:
         raise ModelError(f"{where}: not a calibration file (cpu, loopback, machine): {err!r}") from None
     except ModelError as err:

@@ -7,11 +7,12 @@ seed alone.
 A `Machine` has some cores, less what runs there whatever the load (`floor`: Ray's services,
 heartbeats; measured with the federation idle). A `Process` on it has threads, each a queue of
 jobs (CPU seconds each) that it works through in order, one at a time. A Python process runs one
-thread at a time, the one holding its interpreter lock, as CPython does: the holder keeps it
-while it has work; a thread that wants it waits, and after the switch interval (5 ms) asks the
-holder to let go, which then waits its turn behind the others (so a thread with a short job can
-wait a whole interval behind a busy one: the convoy that makes a loaded Python process slow to
-answer, and its exchanges' batches grow). Threads that run outside the lock (gRPC's C core moving
+thread at a time, the one holding its interpreter lock, as CPython does: a thread lets go of it
+when its job is done (a job ends where a thread would block, on a socket, a file or a queue) and
+takes its turn behind the others for its next; a thread that wants the lock waits, and after the
+switch interval (5 ms) asks a holder still busy with one job to let go, which then waits its
+turn behind the others (so a short job can wait a whole interval behind a long one: the convoy
+that makes a loaded Python process slow to answer, and its exchanges' batches grow). Threads that run outside the lock (gRPC's C core moving
 bytes) run beside it, each a runnable of its own, as does every thread of a process without such
 a lock (the Spark JVM). The machine shares its cores equally among
 its runnables (processor sharing, as Linux's scheduler does): with two cores and five of them
@@ -189,21 +190,30 @@ class Process:
             self._next(t)
 
     def _next(self, thread: _Thread) -> None:
-        if not thread.queue:
-            if thread is self.holder:   # nothing more to do: it lets go of the lock
-                self._hand_over()
+        """`thread` has no job in hand: it takes up its next, if any (one under the lock waits for it)."""
+        under_lock = self.locked and not thread.free
+        if under_lock and thread is self.holder:   # its job is done: it lets go, and queues again for its next
+            if thread.queue:
+                self._take_up(thread)
+                self.waiting.append(thread)
+            self._hand_over()
             return
+        if not thread.queue:
+            return
+        self._take_up(thread)
+        if under_lock and self.holder is not None:
+            self.waiting.append(thread)
+            self._ask()
+        else:
+            self.holder = thread if under_lock else self.holder
+            self._run(thread)
+
+    def _take_up(self, thread: _Thread) -> None:
+        """`thread` takes up its next job (to run, or to wait for the lock)."""
         seconds, thread.done = thread.queue.popleft()
         thread.remaining = seconds
         self.cpu_seconds += seconds
         self.jobs += 1
-        if self.locked and not thread.free and self.holder not in (None, thread):
-            self.waiting.append(thread)
-            self._ask()
-            return
-        if self.locked and not thread.free:
-            self.holder = thread
-        self._run(thread)
 
     def _run(self, thread: _Thread) -> None:
         if self.frozen:

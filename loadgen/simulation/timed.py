@@ -377,8 +377,12 @@ class _Source:
         rows = sum(len(r) for request in group for r in (*request.inserts.values(), *request.deletes.values())) + \
             2 * sum(len(m) for request in group for m in request.modifies.values())
         work = len(group) * cal["source.commit_txn"] + rows * cal["source.commit_row"]
-        exchange(run.driver, client, cal["driver.call"], 0.0, lambda: run.clock.after(run.network.local(), lambda: exchange(
-            self.process, commits, cal["source.commit_call"], work, lambda: self._committed(group))))
+
+        def at_source():
+            exchange(self.process, commits, cal["source.commit_call"], work, lambda: self._committed(group), cal.lock_share)
+
+        exchange(run.driver, client, cal["driver.call"], 0.0, lambda: run.clock.after(run.network.local(), at_source),
+                 cal.lock_share)
 
     def _committed(self, group) -> None:
         run = self.run
@@ -451,12 +455,13 @@ class _Sender:
             w.sent("notification", size * copies, copies)
         size = sum(d[3] for d in due)
         exchange(self.source.process, f"sender {w.name}", cal["source.send_call"], len(due) * cal["source.send_note"],
-                 lambda: run.clock.after(run.network.to_warehouse(self.source.name, size), lambda: self._at_warehouse(due)))
+                 lambda: run.clock.after(run.network.to_warehouse(self.source.name, size), lambda: self._at_warehouse(due)),
+                 cal.lock_share)
 
     def _at_warehouse(self, due) -> None:
         w, cal = self.warehouse, self.warehouse.run.cal
         exchange(w.python, f"notify {self.source.name}", cal["warehouse.notify_call"],
-                 sum(d[5] for d in due) * cal["warehouse.notify_note"], lambda: self._arrived(due))
+                 sum(d[5] for d in due) * cal["warehouse.notify_note"], lambda: self._arrived(due), cal.lock_share)
 
     def _arrived(self, due) -> None:
         run, w = self.source.run, self.warehouse
@@ -499,7 +504,7 @@ class _Dispatcher:
         w, run, cal = self.warehouse, self.warehouse.run, self.warehouse.run.cal
         self.streaming = {name for kind, name, _ in batch if kind == "subquery"}
         exchange(w.python, f"dispatch {self.source.name}", cal["warehouse.dispatch_call"],
-                 len(self.streaming) * cal["warehouse.subquery"], lambda: self._send(batch))
+                 len(self.streaming) * cal["warehouse.subquery"], lambda: self._send(batch), cal.lock_share)
 
     def _goes(self, item: tuple[str, str, int]) -> bool:
         """Whether a queued request goes, as the live dispatcher decides (warehouse.service): a
@@ -535,7 +540,8 @@ class _Dispatcher:
         subqueries = sum(kind == "subquery" for kind, _ in batch)
         resends = len(batch) - subqueries
         exchange(self.source.process, f"query {self.warehouse.name}", cal["source.query_call"] if subqueries else 0.0,
-                 resends * cal["source.resend"] + subqueries * cal["source.subquery"], lambda: self._read(batch))
+                 resends * cal["source.resend"] + subqueries * cal["source.subquery"], lambda: self._read(batch),
+                 cal.lock_share)
 
     @property
     def stale(self) -> bool:
@@ -813,13 +819,12 @@ class _Warehouse:
                 "counters": dict(self.sim.run.counters)}
 
 
-PATH_SHARE = 0.3
-
-
-def exchange(process: Process, thread: str, call: float, items: float, then: Callable[[], None]) -> None:
+def exchange(process: Process, thread: str, call: float, items: float, then: Callable[[], None],
+             lock_share: float) -> None:
     """One side of a gRPC exchange on `process`'s `thread`: what the call costs gRPC's own threads
-    (outside the interpreter lock), then the call's Python and its items' (under it), then `then`."""
-    process.submit((1 - PATH_SHARE) * call, lambda: process.submit(PATH_SHARE * call + items, then, thread),
+    (outside the interpreter lock), then the call's Python (`lock_share` of it) and its items'
+    (under the lock), then `then`."""
+    process.submit((1 - lock_share) * call, lambda: process.submit(lock_share * call + items, then, thread),
                    f"grpc {thread}", free=True)
 
 
