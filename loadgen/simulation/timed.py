@@ -152,6 +152,9 @@ class TimedRun:
             machine = lambda name, cores: Machine(self.clock, name, cores)   # noqa: E731
         self.network = Network(profile(settings.network), self.cal.loopback, sources, settings.seed)
         self.driver = Process(machine("load", 64.0), "load driver")
+        # The load driver is one of this machine's processes; in a prediction, the sources' own
+        # applications commit, at no cost to the federation.
+        self.load_cost = 1.0 if deployment.shared else 0.0
         rates = faults_by_source(settings.faults, sources)
         if settings.loss:
             for source_rates in rates.values():
@@ -245,7 +248,7 @@ class TimedRun:
     def _offer_one(self) -> None:
         source, request = self.stream.next()
         self.offered += 1
-        self.driver.submit(self.cal["driver.txn"], lambda: self.sources[source].queue(request), "stream")
+        self.driver.submit(self.load_cost * self.cal["driver.txn"], lambda: self.sources[source].queue(request), "stream")
 
     def _mark(self, label: str) -> None:
         self._cpu_marks[label] = {p.name: p.cpu_seconds for p in self.processes()}
@@ -381,8 +384,8 @@ class _Source:
         def at_source():
             exchange(self.process, commits, cal["source.commit_call"], work, lambda: self._committed(group), cal.lock_share)
 
-        exchange(run.driver, client, cal["driver.call"], 0.0, lambda: run.clock.after(run.network.local(), at_source),
-                 cal.lock_share)
+        exchange(run.driver, client, run.load_cost * cal["driver.call"], 0.0,
+                 lambda: run.clock.after(run.network.local(), at_source), cal.lock_share)
 
     def _committed(self, group) -> None:
         run = self.run
