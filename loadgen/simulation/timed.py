@@ -3,25 +3,28 @@
 The untimed simulator (loadgen.simulation.simulator) says what each algorithm does, one step per
 event; this says when, and how long it takes. Each warehouse is a Simulator, the same algorithm
 object driven through the same `drive()`, and every change it makes is one of its explicit steps
-(`commit`, `deliver`, `drop`, `duplicate`, `restart`, `tick: batch|resends|core`), taken at the
-time the clock says and written with it (`at`): a timed run is decided by its seed, and its
-steps, as a scenario file's, replay it in the untimed simulator to the same view states.
+(`commit`, `receive`, `deliver`, `drop`, `duplicate`, `restart`, `tick: batch|resends|core`),
+taken at the time the clock says and written with it (`at`): a timed run is decided by its seed,
+and its steps, as a scenario file's, replay it in the untimed simulator to the same view states.
 
 What decides the times is a model of the live federation (loadgen.live, warehouse.service,
-source_node), its processes as servers on machines (loadgen.simulation.machines) with the CPU
-seconds a calibration gives each operation (loadgen.simulation.calibration), and messages that
-take a network profile's latency (loadgen.simulation.network):
-- the load driver offers transactions open-loop, one every 1/rate seconds, drawing each (CPU), and
-  one client per source commits what is queued for its source as one group, one group at a time;
-- a source commits a group (CPU per group and per transaction); its sender (one per subscribing
-  warehouse) takes what the outbox holds, puts each copy through the source's fault injector
-  (source_node.faults: lost, delayed, duplicated), and sends those due as one batch, one batch
-  at a time (a lockstep stream): the warehouse decodes the batch, and the core takes each
-  notification in turn (CPU per event);
-- the core's sub-queries go to a dispatcher per source, which sends what is queued as one batch,
-  one batch at a time, resend requests first; the source reads every answer at one state when
-  the batch arrives (CPU per batch, per sub-query and per row), its fault injector decides each
-  answer's fate, and the warehouse decodes the reply before the core takes each answer;
+source_node): its processes and their threads on machines (loadgen.simulation.machines), each
+operation costing the CPU seconds a calibration gives it (loadgen.simulation.calibration), each
+message taking a network profile's latency (loadgen.simulation.network):
+- the load driver offers transactions open-loop, one every 1/rate seconds, and one client per
+  source commits what is queued for its source as one group, one group at a time;
+- a source commits a group; its sender (one per subscribing warehouse) takes what the outbox
+  holds, puts each copy through the source's fault injector (source_node.faults: lost, delayed,
+  duplicated), and sends those due as one batch, one batch at a time (a lockstep stream); the
+  warehouse's Notify thread decodes the batch (the source hears which reached the process:
+  `receive`) and the core takes each notification in its turn;
+- the core's sub-queries and resend requests go to a dispatcher per source, which sends what is
+  queued as one batch, one at a time, resend requests first, and withholds what the live one
+  withholds (a request for what arrived meanwhile, a copy of a sub-query whose answer came:
+  warehouse.answered_recently); the source reads every answer of a batch at one state, its
+  fault injector decides each answer's fate, and the warehouse decodes the reply before the core
+  takes each answer;
+- the core's thread takes everything queued for it in turns (warehouse.service._core);
 - the core's timer fires when the algorithm says (`next_timer`), or every `tick` for one that
   does not; each source's sender sends again what its resend policy says is overdue;
 - a committer per warehouse takes a Delta batch when something is due, spaced as live
@@ -29,17 +32,20 @@ take a network profile's latency (loadgen.simulation.network):
   interval), and the warehouse's Python and the Spark JVM each spend their part of it; every
   compact interval, if a batch was committed since, the JVM folds the journal into the view and
   writes the checkpoints due (a Spark job of seconds of CPU, which a 2-core machine feels).
-Every process is a server with one worker on a machine whose cores it shares
-(loadgen.simulation.machines): validation puts every process on one 2-core machine, as the live
-federation runs here; a prediction gives each source and each warehouse machines of their own.
-The nemesis acts as live: a pause freezes a process, a kill restarts it (the `restart` step) after
-being frozen for as long as a restart takes, a partition loses what crosses it.
+Each side of a gRPC exchange costs its process a call's CPU, partly in gRPC's own threads and
+partly under the interpreter lock (`lock_share`), and its items' under the lock, on the thread
+that carries them (a source's sender, its query handler, the warehouse's Notify handler, its
+dispatchers, its core, its committer). Validation puts every process on one 2-core machine, as
+the live federation runs here; a prediction gives each source and each warehouse machines of
+their own, and the load, the sources' own applications, costs the federation nothing. The
+nemesis acts as live: a pause freezes a process, a kill restarts it (the `restart` step) after it
+stayed down as long as a restart takes, a partition loses what crosses it.
 
-Simplifications, each named where a validation figure misses because of it (docs/results.md):
-a warehouse's threads share one queue (its interpreter lock), in arrival order; a duplicated copy
-arrives with the first (`duplicate`); of several copies of one message in flight a step takes the
-oldest, whichever the clock brought; a batch is taken at its start, so sources hear it durable
-as the commit begins; the dispatcher's fast resend of a lost answer is left to the core's timer.
+Simplifications (docs/results.md names the misses they explain): a duplicated copy arrives with
+the first (`duplicate`); of several copies of one message in flight a step takes the oldest,
+whichever the clock brought; a batch is taken at its start, so sources hear it durable as the
+commit begins; the dispatcher's fast resend of a lost answer is left to the core's timer; a
+periodic recomputation's Spark job (EvaluateView) takes no time.
 """
 
 from __future__ import annotations
