@@ -9,7 +9,8 @@ the issue's targets (docs/results.md, "The timed simulator against live runs"):
 - sub-queries and bytes per source transaction in the load phase: within 10%;
 - staleness to the core's view, p50 and p99, in the load phase: within 25%;
 - the highest sustained ramp step: within 25%.
-Staleness to the Delta table is shown beside them, without a target.
+Staleness to the Delta table and the CPU every process used per transaction committed in the
+load phase (the profilers' own left out) are shown beside them, without a target.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Callable
 from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
 from loadgen.bench.ramp import max_sustained
+from loadgen.bench.resources import PROFILER, cpu_ms_per_txn
 from loadgen.nemesis.schedule import read
 from loadgen.simulation.calibration import Calibration
 from loadgen.simulation.scenario import Scenario
@@ -37,6 +39,7 @@ FIGURES = {
     "staleness p99 (ms)": (("staleness_ms", "p99"), 0.25),
     "to Delta p50 (ms)": (("staleness_delta_ms", "p50"), None),
     "to Delta p99 (ms)": (("staleness_delta_ms", "p99"), None),
+    "CPU/txn (ms)": (("cpu_ms_per_txn",), None),
     "max sustained (txn/s)": (("max_sustained_rate",), 0.25),
 }
 
@@ -56,9 +59,10 @@ def validate(bench_dir: Path, calibration: Calibration, data_dir: str | None = N
         progress(i, len(runs), what)
         started = time.monotonic()
         predicted = simulate_run(record, summary["settings"], calibration, data_dir)
+        measured = {**record, "cpu_ms_per_txn": _cpu_ms_per_txn(record)}
         rows.append({"run": what, "folder": record.get("folder"), "trial": record.get("trial", 1),
                      "seconds": round(time.monotonic() - started, 1),
-                     "figures": {name: {"measured": _read(record, path), "predicted": _read(predicted, path),
+                     "figures": {name: {"measured": _read(measured, path), "predicted": _read(predicted, path),
                                         "target": target}
                                  for name, (path, target) in FIGURES.items()},
                      "utilisation": predicted["utilisation"]})
@@ -98,8 +102,21 @@ def simulate_run(record: dict, settings: dict, calibration: Calibration, data_di
     ramp = run.ramp(settings["ramp_rates"], settings["ramp_step"]) if record.get("ramp") else []
     figures = run.figures("load")
     view = figures["views"][DEFAULT_SUBSCRIBER]
+    start, end = figures["window"]
+    floor = calibration.floor + calibration.source_floor * len(catalog.sources)   # what idles beside the jobs
+    cpu = (sum(figures["utilisation"].values()) + floor) * (end - start)
     return {**view, "utilisation": figures["utilisation"], "max_sustained_rate": max_sustained(ramp) if ramp else None,
+            "cpu_ms_per_txn": round(1000 * cpu / view["transactions"], 2) if view["transactions"] else None,
             "ramp": [s.to_dict() for s in ramp]}
+
+
+def _cpu_ms_per_txn(record: dict) -> float | None:
+    """A live run's CPU of every process per transaction committed in its load phase (loadgen.bench.resources)."""
+    load = next((c for c in record.get("cpu") or [] if c["phase"] == "load"), None)
+    if load is None or not record.get("committed_in_load"):
+        return None
+    return cpu_ms_per_txn({"by_role": {r: s for r, s in load["by_role"].items() if r != PROFILER}},
+                          record["committed_in_load"])
 
 
 def _read(record: dict, path: tuple[str, ...]):
