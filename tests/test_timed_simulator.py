@@ -10,6 +10,7 @@ import json
 import pytest
 
 from fedmodel.aggregate_view import parse_query
+from fedmodel.errors import ModelError
 from loadgen.cli import main
 from loadgen.simulation.calibration import load
 from loadgen.simulation.scenario import Scenario, ScenarioError, parse_scenario
@@ -153,3 +154,27 @@ def test_the_nemesis_acts_in_the_timed_mode_and_its_run_still_replays():
     replayed.execute()
     assert replayed.run.states == sim.run.states
     assert TimedRun.refusal(read("clock s01 +5s at 1s", ["s01"], 3, lambda f: None)[0]) is not None
+
+
+def test_the_timed_mode_refuses_whole_node_faults_in_one_line(capsys):
+    """The model has processes on machines but no cluster nodes: `fedlab predict` refuses a
+    node's crash, drain or partition before it runs anything, and a run handed one unchecked
+    refuses it rather than leaving it out."""
+    from loadgen.nemesis.schedule import parse
+
+    assert main(["predict", "--sources", "6", "--nemesis", "crash node:warehouse at 1s"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "fedlab predict: --nemesis: 'crash node:warehouse at 1s': the timed simulator models processes on machines, "
+        "not a cluster's nodes: whole-node faults (crash, restart, drain, partition node:N) need a cluster "
+        "(loadgen.nemesis.node)")
+    for clause in ("partition node:s01 at 1s for 1s", "drain node:s02 at 1s for 2s"):
+        assert "not a cluster's nodes" in TimedRun.refusal(parse(clause, ["s01", "s02"])[0])
+    recipe = SyntheticRecipe("chain", 3, 60, seed=1)
+    federation, rows = recipe.federation, recipe.data()
+    scenario = Scenario("chain", "sze-ling", federation.catalog, parse_query(federation.view_sql, federation.catalog),
+                        rows, [])
+    run = TimedRun(federation.catalog, rows, [View(DEFAULT_SUBSCRIBER, scenario)],
+                   recipe.stream(federation.catalog, "mixed", 3),
+                   TimedSettings(load(), seed=3, nemesis=tuple(parse("partition node:s01 at 1s for 1s", ["s01"]))))
+    with pytest.raises(ModelError, match=r"--nemesis: 'partition node:s01 at 1s for 1s': .* not a cluster's nodes"):
+        run.schedule_nemesis(0.0)

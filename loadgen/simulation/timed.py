@@ -268,6 +268,9 @@ class TimedRun:
     @staticmethod
     def refusal(fault) -> str | None:
         """Why the model cannot apply a nemesis fault (loadgen.nemesis.schedule), or None."""
+        if fault.of_node:
+            return ("the timed simulator models processes on machines, not a cluster's nodes: "
+                    "whole-node faults (crash, restart, drain, partition node:N) need a cluster (loadgen.nemesis.node)")
         if fault.kind == "clock":
             return "the timed simulator's processes keep one clock"
         if any(t in schedule.CLUSTER_ROLES or t.startswith(schedule.RAYLET) for t in fault.targets):
@@ -277,12 +280,18 @@ class TimedRun:
             return "the timed simulator partitions sources from the warehouse (e.g. warehouse|crm, crm|everything)"
         if fault.kind == "kill" and "load" in fault.targets:
             return "the load is the run's clock: pause it instead"
+        if fault.kind not in ("pause", "kill", "partition"):
+            return f"the timed simulator pauses, kills and partitions; it has no {fault.kind}"
         return None
 
     def schedule_nemesis(self, start: float) -> None:
         """The settings' nemesis, timed from `start`: pauses freeze processes, kills restart them
-        after they stayed down, partitions lose what crosses them."""
+        after they stayed down, partitions lose what crosses them. ModelError for a fault the
+        model has no part for (`refusal`), should a schedule reach here unchecked."""
         for fault in self.settings.nemesis:
+            reason = self.refusal(fault)
+            if reason:
+                raise ModelError(f"--nemesis: '{fault}': {reason}")
             at = start + fault.at
             if fault.kind == "pause":
                 for process in self._targets(fault.targets):
