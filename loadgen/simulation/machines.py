@@ -60,10 +60,6 @@ class Clock:
         self.now = max(self.now, end)
         return True
 
-    @property
-    def next_time(self) -> float | None:
-        return self._queue[0][0] if self._queue else None
-
 
 class Machine:
     def __init__(self, clock: Clock, name: str, cores: float, floor: float = 0.0):

@@ -5,7 +5,7 @@ Each run of the bench is simulated as it ran: its federation and view (TPC-H in 
 its synthetic federation), its update stream (the same generator and seed as the live driver's,
 so the very same transactions), its faults, its rate and duration, then its ramp, every process
 on one machine of the calibration's cores (loadgen.simulation.timed). The figures compared, with
-the issue's targets (docs/results.md, "The timed simulator against live runs"):
+issue 69's targets (docs/results.md, "The timed simulator"):
 - sub-queries and bytes per source transaction in the load phase: within 10%;
 - staleness to the core's view, p50 and p99, in the load phase: within 25%;
 - the highest sustained ramp step: within 25%.
