@@ -69,22 +69,31 @@ class Answer:
 
 
 def evaluate_semijoins(sq: Subquery, catalog: Catalog, rows_of: Callable[[str], Sequence[tuple]],
-                       selection: Callable[[str, str], Callable[[Sequence], bool]]) -> dict[str, list[tuple]]:
+                       selection: Callable[[str, str], Callable[[Sequence], bool]],
+                       matching: Callable[[str, tuple[int, ...], set[tuple]], list[tuple] | None] | None = None
+                       ) -> dict[str, list[tuple]]:
     """Evaluates a sub-query's semijoin chain over in-memory relations (the reference semantics).
 
-    `rows_of(relation)` gives a relation's current rows; `selection(relation, sql)` a row test.
+    `rows_of(relation)` gives a relation's current rows; `selection(relation, sql)` a row test;
+    `matching(relation, positions, wanted)`, when given, the rows whose values at `positions` are
+    one of `wanted` (an index: exactly the rows of `rows_of` that join, in its order), or None to
+    have them scanned.
     """
     result: dict[str, list[tuple]] = {}
     for i, sr in enumerate(sq.relations):
         rel = catalog.relation(sr.relation)
         test = selection(sr.relation, sr.selection_sql)
-        pos = [rel.index(c) for c in sr.columns]
+        pos = tuple(rel.index(c) for c in sr.columns)
         if i == 0:
             wanted = set(sq.probe) if sr.parent_columns else None
         else:
             parent = catalog.relation(sr.parent)
             ppos = [parent.index(c) for c in sr.parent_columns]
             wanted = {tuple(p[j] for j in ppos) for p in result[sr.parent]}
+        found = matching(sr.relation, pos, wanted) if matching is not None and wanted is not None else None
+        if found is not None:
+            result[sr.relation] = [r for r in found if test(r)]
+            continue
         result[sr.relation] = [
             r for r in rows_of(sr.relation)
             if (wanted is None or _joinable(tuple(r[j] for j in pos), wanted)) and test(r)

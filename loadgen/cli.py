@@ -21,6 +21,9 @@ COMMANDS = {
     "simulate": ("loadgen.simulation.simulate", "run a scenario file deterministically through the maintenance core"),
     "matrix": ("loadgen.simulation.matrix", "every algorithm against every fault condition, over seeded random schedules"),
     "soak": ("loadgen.simulation.soak", "one algorithm over thousands of random schedules, warehouse crashes included (make soak)"),
+    "predict": ("loadgen.simulation.predict", "the timed simulator at scales this machine cannot hold (or against a "
+                                              "bench's live runs)"),
+    "calibrate": ("loadgen.simulation.calibrate", "fit the timed simulator's calibration to a `fedlab bench` run"),
     "demo": ("loadgen.live.demo", "run a live federation under a minute of load (make demo)"),
     "run": ("loadgen.live.run", "a live federation under load and chaos, judged by the checker"),
     "bench": ("loadgen.bench.command", "the algorithms side by side on one workload: figures, plots and a summary "

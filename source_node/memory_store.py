@@ -4,6 +4,11 @@ The reference for the durable stores (source_node.durable_store: SQLite, DuckDB)
 contract: commit (one transaction, or a group with commit_many) with version numbers and a
 notification log, subscribers each with their own outbox and acknowledgement
 (source_node.subscriptions), atomic sub-query answers, resend from the log, snapshots. Answers follow the reference semantics in fedmodel.subquery.evaluate_semijoins.
+
+A relation's rows are found by their join columns through hash indexes, each built the first time
+its columns are asked for and kept with every commit after (`_Indexes`), so that a long simulated
+run answers a probe in time of its answer rather than of its relation; the rows come in the order
+a scan gives them, so an answer is the same with or without them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class MemoryStore(GroupCommit):
             rel = catalog.relation(name)
             for row in rows:
                 self.relations[rel.name][rel.key_of(row)] = tuple(row)
+        self.indexes = {name: _Indexes(table) for name, table in self.relations.items()}
         self.dsv = 1
         self.brv = {name: 1 for name in self.relations}
         self.log: list[Notification] = []
@@ -57,13 +63,17 @@ class MemoryStore(GroupCommit):
         changes = []
         for p in planned:
             rel = self.catalog.relation(p.relation)
-            table = self.relations[rel.name]
+            table, indexes = self.relations[rel.name], self.indexes[rel.name]
             for row in p.deleted:
                 del table[rel.key_of(row)]
+                indexes.removed(rel.key_of(row), row)
             for m in p.modified:  # net changes: a modification keeps its key
                 table[rel.key_of(m.new)] = m.new
+                indexes.removed(rel.key_of(m.old), m.old)
+                indexes.added(rel.key_of(m.new), m.new)
             for row in p.inserted:
                 table[rel.key_of(row)] = row
+                indexes.added(rel.key_of(row), row)
             self.brv[rel.name] += 1
             changes.append(RelationChange(rel.name, self.brv[rel.name], p.inserted, p.deleted, p.modified))
         note = Notification(self.source, self.dsv, request.txn_id, tuple(changes), commit_time)
@@ -77,8 +87,11 @@ class MemoryStore(GroupCommit):
 
     def _find(self, relation: str, columns: tuple, values: tuple) -> list[tuple]:
         rel = self.catalog.relation(relation)
-        pos = [rel.index(c) for c in columns]
-        return [r for r in self.relations[rel.name].values() if tuple(r[i] for i in pos) == tuple(values)]
+        pos = tuple(rel.index(c) for c in columns)
+        values = tuple(values)
+        if None in values:   # the index leaves such values out; a scan finds them
+            return [r for r in self.relations[rel.name].values() if tuple(r[i] for i in pos) == values]
+        return self.indexes[rel.name].matching(pos, {values})
 
     def answer(self, sq: Subquery) -> Answer:
         """The semijoin chain at the current state, or as of the versions `sq.as_of` names
@@ -91,7 +104,11 @@ class MemoryStore(GroupCommit):
                 return rebuild(rows, nets[name], self.catalog.relation(name).key_of, lambda r: True)
             return rows
 
-        rows = evaluate_semijoins(sq, self.catalog, rows_of, lambda rel, sql: compile_sql(sql, self.catalog.relation(rel)))
+        def matching(name: str, positions: tuple[int, ...], wanted: set[tuple]) -> list[tuple] | None:
+            return None if nets and name in nets else self.indexes[name].matching(positions, wanted)
+
+        rows = evaluate_semijoins(sq, self.catalog, rows_of, lambda rel, sql: compile_sql(sql, self.catalog.relation(rel)),
+                                  matching)
         brv = answered_versions(sq, self.brv, nets)
         return Answer(sq.id, self.source, self.dsv,
                       tuple(RelationAnswer(r, brv[r], tuple(rows[r])) for r in sq.relation_names))
@@ -155,3 +172,53 @@ class MemoryStore(GroupCommit):
 
     def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
         return self.dsv, {name: (self.brv[name], list(rows.values())) for name, rows in self.relations.items()}
+
+
+class _Indexes:
+    """Hash indexes over one relation's rows (`table`: key -> row), by the positions of the columns
+    they are asked for, each built on first use; and each key's place in the table's order, so
+    that what they find comes in the order a scan of the table gives (a dict keeps its keys in
+    the order they were first inserted: a modified row keeps its place, a re-inserted one goes last)."""
+
+    def __init__(self, table: dict):
+        self.table = table
+        self.by_columns: dict[tuple[int, ...], dict[tuple, set]] = {}
+        self.place = {key: i for i, key in enumerate(table)}
+        self.next_place = len(self.place)
+
+    def matching(self, positions: tuple[int, ...], wanted: set[tuple]) -> list[tuple]:
+        """The rows whose values at `positions` are one of `wanted` (none with a NULL there), in table order."""
+        index = self.by_columns.get(positions)
+        if index is None:
+            index = self.by_columns[positions] = {}
+            for key, row in self.table.items():
+                self._add(index, positions, key, row)
+        keys = [k for v in wanted if None not in v for k in index.get(v, ())]
+        keys.sort(key=self.place.__getitem__)
+        return [self.table[k] for k in keys]
+
+    def added(self, key: tuple, row: tuple) -> None:
+        """`row` is stored under `key`: a key new to the table takes the last place."""
+        if key not in self.place:
+            self.place[key] = self.next_place
+            self.next_place += 1
+        for positions, index in self.by_columns.items():
+            self._add(index, positions, key, row)
+
+    def removed(self, key: tuple, row: tuple) -> None:
+        """`row` is no longer stored under `key` (deleted, or the old image of a modification)."""
+        if key not in self.table:
+            del self.place[key]
+        for positions, index in self.by_columns.items():
+            value = tuple(row[p] for p in positions)
+            keys = index.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[value]
+
+    @staticmethod
+    def _add(index: dict, positions: tuple[int, ...], key: tuple, row: tuple) -> None:
+        value = tuple(row[p] for p in positions)
+        if None not in value:
+            index.setdefault(value, set()).add(key)

@@ -69,6 +69,16 @@ class ResendPolicy:
             self._scan_at = min((self._due_at(dsv) for dsv in self._last_left), default=None)
         return again + fresh
 
+    def overdue(self, unacknowledged: Sequence[Notification], now: float) -> list[Notification]:
+        """`due` for a sender that sent each notification as it was committed (`left`: the
+        simulator's, whose timed mode keeps this timer apart from the warehouse's): none is new,
+        so what goes is what waited its interval, and every one a `forget` wiped the departure of."""
+        if unacknowledged:
+            self._newest = max(self._newest, unacknowledged[-1].dsv)
+            if self._scan_at is None and any(n.dsv not in self._last_left for n in unacknowledged):
+                self._scan_at = float("-inf")
+        return self.due(unacknowledged, now)
+
     def heard(self, incarnation: str, received: int, beyond: Iterable[int] = (), answered: Iterable[int] = (),
               *, now: float) -> None:
         """A report from the warehouse process `incarnation`, at `now`: every DSV up to

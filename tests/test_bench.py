@@ -66,6 +66,10 @@ def test_short_bench_has_every_figure_for_every_run(bench):
         assert any(r.startswith("source ") for r in roles) and 0 < run["cpu"][0]["busy"] <= 1.05
         # and what else took the machine meanwhile: processes outside the federation, other guests
         assert 0 <= run["cpu"][0]["others"] <= 1 and 0 <= run["cpu"][0]["stolen"] <= 1
+        # each stretch's wall-clock window and the driver's commit groups in it (fedlab calibrate)
+        for stretch in run["cpu"]:
+            assert stretch["window"][0] < stretch["window"][1] and stretch["offered"] > 0
+            assert sum(stretch["groups"].values()) >= 1
         # the idle federation's CPU, read before the load (2 s here, 30 s by default)
         assert run["idle"]["seconds"] >= 2 and run["idle"]["share_of_a_core"] >= 0
         assert any(r.startswith("source ") for r in run["idle"]["by_role"])
@@ -172,6 +176,32 @@ def test_plots_open_and_the_summaries_embed_them(bench):
         assert image.shape[0] > 100 and image.shape[1] > 100
         assert f"]({path})" in md and f'<img src="{path}"' in page
     assert "Lazy maintenance: the combine bound" in md and "sze-ling -> lazy@100: sub-queries/txn" in md
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_the_bench_calibrates_the_timed_simulator_which_predicts_its_runs(bench, tmp_path):
+    """`fedlab calibrate` fits every operation's cost to the bench's stretches (none below zero,
+    the fit's quality and where it was measured named), and `fedlab predict --against` simulates
+    each of its runs with it, every figure the bench judges beside what the run measured."""
+    from loadgen.cli import main
+    from loadgen.simulation.calibration import OPERATIONS, load
+
+    out, summary = bench
+    assert main(["calibrate", str(out), "--out", str(tmp_path / "cal.json")]) == 0
+    cal = load(tmp_path / "cal.json")
+    assert set(cal.cpu) == set(OPERATIONS) and all(v >= 0 for v in cal.cpu.values())
+    assert 0 < cal.loopback.p50 <= cal.loopback.p99 < 1 and cal.cores == summary["machine"]["cpus"]
+    assert set(cal.about["fit"]) == {"source", "warehouse", "jvm", "driver"} and cal.about["commit"]
+    assert main(["predict", "--against", str(out), "--calibration", str(tmp_path / "cal.json"),
+                 "--out", str(tmp_path / "predicted")]) == 0
+    predicted = json.loads((tmp_path / "predicted" / "summary.json").read_text())
+    assert [r["folder"] for r in predicted["runs"]] == [r["folder"] for r in summary["runs"]]
+    for run, live in zip(predicted["runs"], summary["runs"]):
+        figures = run["figures"]
+        assert figures["bytes/txn"]["measured"] == live["per_txn"]["bytes"] and figures["bytes/txn"]["predicted"] > 0
+        assert figures["staleness p99 (ms)"]["predicted"] > 0
+    assert "| bytes/txn |" in (tmp_path / "predicted" / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("argv, message", [

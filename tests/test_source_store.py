@@ -487,6 +487,25 @@ def test_chains_walked_side_by_side_keep_what_each_keeps_alone(twins, batch):
     assert len(reads) <= len(distinct)
 
 
+@settings(max_examples=10 if QUICK else 30, deadline=None)
+@given(seed=st.integers(0, 10_000), asked=st.lists(subqueries(), min_size=1, max_size=4))
+def test_the_memory_stores_indexes_find_what_a_scan_finds_in_scan_order(seed, asked):
+    """MemoryStore finds joining rows through hash indexes, built when first asked for and kept
+    with every commit after: between random transactions, each answer holds the rows a scan of
+    every relation keeps (the reference, evaluate_semijoins alone), in the scan's order."""
+    rng = random.Random(seed)
+    memory = MemoryStore(CATALOG, "ds1", INITIAL)
+    for i in range(40):
+        sq = asked[i % len(asked)]
+        scanned = evaluate_semijoins(sq, CATALOG, lambda name: list(memory.relations[name].values()),
+                                     lambda name, sql: compile_sql(sql, CATALOG.relation(name)))
+        assert [list(r.rows) for r in memory.answer(sq).relations] == [scanned[sr.relation] for sr in sq.relations]
+        try:
+            memory.commit(random_transaction(rng, i, {n: list(r.values()) for n, r in memory.relations.items()}))
+        except ModelError:
+            pass
+
+
 def comparable(answer) -> tuple:
     """An answer with each relation's rows in one order (the order of rows is no part of it)."""
     return (answer.id, answer.source, answer.dsv,

@@ -356,9 +356,11 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
 def _machine() -> dict:
     import psutil
 
+    from loadgen.simulation.calibrate import commit
+
     return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
             "memory_gb": round(psutil.virtual_memory().total / 2 ** 30, 1), "platform": platform.platform(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "commit": commit()}
 
 
 def _print(console, summary: dict, paths: dict) -> None:

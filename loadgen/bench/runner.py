@@ -246,11 +246,15 @@ class _LiveRun:
         """The load at `rate` for `seconds`; the CPU every process used meanwhile goes into the
         record (the first time as the load phase's, then as a ramp step's), the commits' timings
         into the time profile."""
-        before, machine, since = self.sampler.cpu_seconds(), machine_seconds(), time.monotonic()
+        before, machine, since, began = self.sampler.cpu_seconds(), machine_seconds(), time.monotonic(), time.time()
         result, timings = self.driver.drive(rate, seconds, report)
+        # The stretch's wall-clock window and the driver's commit groups per source: with the
+        # message logs, what each process did in it (loadgen.simulation.calibrate fits its costs).
         self.record["cpu"].append({"phase": "ramp" if self.record["cpu"] else "load", "rate": rate,
                                    **cpu_use(before, self.sampler.cpu_seconds(), time.monotonic() - since,
-                                             os.cpu_count(), machine=(machine, machine_seconds()))})
+                                             os.cpu_count(), machine=(machine, machine_seconds())),
+                                   "window": [round(began, 3), round(time.time(), 3)], "offered": result.offered,
+                                   "groups": {source: len(calls) for source, calls in timings.items()}})
         self.watches.add_commits(timings)
         return result
 
@@ -383,14 +387,14 @@ def _idle(sampler: ResourceSampler, pids: dict[str, int], seconds: float, progre
     progress("idle", 0, seconds, "no load: what the federation costs by itself")
     time.sleep(IDLE_SETTLE)
     census = ThreadCensus(pids, set(pids) - {JVM}, pyspy_binary()).start()
-    before, machine, since = sampler.cpu_seconds(), machine_seconds(), time.monotonic()
+    before, machine, since, began = sampler.cpu_seconds(), machine_seconds(), time.monotonic(), time.time()
     while (elapsed := time.monotonic() - since) < seconds:
         progress("idle", elapsed, seconds, "no load: what the federation costs by itself")
         time.sleep(min(1.0, seconds - elapsed))
     use = cpu_use(before, sampler.cpu_seconds(), time.monotonic() - since, os.cpu_count(),
                   machine=(machine, machine_seconds()))
     return {**use, "share_of_a_core": round(sum(use["by_role"].values()) / use["seconds"], 4),
-            "threads": census.stop(use["seconds"], "s")}
+            "window": [round(began, 3), round(time.time(), 3)], "threads": census.stop(use["seconds"], "s")}
 
 
 def failed(spec: RunSpec, run_dir: Path, error: BaseException) -> dict:

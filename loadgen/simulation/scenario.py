@@ -24,7 +24,7 @@ from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.sze_ling.deferral import Deferral
 
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read", "tick", "queries", "refresh", "fail_batch")
+              "restart", "read", "tick", "queries", "refresh", "fail_batch", "receive")
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
 # its id, an answer by the sub-query it answers, a resend request by the source it goes to.
 MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
@@ -35,6 +35,9 @@ RANDOM_RATES = {"drop": 0, "reorder": 0, "duplicate": 0, "commit_rate": 0.5, "re
 _RANDOM_KEYS = {"seed", "steps", "transactions", *RANDOM_RATES}
 BATCH_FAILURES = ("refused", "stored")   # how a batch's commit fails: fail_batch
 TRANSACTION_SCENARIOS = ("source-local", "single-update")  # the Strobe paper's section 3.1
+# What a `tick` fires: a whole timer round, or one of its parts alone at the step's time (the
+# timed mode's processes keep their own timers: loadgen.simulation.timed).
+TICKS = ("timers", "batch", "resends", "core")
 
 
 class ScenarioError(ModelError):
@@ -47,6 +50,7 @@ class Step:
     args: dict
     where: str
     doc: object = None   # the step as the file writes it (a run records its steps so: Run.steps)
+    at: float | None = None   # its simulated time (a timed run writes it); None: one unit after the last
 
 
 @dataclass
@@ -212,18 +216,27 @@ def parse_step(scenario: Scenario, step, committed: set[str], where: str) -> Ste
     """One step, checked against the scenario and the transaction ids `committed` before it (a
     commit adds its own). The simulator reads the steps a `random` step decides with it too, so
     that what it records is what a file replays."""
-    if not isinstance(step, dict) or len(step) != 1:
-        raise ScenarioError(f"{where}: a step is a mapping with exactly one key (one of {', '.join(STEP_KINDS)})")
-    kind, args = next(iter(step.items()))
+    if not isinstance(step, dict) or len({k for k in step if k != "at"}) != 1:
+        raise ScenarioError(f"{where}: a step is a mapping with exactly one key (one of {', '.join(STEP_KINDS)}), "
+                            "and optionally its time, `at`")
+    kind, args = next((k, v) for k, v in step.items() if k != "at")
     if kind not in STEP_KINDS:
         raise ScenarioError(f"{where}: unknown step {kind!r}")
-    return Step(kind, _arguments(scenario, kind, args, committed, where), where, step)
+    at = step.get("at")
+    if at is not None and (not _is_number(at) or not 0 <= at < float("inf")):
+        raise ScenarioError(f"{where}: at is the step's simulated time, a number of seconds >= 0, got {at!r}")
+    return Step(kind, _arguments(scenario, kind, args, committed, where), where, step,
+                None if at is None else float(at))
 
 
 def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: str) -> dict:
     if kind == "commit":
         return {"request": _commit(scenario, args, committed, where), "source": args["source"]}
     if kind in ("deliver", "drop", "duplicate"):
+        return _message(scenario, kind, args, committed, where)
+    if kind == "receive":
+        if not isinstance(args, dict) or set(args) != {"notification"}:
+            raise ScenarioError(f"{where}: receive names a notification: {{notification: ID}}")
         return _message(scenario, kind, args, committed, where)
     if kind == "queries":
         if args not in ("in-flight", "at-once"):
@@ -248,9 +261,9 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
     if kind == "refresh":
         return _refresh(scenario, args, where)
     if kind == "tick":
-        if args != "timers":
-            raise ScenarioError(f"{where}: tick takes 'timers'")
-        return {}
+        if args not in TICKS:
+            raise ScenarioError(f"{where}: tick takes {', '.join(TICKS[:-1])} or {TICKS[-1]}")
+        return {"fires": args}
     if kind == "fail_batch":
         if args not in BATCH_FAILURES:
             raise ScenarioError(f"{where}: fail_batch takes {' or '.join(BATCH_FAILURES)}")

@@ -22,13 +22,19 @@ durable view and state (warehouse.core.registry.restore, as the live one restart
 and takes the durable notifications it had not applied again; sub-queries and answers of the
 lost process are gone, and the sources, whose calls failed, send everything unacknowledged again.
 A run's states are the durable ones, as a live run's history is.
+
+A step may carry its simulated time (`at`); a timed run (loadgen.simulation.timed) decides each
+step and its time from a clock and writes both, and the processes it models keep timers of their
+own, so each part of a timer round is a step of its own too (`tick: batch`, `resends`, `core`).
+Such a long run need not keep its trace and each state's view (`recording=False`): its states then
+carry their versions only.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 
 from fedmodel.codec import encode_rows
@@ -84,6 +90,65 @@ class Message:
         return self.source if self.kind == "resend" else self.payload.id   # an answer's id is its sub-query's
 
 
+class Flight:
+    """The messages in flight, oldest first, found by kind and name (Message.name) without a
+    scan: a long timed run holds thousands at once. Read and changed as a list is, by position
+    or by the message itself."""
+
+    def __init__(self):
+        self._messages: dict[int, Message] = {}             # in the order they left
+        self._named: dict[tuple[str, str], deque[int]] = {}  # (kind, name) -> their keys, oldest first
+        self._next = itertools.count()
+        self._key_of: dict[int, int] = {}                   # id(message) -> its key
+
+    def append(self, msg: Message) -> None:
+        key = next(self._next)
+        self._messages[key] = msg
+        self._key_of[id(msg)] = key
+        self._named.setdefault((msg.kind, msg.name), deque()).append(key)
+
+    def take(self, kind: str, name: str) -> Message | None:
+        """The oldest message of that kind and name, out of the network (None if none is in flight)."""
+        msg = self.oldest(kind, name)
+        return self._drop(self._key_of[id(msg)]) if msg is not None else None
+
+    def oldest(self, kind: str, name: str) -> Message | None:
+        """The oldest message of that kind and name, left in flight (None if none is)."""
+        keys = self._named.get((kind, name))
+        return self._messages[keys[0]] if keys else None
+
+    def count(self, kind: str, name: str) -> int:
+        return len(self._named.get((kind, name), ()))
+
+    def remove(self, msg: Message) -> None:
+        self._drop(self._key_of[id(msg)])
+
+    def pop(self, i: int = -1) -> Message:
+        keys = list(self._messages)
+        return self._drop(keys[i])
+
+    def _drop(self, key: int) -> Message:
+        msg = self._messages.pop(key)
+        del self._key_of[id(msg)]
+        keys = self._named[(msg.kind, msg.name)]
+        keys.remove(key)
+        if not keys:
+            del self._named[(msg.kind, msg.name)]
+        return msg
+
+    def __getitem__(self, i: int) -> Message:
+        return list(self._messages.values())[i]
+
+    def __iter__(self):
+        return iter(list(self._messages.values()))
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __bool__(self) -> bool:
+        return bool(self._messages)
+
+
 @dataclass
 class Durable:
     """What the simulated warehouse has made durable (the live one's Delta tables)."""
@@ -106,14 +171,27 @@ class Run:
     steps: list = field(default_factory=list)
 
 
+class _Untraced(list):
+    """A run's trace that keeps nothing (Simulator's `recording=False`)."""
+
+    def append(self, entry) -> None:
+        pass
+
+    def extend(self, entries) -> None:
+        pass
+
+
 class Simulator:
     def __init__(self, scenario: Scenario, algorithm: str | None = None, access: str | None = None,
-                 sources: dict[str, MemoryStore] | None = None, subscriber: str = DEFAULT_SUBSCRIBER):
+                 sources: dict[str, MemoryStore] | None = None, subscriber: str = DEFAULT_SUBSCRIBER,
+                 recording: bool = True):
         """A warehouse over `sources` (its own, from the scenario, if None), subscribed to each by
         the name `subscriber` (source_node.subscriptions), reading the view's relations only
         when it is not the default subscriber; a subscriber other than the default one subscribes
-        now, so it must exist before the first commit (its view starts from the initial rows)."""
+        now, so it must exist before the first commit (its view starts from the initial rows).
+        `recording`: keep the trace and each state's view (False: each state's versions only)."""
         self.scenario = scenario
+        self.recording = recording
         self.view = scenario.view
         catalog = scenario.catalog
         self.subscriber = subscriber
@@ -148,7 +226,7 @@ class Simulator:
         # Each source's sender resends as the live one does (source_node.resend_policy), a timer
         # round being its short interval.
         self.policies = {s: ResendPolicy(self.algorithm.timeout) for s in self.sources}
-        self.flight: list[Message] = []
+        self.flight = Flight()
         self.held: dict[str, list[Subquery]] = {}
         self.queued_queries = False   # `queries: in-flight`: sub-queries, answers, resend requests travel too
         self.fifo_answers = False     # inside `run: all`, an answer does not overtake its source's messages
@@ -159,19 +237,29 @@ class Simulator:
         self.round_trips: Counter = Counter()   # sub-query id -> copies sent whose round trip is not over
         self.inbox: list | None = None          # arrived during the core's turn, not yet taken (as live: the inbox)
         self._start_fifo_order()
-        self.run = Run()
+        self.run = Run() if recording else Run(trace=_Untraced())
         self.committed: dict[str, list[Notification]] = {s: [] for s in self.sources}  # for the checker
+        # Every transaction id committed, and those of the file's commit steps (transaction_ids).
+        self.txn_ids = {s.args["request"].txn_id for s in scenario.steps if s.kind == "commit"}
         self.current = user_view(self.view, rows)   # the view state by state, kept from the applied deltas
 
     # ---- the script ----
 
     def execute(self) -> Run:
         for step in self.scenario.steps:
-            self.now += 1
+            self.now = self._time_of(step)
             self._step(step)
         self.batch_failure = None   # the run ends with what it applied durable: a commit that succeeds
         self.commit_batch()
         return self.run
+
+    def _time_of(self, step: Step) -> float:
+        """When `step` is taken: at its `at`, or one unit after the last step."""
+        if step.at is None:
+            return self.now + 1
+        if step.at < self.now:
+            raise ScenarioError(f"{step.where}: at {step.at:g} is before the simulated time {self.now:g}")
+        return step.at
 
     def _step(self, step: Step) -> None:
         a = step.args
@@ -181,6 +269,8 @@ class Simulator:
             self.commit(a["source"], a["request"], step.where)
         elif step.kind == "queries":
             self.queued_queries = a["in_flight"]
+        elif step.kind == "receive":
+            self.receive(a["name"], step)
         elif step.kind in ("deliver", "drop", "duplicate"):
             msg = self._take(a["message"], a["name"], step)
             if step.kind == "drop":
@@ -214,7 +304,8 @@ class Simulator:
         elif step.kind == "read":
             self._handle(ViewQueried(self.now))
         elif step.kind == "tick":
-            self._fire_timers()
+            {"timers": self._fire_timers, "batch": self.commit_batch, "resends": self._send_overdue,
+             "core": self._fire_core_timer}[a["fires"]]()
         elif step.kind == "fail_batch":
             self.batch_failure = a["failure"]
         elif step.kind == "refresh":
@@ -239,16 +330,28 @@ class Simulator:
         """`n` committed at `source` (by this simulator or another warehouse's of the same
         sources): the source's sender sends this warehouse its subscriber's copy."""
         self.committed[source].append(n)
+        self.txn_ids.add(n.txn_id)
         self.run.trace.append({"t": self.now, "event": "commit", "source": source, "dsv": n.dsv, "txn": n.txn_id})
         # Resends wait for a timer round: simulated steps are far shorter than a resend interval.
         self.policies[source].left(n.dsv, self.now)
         self._send(Message("notification", source, self.sources[source].as_seen_by(self.subscriber, n)))
 
+    def receive(self, txn: str, step: Step) -> None:
+        """A copy of `txn`'s notification reached the warehouse's process, before its core takes
+        it (a `deliver` then hands it over): it is kept for the next batch, and its source hears
+        what reached the process, as a live Notify reply tells it (warehouse.core.batches.Marks)."""
+        msg = self.flight.oldest("notification", txn)
+        if msg is None:
+            raise ScenarioError(f"{step.where}: the notification of {txn} is not in flight")
+        self.batches.receive(msg.payload)
+        reached = self.batches.reached(msg.source)
+        self.policies[msg.source].heard(self._incarnation, reached.dsv, reached.beyond, now=self.now)
+
     def _take(self, kind: str, name: str, step: Step) -> Message:
         """The oldest message in flight of that kind and name (Message.name), out of the network."""
-        for i, m in enumerate(self.flight):
-            if m.kind == kind and m.name == name:
-                return self.flight.pop(i)
+        msg = self.flight.take(kind, name)
+        if msg is not None:
+            return msg
         described = {"notification": "the notification of", "subquery": "sub-query", "answer": "an answer to",
                      "resend": "a resend request to"}[kind]
         raise ScenarioError(f"{step.where}: {described} {name} is not in flight")
@@ -291,6 +394,21 @@ class Simulator:
                 self._send(Message("notification", source, n), resend=True)
         self._handle(TimerFired(self.now))
 
+    def _send_overdue(self) -> None:
+        """Each source's sender sends again what its resend policy says is overdue now (not the
+        whole timer round: the timed mode's senders keep their own timers)."""
+        for source, store in self.sources.items():
+            policy = self.policies[source]
+            due = policy.next_due()
+            if due is not None and due > self.now:
+                continue
+            for n in policy.overdue(store.unacknowledged(self.subscriber), self.now):
+                self._send(Message("notification", source, n), resend=True)
+
+    def _fire_core_timer(self) -> None:
+        """The warehouse's timer alone: the core is handed the time."""
+        self._handle(TimerFired(self.now))
+
     def random_steps(self, steps: int, **schedule) -> None:
         """`steps` seeded random steps (`schedule`: RandomSchedule's arguments), each taken as the
         explicit step it decides, between `queries: in-flight` (at this step's own time) and
@@ -311,10 +429,16 @@ class Simulator:
         """A step decided while running, read as a file's are (what is recorded is what replays)."""
         self._step(parse_step(self.scenario, doc, self.transaction_ids(), "random"))
 
+    def take_step(self, doc: dict, where: str = "timed") -> None:
+        """A step decided while running, at its time (`at`: a timed run's), recorded as taken."""
+        step = parse_step(self.scenario, doc, self.transaction_ids(), where)
+        self.now = self._time_of(step)
+        self._step(step)
+
     def transaction_ids(self) -> set[str]:
-        """The ids of the transactions committed so far and of the file's commit steps."""
-        return ({n.txn_id for notes in self.committed.values() for n in notes}
-                | {s.args["request"].txn_id for s in self.scenario.steps if s.kind == "commit"})
+        """The ids of the transactions committed so far and of the file's commit steps (the set
+        itself: a commit step parsed against it adds its own)."""
+        return self.txn_ids
 
     def restart(self, source: str) -> None:
         """The source's process restarts from its durable state (docs/architecture.md 4.5: its relations,
@@ -407,6 +531,10 @@ class Simulator:
             if self.down:
                 self._lost(msg)
                 return
+        self._in_flight(msg)
+
+    def _in_flight(self, msg: Message) -> None:
+        """`msg` leaves for its destination: it is in flight until a step takes it."""
         self.flight.append(msg)
 
     def _deliver(self, msg: Message) -> None:
@@ -440,15 +568,16 @@ class Simulator:
         self.run.counters["messages"] += 1
         for ra in answer.relations:
             self._count_rows(ra.relation, ra.rows)
-        self.run.trace.append({"t": self.now, "event": "answer", "source": sq.source, "subquery": sq.id,
-                               "dsv": answer.dsv,
-                               "relations": {ra.relation: {"queried_version": ra.brv, "rows": [list(r) for r in ra.rows]}
-                                             for ra in answer.relations}})
+        if self.recording:
+            self.run.trace.append({"t": self.now, "event": "answer", "source": sq.source, "subquery": sq.id,
+                                   "dsv": answer.dsv,
+                                   "relations": {ra.relation: {"queried_version": ra.brv, "rows": [list(r) for r in ra.rows]}
+                                                 for ra in answer.relations}})
         # Per-source FIFO (the Strobe paper's section 3.3): an answer does not overtake a
         # notification (or answer) its source sent earlier and the network still carries.
         if self.queued_queries or (self.fifo_answers and any(
                 m.source == sq.source and m.kind in ("notification", "answer") for m in self.flight)):
-            self.flight.append(Message("answer", sq.source, answer))
+            self._in_flight(Message("answer", sq.source, answer))
             return []
         return self._arrived(sq.source, [AnswerArrived(answer, self.now)], self._round_trip_over(sq.id))
 
@@ -519,7 +648,7 @@ class Simulator:
                                "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe],
                                "for": action.serves})
         if self.queued_queries:
-            self.flight.append(Message("subquery", sq.source, sq))
+            self._in_flight(Message("subquery", sq.source, sq))
             return []
         return self._query_arrives(sq)
 
@@ -530,7 +659,7 @@ class Simulator:
                                "from_dsv": action.from_dsv, "through_dsv": action.through_dsv})
         msg = Message("resend", action.source, (action.from_dsv, action.through_dsv))
         if self.queued_queries:
-            self.flight.append(msg)
+            self._in_flight(msg)
         else:
             self._deliver(msg)
 
@@ -540,16 +669,17 @@ class Simulator:
         self.policies[action.source].heard(self._incarnation, action.dsv, action.beyond, now=self.now)
 
     def apply_state(self, action: StateApplied) -> None:
-        self.current.apply(action.delta)
-        view = self.current.rows()
-        self.batches.apply({"transaction": action.txn_id, "source": action.source, "dsv": action.dsv,
-                            "versions": action.versions, "view": view})
-        self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
-                               "versions": action.versions, "view": _rows(self.view, view)})
+        state = {"transaction": action.txn_id, "source": action.source, "dsv": action.dsv, "versions": action.versions}
+        if self.recording:
+            self.current.apply(action.delta)
+            state["view"] = self.current.rows()
+            self.run.trace.append({"t": self.now, "event": "apply", "txn": action.txn_id,
+                                   "versions": action.versions, "view": _rows(self.view, state["view"])})
+        self.batches.apply(state)
 
     def view_ready(self, action: ViewReady) -> None:
-        self.run.trace.append({"t": self.now, "event": "read",
-                               "view": _rows(self.view, self.current.rows())})
+        if self.recording:
+            self.run.trace.append({"t": self.now, "event": "read", "view": _rows(self.view, self.current.rows())})
 
     def evaluate_view(self, action: EvaluateView) -> list:
         # Periodic recomputation's and resynchronisation's job: the live warehouse runs it in

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime
 import random
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 from fedmodel.catalog import Catalog, Relation
 from fedmodel.errors import ModelError
@@ -47,9 +47,11 @@ def named_mix(workload: str) -> dict:
 
 
 class SyntheticStream:
-    def __init__(self, catalog: Catalog, view: ViewDef, current: Mapping[str, list[tuple]],
+    def __init__(self, catalog: Catalog, view: ViewDef | Sequence[ViewDef], current: Mapping[str, list[tuple]],
                  mix: Mapping[str, float] | None = None, skew: float = 0.0, seed: int = 0):
-        """`current`: every relation's rows at the sources now."""
+        """`current`: every relation's rows at the sources now; `view`: the view, or several
+        views over the catalog (a column any of them joins shares its domain with the columns it
+        is joined to)."""
         mix = dict(mix or {k: 1.0 for k in KINDS})
         if set(mix) - set(KINDS) or any(not isinstance(w, (int, float)) or w < 0 for w in mix.values()) \
                 or not sum(mix.values()) > 0:
@@ -67,13 +69,18 @@ class SyntheticStream:
         self.pools = {r.name: KeyPool(self.mirrors[r.source].relations[r.name]) for r in catalog.relations}
         self.count = 0
         self.fresh = 0
+        joined = _JoinedColumns()
+        for v in [view] if isinstance(view, ViewDef) else view:
+            for rel in catalog.relations:
+                if rel.name in v.relations:
+                    for col in rel.columns:
+                        ref = ColumnRef(rel.name, col)
+                        joined.join(ref, v.equivalents(ref, outer=True))
         classes: dict = {}
         self.domains: dict[tuple[str, str], list] = {}
         for rel in catalog.relations:
             for col in rel.columns:
-                ref = ColumnRef(rel.name, col)
-                cls = view.equivalents(ref, outer=True) if rel.name in view.relations else frozenset({ref})
-                self.domains[(rel.name, col)] = classes.setdefault(cls, [])
+                self.domains[(rel.name, col)] = classes.setdefault(joined.cls(ColumnRef(rel.name, col)), [])
         for name, rows in current.items():
             rel = catalog.relation(name)
             for row in rows:
@@ -198,3 +205,26 @@ class SyntheticStream:
     def _txn_id(self) -> str:
         self.count += 1
         return f"syn{self.count}"
+
+
+class _JoinedColumns:
+    """Columns joined to each other by some view, in classes (a union-find): a column two views
+    join to different ones is in one class with both."""
+
+    def __init__(self):
+        self._parent: dict[ColumnRef, ColumnRef] = {}
+
+    def _root(self, ref: ColumnRef) -> ColumnRef:
+        while self._parent.get(ref, ref) != ref:
+            ref = self._parent[ref]
+        return ref
+
+    def join(self, ref: ColumnRef, others) -> None:
+        for other in others:
+            a, b = self._root(ref), self._root(other)
+            if a != b:
+                self._parent[max(a, b, key=repr)] = min(a, b, key=repr)
+
+    def cls(self, ref: ColumnRef) -> ColumnRef:
+        """The class `ref` is in, named by one of its columns."""
+        return self._root(ref)

@@ -133,10 +133,14 @@ class BatchLedger:
 
     # ---- batches ----
 
+    def pending(self) -> bool:
+        """Whether anything was applied, received or propagated since the last batch."""
+        return bool(self._applied or self._received or self._timed)
+
     def take(self, state: dict) -> Batch | None:
         """The next batch, with the algorithm's version `state` as of now; None when nothing
         was applied, received or propagated since the last one."""
-        if not self._applied and not self._received and not self._timed:
+        if not self.pending():
             return None
         sources = {*self._acked, *(n.source for n in self._received)}
         return Batch(self.last_batch + 1, state, list(self._applied), not_reflected(self._received, state),
