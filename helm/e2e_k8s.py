@@ -231,8 +231,7 @@ class Run:
     def check_warehouse_resumed(self) -> None:
         """Chaos deleted every warehouse's pod (its Job's JSON events say so): each pod now running
         restored its views from their Delta tables."""
-        pods = [f"{self.fullname}-warehouse-0",
-                *(f"{self.fullname}-wh-{w['name']}-0" for w in self.values.get("warehouses", []))]
+        pods = self.warehouse_pods()
         events = [json.loads(line) for line in self.kube.logs(f"job/{self.fullname}-chaos").splitlines()
                   if line.startswith("{")]
         kills = {victim: event["results"][victim] for event in events if event.get("action") == "kill"
@@ -247,6 +246,11 @@ class Run:
                 raise E2EFailure(f"{pod} did not log 'restored from Delta' after chaos deleted it")
             self.figures[f"restart of {pod}"] = f"restored {restored.group(1)} view rows from Delta"
             log(f"warehouse pod {pod} deleted by chaos came back: {restored.group(0)}")
+
+    def warehouse_pods(self) -> list[str]:
+        """The pods of the release's warehouses: the first, then those of `warehouses` in the values."""
+        return [f"{self.fullname}-warehouse-0",
+                *(f"{self.fullname}-wh-{w['name']}-0" for w in self.values.get("warehouses", []))]
 
     def helm_test(self, when: str) -> dict:
         proc = self.helm_cmd("test", self.args.release, "--namespace", self.kube.namespace, "--logs",
@@ -316,16 +320,16 @@ class Run:
                                 "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
         states = [json.loads(line) for line in history.splitlines() if line.strip()]
         skewed = {f.targets[0] for f in nemesis.faults if f.kind == "clock"}
-        lags = [(s["commit_time"], s["applied_time"] - s["commit_time"]) for s in states if s["source"] not in skewed]
-        plot = HERE.parent / "runs" / "e2e-k8s" / f"faults-{self.revision}.png"
-        shown = figures(nemesis.applied, lags, *window, plot)
-        stills = standstills(nemesis.applied, [s["applied_time"] for s in states], *window)
-        # Each source's own staleness: a fault that took one source shows what the others' updates met.
+        # Each source's own staleness too: a fault that took one source shows what the others' updates met.
         lags_of: dict[str, list] = {}
         for state in states:
             if state["source"] not in skewed:
                 lags_of.setdefault(state["source"], []).append((state["commit_time"],
                                                                 state["applied_time"] - state["commit_time"]))
+        lags = [pair for pairs in lags_of.values() for pair in pairs]
+        plot = HERE.parent / "runs" / "e2e-k8s" / f"faults-{self.revision}.png"
+        shown = figures(nemesis.applied, lags, *window, plot)
+        stills = standstills(nemesis.applied, [s["applied_time"] for s in states], *window)
         per_source = by_source(nemesis.applied, lags_of, *window)
         log(f"what each fault did (staleness of the sources whose clock was right: all but "
             f"{', '.join(sorted(skewed)) or 'none'}); the plot: {shown['fault_plot']}")
@@ -343,7 +347,8 @@ class Run:
             log(f"  {phase['phase']}: {line}")
             log(f"    by source: {sources}")
         # Where a warehouse's restart went: its own account of its last start.
-        for pod in sorted({pod for _, pod in self.starts if "-warehouse-" in pod or "-wh-" in pod}):
+        started = {pod for _, pod in self.starts}
+        for pod in (pod for pod in self.warehouse_pods() if pod in started):
             text = self.kube.logs(pod)
             took = [found[-1] for found in (re.findall(r"up in [^\n]*", text),
                                             re.findall(r"restored from Delta[^\n]*", text)) if found]
