@@ -36,6 +36,7 @@ class ResourceSampler:
         self.me = psutil.Process(os.getpid())
         self.peak_total = 0.0
         self.peak_by_role: dict[str, float] = {}
+        self.resident: dict[str, float] = {}   # role -> MB at the last sample
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-resources", daemon=True)
@@ -122,9 +123,20 @@ class ResourceSampler:
                 self._cpu_of_pid[proc.pid] = cpu
         with self._lock:
             self.samples += 1
+            self.resident = by_role
             self.peak_total = max(self.peak_total, sum(by_role.values()))
             for role, mb in by_role.items():
                 self.peak_by_role[role] = max(self.peak_by_role.get(role, 0.0), mb)
+
+    def resident_mb(self) -> dict[str, float]:
+        """role -> MB its processes hold resident now (sampled now), Ray's many helpers as one."""
+        self.sample(rescan=False)
+        by_role: dict[str, float] = {}
+        with self._lock:
+            for role, mb in self.resident.items():
+                group = "ray and helpers" if role.startswith("ray and helpers") else role
+                by_role[group] = by_role.get(group, 0.0) + mb
+        return by_role
 
     def cpu_seconds(self) -> dict[str, float]:
         """role -> CPU seconds its processes used so far (sampled now)."""
