@@ -236,13 +236,13 @@ def kept_seconds(journal_retention: float | None, history_retention: float | Non
     """The seconds of writing each part of a run's directory keeps under the retention settings:
     the journal what the view's base folded that long ago, then as long again before a vacuum
     deletes its files (and a compaction's interval and half a retention between vacuums); the
-    view's base its old files as long; the history and the message logs what the history retention
-    keeps, the sources' logs twice that (loadgen.live.federation.source_log_keep; their data does
-    not grow with time: a workload that only inserts is what would make it)."""
+    view's base its old files as long; the history what the history retention keeps, and the
+    sources their logs and message logs twice that (loadgen.live.federation.source_log_keep; their
+    data does not grow with time: a workload that only inserts is what would make it)."""
     journal = None if journal_retention is None else 2.5 * journal_retention + compact_interval
     view = None if journal_retention is None else 2.5 * journal_retention
     sources = None if history_retention is None else 2 * history_retention
-    return {"journal": journal, "view": view, "history": history_retention, "message logs": history_retention,
+    return {"journal": journal, "view": view, "history": history_retention, "message logs": sources,
             "sources": sources}
 
 
