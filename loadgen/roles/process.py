@@ -80,9 +80,9 @@ def add_retention_arguments(parser) -> None:
                                 "both its tables their replaced files and log, or 'forever'; past it a reader loses the "
                                 "change log of those batches and the tables' older versions (time travel), never the view"),
         "--history-retention": (WarehouseSettings.history_retention,
-                                "seconds the warehouse's change history and every node's message log keep of what they "
-                                "wrote, and the sources their logs twice as long (beyond what a warehouse has not "
-                                "acknowledged), or 'forever': past it `fedlab check` judges the states from the oldest "
+                                "seconds the warehouse's change history and message log keep of what they wrote, and "
+                                "the sources their logs and message logs twice as long (their logs also what a warehouse "
+                                "has not acknowledged), or 'forever': past it `fedlab check` judges the states from the oldest "
                                 "view the history keeps, and the message totals of what was trimmed remain without its "
                                 "lines (which notification arrived when)"),
     }
