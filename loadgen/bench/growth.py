@@ -26,6 +26,7 @@ from typing import Callable
 
 from loadgen.bench.metrics import percentiles
 from loadgen.bench.profile import Stopwatches
+from loadgen.bench.resources import grouped
 
 INTERVAL = 60.0        # seconds between readings of a load ten minutes or longer
 CPU_BOUND = 1.10       # the last tenth's figure over the first's, at most
@@ -129,7 +130,7 @@ def series(probe: GrowthProbe, lags: list[tuple[float, float]], delta_lags: list
     out = []
     for before, after in zip(probe.readings, probe.readings[1:]):
         committed = after["committed"] - before["committed"]
-        cpu = _grouped({role: max(0.0, seconds - before["cpu"].get(role, 0.0)) for role, seconds in after["cpu"].items()})
+        cpu = grouped({role: max(0.0, seconds - before["cpu"].get(role, 0.0)) for role, seconds in after["cpu"].items()})
         start, end = load_from + before["t"], load_from + after["t"]
         timings = {name: probe.samples(name, before["timed"][name], after["timed"][name]) for name in TIMED}
         commits = percentiles(timings["delta_commit"])
@@ -142,15 +143,6 @@ def series(probe: GrowthProbe, lags: list[tuple[float, float]], delta_lags: list
                     **{f"{name}_s": _mean(timings[name]) for name in ("compaction", "checkpoint")},
                     "rss_mb": {role: round(mb, 1) for role, mb in sorted(after["rss_mb"].items())},
                     "disk_mb": after["disk_mb"]})
-    return out
-
-
-def _grouped(cpu: dict[str, float]) -> dict[str, float]:
-    """CPU seconds by role, Ray's many helpers as one (as loadgen.bench.resources.cpu_use groups them)."""
-    out: dict[str, float] = {}
-    for role, seconds in cpu.items():
-        group = "ray and helpers" if role.startswith("ray and helpers") else role
-        out[group] = out.get(group, 0.0) + seconds
     return out
 
 
