@@ -68,8 +68,8 @@ class DeltaAppender:
     def append(self, table: pa.Table, user_metadata: str, indexed: Sequence[str] = ()) -> int:
         """Commits `table` as one new file of the table, the commit info's userMetadata set;
         returns the table version committed. The file's statistics name its row count and, for
-        each of the `indexed` columns (top-level integer columns), its least and greatest value
-        and its nulls: what Delta's data skipping reads to leave a file out of a filtered scan.
+        each of the `indexed` columns (top-level integer or short string columns), its least and
+        greatest value and its nulls: what Delta's data skipping reads to leave a file out of a filtered scan.
         A failure before the commit leaves at most an unreferenced file, which no reader sees
         (and VACUUM removes)."""
         buffer = pa.BufferOutputStream()
@@ -124,10 +124,11 @@ def remove_json(path: str, size: int, when: float) -> str:
 
 def file_stats(table: pa.Table, columns: Sequence[str]) -> dict:
     """A data file's statistics in Delta's format: {"numRecords", "minValues", "maxValues",
-    "nullCount"} over `columns` (integers; a column whose values are all null has no bounds).
+    "nullCount"} over `columns` (integers, or strings shorter than the 32 characters Delta keeps
+    of a bound; a column whose values are all null has no bounds).
 
-    >>> file_stats(pa.table({"b": [3, 3, 4], "s": [None, 7, None]}), ["b", "s"])
-    {'numRecords': 3, 'minValues': {'b': 3, 's': 7}, 'maxValues': {'b': 4, 's': 7}, 'nullCount': {'b': 0, 's': 2}}
+    >>> file_stats(pa.table({"b": [3, 3, 4], "s": [None, 7, None], "k": ["txn", "delta", "txn"]}), ["b", "s", "k"])
+    {'numRecords': 3, 'minValues': {'b': 3, 's': 7, 'k': 'delta'}, 'maxValues': {'b': 4, 's': 7, 'k': 'txn'}, 'nullCount': {'b': 0, 's': 2, 'k': 0}}
     """
     low, high, nulls = {}, {}, {}
     for column in columns:

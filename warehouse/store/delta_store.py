@@ -4,7 +4,7 @@ Two path-based Delta tables live under `root_dir` (one writer process per root):
 
 - `journal`: append-only, ONE append per batch -- the batch's COMMIT POINT, so a batch is in
   Delta whole or not at all (one Parquet file and one delta-spark commit, without a Spark job:
-  warehouse.store.delta_append), whose statistics name its least and greatest batch_id and seq,
+  warehouse.store.delta_append), whose statistics name its least and greatest batch_id, kind and seq,
   so that Delta's data skipping leaves it out of a read of other batches or seqs: a read of the
   batches above the base, or of the change log above a seq, costs those, not the journal's
   history. Every row is tagged with its batch_id and `kind`:
@@ -108,8 +108,11 @@ _ROW, _COUNT = "row", "count"   # the journal's view-delta columns: struct of th
 _TXN, _DELTA, _NOTIFICATION, _STATE = "txn", "delta", "notification", "state"
 _VIEW_DELTA = "view_delta"      # a timed view delta's rows (the salem algorithm): not in the view yet
 # The journal's columns each batch file names its bounds of (delta_append.file_stats), so that a
-# read of the batches above one, or of the change log above a seq, skips the files below.
-_INDEXED = ("batch_id", "seq")
+# read of the batches above one, or of the change log above a seq, skips the files below. `kind`
+# seldom skips (a batch holds several kinds) but must be there: a filter naming a column whose
+# bounds a file lacks keeps that file, whatever its other columns' bounds say (Delta's data
+# skipping), and every read of the journal names a kind.
+_INDEXED = ("batch_id", "kind", "seq")
 # SQL settings of the store's child session, for many small jobs (measured on 2 cores): without
 # AQE and code generation (whole-stage and expression codegen: Spark then evaluates interpreted,
 # as it does when codegen fails) each new plan no longer compiles Java source (the test file ran
