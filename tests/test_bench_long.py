@@ -4,7 +4,7 @@ summary carries the growth object of every run -- each figure in the load's firs
 their ratio, its bound and whether it went past it -- with the interval-by-interval series behind
 it and its plot, and the standstill the kill caused; the history, trimmed, is judged complete
 from the view it keeps. Its shape is asserted, not its timings: those are a benchmark's
-(docs/results.md, "A long run"). It runs beside the rest of the suite (tests/background_bench.py)."""
+(docs/guide.md, "Long runs"). It runs beside the rest of the suite (tests/background_bench.py)."""
 
 from __future__ import annotations
 
