@@ -245,8 +245,8 @@ def expected_as_of(upto, at):
             for row, change in a.delta:
                 view[row] += change
     for batch_id in range(1, upto + 1):
-        for row, change, (time, source, dsv), epoch in TIMED[batch_id]:
-            if epoch == 7 and dsv > applied_dsv[source] and time <= at:
+        for row, change, (stamp, source, dsv), epoch in TIMED[batch_id]:
+            if epoch == 7 and dsv > applied_dsv[source] and stamp <= at:
                 view[row] += change
     return {row: c for row, c in view.items() if c}
 
