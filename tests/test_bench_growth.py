@@ -110,6 +110,19 @@ def test_the_probe_reads_at_its_interval_and_the_series_has_every_figure(tmp_pat
         {"journal": 1.5, "history": 0.5, "message logs": 2.0, "missing": 0.0}
 
 
+def test_the_last_reading_replaces_one_the_probe_took_just_before():
+    """A load as long as a whole number of intervals ends as the thread takes its reading: the one
+    stop() takes replaces it, so the series ends on a whole interval and not a sliver of one
+    that committed nothing (a 5-minute bench ended on 300.011-300.049 s)."""
+    clock = lambda: 0   # noqa: E731
+    probe = GrowthProbe(Sampler(clock), Stopwatches(), clock, {}, 1.0).start()
+    while len(probe.readings) < 2:   # the reading due at 1 s
+        time.sleep(0.01)
+    times = [r["t"] for r in probe.stop()]
+    assert times[0] == 0 and times[-1] >= 1.0
+    assert all(b - a >= 0.5 for a, b in zip(times, times[1:])), times
+
+
 def test_the_report_and_the_plot_name_what_grew_past_its_bound(tmp_path):
     from loadgen.bench import plots, report
 
