@@ -32,7 +32,7 @@ Two path-based Delta tables live under `root_dir` (one writer process per root):
 A restart (`load()`) reads the base and the journal's batches from min(b, n) on: what it costs
 is the view and what is in flight, however long the run. With a retention (`retain()`, after
 each compaction) the journal's files below that and older than it leave the table, and both
-tables are vacuumed and keep their log as long: a long run's tables hold its last minutes.
+tables are vacuumed and their logs trimmed to as long: a long run's tables hold its last minutes.
 
 The view as of the last committed batch is the base plus the `delta` rows of every batch above
 the base's, summed per row (`view_df()`, `read_view()`): a merge-on-read table, in Apache Hudi's
@@ -97,6 +97,8 @@ _NEEDED_FROM = "needed-from="
 # The table properties that keep a table's log and removed files (`retain`); the second may not
 # exceed the first.
 _KEPT = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
+# A file of a table's log that a checkpoint after it replaces: a commit, its checksum, a checkpoint.
+_LOG_FILE = re.compile(r"(\d{20})\.(?:json|crc|checkpoint(?:\.\d+\.\d+)?\.parquet)")
 _DEFAULT = "spark.databricks.delta.properties.defaults."   # a new table's property, from the session
 # Commits that change no row of their table, untagged: the view's constraint, a table property.
 _ROWS_UNCHANGED = ("ADD CONSTRAINT", "SET TBLPROPERTIES")
@@ -510,9 +512,9 @@ class DeltaViewStore:
         tag names as needed from: `compact`) and that were written longer ago than the retention
         leave the journal, in one Delta commit (a DELETE of `batch_id` below that batch, without
         rewriting a file); and at most every half retention both tables are vacuumed, deleting
-        the files out of their table for longer than the retention. Their logs keep as long
-        (`_KEPT`: Delta removes older commits when it writes a checkpoint).
-        Returns {"removed": journal files taken out, "vacuumed": whether it vacuumed}.
+        the files out of their table for longer than the retention, and their logs trimmed to
+        as long (`_trim_log`). Returns {"removed": journal files taken out, "vacuumed": whether
+        it vacuumed}.
 
         What a reader loses past it: the change log and notifications of batches folded that long
         ago (read_change_log, read_notifications), and the tables' versions older than it (time
@@ -534,8 +536,34 @@ class DeltaViewStore:
         if vacuumed:
             for table in ("journal", "view"):
                 self._spark.sql(f"VACUUM {self._sql_name(table)}")
+                self._trim_log(table, int((now - self.retention) * 1000))
             self._vacuumed = now
         return {"removed": len(removed), "vacuumed": vacuumed}
+
+    def _trim_log(self, table: str, before_ms: int) -> int:
+        """Deletes the files of `table`'s log that its newest checkpoint replaces (`_LOG_FILE`,
+        of a lower version) and that were written before `before_ms` (ms since the epoch),
+        oldest first and up to the first younger one, so that the log keeps no gap; returns how
+        many went. Delta deletes them itself when it writes a checkpoint, but only those older
+        than the retention floored to midnight UTC (its MetadataCleanup): a run's log would stay
+        whole until the next day, 4 commits a second of the journal's."""
+        log = delta_log(self._spark, self.path(table))
+        newest = log.readLastCheckpointFile()
+        if newest.isEmpty():
+            return 0
+        replaced = newest.get().version()
+        fs = log.logPath().getFileSystem(self._spark._jsc.hadoopConfiguration())
+        files = []
+        for status in fs.listStatus(log.logPath()):
+            match = _LOG_FILE.fullmatch(status.getPath().getName())
+            if match and int(match[1]) < replaced:
+                files.append((int(match[1]), status.getModificationTime(), status.getPath()))
+        deleted = 0
+        for _, written, path in sorted(files, key=lambda f: f[:2]):
+            if written >= before_ms:
+                break
+            deleted += bool(fs.delete(path, False))
+        return deleted
 
     def _keep_logs(self) -> None:
         """Sets both tables' retention of their log and removed files (`_KEPT`) to the store's,
