@@ -52,6 +52,18 @@ def totals(events: Iterable[dict]) -> dict[str, dict[str, int]]:
     return {kind: dict(c) for kind, c in sorted(out.items())}
 
 
+def added(a: dict[str, dict[str, int]], b: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Two sets of `totals` added up, kind by kind (what a log kept and what its retention trimmed).
+
+    >>> added({"answer": {"sent": 2, "bytes": 10}}, {"answer": {"sent": 1}, "subquery": {"sent": 3}})
+    {'answer': {'sent': 3, 'bytes': 10}, 'subquery': {'sent': 3}}
+    """
+    out = {kind: Counter(counts) for kind, counts in a.items()}
+    for kind, counts in b.items():
+        out.setdefault(kind, Counter()).update(counts)
+    return {kind: dict(c) for kind, c in sorted(out.items())}
+
+
 def concerns(event: dict, subscriber: str) -> bool:
     """Whether a line is about the warehouse subscribed to the sources as `subscriber`: each
     warehouse keeps a log of its own, while a source logs what it exchanges with every subscriber

@@ -44,11 +44,13 @@ class SourceActor:
     def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None = None,
                  warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0,
                  tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE, probes: list | None = None,
-                 home: str | None = None, prune_applied: bool = False, log_retention: int | None = None):
+                 home: str | None = None, prune_applied: bool = False, log_retention: int | None = None,
+                 log_keep_seconds: float | None = None):
         """`host` and `port` are where the gRPC server listens: the loopback address on a free port
         on a laptop; on a cluster, all interfaces on the port its Service forwards to. `tls` (the
         PEM contents travel with it) makes its server and its channel to the warehouse mutual TLS.
-        `engine`, `probes`, `prune_applied`, `log_retention`: as for source_node.node.SourceNode. `home`: where the actor keeps
+        `engine`, `probes`, `prune_applied`, `log_retention`, `log_keep_seconds`: as for
+        source_node.node.SourceNode. `home`: where the actor keeps
         its settings and message log when its database is not a file (PostgreSQL)."""
         beside = Path(db_path) if not is_dsn(db_path) else Path(home or ".") / source
         settings = RunSettings(f"{beside}.settings.json", warehouse_address, _was_restarted())
@@ -56,7 +58,8 @@ class SourceActor:
                                warehouse_address=settings.warehouse_address,
                                faults=FaultInjector(**settings.faults), host=host, port=port, tls=tls,
                                engine=engine, probes=probes or (), message_log=source_log_path(beside),
-                               prune_applied=prune_applied, log_retention=log_retention, settings=settings)
+                               prune_applied=prune_applied, log_retention=log_retention, settings=settings,
+                               log_keep_seconds=log_keep_seconds)
         self.node.start()
         reachable = host if host not in ("0.0.0.0", "::", "") else ray.util.get_node_ip_address()
         publish_address(source, f"{reachable}:{self.node.port}")
@@ -84,7 +87,8 @@ def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike
                        initial: dict | None = None, warehouse_address: str | None = None, *,
                        host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
                        engine: str = DEFAULT_ENGINE, probes: list | None = None, home: str | os.PathLike | None = None,
-                       prune_applied: bool = False, log_retention: int | None = None, **actor_options):
+                       prune_applied: bool = False, log_retention: int | None = None,
+                       log_keep_seconds: float | None = None, **actor_options):
     """Creates the named actor for `source` (name = source, namespace "fedlab"); returns its handle.
 
     `actor_options` go to Ray's `.options` (a cluster deployment passes e.g. lifetime="detached",
@@ -93,4 +97,5 @@ def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike
     location = str(db_path) if is_dsn(db_path) else str(Path(db_path).resolve())
     return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
         catalog.to_dict(), source, location, initial, warehouse_address, host, port, tls,
-        engine, probes, str(Path(home).resolve()) if home is not None else None, prune_applied, log_retention)
+        engine, probes, str(Path(home).resolve()) if home is not None else None, prune_applied, log_retention,
+        log_keep_seconds)

@@ -71,16 +71,19 @@ class DurableStore(GroupCommit, SubscriberOutbox):
     _null_safe_equal = "IS NOT DISTINCT FROM"
 
     def __init__(self, catalog: Catalog, source: str, path: str | os.PathLike,
-                 initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None):
+                 initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
+                 log_keep_seconds: float | None = None):
         """Opens the store at `path`, creating it (with the `initial` rows) when the file is new.
 
         Reopening an existing file restores its relations, versions and outbox; `initial` is then
-        ignored. `log_retention` keeps only the newest that many notifications in the log.
+        ignored. `log_retention` keeps only the newest that many notifications in the log;
+        `log_keep_seconds` those of that many seconds and the unacknowledged (source_node.subscriber_outbox).
         """
         self.catalog = catalog
         self.source = source
         self.path = str(path)
         self.log_retention = log_retention
+        self.log_keep_seconds = log_keep_seconds
         self._relations = catalog.relations_at(source)
         if not self._relations:
             raise ModelError(f"source {source!r} owns no relation in the catalog")
@@ -147,9 +150,11 @@ class DurableStore(GroupCommit, SubscriberOutbox):
             notes = [o for o in outcomes if isinstance(o, Notification)]
             with self._state:
                 self._dsv, self._brv = dsv, brv
-                self._committed(notes, self.log_retention)
+                aged = self._committed(notes, self.log_retention)
             for note in notes:
                 self.recent.record(note)
+            if aged is not None:
+                self._trim_log(aged)
             return outcomes
 
     def _commit_group(self, requests: Sequence[TransactionRequest],
@@ -293,6 +298,10 @@ class DurableStore(GroupCommit, SubscriberOutbox):
         with self._reading() as query:
             return self._parse(query(f"SELECT notification FROM {self._meta('outbox')} WHERE {condition} "
                                      "ORDER BY dsv", params))
+
+    def _trim_log(self, through: int) -> None:
+        with self._writer, self._write_transaction():
+            self._con.execute(f"DELETE FROM {self._meta('outbox')} WHERE dsv <= ?", [through])
 
     def oldest_available(self) -> int:
         """The oldest DSV the log still holds (DSV + 1 when it is empty)."""

@@ -59,13 +59,15 @@ def is_dsn(path) -> bool:
 
 def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: str | None = None,
                initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
-               probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False):
+               probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False,
+               log_keep_seconds: float | None = None):
     """The store of `source` in the file at `path`, created (with `initial`) if there is none.
 
     `engine` None: the engine that made the file, which must exist. `probes` (SQLite only): the
     (relation, columns) pairs to index at once (source_node.probes). A PostgreSQL `path` is a
     connection string (its database is set up the first time: source_node.postgres_store);
-    `prune_applied` (PostgreSQL only) empties its change tables as the warehouse applies them.
+    `prune_applied` (PostgreSQL only) empties its change tables as the warehouse applies them;
+    `log_keep_seconds` keeps that many seconds of its log (source_node.subscriber_outbox).
     """
     found = None if str(path) == ":memory:" else engine_of(path)
     if engine is None:
@@ -82,14 +84,14 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
     if engine == "sqlite":
         from source_node.sqlite_store import SQLiteStore
 
-        return SQLiteStore(catalog, source, path, initial, log_retention, probes)
+        return SQLiteStore(catalog, source, path, initial, log_retention, probes, log_keep_seconds)
     if engine == "postgres":
         from source_node.postgres_store import PostgresStore
 
-        return PostgresStore(catalog, source, str(path), initial, log_retention, prune_applied)
+        return PostgresStore(catalog, source, str(path), initial, log_retention, prune_applied, log_keep_seconds)
     from source_node.duckdb_store import DuckDBStore
 
-    return DuckDBStore(catalog, source, path, initial, log_retention)
+    return DuckDBStore(catalog, source, path, initial, log_retention, log_keep_seconds)
 
 
 def _validate_engine(engine: str) -> None:

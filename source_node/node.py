@@ -52,22 +52,25 @@ class SourceNode:
                  host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
                  tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE,
                  probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False,
-                 settings: RunSettings | None = None):
+                 settings: RunSettings | None = None, log_keep_seconds: float | None = None):
         """Opens (or creates) the store at once, so that it can be inspected before `start`.
         With `tls`, its server and its channel to the warehouse use mutual TLS. `engine`: "sqlite",
         "duckdb" or "postgres"; `probes`: the column sets to index at once (source_node.probes);
         `prune_applied`: a PostgreSQL source empties its change tables as the warehouse applies them;
-        `settings`: where the warehouse address and fault rates set at run time are kept."""
+        `settings`: where the warehouse address and fault rates set at run time are kept;
+        `log_keep_seconds`: its log and its message log keep that many seconds of what they wrote
+        (and the log what a subscriber has not acknowledged: source_node.subscriber_outbox)."""
         self.catalog = catalog
         self.source = source
         self.host, self.port = host, port
         self.max_message_bytes = max_message_bytes
         self.faults = faults or FaultInjector()
         self.tls = tls
-        self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes, prune_applied)
+        self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes, prune_applied,
+                                log_keep_seconds)
         if message_log is None and not is_dsn(db_path):
             message_log = source_log_path(db_path)
-        self.messages = MessageLog(message_log, source)
+        self.messages = MessageLog(message_log, source, log_keep_seconds)
         self.resend_interval = resend_interval
         self.senders: dict[str, NotificationSender] = {}   # by subscriber, shared with the servicer
         self._started = False

@@ -155,18 +155,21 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
     """The store contract of source_node.durable_store over a PostgreSQL database at `dsn`."""
 
     def __init__(self, catalog: Catalog, source: str, dsn: str, initial: dict[str, list[tuple]] | None = None,
-                 log_retention: int | None = None, prune_applied: bool = False):
+                 log_retention: int | None = None, prune_applied: bool = False,
+                 log_keep_seconds: float | None = None):
         """Connects, and installs the tables, triggers and versions (see the module docstring) the
         first time, creating the relations that do not exist (with the `initial` rows) and taking
         the rows already there as the state at DSV 1.
 
         `prune_applied`: delete the change rows and log entries of the transactions every
         subscriber has acknowledged and applied (bounded growth; `fedlab check` then cannot judge
-        the run, whose history is gone); `log_retention` keeps only the newest that many."""
+        the run, whose history is gone); `log_retention` keeps only the newest that many;
+        `log_keep_seconds` those of that many seconds and the unacknowledged (source_node.subscriber_outbox)."""
         self.catalog = catalog
         self.source = source
         self.path = dsn
         self.log_retention = log_retention
+        self.log_keep_seconds = log_keep_seconds
         self.prune_applied = prune_applied
         self._pruned = 0               # the log is pruned through this DSV
         self._relations = catalog.relations_at(source)
@@ -341,9 +344,11 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                         self._brv.update({c.relation: c.brv for c in n.changes})
                         taken.append(n)
                         self.recent.record(n)
-                self._committed(taken, self.log_retention)
+                aged = self._committed(taken, self.log_retention)
             if self.log_retention is not None:
                 self._prune(notes[-1].dsv - self.log_retention)
+            if aged is not None:
+                self._prune(aged)
             return True
 
     def _read_log(self, start: int, through: int | None) -> list[Notification]:
@@ -386,11 +391,13 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                      for v, t in zip(values, rel.types))
 
     def _prune(self, through: int) -> None:
-        """Keeps the newest `log_retention` notifications in the log, and their change rows."""
+        """Deletes the log's notifications up to DSV `through`, and their change rows."""
         with self._writer, self._con.transaction():
             self._con.execute("DELETE FROM fedlab.changes c USING fedlab.log l WHERE c.xid = l.xid AND l.dsv <= %s",
                               [through])
             self._con.execute("DELETE FROM fedlab.log WHERE dsv <= %s", [through])
+
+    _trim_log = _prune
 
     def oldest_available(self) -> int:
         with self._reading() as cur:

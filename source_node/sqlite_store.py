@@ -69,12 +69,12 @@ class SQLiteStore(DurableStore):
 
     def __init__(self, catalog: Catalog, source: str, path: str | os.PathLike,
                  initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
-                 probes: Iterable[tuple[str, Sequence[str]]] = ()):
+                 probes: Iterable[tuple[str, Sequence[str]]] = (), log_keep_seconds: float | None = None):
         """`probes`: (relation, columns) pairs sub-queries will probe (source_node.probes.probed_columns);
         those of this source's relations are indexed now rather than at the first sub-query."""
         if str(path) == ":memory:":
             raise ModelError("a SQLite store needs a file: its readers open connections of their own")
-        super().__init__(catalog, source, path, initial, log_retention)
+        super().__init__(catalog, source, path, initial, log_retention, log_keep_seconds)
         try:
             self._indexes = self._existing_indexes()
             for rel, columns in [*self._constraint_columns(), *probes]:

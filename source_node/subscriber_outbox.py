@@ -11,17 +11,26 @@ holds. A subscriber's name, relations and acknowledged DSV are a table of the st
 slot does; removing one releases what was held for it alone.
 
 The store supplies `_state` (the lock of what it holds in memory), `_dsv`, `recent` (its
-SharedRecentChanges), `catalog`, `source`, and the hooks below; it fills `_retained` and
-`_subscriptions` when it opens (`_hold`) and hands every commit to `_committed`.
+SharedRecentChanges), `catalog`, `source`, `log_keep_seconds` and the hooks below; it fills
+`_retained` and `_subscriptions` when it opens (`_hold`) and hands every commit to `_committed`.
+
+The log (the outbox's durable copy) keeps every notification by default: `fedlab check` judges a
+run from it. With `log_keep_seconds` it keeps those committed in that many seconds, and any a
+subscriber has not acknowledged: what a resend may still ask for, and what a checker judging the
+warehouse's history of about half as long needs (fedmodel.change_history). A store's first
+commits after it opens are aged from then.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Iterable, Sequence
 
 from fedmodel.transactions import Notification
 from source_node.subscriptions import DEFAULT_SUBSCRIBER, Subscriptions
+
+TRIMS = 20   # the log is trimmed for age this many times over its keeping time
 
 
 class SubscriberOutbox:
@@ -32,12 +41,16 @@ class SubscriberOutbox:
         log from the oldest DSV one of them has not acknowledged."""
         self._retained: deque = deque(log)
         self._subscriptions = Subscriptions(r.name for r in self.catalog.relations_at(self.source))
+        self._aged: deque[tuple[float, int]] = deque()   # (when, its last DSV) of each commit since: log_keep_seconds
+        self._aged_trimmed = float("-inf")               # when the log was last trimmed for age
         for name, relations, acknowledged in subscribers:
             self._subscriptions.add(name, relations, acknowledged, self._retained)
 
-    def _committed(self, notes: Sequence[Notification], log_retention: int | None) -> None:
+    def _committed(self, notes: Sequence[Notification], log_retention: int | None) -> int | None:
         """Newly committed notifications, in DSV order (with the state lock held); with
-        `log_retention` the log keeps only the newest that many, and memory no more."""
+        `log_retention` the log keeps only the newest that many, and memory no more. Returns the
+        DSV through which the log is due to be trimmed for its age (`log_keep_seconds`; the
+        caller trims it outside the lock: `_trim_log`), None when no trimming is due."""
         if self._subscriptions:   # with none, no one needs them held
             self._retained.extend(notes)
         self._subscriptions.committed(notes)
@@ -45,6 +58,18 @@ class SubscriberOutbox:
             kept_from = notes[-1].dsv - log_retention + 1
             self._release_below(kept_from)
             self._subscriptions.truncate_below(kept_from)
+        if self.log_keep_seconds is None or not notes:
+            return None
+        now = time.monotonic()
+        self._aged.append((now, notes[-1].dsv))
+        if now - self._aged_trimmed < self.log_keep_seconds / TRIMS:
+            return None
+        self._aged_trimmed = now
+        through = 0
+        while self._aged and self._aged[0][0] <= now - self.log_keep_seconds:
+            through = self._aged.popleft()[1]
+        through = min(through, self._subscriptions.retained_from(self._dsv) - 1)
+        return through if through > 0 else None
 
     def notifications_from(self, dsv: int, through: int | None = None,
                            subscriber: str | None = None) -> list[Notification]:
@@ -141,6 +166,10 @@ class SubscriberOutbox:
             self._retained.popleft()
 
     # ---- what the engine supplies ----
+
+    def _trim_log(self, through: int) -> None:
+        """Deletes the log's notifications up to DSV `through` (all acknowledged)."""
+        raise NotImplementedError
 
     def _read_log(self, dsv: int, through: int | None) -> list[Notification]:
         """The log's notifications from `dsv` (through `through`), in DSV order."""

@@ -168,8 +168,9 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     import matplotlib.image
 
     out, summary = bench
+    # and each run's growth over its load (loadgen.bench.growth), shown with the run
     assert set(summary["plots"]) == {"staleness", "throughput_ramp", "cost_per_txn", "consistency",
-                                     "staleness_vs_throughput"}
+                                     "staleness_vs_throughput"} | {f"growth {r['folder']}" for r in summary["runs"]}
     md, page = (out / "summary.md").read_text(), (out / "summary.html").read_text()
     for path in summary["plots"].values():
         image = matplotlib.image.imread(out / path)

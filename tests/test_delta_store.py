@@ -9,6 +9,8 @@ oracle for `materialize`. Tiny data, few batches: every Delta commit costs a few
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -140,10 +142,10 @@ def test_notifications_are_stored_once_per_source_and_dsv(committed):
 
 def test_load_from_a_new_store_object_returns_the_same_state(committed, spark):
     root, store = committed
-    view, version_state, log_len, last_batch = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
-    assert view == expected_view(3)
-    assert version_state == state(6)
-    assert (log_len, last_batch) == (6, 3)
+    restored = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
+    assert restored.view == expected_view(3)
+    assert restored.state == state(6)
+    assert (restored.last_seq, restored.last_batch, restored.pending) == (5, 3, [])
     assert store.read_version_state(1) == state(2)
 
 
@@ -188,8 +190,8 @@ def test_crash_windows_are_closed_by_recovery(spark, tmp_path, monkeypatch):
         commit(store, 1, batch1)
     monkeypatch.setattr(DeltaAppender, "append", real_append)
     assert commit(store, 1, batch1) is False
-    view, version_state, log_len, last_batch = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
-    assert (view, version_state, log_len, last_batch) == (expected_view(1), state(2), 2, 1)
+    restored = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
+    assert (restored.view, restored.state, restored.last_seq, restored.last_batch) == (expected_view(1), state(2), 1, 1)
 
     # 3. A delta that removes more than the view holds is refused and logs nothing, by a store
     #    object that learnt the counts from Delta alone.
@@ -243,8 +245,8 @@ def expected_as_of(upto, at):
             for row, change in a.delta:
                 view[row] += change
     for batch_id in range(1, upto + 1):
-        for row, change, (time, source, dsv), epoch in TIMED[batch_id]:
-            if epoch == 7 and dsv > applied_dsv[source] and time <= at:
+        for row, change, (stamp, source, dsv), epoch in TIMED[batch_id]:
+            if epoch == 7 and dsv > applied_dsv[source] and stamp <= at:
                 view[row] += change
     return {row: c for row, c in view.items() if c}
 
@@ -305,7 +307,7 @@ def test_compaction_folds_the_deltas_into_the_base_and_reads_stay_exact(spark, t
         commit(store, batch_id, applied)
     assert read_optimized(spark, root) == expected_view(1)
     assert store.read_view() == expected_view(3)
-    assert DeltaViewStore(spark, root, COLUMNS, TYPES).load()[0] == expected_view(3)
+    assert DeltaViewStore(spark, root, COLUMNS, TYPES).load().view == expected_view(3)
     assert store.compact() is True
     assert read_optimized(spark, root) == store.read_view() == expected_view(3)
     commit(store, 4, [txn(6, 7, [(R5, -3)])])
@@ -338,13 +340,119 @@ def test_checkpoints_are_written_beside_the_commits_and_read_back(spark, tmp_pat
     assert store.checkpoint() == ["journal"]
     assert checkpoints("journal") == ["00000000000000000003.checkpoint.parquet"]
     assert store.checkpoint() == []                                     # nothing new since
-    assert DeltaViewStore(spark, str(root), COLUMNS, TYPES).load()[0] == expected_view(3)
+    assert DeltaViewStore(spark, str(root), COLUMNS, TYPES).load().view == expected_view(3)
+
+
+def files_read(df) -> int:
+    """How many files the scan of `df` read, once evaluated (Delta's data skipping leaves out the
+    files whose statistics rule them out)."""
+    execution = df._jdf.queryExecution()
+    df.collect()
+    leaves = execution.executedPlan().collectLeaves().iterator()
+    scanned = 0
+    while leaves.hasNext():
+        metrics = leaves.next().metrics()
+        if metrics.contains("numFiles"):
+            scanned += metrics.apply("numFiles").value()
+    return scanned
+
+
+def test_a_restart_reads_the_base_and_the_batches_after_it(spark, tmp_path):
+    """Each batch file names its batches and seqs (its statistics), so a read of the batches above
+    the base skips the others; the base's tag names the batch from which the journal holds the
+    notifications a restart maintains again, so a notification received long before the base and
+    not applied yet is restored with the rest."""
+    root = str(tmp_path / "tail")
+    store = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+    waiting = notification("ds2", 5)   # ds2 is not in the state: it waits, not applied, for ever here
+    commit(store, 1, BATCHES[0][1], [waiting])
+    for batch_id, applied in BATCHES[1:]:
+        commit(store, batch_id, applied)
+    for batch_id in range(4, 12):   # more batches, each a transaction that changes nothing
+        commit(store, batch_id, [txn(batch_id + 2, batch_id + 3, [])])
+    assert store.compact() is True
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{root}/view` LIMIT 1").first()["userMetadata"] == \
+        "fedlab-batch=11 needed-from=1"
+    for batch_id in range(12, 15):
+        commit(store, batch_id, [txn(batch_id + 2, batch_id + 3, [])])
+    journal = spark.read.format("delta").load(f"{root}/journal")
+    assert files_read(journal.where("batch_id > 11")) == 1 + 3   # batch 0's file (no statistics) and the tail's
+    # as the restart and the compaction read them: a kind named beside the bounds skips as well
+    assert files_read(journal.where("kind != 'txn' AND batch_id > 11")) == 1 + 3
+    assert files_read(journal.where("kind = 'txn' AND seq > 14")) == 1 + 2
+    restored = DeltaViewStore(spark, root, COLUMNS, TYPES).load()
+    assert (restored.view, restored.last_seq, restored.last_batch) == (expected_view(3), 16, 14)
+    assert restored.pending == [waiting] and restored.state == state(17)
+    # once ds2's notification is reflected, the base's tag moves past it: the journal below is history
+    reflecting = {**state(17), "sources": {"ds1": {"applied_dsv": 17}, "ds2": {"applied_dsv": 5}}}
+    assert store.commit_batch(15, [txn(17, 18, [])], [], reflecting) is True
+    assert store.compact() is True
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{root}/view` LIMIT 1").first()["userMetadata"] == \
+        "fedlab-batch=15 needed-from=16"
+    assert DeltaViewStore(spark, root, COLUMNS, TYPES).load().pending == []
+
+
+def test_the_retention_removes_the_folded_journal_and_old_files_but_no_read_changes(spark, tmp_path, monkeypatch):
+    """Past the retention the journal's folded batches leave the table (their change log with
+    them) and both tables' old files and log go; the view, a restart and the change log of the
+    batches kept read as before. A store without a retention removes nothing."""
+    from warehouse.store import delta_store
+
+    monkeypatch.setattr(delta_store, "CHECKPOINT_EVERY", 3)
+    root = tmp_path / "retained"
+    with pytest.raises(StoreError, match="retention is a positive number of seconds"):
+        DeltaViewStore(spark, str(root), COLUMNS, TYPES, retention=0)
+    store = DeltaViewStore(spark, str(root), COLUMNS, TYPES, retention=1.0)
+    store.initialize(INITIAL, state(0))
+    for batch_id, applied in BATCHES:
+        commit(store, batch_id, applied, [notification("ds2", 5)] if batch_id == 2 else [])
+    assert store.compact() is True
+    assert DeltaViewStore(spark, str(root), COLUMNS, TYPES).retain() == {"removed": 0, "vacuumed": False}
+    # nothing is removed before the retention has passed since it was written
+    assert store.retain(now=time.time() - 60)["removed"] == 0
+    properties = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{root}/journal`").collect())
+    assert properties["delta.logRetentionDuration"] == properties["delta.deletedFileRetentionDuration"] == \
+        "interval 1 seconds"
+    # past it, the batches below the one the base's tag names go, ds2's notification's (batch 2) stays
+    time.sleep(1.1)
+    assert store.retain()["removed"] == 1
+    assert [e.batch_id for e in store.read_change_log()] == [2, 2, 3, 3]
+    restored = DeltaViewStore(spark, str(root), COLUMNS, TYPES).load()
+    assert (restored.view, restored.pending) == (expected_view(3), [notification("ds2", 5)])
+    # once ds2's notification is reflected, every folded batch goes but the base's own
+    commit(store, 4, [txn(6, 7, [])])
+    reflecting = {**state(7), "sources": {"ds1": {"applied_dsv": 7}, "ds2": {"applied_dsv": 5}}}
+    store.commit_batch(5, [txn(7, 8, [])], [], reflecting)
+    assert store.compact() is True
+    first_checkpoint = store.checkpoint()
+    time.sleep(1.1)
+    assert store.retain()["removed"] == 3
+    for batch_id in range(6, 10):
+        commit(store, batch_id, [txn(batch_id + 2, batch_id + 3, [])])
+    assert store.compact() is True and store.checkpoint() and first_checkpoint == ["journal", "view"]
+    time.sleep(1.1)
+    store._vacuumed = float("-inf")
+    assert store.retain()["vacuumed"] is True
+    journal = root / "journal"
+    files = {p.name for p in journal.glob("*.parquet")}
+    assert len(files) == 2 + 4, files   # batch 0's (no statistics: never removed), 9's and those not yet a retention old
+    # the log's commits and checkpoints that the newer checkpoint replaces, written a retention
+    # ago: gone (Delta itself would keep them until the next day)
+    kept = sorted(int(p.name.split(".")[0]) for p in (journal / "_delta_log").glob("*.json"))
+    checkpoints = [int(p.name.split(".")[0]) for p in (journal / "_delta_log").glob("*.checkpoint*.parquet")]
+    assert len(checkpoints) == 1 and kept[0] == checkpoints[0] > 0, (kept, checkpoints)
+    assert DeltaViewStore(spark, str(root), COLUMNS, TYPES).load().view == expected_view(3)
+    assert store.read_view() == expected_view(3) and store.read_change_log()[-1].seq == 11
+    assert DeltaViewStore.at(spark, str(root)).read_view() == expected_view(3)
+    old_views = len(list((root / "view").glob("*.parquet")))
+    assert old_views <= 2, old_views   # the base of batch 9 (and one a compaction ago)
 
 
 def readme_sql(spark, root):
     """The snapshot read in SQL, as docs/guide.md gives it to Spark users."""
     history = spark.sql(f"DESCRIBE HISTORY delta.`{root}/view`").collect()
-    v, b = next((h["version"], h["userMetadata"].split("=")[1]) for h in history if h["userMetadata"])
+    v, b = next((h["version"], re.match(r"fedlab-batch=(\d+)", h["userMetadata"])[1]) for h in history if h["userMetadata"])
     return (f"SELECT {', '.join(COLUMNS)}, sum(count) AS count "
             f"FROM (SELECT * FROM delta.`{root}/view` VERSION AS OF {v} "
             f"UNION ALL SELECT row.*, count FROM delta.`{root}/journal` WHERE kind = 'delta' AND batch_id > {b}) "

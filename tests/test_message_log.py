@@ -46,6 +46,35 @@ def test_a_partial_last_line_is_skipped_and_totals_count_the_wire_cost(tmp_path)
         MessageLog(tmp_path / "n.jsonl", "ds1").record("notification", "lost", "warehouse")
 
 
+def test_with_a_retention_a_log_keeps_its_last_lines_and_the_totals_of_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setattr(log_files, "WRITE_AFTER", 0.01)
+    path = tmp_path / "m.jsonl"
+    log = MessageLog(path, "ds1", retention=0.4)
+    sent = 0
+    for dsv in range(2, 40):
+        log.record("notification", "sent", "w2" if dsv % 3 else "warehouse", bytes=10, rows=1, dsv=dsv)
+        sent += 1
+        time.sleep(0.05)
+    log.close()
+    kept = list(log_files.read([path]))
+    assert 4 <= len(kept) < 20 and [e["dsv"] for e in kept] == list(range(40 - len(kept), 40))
+    gone = log_files.trimmed([path])
+    everything = message_log.added(message_log.totals(kept), gone)
+    assert everything == {"notification": {"sent": sent, "rows": sent, "bytes": 10 * sent}}
+    # a subscriber's share of what was trimmed, as of what was kept (fedmodel.message_log.concerns)
+    w2 = message_log.added(message_log.totals(log_files.read([path], "w2")), log_files.trimmed([path], "w2"))
+    assert w2["notification"]["sent"] == sum(1 for dsv in range(2, 40) if dsv % 3)
+    # closed segments a retention old are gone: a few files, whatever the run's length
+    assert len(list(tmp_path.iterdir())) <= 8, sorted(p.name for p in tmp_path.iterdir())
+    # a node started again on its log closes what it finds as a segment of its own and goes on
+    again = MessageLog(path, "ds1", retention=0.4)
+    again.record("notification", "sent", "warehouse", bytes=10, rows=1, dsv=40)
+    again.close()
+    assert [e["dsv"] for e in log_files.read([path])][-1] == 40
+    total = message_log.added(message_log.totals(log_files.read([path])), log_files.trimmed([path]))
+    assert total["notification"]["sent"] == sent + 1
+
+
 def test_a_source_logs_beside_its_database_file(tmp_path):
     assert source_log_path(tmp_path / "sales.sqlite") == tmp_path / "sales.messages.jsonl"
     node = SourceNode(CATALOG, "ds1", tmp_path / "sales.sqlite", INITIAL)

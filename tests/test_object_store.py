@@ -96,9 +96,10 @@ def test_delta_batches_on_s3a_survive_a_restart_of_the_store(spark, object_store
     assert restarted.pid != object_store.pid
 
     again = DeltaViewStore(spark, root, COLUMNS, TYPES)
-    view, version_state, log_len, last_batch = again.load()
-    assert view == expected_view(3)
-    assert (version_state, log_len, last_batch) == (state(6), 6, 3)
+    restored = again.load()
+    assert restored.view == expected_view(3)
+    assert (restored.state, restored.last_seq, restored.last_batch) == (state(6), 5, 3)   # seqs 0..5
+    assert restored.pending == []   # each notification is reflected by the state of its batch
     assert again.read_change_log() == [a for _, applied in BATCHES for a in applied]
     assert [(n.source, n.dsv) for n in again.read_notifications()] == [("ds1", d) for d in range(1, 7)]
     assert commit(again, 3, BATCHES[2][1]) is False   # already there: not applied twice

@@ -112,6 +112,27 @@ def test_log_retention_keeps_the_newest_notifications(tmp_path, kind, retention,
     getattr(store, "close", lambda: None)()
 
 
+def test_a_log_kept_for_some_seconds_keeps_those_and_what_is_not_acknowledged(tmp_path, engine, monkeypatch):
+    from source_node import subscriber_outbox
+
+    monkeypatch.setattr(subscriber_outbox, "TRIMS", 1)   # trimmed at every commit a keeping time after the last
+    store = open_engine(engine, tmp_path, log_keep_seconds=0.3)
+    for i in range(4):
+        store.commit(TransactionRequest(f"t{i}", inserts={"T": [(10 + i, "z")]}))
+    time.sleep(0.35)
+    store.acknowledge(3)   # DSVs 2 and 3 are durable at the warehouse; 4 and 5 are not
+    store.commit(TransactionRequest("t4", inserts={"T": [(14, "z")]}))
+    assert store.oldest_available() == 4   # aged out and acknowledged: gone; aged but unacknowledged: kept
+    time.sleep(0.35)
+    store.acknowledge(6)
+    store.commit(TransactionRequest("t5", inserts={"T": [(15, "z")]}))
+    assert [n.dsv for n in store.notifications_from(0)] == [7]
+    store.close()
+    reopened = open_engine(engine, tmp_path)
+    assert reopened.oldest_available() == 7 and reopened.dsv == 7
+    reopened.close()
+
+
 # ---- rejected transactions leave no partial state ----
 
 VALID_PART = {"R": [(9, "v", 9.5, "2022-02-02")]}

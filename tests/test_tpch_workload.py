@@ -14,7 +14,7 @@ from fedmodel.aggregate_view import parse_query
 from fedmodel.catalog import Catalog, FunctionalDependency, validate_row
 from fedmodel.errors import ModelError
 from loadgen.workloads.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
-from loadgen.workloads.workload import STREAMS, UpdateStream, Workload, zipf_rank
+from loadgen.workloads.workload import STREAMS, Spilled, UpdateStream, Workload, zipf_rank
 from source_node.memory_store import MemoryStore
 
 SF001_ROWS = {"region": 5, "nation": 25, "supplier": 100, "customer": 1500, "part": 2000,
@@ -190,6 +190,7 @@ def test_a_stream_reading_the_tbl_files_on_demand_is_the_stream_over_the_rows_in
     eager = Workload.named("skewed").stream(cat, data, seed=4)
     assert [lazy.next() for _ in range(3000)] == [eager.next() for _ in range(3000)]
     assert len(lazy._orders) < len(data["orders"])   # only what the stream touched was read
+    assert isinstance(lazy._orders._kept, Spilled)    # and is kept in a file: the driver's memory stays flat
 
 
 def test_tbl_rows_refuse_a_file_out_of_order_key_order(tmp_path, tpch_dir, sf001):

@@ -48,7 +48,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,13 +86,12 @@ from warehouse.core.events import (
     ViewReady,
 )
 from warehouse.core.ports import drive
-from warehouse.core.registry import not_reflected
 from warehouse.core.salem.propagate import SalemOptions
 from warehouse.core.salem.timeline import PointError
 from warehouse.fifo_order import FifoOrder
 from warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from warehouse.settings import WarehouseSettings
-from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
+from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
 from warehouse.store.materialize import materialize
 
 log = logging.getLogger("fedlab.warehouse")
@@ -104,6 +103,7 @@ log = logging.getLogger("fedlab.warehouse")
 # (167-169 -> 182-213 ms; fedlab bench at 100 txn/s, two trials each, docs/results.md).
 BATCH_SPACING = 3.0
 MIN_BATCH_SPACING = 0.25
+STALENESS_KEPT = 100_000   # the demo's staleness figure: its minute, not a long run's every transaction
 
 
 @dataclass
@@ -161,13 +161,13 @@ class Warehouse:
         self.data_dir = str(data_dir)
         self.epoch = 0                 # salem: which propagation of the view delta this process is
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
-                                    list(join.output_types))
+                                    list(join.output_types), retention=settings.journal_retention)
         self.algorithm = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
-                                     list(join.output_names))
+                                     list(join.output_names), settings.history_retention)
         self.aggregate_state = None   # an aggregate or outer-join view's rows, from the join's deltas (set by open)
-        self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, WAREHOUSE_NODE)
+        self.messages = MessageLog(self.history.folder / WAREHOUSE_LOG, WAREHOUSE_NODE, settings.history_retention)
         self.lock = threading.RLock()                 # the core and what it writes (applied, queues)
         self._edge = threading.Lock()                 # the batch ledger: Notify takes it without the core
         self._inbox: list[Inbound] = []               # what arrived, in order, for the core thread
@@ -178,7 +178,8 @@ class Warehouse:
         # that gave them, since a restarted warehouse has lost what it held and not committed.
         self.incarnation = uuid.uuid4().hex
         self.seq = 0
-        self.staleness: list[tuple[float, float]] = []   # (applied time, seconds since commit)
+        # (applied time, seconds since commit) of the latest STALENESS_KEPT applied transactions
+        self.staleness: deque[tuple[float, float]] = deque(maxlen=STALENESS_KEPT)
         self.resyncs: list[str] = []
         self._queues: dict[str, list] = {s: [] for s in self.sources}
         self._wake = {s: threading.Condition(self.lock) for s in self.sources}
@@ -217,7 +218,7 @@ class Warehouse:
         except StoreError:   # nothing durable yet: this is the first start
             self._materialise()
         else:
-            self._restore(*restored, began=began)
+            self._restore(restored, began=began)
         self.durable_seq = self.seq   # what was restored or materialised is in Delta
         # A source whose notifications failed while no warehouse answered retries on a timer that
         # backed off meanwhile (up to a minute): asking each for everything after what this one
@@ -302,24 +303,27 @@ class Warehouse:
         self.history.write_initial(rows, dsv)
         self.store.initialize(rows, self._version_state())
 
-    def _restore(self, rows, state, log_length, last_batch, began: float) -> None:
+    def _restore(self, restored: Restored, began: float) -> None:
+        """Starts from what the store's last batch left (warehouse.store.delta_store.Restored): the
+        algorithm restored on its view and version state, the notifications it does not reflect
+        maintained again; logs how long the restore took since `began` (time.monotonic())."""
         try:
-            self.algorithm = registry.restore(self.plugin.name, self.view.join, rows, state, self.core_settings)
+            self.algorithm = registry.restore(self.plugin.name, self.view.join, restored.view, restored.state,
+                                              self.core_settings)
         except ValueError as err:
             raise RuntimeError(f"{err} (start a new run)") from None
-        dsv = self.algorithm.applied_dsv()
-        self.epoch = state.get("salem", {}).get("view_delta", {}).get("epoch", 0) + 1
-        self.seq = log_length
-        self.aggregate_state = aggregate_of(self.view, rows)
+        self.epoch = restored.state.get("salem", {}).get("view_delta", {}).get("epoch", 0) + 1
+        self.seq = max(restored.last_seq, 0)
+        self.aggregate_state = aggregate_of(self.view, restored.view)
         # A crash between a batch's Delta commit and its line here: the change log has it.
-        self.history.append(self.store.read_change_log(after_seq=self.history.last_seq()))
-        kept = self.store.read_notifications()
-        self.batches = BatchLedger(dsv, kept, last_batch or 0)
-        pending = not_reflected(kept, state)
-        for n in pending:
+        written = self.history.last_seq()
+        if written < restored.last_seq:
+            self.history.append(self.store.read_change_log(after_seq=written))
+        self.batches = BatchLedger(self.algorithm.applied_dsv(), restored.pending, restored.last_batch)
+        for n in restored.pending:
             self._handle(NotificationArrived(n, time.monotonic()))
         log.info("restored from Delta: %d view rows, %d notifications to re-apply, in %.1f s",
-                 len(rows), len(pending), time.monotonic() - began)
+                 len(restored.view), len(restored.pending), time.monotonic() - began)
 
     # ---- the core ----
 
@@ -679,7 +683,7 @@ class Warehouse:
         batches were committed since the last time: reads of the view (base plus the journal's
         deltas above it) stay short, and a reader of the view table alone is at most that far behind.
         Then writes the tables' checkpoints that are due (DeltaViewStore.checkpoint): here, so that
-        no batch commit waits for one."""
+        no batch commit waits for one; and applies the journal's retention (DeltaViewStore.retain)."""
         compacted = None
         while not self._stop.wait(self.settings.compact_interval):
             if self.batches.last_batch == compacted:
@@ -689,6 +693,7 @@ class Warehouse:
                 self.store.compact()
                 compacted = batch
                 self.store.checkpoint()
+                self.store.retain()
             except Exception:  # the deltas stay in the journal; the next interval folds them
                 log.exception("compacting the Delta view failed; the next interval tries again")
 
@@ -716,7 +721,7 @@ class Warehouse:
 
     def _durable_after_all(self, batch: Batch) -> bool:
         try:
-            last_batch = self.store.load()[3]
+            last_batch = self.store.load().last_batch
         except Exception:
             log.exception("the store could not recover; the next batch will try again")
             return False
@@ -724,8 +729,13 @@ class Warehouse:
             return self.batches.failed(batch, last_batch)
 
     def _made_durable(self, batch: Batch, durable_time: float | None) -> None:
-        """The history gets the batch's states, and refreshes waiting for them to be durable go on."""
+        """The history gets the batch's states (with a history retention, every half of it a base
+        too: the durable view, which is the history's after them), and refreshes waiting for them
+        to be durable go on."""
         self.history.append(batch.applied, durable_time=durable_time)
+        now = time.time()
+        if self.history.rotation_due(now):
+            self.history.rotate(self.store.view(), now)
         with self.lock:
             if batch.applied:
                 self.durable_seq = max(self.durable_seq, batch.applied[-1].seq)

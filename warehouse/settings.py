@@ -16,6 +16,11 @@ from fedmodel.messages import DEFAULT_SUBSCRIBER
 from warehouse.core.registry import Settings
 from warehouse.core.timings import REORDER_ALLOWANCE
 
+# Seconds the warehouse's Delta journal keeps what the view's base folded, and both its tables their
+# old files and log: far longer than any read of them takes, short enough that a long run's tables
+# stay the size of minutes of work (docs/guide.md, "Long runs").
+JOURNAL_RETENTION = 600.0
+
 
 @dataclass(frozen=True)
 class WarehouseSettings:
@@ -24,6 +29,12 @@ class WarehouseSettings:
     # Seconds between Delta batches at most: below it, batches are spaced by how long a commit takes.
     batch_interval: float = 1.0
     compact_interval: float = 60.0   # seconds between compactions of the Delta view's base
+    # Seconds the Delta journal keeps what the view's base folded, and both tables their old files
+    # and log (warehouse.store.delta_store.DeltaViewStore.retain); None keeps them for ever.
+    journal_retention: float | None = JOURNAL_RETENTION
+    # Seconds the change history and the message log keep of what they wrote (fedmodel.change_history,
+    # fedio.message_log): what `fedlab check` judges and the bench figures from. None keeps it all.
+    history_retention: float | None = None
     tick: float = 0.1                # seconds between timer events when the algorithm names no time
     # The stable name it subscribes to the sources by (source_node.subscriptions): its own
     # acknowledgements, resends and retention there; several warehouses need one each.
@@ -42,9 +53,10 @@ class WarehouseSettings:
 
     def __post_init__(self):
         seconds = {"batch_interval": self.batch_interval, "compact_interval": self.compact_interval,
-                   "tick": self.tick, "recompute_period": self.core.period}
+                   "tick": self.tick, "recompute_period": self.core.period, "journal_retention": self.journal_retention,
+                   "history_retention": self.history_retention}
         for name, value in seconds.items():
-            if value is not None and not value > 0:
+            if value is not None and not 0 < value < math.inf:   # NaN fails both
                 raise SettingError(name, f"must be a positive number of seconds, got {value!r}")
         allowance = self.core.reorder_allowance
         if allowance is not None and not 0 <= allowance < math.inf:   # NaN fails both

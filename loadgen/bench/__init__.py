@@ -5,7 +5,9 @@
 - runner: one run live (Federation, driver, ramp, checker) and its raw figures;
 - ramp: the search for the highest sustained rate;
 - resources: peak memory and CPU seconds of every process, sampled with psutil;
-- profile: where the warehouse's maintenance loop and the load's commits spend their time;
+- profile: where the warehouse's maintenance loop and the load's commits spend their time
+  (reservoir: the bounded sample of times each part keeps);
+- growth: a long run's costs interval by interval, and its last tenth against its first;
 - metrics: percentiles, staleness per source transaction and cost on the wire, from the files a
   run leaves (warehouse history, message logs, the sources' logs);
 - targets: the performance targets against the figures, with the shortfall and what dominates;

@@ -44,7 +44,11 @@ from loadgen.bench.run_specs import (
     synthetic_federations,
 )
 from loadgen.live.outside_writers import add_outside_writers_argument
-from loadgen.roles.process import add_reorder_allowance_argument, add_source_engine_argument
+from loadgen.roles.process import (
+    add_reorder_allowance_argument,
+    add_retention_arguments,
+    add_source_engine_argument,
+)
 from warehouse.core.registry import Settings
 from warehouse.settings import SettingError, WarehouseSettings
 
@@ -87,6 +91,7 @@ def add_arguments(parser) -> None:
                              "commits are quick (three times a commit's duration, warehouse.service), back to back "
                              f"when one takes longer than that (default {WarehouseSettings.batch_interval:g})")
     add_reorder_allowance_argument(parser)
+    add_retention_arguments(parser)
     parser.add_argument("--settle", type=float, default=30.0,
                         help="seconds a run waits for the view to reflect every commit (default 30)")
     parser.add_argument("--placement",
@@ -137,7 +142,9 @@ def main(args) -> int:
                      args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
                      args.max_jobs, synthetic, args.outside_writers)
         allowance = _reorder_allowance(args.reorder_allowance)
-        specs = [replace(spec, reorder_allowance=allowance) for spec in specs]
+        journal, history = _retention(args.journal_retention, args.history_retention)
+        specs = [replace(spec, reorder_allowance=allowance, journal_retention=journal, history_retention=history)
+                 for spec in specs]
         if args.nemesis:
             specs = [replace(spec, nemesis=_nemesis(args.nemesis, spec)) for spec in specs]
     except BenchArgumentError as err:
@@ -182,6 +189,16 @@ def _reorder_allowance(seconds: float | None) -> float:
         return WarehouseSettings(core=Settings(reorder_allowance=seconds)).reorder_allowance
     except SettingError as err:
         raise BenchArgumentError(f"--reorder-allowance {err.why}") from None
+
+
+def _retention(journal: float | None, history: float | None) -> tuple[float | None, float | None]:
+    """The retentions every run's warehouse takes (--journal-retention, --history-retention),
+    judged as the warehouse's settings judge them."""
+    try:
+        settings = WarehouseSettings(journal_retention=journal, history_retention=history)
+    except SettingError as err:
+        raise BenchArgumentError(f"--{err.setting.replace('_', '-')} {err.why}") from None
+    return settings.journal_retention, settings.history_retention
 
 
 def _nemesis(text: str, spec) -> tuple:
@@ -332,6 +349,8 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                          "ramp_step": first.ramp_step, "settle": first.settle, "workload": first.workload,
                          "batch_interval": first.batch_interval,
                          "reorder_allowance": first.reorder_allowance,
+                         "journal_retention": first.journal_retention,
+                         "history_retention": first.history_retention,
                          "combine_max": args.combine_max, "max_jobs": args.max_jobs,
                          "seed": first.seed, "source_engine": args.source_engine,
                          "outside_writers": args.outside_writers, "clients_per_source": 1, "repeat": args.repeat,
@@ -343,6 +362,9 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
                                                    + efficiency([r for r in alone if r.get("trial", 1) == 1])
                                                    + steadiness(alone)),
             "trials": trials(alone),
+            # each run's first and last tenth of its load compared (loadgen.bench.growth), by its folder
+            "growth": {r["folder"]: {k: v for k, v in r["growth"].items() if k != "series"}
+                       for r in runs if r.get("growth")},
             **({"same_stream": {"groups": same_stream, "finding": same_stream_finding(same_stream)}}
                if same_stream else {}),
             **({"federation_size": {"rows": sizes, "finding": finding(sizes)}} if sizes else {}),

@@ -18,13 +18,15 @@ a note naming it, never an error: a node that writes no log yet still gets a ver
 from __future__ import annotations
 
 import math
+from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from fedio.message_log import read
+from fedio.message_log import read, trimmed
 from fedmodel import change_history
-from fedmodel.message_log import WAREHOUSE_NODE, totals
+from fedmodel.message_log import WAREHOUSE_NODE, added, totals
 from fedmodel.messages import DEFAULT_SUBSCRIBER
 
 
@@ -46,33 +48,79 @@ def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:
             "mean": round(sum(xs) / len(xs) * scale, 1), "n": len(xs)}
 
 
-def commit_times(log: dict[str, list]) -> dict[tuple[str, int], float]:
-    """(source, DSV) -> commit time, from the sources' logs (loadgen.live.check.LiveHistory.log)."""
-    return {(source, n.dsv): n.commit_time for source, notes in log.items() for n in notes}
+class DsvTimes(Mapping):
+    """(source, DSV) -> a time in seconds, held as one array of floats per source indexed by DSV
+    (NaN where there is none): eight bytes a transaction, where a dict of them takes some two
+    hundred, so that an hour's run of 720,000 transactions is figured in megabytes.
+
+    >>> times = DsvTimes({("a", 2): 10.5, ("a", 4): 11.0})
+    >>> dict(times), ("a", 3) in times, times.get(("b", 1)), len(times)
+    ({('a', 2): 10.5, ('a', 4): 11.0}, False, None, 2)
+    """
+
+    def __init__(self, items: Iterable[tuple[tuple[str, int], float]] | Mapping = ()):
+        self._times: dict[str, array] = {}
+        self._count = 0
+        for key, value in (items.items() if isinstance(items, Mapping) else items):
+            self[key] = value
+
+    def __setitem__(self, key: tuple[str, int], value: float) -> None:
+        source, dsv = key
+        times = self._times.setdefault(source, array("d"))
+        if dsv >= len(times):
+            times.extend([math.nan] * (dsv + 1 - len(times)))
+        self._count += math.isnan(times[dsv])
+        times[dsv] = value
+
+    def __getitem__(self, key: tuple[str, int]) -> float:
+        source, dsv = key
+        times = self._times.get(source)
+        if times is None or not 0 <= dsv < len(times) or math.isnan(times[dsv]):
+            raise KeyError(key)
+        return times[dsv]
+
+    def __iter__(self):
+        for source, times in self._times.items():
+            for dsv, value in enumerate(times):
+                if not math.isnan(value):
+                    yield source, dsv
+
+    def __len__(self) -> int:
+        return self._count
+
+    def highest(self) -> dict[str, int]:
+        """Per source, the highest DSV with a time.
+
+        >>> DsvTimes({("a", 2): 1.0, ("a", 5): 2.0, ("b", 3): 1.5}).highest()
+        {'a': 5, 'b': 3}
+        """
+        return {source: max(d for d, t in enumerate(times) if not math.isnan(t))
+                for source, times in self._times.items() if any(not math.isnan(t) for t in times)}
 
 
-def reflected_at(states: list[dict], start_versions: dict[str, int],
-                 reflected: str = "applied_time") -> dict[tuple[str, int], float]:
+def reflected_at(states: Iterable[dict], start_versions: dict[str, int],
+                 reflected: str = "applied_time") -> DsvTimes:
     """(source, DSV) -> the `reflected` time (applied_time or durable_time) of the first view state
     whose version vector reaches that DSV, for every DSV above `start_versions`; a DSV whose first
     state has no such time yet (a batch not committed) is left out.
 
-    >>> reflected_at([{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1})
+    >>> dict(reflected_at([{"applied_time": 11.0, "versions": {"a": 3}}], {"a": 1}))
     {('a', 2): 11.0, ('a', 3): 11.0}
     """
     covered = dict(start_versions)
-    out = {}
+    out = DsvTimes()
     for state in states:
         at = state.get(reflected)
         for source, dsv in state["versions"].items():
             if at:
-                out.update(((source, d), at) for d in range(covered.get(source, 0) + 1, int(dsv) + 1))
+                for d in range(covered.get(source, 0) + 1, int(dsv) + 1):
+                    out[source, d] = at
             covered[source] = max(covered.get(source, 0), int(dsv))
     return out
 
 
-def staleness(commits: dict[tuple[str, int], float],
-              reflected: dict[tuple[str, int], float]) -> list[tuple[float, float]]:
+def staleness(commits: Mapping[tuple[str, int], float],
+              reflected: Mapping[tuple[str, int], float]) -> list[tuple[float, float]]:
     """(commit time, seconds until reflected) for every source transaction a view state reflects,
     from `reflected_at` (by applied_time: the core's view; by durable_time: the Delta table).
 
@@ -93,29 +141,30 @@ class Reflections:
     ([(10.0, 0.5)], [(10.0, 1.0)])
     """
 
-    commits: dict[tuple[str, int], float]
-    applied: dict[tuple[str, int], float]
-    durable: dict[tuple[str, int], float]
+    commits: Mapping[tuple[str, int], float]
+    applied: Mapping[tuple[str, int], float]
+    durable: Mapping[tuple[str, int], float]
 
     def lags(self, to_delta: bool = False) -> list[tuple[float, float]]:
         """(commit time, seconds until reflected) in the core's view, or in the Delta table (`staleness`)."""
         return staleness(self.commits, self.durable if to_delta else self.applied)
 
 
-def reflections(log: dict[str, list], warehouse_history: Path, start_versions: dict[str, int]) -> Reflections:
-    """`Reflections` of every source transaction above `start_versions`, from the sources' logs
-    (loadgen.live.check.LiveHistory.log) and the view states in the warehouse's history folder
-    (fedmodel.change_history.applied_states): what the bench and `fedlab run` measure staleness from."""
-    states = change_history.applied_states(warehouse_history)
-    return Reflections(commit_times(log), reflected_at(states, start_versions),
-                       reflected_at(states, start_versions, "durable_time"))
+def reflections(commits: Mapping[tuple[str, int], float], warehouse_history: Path,
+                start_versions: dict[str, int]) -> Reflections:
+    """`Reflections` of every source transaction above `start_versions`, from their commit times
+    (loadgen.live.check.LiveHistory.commit_times) and the view states in the warehouse's history
+    folder (fedmodel.change_history.applied_states, read once for each kind): what the bench and
+    `fedlab run` measure staleness from."""
+    return Reflections(commits, reflected_at(change_history.applied_states(warehouse_history), start_versions),
+                       reflected_at(change_history.applied_states(warehouse_history), start_versions, "durable_time"))
 
 
 PARTS = ("delivery", "behind its source", "at the warehouse", "to Delta")
 
 
-def staleness_parts(commits: dict[tuple[str, int], float], received: dict[tuple[str, int], float],
-                    applied: dict[tuple[str, int], float], durable: dict[tuple[str, int], float],
+def staleness_parts(commits: Mapping[tuple[str, int], float], received: Mapping[tuple[str, int], float],
+                    applied: Mapping[tuple[str, int], float], durable: Mapping[tuple[str, int], float],
                     lost: set[tuple[str, int]]) -> dict:
     """Where staleness to the Delta table goes, per source transaction (source, DSV) in `commits`:
     delivery (commit to the warehouse's first receipt of its notification: a lost one waits for
@@ -166,10 +215,13 @@ def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None 
     if window is not None:
         events = (e for e in events if window[0] <= e["t"] <= window[1])
     events = list(events)
-    by_kind = totals(events)
+    # With a retention, what the logs trimmed adds its totals (the segments inside the window);
+    # its sub-queries count as asked once each: retries among them are not told apart.
+    gone = trimmed(present.values(), subscriber, window)
+    by_kind = added(totals(events), gone)
     # A sub-query id sent more than once went again: a retry on the wire (a lost or a slow answer).
     asked = {e["id"] for e in events if e.get("kind") == "subquery" and e.get("event") == "sent" and "id" in e}
-    return {"by_kind": by_kind, "subqueries_asked": len(asked),
+    return {"by_kind": by_kind, "subqueries_asked": len(asked) + gone.get("subquery", {}).get("sent", 0),
             "messages": sum(k.get("sent", 0) for k in by_kind.values()),
             "rows": sum(k.get("rows", 0) for k in by_kind.values()),
             "bytes": sum(k.get("bytes", 0) for k in by_kind.values()),
@@ -177,20 +229,22 @@ def wire_cost(files: dict[str, Path | None], window: tuple[float, float] | None 
             "logs": sorted(present), "missing_logs": sorted(set(files) - set(present))}
 
 
-def first_receipts(files: dict[str, Path | None]) -> dict[tuple[str, int], float]:
+def first_receipts(files: dict[str, Path | None]) -> DsvTimes:
     """(source, DSV) -> when the warehouse first received that notification (a duplicate or a resend
-    counts at its first arrival), in order of arrival, from its message log; empty without it."""
+    counts at its first arrival), from its message log; empty without it."""
     path = files.get(WAREHOUSE_NODE)
+    first = DsvTimes()
     if path is None or not path.exists():
-        return {}
-    first: dict[tuple[str, int], float] = {}
+        return first
     for e in read([path]):
         if e.get("kind") == "notification" and e.get("event") == "received" and "dsv" in e:
-            first.setdefault((e["peer"], int(e["dsv"])), e["t"])
+            key = (e["peer"], int(e["dsv"]))
+            if key not in first:
+                first[key] = e["t"]
     return first
 
 
-def clock_skew(commits: dict[tuple[str, int], float], receipts: dict[tuple[str, int], float],
+def clock_skew(commits: Mapping[tuple[str, int], float], receipts: Mapping[tuple[str, int], float],
                ahead_tolerance: float = 0.5, slow_delivery: float = 2.0) -> dict[str, dict]:
     """The sources whose commit stamps show a wall clock other than the warehouse's, from each
     notification's delivery (the warehouse's first receipt, by its clock, minus the commit, by
@@ -224,16 +278,16 @@ def lost_notifications(files: dict[str, Path | None], subscriber: str = DEFAULT_
             if e.get("kind") == "notification" and e.get("event") == "dropped" and "dsv" in e}
 
 
-def reordered_notifications(receipts: dict[tuple[str, int], float]) -> float | None:
+def reordered_notifications(receipts: Mapping[tuple[str, int], float]) -> float | None:
     """The share of notifications the warehouse first received after a later one of the same
     source (what the delay fault did), from `first_receipts`; None without them.
 
-    >>> reordered_notifications({("a", 1): 0.0, ("a", 3): 0.1, ("a", 2): 0.2, ("b", 1): 0.3})
+    >>> reordered_notifications({("a", 1): 0.0, ("a", 2): 0.2, ("a", 3): 0.1, ("b", 1): 0.3})
     0.25
     """
     highest: dict[str, int] = {}
     late = 0
-    for source, dsv in receipts:
+    for source, dsv in sorted(receipts, key=receipts.__getitem__):   # in order of arrival
         late += dsv < highest.get(source, 0)
         highest[source] = max(highest.get(source, 0), dsv)
     return round(late / len(receipts), 4) if receipts else None

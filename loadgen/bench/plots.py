@@ -11,7 +11,11 @@
   shape (loadgen.bench.federation_size);
 - same_stream.png, when algorithms shared a stream (--same-stream): each algorithm's staleness
   p50 and p99 on the shared stream and alone, medians with the trials' range
-  (loadgen.bench.same_stream).
+  (loadgen.bench.same_stream);
+- growth-<run folder>.png, one per run: its load interval by interval (loadgen.bench.growth), CPU
+  per transaction by process, staleness, Delta's commits, compactions and checkpoints, resident
+  memory by process and disk by part of the run's directory, each figure that grew past its bound
+  named in its panel's title.
 `plot_all(runs, folder)` writes them and returns {name: path}.
 """
 
@@ -51,7 +55,47 @@ def plot_all(runs: list[dict], folder: Path) -> dict[str, Path]:
         out[name] = folder / f"{name}.png"
         fig.savefig(out[name], dpi=100, bbox_inches="tight")
         plt.close(fig)
+    for run in runs:
+        if run.get("growth"):
+            fig = _growth(run)
+            out[f"growth {run['folder']}"] = folder / f"growth-{run['folder']}.png"
+            fig.savefig(out[f"growth {run['folder']}"], dpi=100, bbox_inches="tight")
+            plt.close(fig)
     return out
+
+
+def _growth(run):
+    """A run's load interval by interval (loadgen.bench.growth.series), five panels."""
+    g = run["growth"]
+    entries = g["series"]
+    minutes = [e["to_s"] / 60 for e in entries]
+    fig, axes = plt.subplots(1, 5, figsize=(22, 4.2))
+    panels = [   # title, the interval's lines, the growth figures it draws (their names' starts)
+        ("CPU ms per transaction", lambda e: e["cpu_ms_per_txn"], ("cpu_ms_per_txn",)),
+        ("staleness ms", lambda e: {"p50": e["staleness_ms"]["p50"], "p99": e["staleness_ms"]["p99"],
+                                    "to Delta p50": e["staleness_delta_ms"]["p50"],
+                                    "to Delta p99": e["staleness_delta_ms"]["p99"]}, ("staleness",)),
+        ("Delta: commit ms, compaction and checkpoint s",
+         lambda e: {"commit p50 ms": e["delta_commit_ms"]["p50"], "commit p99 ms": e["delta_commit_ms"]["p99"],
+                    "compaction s": e["compaction_s"], "checkpoint s": e["checkpoint_s"]},
+         ("Delta", "compaction", "checkpoint")),
+        ("resident MB by process", lambda e: e["rss_mb"], ("resident MB",)),
+        ("disk MB by part of the run", lambda e: e["disk_mb"], ("disk MB",)),
+    ]
+    for ax, (title, values, names) in zip(axes, panels):
+        lines = sorted({k for e in entries for k, v in values(e).items()})
+        for line in lines:
+            ys = [values(e).get(line) for e in entries]
+            if any(y is not None for y in ys):
+                ax.plot(minutes, [float("nan") if y is None else y for y in ys], ".-", label=line, markersize=3)
+        grew = [n for n in g["exceeded"] if n.startswith(names)]
+        ax.set_title(title + (f"\npast its bound: {', '.join(grew)}" if grew else ""), fontsize=9,
+                     color="#b22222" if grew else "black")
+        ax.set_xlabel("minutes into the load")
+        ax.legend(fontsize=6)
+    fig.suptitle(f"{run['label']} ({run['folder']}): growth over the load; tenths of {g['tenth_s']:g} s compared")
+    fig.tight_layout()
+    return fig
 
 
 def _staleness(runs, several):

@@ -7,7 +7,10 @@ the sub-query round trips (the dispatcher's `_query`, which includes handling th
 each source commit RPC the driver makes (timed in the driver's process; its calls are groups;
 `transactions` counts what they held). Times are wall-clock seconds summed over threads, so overlapping threads can sum to more
 than the run lasted; what matters is which one is largest.
-An attribute that is not there (a reworked warehouse) is skipped, not an error.
+An attribute that is not there (a reworked warehouse) is skipped, not an error. Each part keeps
+a bounded sample of its times for its percentiles (loadgen.bench.reservoir: the core's handle()
+runs a thousand times a second, and an hour's every time would be the warehouse's growth), in
+call order until it is full: the growth's readings count the Delta batch commits by it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 import time
 from typing import Callable
 
+from loadgen.bench.reservoir import Reservoir
 from loadgen.bench.resources import stat_cpu_seconds
 from warehouse.spark_session import jvm_pid
 
@@ -25,6 +29,9 @@ WAREHOUSE_PARTS = {
     "Delta batch commit": ("store", "commit_batch"),
     "history file append": ("history", "append"),
     "sub-query RPC + answers": (None, "_query"),
+    "Delta compaction": ("store", "compact"),
+    "Delta checkpoint": ("store", "checkpoint"),
+    "Delta retention": ("store", "retain"),
 }
 JVM_BATCH_CPU = "Delta batch commit, JVM CPU"
 
@@ -36,6 +43,7 @@ class Stopwatches:
         self.seconds: dict[str, float] = {}
         self.samples: dict[str, list[float]] = {}
         self.transactions: dict[str, int] = {}   # source transactions per commit part (calls are groups)
+        self._reservoirs: dict[str, Reservoir] = {}   # each part's samples (`samples` holds their values)
 
     def timed(self, name: str, fn: Callable, keep: bool = False, clock: Callable[[], float] = time.perf_counter) -> Callable:
         """`fn`, its calls counted and timed by `clock` (wall time; or a process's CPU seconds)."""
@@ -49,8 +57,14 @@ class Stopwatches:
                     self.calls[name] = self.calls.get(name, 0) + 1
                     self.seconds[name] = self.seconds.get(name, 0.0) + spent
                     if keep:
-                        self.samples.setdefault(name, []).append(spent)
+                        self._kept(name).extend([spent])
         return wrapper
+
+    def _kept(self, name: str) -> Reservoir:
+        if name not in self._reservoirs:
+            self._reservoirs[name] = Reservoir()
+            self.samples[name] = self._reservoirs[name].values
+        return self._reservoirs[name]
 
     def instrument_warehouse(self, warehouse) -> list[str]:
         """Wraps the parts of WAREHOUSE_PARTS that exist, and the Delta batch commit once more
@@ -71,16 +85,17 @@ class Stopwatches:
             setattr(target, method, self.timed(name, fn, keep=True))
         return missing
 
-    def add_commits(self, timings: dict[str, list[tuple[float, int]]]) -> None:
-        """The load driver's commit calls ({source: [(seconds, transactions in the group)]}; the
-        driver runs in a process of its own, loadgen.workloads.driver_process), one part per source."""
+    def add_commits(self, timings: dict[str, dict]) -> None:
+        """The load driver's commit calls, one part per source ({source: {"calls", "seconds",
+        "transactions", "samples"}}: loadgen.workloads.driver_process.CommitTimings; the driver
+        runs in a process of its own)."""
         with self._lock:
-            for source, calls in timings.items():
+            for source, timed in timings.items():
                 name = f"commit at {source}"
-                self.calls[name] = self.calls.get(name, 0) + len(calls)
-                self.seconds[name] = self.seconds.get(name, 0.0) + sum(spent for spent, _ in calls)
-                self.samples.setdefault(name, []).extend(spent for spent, _ in calls)
-                self.transactions[name] = self.transactions.get(name, 0) + sum(n for _, n in calls)
+                self.calls[name] = self.calls.get(name, 0) + timed["calls"]
+                self.seconds[name] = self.seconds.get(name, 0.0) + timed["seconds"]
+                self._kept(name).extend(timed["samples"])
+                self.transactions[name] = self.transactions.get(name, 0) + timed["transactions"]
 
     def floor_ms(self) -> float | None:
         """The least staleness to the Delta table this run's parts allow: one sub-query round trip

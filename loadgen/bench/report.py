@@ -13,6 +13,7 @@ from pathlib import Path
 
 from loadgen.bench.answers_as_of import comparison
 from loadgen.bench.combining import tradeoff
+from loadgen.bench.growth import summary_line as growth_line
 from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
 
 RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
@@ -219,12 +220,25 @@ def _fault_blocks(r: dict) -> list[tuple]:
     if not phases:
         return []
     rows = [[p["phase"], _fmt(p.get("window_s")), str(p["committed"]),
-             _fmt(p["staleness_ms"]["p50"]), _fmt(p["staleness_ms"]["max"])] for p in phases]
+             _fmt(p["staleness_ms"]["p50"]), _fmt(p["staleness_ms"]["max"]), _fmt(p.get("still_s"))] for p in phases]
     return [("table", ("phase of the load (from a fault's start to the next's)", "fault window s", "committed",
-                       "staleness p50 ms", "staleness max ms"), rows),
+                       "staleness p50 ms", "staleness max ms", "view still s"), rows),
             ("p", "The nemesis: " + "; ".join(r["nemesis"]["events"])),
             ("img", str(Path(r["fault_plot"]).relative_to(Path(r["run_dir"]).parent)),
              f"{r['label']}: staleness and throughput, each fault's window shaded")]
+
+
+def _growth_blocks(r: dict) -> list[tuple]:
+    """Whether the run's costs grew as it went on (loadgen.bench.growth): what grew past its bound,
+    every figure's first and last tenth, and the plot of its intervals."""
+    g = r.get("growth")
+    if not g:
+        return []
+    rows = [[name, _fmt(f["first"]), _fmt(f["last"]), _fmt(f["ratio"]), _fmt(f["bound"]),
+             "YES" if f["exceeded"] else "no"] for name, f in g["figures"].items()]
+    return [("p", growth_line(g)),
+            ("table", ("figure", "first tenth", "last tenth", "ratio", "bound", "past its bound"), rows),
+            ("img", f"plots/growth-{r['folder']}.png", f"{r['label']}: growth over the load")]
 
 
 def document(summary: dict) -> list[tuple]:
@@ -267,7 +281,8 @@ def document(summary: dict) -> list[tuple]:
             blocks.append(("p", f"Freshness of the recomputation compared: {t['freshness']}."))
     blocks.append(("h2", "Plots"))
     for name, path in summary["plots"].items():
-        blocks.append(("img", path, name.replace("_", " ")))
+        if not name.startswith("growth "):   # each run's growth plot is shown with its run
+            blocks.append(("img", path, name.replace("_", " ")))
     blocks.append(("h2", "Per run"))
     for r in summary["runs"]:
         blocks.append(("h3", f"{r['label']}: {r['run_dir']}"))
@@ -295,6 +310,7 @@ def document(summary: dict) -> list[tuple]:
             if idle.get("threads"):
                 blocks.append(thread_table(idle["threads"]))
         blocks += _fault_blocks(r)
+        blocks += _growth_blocks(r)
         blocks += _profile_blocks(r)
         memory = r.get("peak_memory_by_process_mb") or {}
         if memory:

@@ -26,6 +26,7 @@ RESCAN_EVERY = 10   # samples between looks for processes started meanwhile
 PROFILER = "profilers (py-spy)"   # fedlab bench --profile: counted apart, as its overhead
 POSTGRES = "postgres server"     # PostgreSQL sources' server and its backends (the sources' own work)
 OUTSIDE_WRITERS = "outside writers (pgbench)"   # --outside-writers: load, not the testbed's own cost
+RAY = "ray and helpers"   # Ray's services and workers: each process is `RAY: <name>`, reported as one role
 
 
 class ResourceSampler:
@@ -36,6 +37,7 @@ class ResourceSampler:
         self.me = psutil.Process(os.getpid())
         self.peak_total = 0.0
         self.peak_by_role: dict[str, float] = {}
+        self.resident: dict[str, float] = {}   # role -> MB at the last sample
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-resources", daemon=True)
@@ -106,7 +108,7 @@ class ResourceSampler:
                 name = proc.name()
             except psutil.Error:
                 return "other"
-            self.role_of_pid[proc.pid] = JVM if exe == "java" else f"ray and helpers: {name}"
+            self.role_of_pid[proc.pid] = JVM if exe == "java" else f"{RAY}: {name}"
         return self.role_of_pid[proc.pid]
 
     def sample(self, rescan: bool = True) -> None:
@@ -122,9 +124,16 @@ class ResourceSampler:
                 self._cpu_of_pid[proc.pid] = cpu
         with self._lock:
             self.samples += 1
+            self.resident = by_role
             self.peak_total = max(self.peak_total, sum(by_role.values()))
             for role, mb in by_role.items():
                 self.peak_by_role[role] = max(self.peak_by_role.get(role, 0.0), mb)
+
+    def resident_mb(self) -> dict[str, float]:
+        """role -> MB its processes hold resident now (sampled now), Ray's many helpers as one."""
+        self.sample(rescan=False)
+        with self._lock:
+            return grouped(self.resident)
 
     def cpu_seconds(self) -> dict[str, float]:
         """role -> CPU seconds its processes used so far (sampled now)."""
@@ -174,6 +183,18 @@ def machine_seconds(stat_path: str | Path = "/proc/stat") -> tuple[float, float,
     user, nice, system, idle, iowait, irq, softirq, steal = ticks
     return (user + nice + system + irq + softirq) / _TICK, steal / _TICK, sum(ticks) / _TICK
 
+def grouped(by_role: dict[str, float]) -> dict[str, float]:
+    """`by_role` with Ray's many helper processes summed as one role (RAY).
+
+    >>> grouped({"source a": 1.0, "ray and helpers: raylet": 0.5, "ray and helpers: gcs_server": 0.25})
+    {'source a': 1.0, 'ray and helpers': 0.75}
+    """
+    out: dict[str, float] = {}
+    for role, value in by_role.items():
+        group = RAY if role.startswith(RAY) else role
+        out[group] = out.get(group, 0.0) + value
+    return out
+
 
 def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: float, cpus: int,
             machine: tuple[tuple, tuple] | None = None) -> dict:
@@ -188,10 +209,7 @@ def cpu_use(before: dict[str, float], after: dict[str, float], wall_seconds: flo
     ...         machine=((100.0, 3.0, 500.0), (105.5, 3.5, 510.0)))
     {'seconds': 5.0, 'busy': 0.45, 'by_role': {'source a': 3.0, 'spark JVM': 1.0, 'ray and helpers': 0.5}, 'others': 0.1, 'stolen': 0.05}
     """
-    by_role: dict[str, float] = {}
-    for role, seconds in after.items():
-        group = "ray and helpers" if role.startswith("ray and helpers") else role
-        by_role[group] = by_role.get(group, 0.0) + seconds - before.get(role, 0.0)
+    by_role = grouped({role: seconds - before.get(role, 0.0) for role, seconds in after.items()})
     # every role measured stays named, an idle one at 0.0: a source that cost nothing is a finding
     used = {role: round(max(0.0, s), 3) for role, s in sorted(by_role.items(), key=lambda kv: -kv[1])}
     busy = sum(used.values()) / (wall_seconds * cpus) if wall_seconds and cpus else None

@@ -71,6 +71,8 @@ class RunSpec:
     outside_writers: float = 0.0     # pgbench's transactions per second on the sales source during the load
     nemesis: tuple = ()              # process faults applied from outside during the load (loadgen.nemesis)
     reorder_allowance: float | None = None   # seconds a gap in notifications waits for a resend; None: the network's
+    journal_retention: float | None = WarehouseSettings.journal_retention   # seconds the Delta journal keeps its history
+    history_retention: float | None = WarehouseSettings.history_retention   # seconds the change history, the logs keep
 
     @property
     def label(self) -> str:

@@ -29,12 +29,16 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from fedmodel import change_history
+from fedmodel.message_log import WAREHOUSE_NODE
 from fedmodel.messages import DEFAULT_SUBSCRIBER
-from loadgen.bench import metrics
+from loadgen.bench import growth, metrics
+from loadgen.bench.growth import GrowthProbe, interval_for
 from loadgen.bench.profile import Stopwatches
 from loadgen.bench.profilers import Profilers, pyspy_binary, python_shares
 from loadgen.bench.ramp import max_sustained, ramp
@@ -131,20 +135,20 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
         run.settle()
     finally:
         run.stop()
-    history, unreadable = _history(run_dir, run.progress)
     records = []
-    for spec, name in zip(specs, names):
-        record = {**stream, **_header(spec, catalog, run_dir), **run.warehouses[name], "notes": list(stream["notes"])}
-        if len(specs) > 1:
-            record.update(subscriber=name, shared_with=[n for n in names if n != name])
-        if history is None:
-            record["consistency"] = "unreadable"
-            record["notes"] += [f"checker: {unreadable}", f"staleness: the sources' logs could not be read ({unreadable})"]
-        else:
-            _judge(record, history, name, run.progress)
-        _figures(record, run_dir, name, run.start_versions[name], run.load_from, run.load_until,
-                 history.log if history else {})
-        records.append(record)
+    with _history(run_dir, run.progress) as (history, commits, unreadable):
+        for spec, name in zip(specs, names):
+            record = {**stream, **_header(spec, catalog, run_dir), **run.warehouses[name], "notes": list(stream["notes"])}
+            if len(specs) > 1:
+                record.update(subscriber=name, shared_with=[n for n in names if n != name])
+            if history is None:
+                record["consistency"] = "unreadable"
+                record["notes"] += [f"checker: {unreadable}", f"staleness: the sources' logs could not be read ({unreadable})"]
+            else:
+                _judge(record, history, commits, name, run.progress)
+            _figures(record, run_dir, name, run.start_versions[name], run.load_from, run.load_until, commits,
+                     run.growth, _settings(spec))
+            records.append(record)
     run.progress.end()
     for record in records:
         record["phase_seconds"] = run.progress.seconds
@@ -175,7 +179,8 @@ def _settings(spec: RunSpec) -> WarehouseSettings:
     """The warehouse's settings for `spec`'s algorithm."""
     bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
     return WarehouseSettings(spec.algorithm, Settings(access=spec.access, reorder_allowance=spec.reorder_allowance,
-                                                      deferral=bounds), batch_interval=spec.batch_interval)
+                                                      deferral=bounds), batch_interval=spec.batch_interval,
+                             journal_retention=spec.journal_retention, history_retention=spec.history_retention)
 
 
 def _header(spec: RunSpec, catalog, run_dir: Path) -> dict:
@@ -206,6 +211,9 @@ class _LiveRun:
         self.driver: DriverProcess | None = None
         self.writers: OutsideWriters | None = None   # pgbench, during the load (spec.outside_writers)
         self.nemesis: LocalNemesis | None = None      # the process faults, during the load (spec.nemesis)
+        self.growth: GrowthProbe | None = None        # readings through the load (loadgen.bench.growth)
+        self.committed_now = 0                        # what the drive in progress has committed so far
+        self.instrumented = None                      # the warehouse object the stopwatches time
         self.pids: dict[str, int] = {}
         self.start_versions: dict[str, dict] = {}   # subscriber -> its view's versions before the load
         self.wall0 = 0.0                      # monotonic time the load began (the time profile's start)
@@ -225,6 +233,7 @@ class _LiveRun:
         if fed.postgres is not None and fed.postgres.pid:   # the sources' work is done in its backends
             self.sampler.name(fed.postgres.pid, POSTGRES, with_children=True)
         missing = self.watches.instrument_warehouse(fed.warehouse)
+        self.instrumented = fed.warehouse
         if missing:
             record["notes"].append(f"profile: the warehouse has no {', '.join(missing)} to time")
         if spec.faults:
@@ -234,6 +243,13 @@ class _LiveRun:
         self.driver = DriverProcess(catalog, recipe, spec.workload, spec.seed, fed.addresses)
         self.sampler.name(self.driver.pid, DRIVER)
         record["cpu"] = []
+
+    def follow(self) -> None:
+        """Times the parts of a warehouse the nemesis restarted, as the first one's were (a new object)."""
+        warehouse = self.fed.warehouse
+        if warehouse is not None and warehouse is not self.instrumented:
+            self.watches.instrument_warehouse(warehouse)
+            self.instrumented = warehouse
 
     def census_pids(self, spark) -> dict[str, int]:
         """The processes a thread census reads: the warehouse's, the driver's, each source's and
@@ -247,7 +263,13 @@ class _LiveRun:
         record (the first time as the load phase's, then as a ramp step's), the commits' timings
         into the time profile."""
         before, machine, since, began = self.sampler.cpu_seconds(), machine_seconds(), time.monotonic(), time.time()
-        result, timings = self.driver.drive(rate, seconds, report)
+
+        def counted(elapsed, result):
+            self.committed_now = result.committed
+            report(elapsed, result)
+
+        self.committed_now = 0
+        result, timings = self.driver.drive(rate, seconds, counted)
         # The stretch's wall-clock window and the driver's commit groups per source: with the
         # message logs, what each process did in it (loadgen.simulation.calibrate fits its costs).
         self.record["cpu"].append({"phase": "ramp" if self.record["cpu"] else "load", "rate": rate,
@@ -273,6 +295,9 @@ class _LiveRun:
         if spec.nemesis:
             self.nemesis = LocalNemesis(self.fed, list(spec.nemesis), []).start()
         reads = ReadProbe(self.fed.read_view, interval=min(READ_INTERVAL, spec.duration / 2)).start()
+        parts, logs = disk_parts(self.fed.run_dir)
+        self.growth = GrowthProbe(self.sampler, self.watches, lambda: self.committed_now, parts,
+                                  interval_for(spec.duration), leave_out=logs, before_reading=self.follow).start()
         if spec.outside_writers:
             written = written_source(self.fed.catalog)
             self.writers = OutsideWriters.start(self.fed.postgres.bin_dir, self.fed.postgres.dsn_for(written),
@@ -281,12 +306,14 @@ class _LiveRun:
         load = self.drive(spec.rate, spec.duration,
                           lambda elapsed, r: progress("load", min(elapsed, spec.duration), spec.duration,
                                                       f"committed {r.committed}/{r.offered}"))
+        self.growth.stop()
         if self.nemesis is not None:
             self.nemesis.stop()
             record["nemesis"] = {"events": self.nemesis.events, "applied": self.nemesis.applied}
             if any(f.kind == "kill" for f in spec.nemesis):
-                record["notes"].append("a process the nemesis killed came back as a new one, which the CPU sampler "
-                                       "and the stopwatches do not follow: their figures leave out its time after")
+                record["notes"].append("a source the nemesis killed came back as a new process, which the CPU "
+                                       "sampler does not follow: its figures leave out that source's time after; a "
+                                       "warehouse restarted is timed again from the growth's next reading on")
         if self.writers is not None:
             record["outside_writers"] = outside = self.writers.finish()
             record["notes"].append(outside_writers_line(outside))
@@ -351,26 +378,33 @@ class _LiveRun:
             self.record.update(self.sampler.figures())
 
 
+@contextmanager
 def _history(run_dir: Path, progress: _Phases):
-    """The run's history (loadgen.live.check.LiveHistory), read once for every warehouse's verdict
-    and figures; (None, why) when it cannot be read."""
-    from loadgen.live.check import HistoryError, load_history
+    """While open: the run's history (loadgen.live.check.LiveHistory, read as needed) and its
+    sources' commit times, read once for every warehouse's verdict and figures, and None; or
+    (None, no commit times, why) when it cannot be read."""
+    from loadgen.live.check import HistoryError, open_history
 
-    progress("check", 0, None, "reading the sources' histories")
-    try:
-        return load_history(run_dir), None
-    except HistoryError as err:
-        return None, err
+    progress("check", 0, None, "reading the sources' commits")
+    with ExitStack() as stack:
+        try:
+            history = stack.enter_context(open_history(run_dir))
+            commits = history.commit_times()
+        except HistoryError as err:
+            yield None, metrics.DsvTimes(), err
+            return
+        yield history, commits, None
 
 
-def _judge(record: dict, history, subscriber: str, progress: _Phases) -> None:
-    """The checker's level for the warehouse `subscriber` of the run's `history` (a LiveHistory),
-    into `record` ("unreadable", with the reason in the notes, when its side cannot be read)."""
+def _judge(record: dict, history, commits, subscriber: str, progress: _Phases) -> None:
+    """The checker's level for the warehouse `subscriber` of the run's `history` (a LiveHistory;
+    `commits` its sources' commit times), into `record` ("unreadable", with the reason in the
+    notes, when its side cannot be read)."""
     from loadgen.live.check import HistoryError, judge
 
     progress("check", 0, None, f"checker (DuckDB oracle over the histories){'' if subscriber == DEFAULT_SUBSCRIBER else ': ' + subscriber}")
     try:
-        verdict = judge(history.of(subscriber))
+        verdict = judge(history.of(subscriber), commits=commits)
         record["consistency"] = verdict.level
         record["verdict"] = {"transactions": verdict.transactions, "states": verdict.states,
                              "lost": len(verdict.lost), "doubled": len(verdict.doubled)}
@@ -429,15 +463,44 @@ def _source_pids(fed, notes: list) -> dict[str, int]:
     return pids
 
 
+def disk_parts(run_dir: Path) -> tuple[dict[str, list[Path]], set[Path]]:
+    """The parts of a run's directory whose disk a long run watches (loadgen.bench.growth): each
+    view's Delta journal and base, its history folder, every node's message log, the sources'
+    databases (with SQLite's side files, or the PostgreSQL server's data); and the message logs
+    inside a history folder, which are counted as message logs only."""
+    from loadgen.live.runfile import RunFile
+
+    run = RunFile.read(run_dir)
+    views = [run.of(name) for name in run.subscribers]
+    delta = [Path(v.warehouse_delta) for v in views if v.warehouse_delta and "://" not in v.warehouse_delta]
+    logs = {p for p in run.message_logs().values() if p is not None}
+    for v in views:
+        logs.add(v.message_logs()[WAREHOUSE_NODE])
+    files = [Path(db) for db in run.sources.values() if isinstance(db, Path)]
+    sources = [Path(f"{db}{suffix}") for db in files for suffix in ("", "-wal", "-shm")]
+    return {"journal": [d / "journal" for d in delta], "view": [d / "view" for d in delta],
+            "history": [v.warehouse_history for v in views], "message logs": sorted(logs),
+            "sources": sources + ([run.postgres] if run.postgres else [])}, logs
+
+
 def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict, load_from: float,
-             load_until: float, log: dict) -> None:
-    """Staleness and wire cost of the warehouse `subscriber` from the run's files, into `record`."""
+             load_until: float, commits, probe: GrowthProbe | None = None,
+             settings: WarehouseSettings | None = None) -> None:
+    """Staleness, wire cost and growth (with the load's `probe`) of the warehouse `subscriber`
+    from the run's files and its sources' `commits` (their commit times), into `record`."""
     from loadgen.live.runfile import RunFile
 
     run = RunFile.read(run_dir, subscriber)
-    seen = metrics.reflections(log, run.warehouse_history, start_versions)
-    commits = seen.commits
-    record["transactions"] = len(commits)
+    kept_from, _ = change_history.read_start(run.warehouse_history)
+    trimmed = any(kept_from.get(s, 1) > start_versions.get(s, 1) for s in kept_from)
+    if trimmed:
+        record["notes"].append("the history retention trimmed the warehouse's history and the sources' logs: "
+                               f"staleness is measured from the states it kept (from the source versions {kept_from} "
+                               "on), and so are the growth figures of staleness (none in a tenth it trimmed); the "
+                               "transactions of the load phase are the driver's count")
+    seen = metrics.reflections(commits, run.warehouse_history, start_versions)
+    # every source's transactions from DSV 2, those its log no longer holds too
+    record["transactions"] = sum(dsv - 1 for dsv in commits.highest().values())
     lags = seen.lags()
     in_load = [lag for committed, lag in lags if load_from <= committed <= load_until]
     record["staleness_ms"] = metrics.percentiles(in_load)
@@ -447,24 +510,30 @@ def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict,
                                                        if load_from <= committed <= load_until)
     record["series"] = {"staleness": [(round(c - load_from, 3), round(lag, 4)) for c, lag in lags],
                         "load_seconds": load_until - load_from}
+    if probe is not None and len(probe.readings) > 1:
+        entries = growth.series(probe, lags, to_delta, load_from)
+        kept = growth.kept_seconds(settings.journal_retention, settings.history_retention, settings.compact_interval)
+        record["growth"] = {**growth.judge(entries, load_until - load_from, kept), "series": entries}
     if record.get("nemesis", {}).get("applied"):
         plot = "faults.png" if subscriber == DEFAULT_SUBSCRIBER else f"faults-{subscriber}.png"
+        state_times = [s["applied_time"] for s in change_history.applied_states(run.warehouse_history)]
         record.update(effects.figures(record["nemesis"]["applied"], lags, load_from, load_until,
-                                      run_dir / "plots" / plot))
+                                      run_dir / "plots" / plot, state_times))
     files = run.message_logs()
     receipts = metrics.first_receipts(files)
     record["staleness_parts"] = metrics.staleness_parts(
-        {key: t for key, t in commits.items() if t and load_from <= t <= load_until}, receipts, seen.applied,
+        metrics.DsvTimes((key, t) for key, t in commits.items() if t and load_from <= t <= load_until), receipts, seen.applied,
         seen.durable, metrics.lost_notifications(files, subscriber))
     cost = metrics.wire_cost(files, subscriber=subscriber)
     record["wire"] = {k: cost[k] for k in ("messages", "rows", "bytes", "dropped", "by_kind", "logs", "missing_logs")}
     counters = record.get("counters", {})
-    record["per_txn_whole_run"], notes = metrics.per_transaction(cost, counters, len(commits))
+    record["per_txn_whole_run"], notes = metrics.per_transaction(cost, counters, record["transactions"])
     record["notes"].extend(notes)
     # Algorithms are compared at the same offered load: the load phase's messages over the
     # transactions committed in it (the ramp takes each algorithm to a different rate).
     load_cost = metrics.wire_cost(files, window=(load_from, load_until), subscriber=subscriber)
-    in_load_commits = sum(1 for t in commits.values() if t and load_from <= t <= load_until)
+    in_load_commits = (record["committed_in_load"] if trimmed else
+                       sum(1 for t in commits.values() if t and load_from <= t <= load_until))
     record["per_txn"], _ = metrics.per_transaction(load_cost, counters, in_load_commits)
     # The engine counts compensations over the whole run only.
     record["per_txn"]["compensations"] = record["per_txn_whole_run"]["compensations"]

@@ -38,7 +38,7 @@ from typing import Callable
 
 from loadgen.checker.anomalies import named_anomalies
 from loadgen.checker.oracle import Oracle, comparable
-from loadgen.checker.points_in_time import first_off_the_line
+from loadgen.checker.points_in_time import first_off_the_line, stamped
 from loadgen.checker.replay import replay, views, warehouse_views
 
 SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near the claims in doubt
@@ -87,7 +87,7 @@ def classify(oracle: Oracle, states: list[dict], final_view: dict[tuple, int],
     if verdict.first_violation is not None:
         verdict.first_violation["part_of"] = _part_shown(oracle, states, verdict.first_violation)
     verdict.anomalies = named_anomalies(verdict, states)
-    verdict.off_time_line = first_off_the_line(oracle.history, states)
+    verdict.off_time_line = first_off_the_line(stamped(oracle.history), states)
     return verdict
 
 
@@ -107,10 +107,10 @@ def _part_shown(oracle: Oracle, states: list[dict], f: dict) -> dict | None:
     if f["state"] is None or f["transaction"] == "(final)":
         return None
     source, dsv = states[f["state"]]["source"], states[f["state"]]["dsv"]
-    log = oracle.history.get(source, [])
-    if not 2 <= dsv <= len(log) + 1 or f["versions"].get(source) != dsv:
+    transaction = oracle.transaction(source, dsv)
+    if transaction is None or f["versions"].get(source) != dsv:
         return None
-    relations = [c.relation for c in log[dsv - 2].changes]
+    relations = [c.relation for c in transaction.changes]
     held = {tuple(row[:-1]): row[-1] for row in f["view"]}
     for size in range(1, len(relations)):
         for part in itertools.combinations(relations, size):

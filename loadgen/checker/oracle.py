@@ -113,16 +113,22 @@ def engine_named(name: str, pg_dsn: str | None = None) -> Iterator[Engine]:
 
 class Oracle:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]],
-                 history: dict[str, list[Notification]], engine: Engine | None = None, terms: bool = False):
-        """`history[source]` lists the source's committed transactions in DSV order, from DSV 2.
-        `terms`: an outer join's SQL stands for the padded rows of all its terms, none subsumed
-        (`terms_sql`): what a warehouse keeps of an outer-join view, not the view its user sees."""
+                 history: dict[str, list[Notification]], engine: Engine | None = None, terms: bool = False,
+                 start: dict[str, int] | None = None):
+        """`initial`: every relation at its source's DSV `start[source]` (default 1, the source's
+        first state); `history[source]` lists the source's committed transactions from the next
+        DSV on, in DSV order (the view is known at the states from there: a checker judging a long
+        run a window at a time asks for a window's). `terms`: an outer join's SQL stands for the
+        padded rows of all its terms, none subsumed (`terms_sql`): what a warehouse keeps of an
+        outer-join view, not the view its user sees."""
         self.catalog = catalog
         self.view_sql, self.initial = view_sql, initial
         self.history = history
+        self.start = {s: (start or {}).get(s, 1) for s in catalog.sources}
         self.engine = engine or DuckDBEngine()
         read = {table.name.lower() for table in _view_tree(view_sql, catalog).find_all(exp.Table)}
-        self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []))
+        self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []),
+                                                    self.start[rel.source])
                        for rel in catalog.relations if rel.name.lower() in read}
         self._source_of = {rel.name.lower(): rel.source for rel in catalog.relations}
         tree = _view_tree(view_sql, catalog)
@@ -184,17 +190,25 @@ class Oracle:
         """The oracle of the history that ends, at `source`, with transaction `dsv` changing only
         `relations`: at `source` DSV `dsv` it gives the view a state showing that part would hold.
         (What follows at `source` is left out: it may undo rows the left-out part wrote.)"""
-        log = list(self.history[source][:dsv - 1])
+        log = list(self.history[source][:dsv - self.start[source]])
         log[-1] = replace(log[-1], changes=tuple(c for c in log[-1].changes if c.relation in relations))
-        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.engine, self.terms)
+        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.engine, self.terms,
+                      self.start)
+
+    def transaction(self, source: str, dsv: int) -> Notification | None:
+        """`source`'s transaction `dsv`, when the history holds it."""
+        log = self.history.get(source, [])
+        at = dsv - self.start[source] - 1
+        return log[at] if 0 <= at < len(log) else None
 
     def final_versions(self) -> dict[str, int]:
-        return {s: 1 + len(self.history.get(s, [])) for s in self.catalog.sources}
+        return {s: self.start[s] + len(self.history.get(s, [])) for s in self.catalog.sources}
 
 
-def _versioned(rel, initial: list[tuple], history: list[Notification]) -> pa.Table:
-    """The relation's rows with the DSV interval of its source in which each existed."""
-    live = {rel.key_of(r): (tuple(r), 1) for r in initial}
+def _versioned(rel, initial: list[tuple], history: list[Notification], start: int = 1) -> pa.Table:
+    """The relation's rows with the DSV interval of its source in which each existed, from `start`
+    (the DSV `initial` is at) on."""
+    live = {rel.key_of(r): (tuple(r), start) for r in initial}
     closed = []
     for n in history:
         change = n.change(rel.name)

@@ -14,22 +14,31 @@ for every run, and a salem run must have none.
 
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 from fedmodel.transactions import Notification
 
 
-def first_off_the_line(history: dict[str, list[Notification]], states: list[dict]) -> dict | None:
-    """The first state whose vector is not a point of the commit-time line, with the commit it
-    includes and the earlier one it leaves out; None when every state is a point."""
-    keys: dict[tuple[str, int], tuple] = {}
+def stamped(history: dict[str, list[Notification]]) -> dict[tuple[str, int], float]:
+    """(source, DSV) -> the commit time its transaction stands at on the line: its own, or the
+    latest of the source's earlier ones when its clock stepped back (see the module docstring)."""
+    out = {}
     for source, notes in history.items():
-        stamped = float("-inf")
+        at = float("-inf")
         for n in notes:
-            stamped = max(stamped, n.commit_time)
-            keys[(source, n.dsv)] = (stamped, source, n.dsv)
+            at = max(at, n.commit_time)
+            out[(source, n.dsv)] = at
+    return out
+
+
+def first_off_the_line(stamps: Mapping[tuple[str, int], float], states: Iterable[dict]) -> dict | None:
+    """The first state whose vector is not a point of the commit-time line, with the commit it
+    includes and the earlier one it leaves out; None when every state is a point. `stamps` are
+    the transactions' places on the line (`stamped`), the states are read once, in order."""
     for i, state in enumerate(states):
         versions = state["versions"]
-        included = [keys[(s, d)] for s, d in versions.items() if (s, d) in keys]
-        left_out = [keys[(s, d + 1)] for s, d in versions.items() if (s, d + 1) in keys]
+        included = [(stamps[(s, d)], s, d) for s, d in versions.items() if (s, d) in stamps]
+        left_out = [(stamps[(s, d + 1)], s, d + 1) for s, d in versions.items() if (s, d + 1) in stamps]
         if included and left_out and min(left_out) < max(included):
             return {"state": i, "txn": state.get("transaction"), "includes": _named(max(included)),
                     "leaves_out": _named(min(left_out))}

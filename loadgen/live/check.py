@@ -32,25 +32,31 @@ import json
 import os
 import sqlite3
 import sys
+from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Iterator
 
 import duckdb
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from fedio.message_log import read as read_message_logs
+from fedio.message_log import trimmed as trimmed_message_logs
 from fedmodel import change_history, message_log
 from fedmodel.catalog import Catalog
 from fedmodel.change_history import ChangeHistoryError
 from fedmodel.errors import ModelError
 from fedmodel.transactions import Notification
-from loadgen.bench.metrics import clock_skew, commit_times, first_receipts, percentiles, reflections
+from loadgen.bench.metrics import DsvTimes, clock_skew, first_receipts, percentiles, reflections
 from loadgen.checker.explain import few, logged_happenings, render
+from loadgen.checker import windows
 from loadgen.checker.levels import Verdict, classify
 from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
 from loadgen.checker.pg_server import PostgresServer, PostgresServerError
+from loadgen.checker.points_in_time import first_off_the_line
+from loadgen.checker.windows import CHUNK, Complete, LoadedLog, LogError, Shortfall, SourceLog, read_log, relations_at
 from loadgen.live.remote_source import RemoteSource, read_history, remote_sources
 from loadgen.live.runfile import RunFile
 from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
@@ -64,17 +70,22 @@ class HistoryError(ModelError):
     """A run whose history cannot be read (exit status 2)."""
 
 
-@dataclass
 class LiveHistory:
-    """Both sides of a live run's history, in the checker's terms."""
+    """Both sides of a live run's history, in the checker's terms, read as they are needed: each
+    source's log (`sources`: a file read a range of DSVs at a time, or the history a running
+    source sent) and the warehouse's change history, a state at a time (`read_states`). The whole
+    of either (`initial`, `log`, `states`, `final_view`) is read only when asked for: a complete
+    run is judged without it (loadgen.checker.windows)."""
 
-    run: RunFile
-    initial: dict[str, list[tuple]]              # every relation at DSV 1 of its source
-    log: dict[str, list[Notification]]           # per source, its committed transactions from DSV 2
-    start_versions: dict[str, int]               # the versions the warehouse materialised the view at
-    start_view: dict[tuple, int]
-    states: list[dict]                           # [{"transaction", "source", "dsv", "versions", "delta"}]
-    final_view: dict[tuple, int]                 # the view after the last state
+    def __init__(self, run: RunFile, sources: dict[str, SourceLog]):
+        self.run, self.sources = run, sources
+        if run.warehouse_history is None:
+            raise HistoryError("run file: names no warehouse history")
+        try:
+            # the versions the warehouse materialised the view at, and that view
+            self.start_versions, self.start_view = change_history.read_start(run.warehouse_history)
+        except ChangeHistoryError as err:
+            raise HistoryError(str(err)) from None
 
     def of(self, subscriber: str) -> "LiveHistory":
         """The same sources' history with the warehouse subscribed as `subscriber` on the other side
@@ -85,18 +96,79 @@ class LiveHistory:
             run = self.run.of(subscriber)
         except ModelError as err:
             raise HistoryError(str(err)) from None
-        return LiveHistory(run, self.initial, self.log, *warehouse_states(run.warehouse_history))
+        return LiveHistory(run, self.sources)
+
+    def read_states(self) -> Iterator[dict]:
+        """The warehouse's states after its first view, in apply order, a state at a time."""
+        try:
+            yield from change_history.states(self.run.warehouse_history)
+        except ChangeHistoryError as err:
+            raise HistoryError(str(err)) from None
+
+    @cached_property
+    def _whole_sources(self) -> tuple[dict[str, list[tuple]], dict[str, list[Notification]]]:
+        initial, log = {}, {}
+        for source, where in self.sources.items():
+            rows, log[source] = whole_source(self.run.catalog, source, where, self.start_versions.get(source, 1))
+            initial.update(rows)
+        return initial, log
+
+    @property
+    def initial(self) -> dict[str, list[tuple]]:
+        """Every relation at the DSV of its source the warehouse's history starts from
+        (`start_versions`: 1 unless the warehouse started later or its history was trimmed)."""
+        return self._whole_sources[0]
+
+    @property
+    def log(self) -> dict[str, list[Notification]]:
+        """Per source, its committed transactions after the history's start."""
+        return self._whole_sources[1]
+
+    @cached_property
+    def _whole_states(self) -> tuple[list[dict], dict[tuple, int]]:
+        view = Counter(self.start_view)
+        states = []
+        for state in self.read_states():
+            view.update(state["delta"])
+            states.append(state)
+        return states, {r: c for r, c in view.items() if c}
+
+    @property
+    def states(self) -> list[dict]:
+        """[{"transaction", "source", "dsv", "versions", "delta"}], in apply order."""
+        return self._whole_states[0]
+
+    @property
+    def final_view(self) -> dict[tuple, int]:
+        """The view after the last state."""
+        return self._whole_states[1]
+
+    def commit_times(self) -> DsvTimes:
+        """(source, DSV) -> when it committed, by its source's clock, for every transaction its log
+        holds (loadgen.bench.metrics.DsvTimes: eight bytes each), read CHUNK DSVs at a time."""
+        times = DsvTimes()
+        for source, where in self.sources.items():
+            for first in range(2, where.dsv + 1, CHUNK):
+                try:
+                    notes = where.read(first, min(where.dsv, first + CHUNK - 1))
+                except ModelError as err:
+                    raise HistoryError(f"source {source}: {err}") from None
+                for n in notes:
+                    times[source, n.dsv] = n.commit_time
+        return times
 
     def oracle(self, engine: Engine | None = None) -> Oracle:
         # A history of the join the warehouse maintains (history_sql) holds, for an outer-join
         # view, its terms' padded rows: the oracle derives them from the SQL on its own.
         return Oracle(self.run.catalog, self.run.judged_sql, self.initial, self.log, engine,
-                      terms=self.run.history_sql is not None)
+                      terms=self.run.history_sql is not None, start=self.start_versions)
 
 
-def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None) -> LiveHistory:
-    """Reads the run file and both sides of the history, each source in `remote` from the running
-    source rather than its file; HistoryError when any part is unreadable."""
+@contextmanager
+def open_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None) -> Iterator[LiveHistory]:
+    """The run's history (LiveHistory), each source in `remote` read from the running source (its
+    history sent whole) rather than from its file; a run's private PostgreSQL server is up while
+    it is open. HistoryError when the run file or the warehouse's first view is unreadable."""
     try:
         run = RunFile.read(run_dir)
     except ModelError as err:
@@ -105,15 +177,21 @@ def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = N
     for source in remote:
         if source not in run.catalog.sources:
             raise HistoryError(f"--source {source}: the run has no source of that name")
-    initial, log = {}, {}
     for source in run.catalog.sources:
         if source not in run.sources and source not in remote:
             raise HistoryError(f"run file: no entry for source {source}")
     with _reachable(run, set(remote)) as where:
-        for source in run.catalog.sources:
-            rows, log[source] = source_history(run.catalog, source, remote.get(source) or where[source])
-            initial.update(rows)
-    return LiveHistory(run, initial, log, *warehouse_states(run.warehouse_history))
+        sources = {source: _remote_log(run.catalog, source, remote[source]) if source in remote
+                   else FileLog(run.catalog, source, where[source]) for source in run.catalog.sources}
+        yield LiveHistory(run, sources)
+
+
+def load_history(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None) -> LiveHistory:
+    """The run's whole history, read now (the sources' logs, the warehouse's states); HistoryError
+    when any part is unreadable."""
+    with open_history(run_dir, remote) as history:
+        history.log, history.states   # noqa: B018  (read while a PostgreSQL server, if any, is up)
+    return history
 
 
 @contextmanager
@@ -142,27 +220,74 @@ def _answers(dsn: str) -> bool:
     return True
 
 
-def source_history(catalog: Catalog, source: str,
-                   where: Path | RemoteSource | None) -> tuple[dict[str, list[tuple]], list[Notification]]:
-    """The source's relations at DSV 1 and its committed transactions from DSV 2, from its file
-    or, for a RemoteSource, from the running source."""
-    dsv, relations, log = committed_history(catalog, source, where)
-    if [n.dsv for n in log] != list(range(2, dsv + 1)):
-        first = log[0].dsv if log else dsv + 1
-        raise HistoryError(f"source {source}: its log holds DSVs {first}..{log[-1].dsv if log else dsv} "
-                           f"of 2..{dsv}; a log with retention cannot be checked")
-    tables = {name: {catalog.relation(name).key_of(r): r for r in rows} for name, (_, rows) in relations.items()}
-    for n in reversed(log):
-        for change in n.changes:
-            rel = catalog.relation(change.relation)
-            table = tables[rel.name]
-            for row in change.added:
-                if table.pop(rel.key_of(row), None) != tuple(row):
-                    raise HistoryError(f"source {source}: the log does not match the data: DSV {n.dsv} "
-                                       f"added {list(row)} to {rel.name}, which does not hold it")
-            for row in change.removed:
-                table[rel.key_of(row)] = tuple(row)
-    return {name: list(table.values()) for name, table in tables.items()}, log
+class FileLog:
+    """A source's history in its database file (SQLite or DuckDB, whichever made it:
+    source_node.engines.open_store) or PostgreSQL database (a DSN), opened for each read: where
+    it ended (its snapshot, read once) and its log a range of DSVs at a time
+    (loadgen.checker.windows.SourceLog)."""
+
+    def __init__(self, catalog: Catalog, source: str, where: Path | str | None):
+        self.catalog, self.source, self.where = catalog, source, where
+
+    @cached_property
+    def _snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        with self._opened() as store:
+            return store.snapshot()
+
+    @property
+    def dsv(self) -> int:
+        return self._snapshot[0]
+
+    def relations(self) -> dict[str, list[tuple]]:
+        return {name: rows for name, (_, rows) in self._snapshot[1].items()}
+
+    def versions(self) -> dict[str, tuple[int, list[tuple]]]:
+        """{relation: (BRV, rows)} at DSV `dsv`."""
+        return self._snapshot[1]
+
+    def read(self, first: int, last: int) -> list[Notification]:
+        # Cut at the snapshot's DSV: a source still running may have logged more since.
+        with self._opened() as store:
+            return store.notifications_from(first, min(last, self.dsv))
+
+    @contextmanager
+    def _opened(self):
+        source, path = self.source, self.where
+        if path is None:
+            raise HistoryError(f"source {source}: the run file names no database file for it "
+                               "(its file is not reachable from the run directory; give --source NAME=HOST:PORT)")
+        if not isinstance(path, str) and not path.is_file():
+            raise HistoryError(f"source {source}: no database file at {path}")
+        try:
+            store = open_store(self.catalog, source, path)
+        except (sqlite3.Error, duckdb.Error) as err:
+            raise HistoryError(f"source {source}: cannot open {path}: {str(err).strip().splitlines()[0]} "
+                               "(is the source still running?)") from None
+        except ModelError as err:
+            raise HistoryError(f"source {source}: {err}") from None
+        try:
+            yield store
+        finally:
+            store.close()
+
+
+def _remote_log(catalog: Catalog, source: str, where: RemoteSource) -> LoadedLog:
+    """A running source's history, sent whole over gRPC (loadgen.live.remote_source)."""
+    try:
+        dsv, relations, log = read_history(catalog, source, where)
+    except ModelError as err:
+        raise HistoryError(str(err)) from None
+    return LoadedLog(dsv, {name: rows for name, (_, rows) in relations.items()}, log)
+
+
+def whole_source(catalog: Catalog, source: str, where: SourceLog,
+                 start: int = 1) -> tuple[dict[str, list[tuple]], list[Notification]]:
+    """The source's relations at DSV `start` and its committed transactions after it."""
+    try:
+        return ({name: list(table.values()) for name, table in relations_at(catalog, where, start).items()},
+                read_log(where, start + 1, where.dsv))
+    except LogError as err:
+        raise HistoryError(f"source {source}: {err}") from None
 
 
 def committed_history(catalog: Catalog, source: str,
@@ -175,66 +300,65 @@ def committed_history(catalog: Catalog, source: str,
             return read_history(catalog, source, where)
         except ModelError as err:
             raise HistoryError(str(err)) from None
-    path = where
-    if path is None:
-        raise HistoryError(f"source {source}: the run file names no database file for it "
-                           "(its file is not reachable from the run directory; give --source NAME=HOST:PORT)")
-    if not isinstance(path, str) and not path.is_file():
-        raise HistoryError(f"source {source}: no database file at {path}")
-    try:
-        store = open_store(catalog, source, path)
-    except (sqlite3.Error, duckdb.Error) as err:
-        raise HistoryError(f"source {source}: cannot open {path}: {str(err).strip().splitlines()[0]} "
-                           "(is the source still running?)") from None
-    except ModelError as err:
-        raise HistoryError(f"source {source}: {err}") from None
-    try:
-        dsv, relations = store.snapshot()
-        # Cut at the snapshot's DSV: a source still running may have logged more since.
-        log = [n for n in store.notifications_from(2) if n.dsv <= dsv]
-    finally:
-        store.close()
-    return dsv, relations, log
-
-
-def warehouse_states(folder: Path | None) -> tuple[dict[str, int], dict[tuple, int], list[dict], dict[tuple, int]]:
-    """(versions of the first view, the first view, every later state with its delta, the view
-    after the last) from the warehouse's change history (fedmodel.change_history)."""
-    if folder is None:
-        raise HistoryError("run file: names no warehouse history")
-    try:
-        return change_history.read(folder)
-    except ChangeHistoryError as err:
-        raise HistoryError(str(err)) from None
+    log = FileLog(catalog, source, where)
+    return log.dsv, log.versions(), log.read(2, log.dsv)
 
 
 def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
-    """fedmodel.message_log.totals over every node's log; empty when no node kept one."""
+    """fedmodel.message_log.totals over every node's log, with what their retention trimmed
+    (fedio.message_log.trimmed); empty when no node kept one."""
+    logs = [p for p in run.message_logs().values() if p is not None]
     try:
-        return message_log.totals(read_message_logs((p for p in run.message_logs().values() if p is not None),
-                                                    run.subscriber))
+        return message_log.added(message_log.totals(read_message_logs(logs, run.subscriber)),
+                                 trimmed_message_logs(logs, run.subscriber))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise HistoryError(f"message log: malformed ({err})") from None
 
 
-def judge(history: LiveHistory, oracle: str = "duckdb", pg_dsn: str | None = None) -> Verdict:
-    """The history's verdict, the oracle evaluated by the engine named `oracle` (ORACLES)."""
+def judge(history: LiveHistory, oracle: str = "duckdb", pg_dsn: str | None = None,
+          commits: DsvTimes | None = None) -> Verdict:
+    """The history's verdict, the oracle evaluated by the engine named `oracle` (ORACLES): a
+    complete run's a window of states at a time (loadgen.checker.windows), in memory bounded by
+    the data and the window; a run that falls short somewhere judged again whole
+    (loadgen.checker.levels), which says what went wrong. `commits`: the sources' commit times
+    (LiveHistory.commit_times), read here when not given."""
     try:
         with engine_named(oracle, pg_dsn) as engine:
             try:
-                return classify(history.oracle(engine), history.states, history.final_view,
-                                history.start_versions, history.start_view)
+                judged = windows.judge(history.run.catalog, history.run.judged_sql, history.sources,
+                                       history.start_versions, history.start_view, history.read_states(), engine,
+                                       terms=history.run.history_sql is not None)
+                if isinstance(judged, Shortfall):
+                    verdict = classify(history.oracle(engine), history.states, history.final_view,
+                                       history.start_versions, history.start_view)
+            except LogError as err:
+                raise HistoryError(str(err)) from None
             except (ModelError, duckdb.Error, ValueError) as err:
                 raise HistoryError(f"cannot evaluate the view over the sources' histories: {err}") from None
     except OracleError as err:   # the engine itself: unknown, unreachable, would not start
         raise HistoryError(str(err)) from None
+    if isinstance(judged, Complete):
+        verdict = Verdict("complete", judged.states, judged.transactions)
+    # Placed on the commit-time line by every commit the sources' logs hold, before the history's start too.
+    verdict.off_time_line = first_off_the_line(_on_the_line(commits or history.commit_times()), history.read_states())
+    return verdict
+
+
+def _on_the_line(commits: DsvTimes) -> DsvTimes:
+    """Each transaction's place on the commit-time line (loadgen.checker.points_in_time.stamped):
+    its commit time, or the latest of its source's earlier ones when the clock stepped back."""
+    out, latest = DsvTimes(), {}
+    for source, dsv in commits:   # each source's in DSV order
+        latest[source] = max(latest.get(source, float("-inf")), commits[source, dsv])
+        out[source, dsv] = latest[source]
+    return out
 
 
 def check(run_dir: str | Path, remote: dict[str, RemoteSource] | None = None,
           oracle: str = "duckdb", pg_dsn: str | None = None, subscriber: str | None = None) -> Verdict:
     """The verdict on the run's warehouse, or with `subscriber` on the one subscribed by that name."""
-    history = load_history(run_dir, remote)
-    return judge(history.of(subscriber) if subscriber else history, oracle, pg_dsn)
+    with open_history(run_dir, remote) as history:
+        return judge(history.of(subscriber) if subscriber else history, oracle, pg_dsn)
 
 
 def add_arguments(parser) -> None:
@@ -267,9 +391,10 @@ def main(args) -> int:
     expect = ALIASES.get(args.expect, args.expect)
     try:
         pg_dsn = _pg_dsn(args)
-        history = load_history(args.run_dir, remote_sources(args.source or [], tls_files(args), args.connect_wait))
-        names = [args.subscriber] if args.subscriber else history.run.subscribers
-        judged = {name: _judged(history.of(name), args.oracle, pg_dsn, args.json) for name in names}
+        with open_history(args.run_dir, remote_sources(args.source or [], tls_files(args), args.connect_wait)) as history:
+            names = [args.subscriber] if args.subscriber else history.run.subscribers
+            commits = history.commit_times()
+            judged = {name: _judged(history.of(name), args.oracle, pg_dsn, args.json, commits) for name in names}
     except (HistoryError, ModelError, RoleError) as err:
         print(f"fedlab check: {err}", file=sys.stderr)
         return 2
@@ -286,16 +411,16 @@ def main(args) -> int:
     return 0 if all(oks.values()) else 1
 
 
-def _judged(history: LiveHistory, oracle: str, pg_dsn: str | None, as_json: bool) -> dict:
-    """One warehouse's verdict and the figures printed beside it."""
-    verdict = judge(history, oracle, pg_dsn)
+def _judged(history: LiveHistory, oracle: str, pg_dsn: str | None, as_json: bool, commits: DsvTimes) -> dict:
+    """One warehouse's verdict and the figures printed beside it (`commits`: the sources' commit times)."""
+    verdict = judge(history, oracle, pg_dsn, commits)
     logs = [p for p in history.run.message_logs().values() if p is not None]
     # The logs are read again only to explain a run that fell short.
     happenings = logged_happenings(read_message_logs(logs, history.run.subscriber)) \
         if verdict.anomalies and not as_json else None
     return {"history": history, "verdict": verdict, "messages": message_totals(history.run),
-            "staleness": staleness_summary(history), "happenings": happenings,
-            "clocks": clock_skew(commit_times(history.log), first_receipts(history.run.message_logs()))}
+            "staleness": staleness_summary(history, commits), "happenings": happenings,
+            "clocks": clock_skew(commits, first_receipts(history.run.message_logs()))}
 
 
 def _json_verdict(judged: dict, oracle: str) -> dict:
@@ -327,10 +452,10 @@ def _pg_dsn(args) -> str | None:
     return args.pg_dsn or os.environ.get("FEDLAB_PG_DSN") or None
 
 
-def staleness_summary(history: LiveHistory) -> dict:
-    """Seconds from each source commit to the first view state that reflects it, in the core
-    (`applied`) and durable in the warehouse's store (`durable`): p50/p95/p99/max/mean and n."""
-    seen = reflections(history.log, history.run.warehouse_history, history.start_versions)
+def staleness_summary(history: LiveHistory, commits: DsvTimes) -> dict:
+    """Seconds from each source commit (`commits`) to the first view state that reflects it, in
+    the core (`applied`) and durable in the warehouse's store (`durable`): p50/p95/p99/max/mean and n."""
+    seen = reflections(commits, history.run.warehouse_history, history.start_versions)
     return {kind: percentiles((lag for _, lag in seen.lags(to_delta=kind == "durable")), scale=1.0)
             for kind in ("applied", "durable")}
 

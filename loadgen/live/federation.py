@@ -69,6 +69,14 @@ def write_source_file(catalog: Catalog, source: str, initial: dict[str, list[tup
             Path(f"{partial}{suffix}").rename(f"{path}{suffix}")
 
 
+def source_log_keep(settings: WarehouseSettings) -> float | None:
+    """Seconds a source's log and message log keep under the warehouse's history retention: twice
+    as long, so that a checker finds every transaction after the first view the history keeps
+    (fedmodel.change_history: at most one and a half retentions back, plus the last transactions
+    in flight then); None: all."""
+    return None if settings.history_retention is None else 2 * settings.history_retention
+
+
 class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]] | Path, run_dir: str | Path,
                  spark, warehouse: WarehouseSettings = WarehouseSettings(), tls: TlsFiles | None = None,
@@ -142,7 +150,8 @@ class Federation:
                 self._write_source_file(source)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), tls=self.tls,
                                                      engine=self.source_engine, probes=probes, home=self.run_dir,
-                                                     log_retention=self.log_retention.get(source))
+                                                     log_retention=self.log_retention.get(source),
+                                                     log_keep_seconds=source_log_keep(self.settings))
         self.addresses = {source: wait_for_address(source, self.tls) for source in self.actors}
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self._committer = grpc_committer(self.catalog, self.stubs, reconnect=self.refresh_address)

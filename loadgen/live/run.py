@@ -44,6 +44,7 @@ import re
 import time
 from pathlib import Path
 
+from fedmodel import change_history
 from fedmodel.aggregate_view import parse_query
 from fedmodel.errors import ModelError
 from fedmodel.messages import DEFAULT_SUBSCRIBER
@@ -124,7 +125,7 @@ def main(args) -> int:
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
-    from loadgen.live.check import judge, load_history
+    from loadgen.live.check import judge, open_history
     from loadgen.live.federation import Federation
     from loadgen.workloads.driver import drive
     from loadgen.workloads.tpch import tpch_catalog
@@ -163,17 +164,18 @@ def main(args) -> int:
         fed.stop()
         stop_ray()
         spark.stop()
-    history = load_history(run_dir)   # read once: the checker's, and the faults' staleness
     run = {"run_dir": str(run_dir), "offered": load.offered, "committed": load.committed, "rejected": load.rejected,
            "rejections": load.rejections(), "achieved_rate": round(load.achieved_rate, 2), "caught_up": caught_up,
            "process_faults": events}
-    # each view's side of the history, by its name in the run file (the first's: the default subscriber's)
-    histories = {view: history.of(DEFAULT_SUBSCRIBER if view == first else view) for view in views}
-    verdicts = {view: judge(h) for view, h in histories.items()}
-    results = {view: {**verdicts[view].to_dict(),
-                      **_fault_effects(h, applier.applied, load_from, load_until,
-                                       run_dir / "plots" / ("faults.png" if view == first else f"faults-{view}.png"))}
-               for view, h in histories.items()}
+    with open_history(run_dir) as history:   # the sources' commits read once: the checker's, and the faults' staleness
+        commits = history.commit_times()
+        # each view's side of the history, by its name in the run file (the first's: the default subscriber's)
+        histories = {view: history.of(DEFAULT_SUBSCRIBER if view == first else view) for view in views}
+        verdicts = {view: judge(h, commits=commits) for view, h in histories.items()}
+        results = {view: {**verdicts[view].to_dict(),
+                          **_fault_effects(h, commits, applier.applied, load_from, load_until,
+                                           run_dir / "plots" / ("faults.png" if view == first else f"faults-{view}.png"))}
+                   for view, h in histories.items()}
     result = {**results[first], **run} if not more else {**run, "views": results}
     (run_dir / "verdict.json").write_text(json.dumps(result, indent=2, default=str))
     if args.json:
@@ -220,11 +222,16 @@ def _placement(views: list[str], warehouses: int) -> dict[str, str]:
     return {view: names[i % warehouses] for i, view in enumerate(views)}
 
 
-def _fault_effects(history, applied: list, load_from: float, load_until: float, plot: Path) -> dict:
-    """With process faults applied, what each did to the staleness of the view `history` is of."""
+def _fault_effects(history, commits, applied: list, load_from: float, load_until: float, plot: Path) -> dict:
+    """With process faults applied, what each did to the staleness of the view `history` is of
+    (`commits`: the sources' commit times, loadgen.live.check.LiveHistory.commit_times)."""
     if not applied:
         return {"fault_phases": [], "fault_plot": None}
-    return effects.figures(applied, _lags(history), load_from, load_until, plot)
+    from loadgen.bench import metrics
+
+    state_times = [s["applied_time"] for s in change_history.applied_states(history.run.warehouse_history)]
+    lags = metrics.reflections(commits, history.run.warehouse_history, history.start_versions).lags()
+    return effects.figures(applied, lags, load_from, load_until, plot, state_times)
 
 
 def _print_view(view: str | None, verdict, result: dict) -> None:
@@ -239,14 +246,6 @@ def _print_view(view: str | None, verdict, result: dict) -> None:
           f"lost {len(verdict.lost)}, doubled {len(verdict.doubled)}")
     if verdict.first_violation:
         print(f"first violation: {json.dumps(verdict.first_violation, default=str)[:2000]}")
-
-
-def _lags(history) -> list[tuple[float, float]]:
-    """(commit time, seconds until the core's view reflected it) of every transaction of the run
-    (loadgen.live.check.LiveHistory), as the bench reads them (loadgen.bench.metrics.reflections)."""
-    from loadgen.bench import metrics
-
-    return metrics.reflections(history.log, history.run.warehouse_history, history.start_versions).lags()
 
 
 def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: random.Random) -> list:

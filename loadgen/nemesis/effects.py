@@ -97,18 +97,29 @@ def recovery(still_from: float, still_until: float, starts: list[tuple[float, st
 
 
 def describe(phase: dict) -> str:
-    """One line of a phase, as `fedlab run` prints it."""
+    """One line of a phase, as `fedlab run` prints it.
+
+    >>> describe({"phase": "kill warehouse at 5s", "committed": 40, "still_s": 6.2, "from_s": 0.1,
+    ...           "staleness_ms": {"p50": 300.0, "max": 6400.0, "n": 40}})
+    'kill warehouse at 5s: 40 transactions, staleness p50 300 ms, max 6,400 ms; the view stood still 6.2 s'
+    """
     lag = phase["staleness_ms"]
     figures = (f"staleness p50 {lag['p50']:,.0f} ms, max {lag['max']:,.0f} ms" if lag["n"]
                else "nothing committed")
-    return f"{phase['phase']}: {phase['committed']} transactions, {figures}"
+    still = f"; the view stood still {phase['still_s']:.1f} s" if "still_s" in phase else ""
+    return f"{phase['phase']}: {phase['committed']} transactions, {figures}{still}"
 
 
 def figures(applied: list[dict], lags: list[tuple[float, float]], load_from: float, load_until: float,
-            plot: Path) -> dict:
-    """What the faults did, as `fedlab run` and `fedlab bench` report it: `fault_phases` (`phases`)
-    and `fault_plot`, the figure written to `plot` (loadgen.nemesis.plot)."""
+            plot: Path, state_times: list[float] | None = None) -> dict:
+    """What the faults did, as `fedlab run` and `fedlab bench` report it: `fault_phases` (`phases`,
+    with `state_times`, the view states' applied times, each phase's longest standstill as well:
+    `still_s` and `from_s`, `standstills`) and `fault_plot`, the figure written to `plot`
+    (loadgen.nemesis.plot)."""
     from loadgen.nemesis.plot import plot_faults
 
-    return {"fault_phases": phases(applied, lags, load_from, load_until),
-            "fault_plot": str(plot_faults(plot, applied, lags, load_from, load_until))}
+    cut = phases(applied, lags, load_from, load_until)
+    if state_times is not None:
+        for phase, still in zip(cut, standstills(applied, state_times, load_from, load_until)):
+            phase.update(still_s=still["still_s"], from_s=still["from_s"])
+    return {"fault_phases": cut, "fault_plot": str(plot_faults(plot, applied, lags, load_from, load_until))}

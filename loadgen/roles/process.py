@@ -13,6 +13,7 @@ interface, so the pod's Service reaches it; elsewhere on the loopback address on
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import signal
@@ -57,12 +58,46 @@ def add_reorder_allowance_argument(parser) -> None:
                              f"(default {REORDER_ALLOWANCE:g})")
 
 
+def retention_seconds(text: str) -> float | None:
+    """A retention flag's value: seconds, or `forever` (None: nothing is removed).
+
+    >>> retention_seconds("600"), retention_seconds("forever")
+    (600.0, None)
+    """
+    if text.strip().lower() == "forever":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes seconds or 'forever', got {text!r}") from None
+
+
+def add_retention_arguments(parser) -> None:
+    """--journal-retention and --history-retention, which `fedlab bench` takes too."""
+    retained = {
+        "--journal-retention": (WarehouseSettings.journal_retention,
+                                "seconds the warehouse's Delta journal keeps the batches the view's base has folded, and "
+                                "both its tables their replaced files and log, or 'forever'; past it a reader loses the "
+                                "change log of those batches and the tables' older versions (time travel), never the view"),
+        "--history-retention": (WarehouseSettings.history_retention,
+                                "seconds the warehouse's change history and message log keep of what they wrote, and "
+                                "the sources their logs and message logs twice as long (their logs also what a warehouse "
+                                "has not acknowledged), or 'forever': past it `fedlab check` judges the states from the oldest "
+                                "view the history keeps, and the message totals of what was trimmed remain without its "
+                                "lines (which notification arrived when)"),
+    }
+    for flag, (default, help) in retained.items():
+        parser.add_argument(flag, type=retention_seconds, default=default, metavar="SECONDS",
+                            help=f"{help} (default {'forever' if default is None else f'{default:g}'})")
+
+
 def add_warehouse_arguments(parser) -> None:
     """The flags of a warehouse's settings (warehouse_settings), with their defaults."""
     parser.add_argument("--batch-interval", type=float, default=WarehouseSettings.batch_interval, metavar="SECONDS",
                         help="the most seconds between Delta batch commits; below it a batch follows the last by "
                              f"three times its commit's duration (default {WarehouseSettings.batch_interval:g})")
     add_reorder_allowance_argument(parser)
+    add_retention_arguments(parser)
     parser.add_argument("--recompute-period", type=float, default=RECOMPUTE_PERIOD, metavar="SECONDS",
                         help="seconds between the recompute algorithm's rounds, each a Spark job "
                              f"(default {RECOMPUTE_PERIOD:g})")
@@ -79,7 +114,8 @@ def warehouse_settings(args, algorithm: str, view) -> WarehouseSettings:
                     salem=salem_options(args, view.relations))
     try:
         check_view(algorithm, view, core.access)
-        return WarehouseSettings(algorithm, core, batch_interval=args.batch_interval)
+        return WarehouseSettings(algorithm, core, batch_interval=args.batch_interval,
+                                 journal_retention=args.journal_retention, history_retention=args.history_retention)
     except SettingError as err:
         raise RoleError(f"--{err.setting.replace('_', '-')} {err.why}") from None
     except AlgorithmError as err:

@@ -19,6 +19,7 @@ server and its channel to the warehouse under mutual TLS (fedio.channels).
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,7 @@ from loadgen.roles.process import (
     add_tls_arguments,
     default_host,
     fail,
+    retention_seconds,
     tls_files,
 )
 from loadgen.roles.runconfig import load_catalog, read_yaml
@@ -52,6 +54,11 @@ def add_arguments(parser) -> None:
                         help="PostgreSQL: delete captured changes once the warehouse has acknowledged and "
                              "applied them (bounded change tables; `fedlab check` can then no longer judge "
                              "the run from this source's log)")
+    parser.add_argument("--log-keep", type=retention_seconds, default=None, metavar="SECONDS",
+                        help="seconds its log and message log keep of what they wrote (and the log what a "
+                             "warehouse has not acknowledged), or 'forever' (the default): `fedlab check` needs the "
+                             "log from the first view the warehouse's history keeps on (give twice the warehouse's "
+                             "--history-retention)")
     parser.add_argument("--port", type=int, default=0, help="gRPC port (default: a free one)")
     parser.add_argument("--host", help="address to listen on (default 0.0.0.0 in a pod, else 127.0.0.1)")
     parser.add_argument("--warehouse", metavar="HOST:PORT", help="the warehouse's gRPC address (notifications go there)")
@@ -79,6 +86,8 @@ def main(args) -> int:
             raise RoleError("--ray-resource needs --ray-address")
         if args.prune_applied and args.source_engine != "postgres":
             raise RoleError("--prune-applied is for --source-engine postgres")
+        if args.log_keep is not None and not 0 < args.log_keep < math.inf:
+            raise RoleError(f"--log-keep must be a positive number of seconds or 'forever', got {args.log_keep:g}")
     except (ModelError, RoleError) as err:
         return fail("source", err)
     host = args.host or default_host()
@@ -94,7 +103,7 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
     try:
         node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
                           faults=FaultInjector(seed), host=host, port=args.port, tls=tls, engine=args.source_engine,
-                          prune_applied=args.prune_applied,
+                          prune_applied=args.prune_applied, log_keep_seconds=args.log_keep,
                           message_log=source_log_path(Path(args.home) / args.name) if args.home else None)
     except (ModelError, OSError) as err:
         return fail("source", err)
@@ -127,7 +136,7 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
         options["resources"] = {args.ray_resource: 1}
     actor = start_source_actor(catalog, args.name, args.db, initial, args.warehouse, host=host, port=args.port,
                                tls=tls, engine=args.source_engine, prune_applied=args.prune_applied, home=args.home,
-                               **options)
+                               log_keep_seconds=args.log_keep, **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
     # Found while Ray restarts it on this node (its old node died with its raylet), it answers
     # once it is back. Pinned to this container's node, its server is reached on the loopback

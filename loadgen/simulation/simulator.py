@@ -505,7 +505,8 @@ class Simulator:
             raise ScenarioError(f"restart: {err}") from None
         self.incarnation += 1
         applied = self.algorithm.applied_dsv()
-        self.batches = BatchLedger(applied, self.durable.notifications.values(), self.durable.last_batch)
+        pending = not_reflected(self.durable.notifications.values(), self.durable.state)
+        self.batches = BatchLedger(applied, pending, self.durable.last_batch)
         self.current = user_view(self.view, self.durable.rows)
         for msg in [m for m in self.flight if m.kind in ("subquery", "answer", "resend")]:
             self.flight.remove(msg)
@@ -515,7 +516,6 @@ class Simulator:
         for policy in self.policies.values():
             policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
         self.fifo = None   # as live, the durable notifications go to the algorithm before FIFO order starts
-        pending = not_reflected(self.durable.notifications.values(), self.durable.state)
         self._handle_all([NotificationArrived(n, self.now) for n in pending])
         self._start_fifo_order()
 

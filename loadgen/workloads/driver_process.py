@@ -24,6 +24,7 @@ from typing import Callable
 
 from fedio.channels import TlsFiles
 from fedmodel.catalog import Catalog
+from loadgen.bench.reservoir import Reservoir
 from loadgen.workloads.driver import DriveResult
 from loadgen.workloads.federation_shapes import ShapedFederation, shaped_federation
 
@@ -59,6 +60,25 @@ class DataRecipe:
         from loadgen.workloads.workload import Workload
 
         return Workload.named(workload).stream(catalog, self.rows(), seed=seed)
+
+
+class CommitTimings:
+    """One source's group commit calls in a drive: how many, their seconds, the transactions they
+    held, and a bounded sample of each call's seconds (loadgen.bench.reservoir)."""
+
+    def __init__(self):
+        self.calls, self.seconds, self.transactions = 0, 0.0, 0
+        self.samples = Reservoir()
+
+    def add(self, seconds: float, transactions: int) -> None:
+        self.calls += 1
+        self.seconds += seconds
+        self.transactions += transactions
+        self.samples.extend([seconds])
+
+    def to_dict(self) -> dict:
+        return {"calls": self.calls, "seconds": self.seconds, "transactions": self.transactions,
+                "samples": self.samples.values}
 
 
 @dataclass(frozen=True)
@@ -110,8 +130,7 @@ class DriverProcess:
     def drive(self, rate: float, duration: float,
               progress: Callable[[float, DriveResult], None] = lambda elapsed, result: None) -> tuple[DriveResult, dict]:
         """Offers `rate` txn/s for `duration` s (loadgen.workloads.driver.drive in the child); returns the
-        result and the commit timings per source ({source: [seconds per group call]}, with the
-        transactions each group held)."""
+        result and the commit timings per source ({source: CommitTimings.to_dict()})."""
         self._pipe.send(("drive", rate, duration))
         while True:
             message = self._receive(duration + 600)
@@ -170,14 +189,14 @@ def _serve(pipe, catalog_dict: dict, recipe: DataRecipe | SyntheticRecipe, workl
     pipe.send(("ready",))
     while (command := pipe.recv())[0] == "drive":
         _, rate, duration = command
-        timings: dict[str, list[tuple[float, int]]] = {}
+        timings: dict[str, CommitTimings] = {}
 
         def timed(source, requests):
             start = time.perf_counter()
             try:
                 return commit(source, requests)
             finally:
-                timings.setdefault(source, []).append((time.perf_counter() - start, len(requests)))
+                timings.setdefault(source, CommitTimings()).add(time.perf_counter() - start, len(requests))
 
         last = [0.0]
 
@@ -191,4 +210,4 @@ def _serve(pipe, catalog_dict: dict, recipe: DataRecipe | SyntheticRecipe, workl
         except Exception as err:
             pipe.send(("error", f"{type(err).__name__}: {err}"))
             return
-        pipe.send(("done", asdict(result), timings))
+        pipe.send(("done", asdict(result), {source: t.to_dict() for source, t in timings.items()}))

@@ -217,6 +217,8 @@ class TblRows(InitialRows):
     three arrays of 1.5M numbers instead of 7.5M rows (7 GB of Python tuples). `orders` > 0 keeps
     the first that many orders, as sample_orders does."""
 
+    on_disk = True
+
     def __init__(self, folder: str | os.PathLike, orders: int = 0):
         self.folder = Path(folder)
         self._keys, self._order_at = self._index("orders", orders)

@@ -8,7 +8,9 @@ through this one module (docs/architecture.md 2: no protocol rule in one world o
   state does not reflect yet (registry.not_reflected: a restart maintains exactly those again);
   and salem's timed view delta rows propagated since.
 - A notification is kept for a batch once: a copy that arrives again (the sources deliver at
-  least once) is neither kept nor written twice.
+  least once) is neither kept nor written twice, nor is one the durable view already reflects.
+  What the ledger remembers of them is what is in flight: it forgets those the durable view
+  reflects, so a run of hours holds no more than one of minutes.
 - A source is told two marks of what is durable (the Notify reply, source_node.resend_policy):
   `acked`, every DSV up to which has arrived and is durable, as a notification or in the view, so
   its outbox may drop them; and `view_dsv`, the DSV the durable view reflects, below which no
@@ -17,7 +19,8 @@ through this one module (docs/architecture.md 2: no protocol rule in one world o
 - A batch whose commit failed is taken again, with what came meanwhile, at the next commit;
   one whose commit failed after it became durable (the store holds it: the reply was lost)
   counts as committed.
-- A restart starts from what is durable: the view's DSVs and the notifications kept beside it.
+- A restart starts from what is durable: the view's DSVs and the notifications kept beside it
+  that it does not reflect (registry.not_reflected).
 - A warehouse that keeps several views, each with its own ledger, is one subscriber to its
   sources (warehouse.view_group): it tells a source what holds for every view (`for_every_view`),
   so a notification leaves the source's outbox only once every view has it durably.
@@ -109,10 +112,10 @@ class BatchLedger:
 
     def receive(self, notification) -> bool:
         """A notification reached the warehouse; True when it is to be kept in the next batch
-        (not a copy of one already kept)."""
+        (not a copy of one already kept, nor one the durable view reflects)."""
         key = (notification.source, notification.dsv)
         self.receipts.add(*key)
-        if key in self._kept:
+        if key in self._kept or notification.dsv <= self._view_dsv.get(notification.source, 0):
             return False
         self._kept.add(key)
         self._received.append(notification)
@@ -157,6 +160,7 @@ class BatchLedger:
             self._acked[s] = max(self._acked.get(s, 0), c)
         for s, v in batch.state.get("sources", {}).items():
             self._view_dsv[s] = max(self._view_dsv.get(s, 0), v["applied_dsv"])
+        self._kept = {(s, d) for s, d in self._kept if d > self._view_dsv.get(s, 0)}
 
     def failed(self, batch: Batch, last_durable: int | None) -> bool:
         """`batch`'s commit failed; `last_durable` is the last batch id the store holds, read back

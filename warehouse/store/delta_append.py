@@ -27,8 +27,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from typing import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 
@@ -55,16 +57,21 @@ class DeltaAppender:
         self._none = _scala_object(jvm.scala, "None")
         self._some = jvm.scala.Some
         self._write = _scala_object(jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+        self._manual_update = _scala_object(jvm.org.apache.spark.sql.delta, "DeltaOperations$ManualUpdate")
         self._action = _scala_object(jvm.org.apache.spark.sql.delta.actions, "Action")
         self._append_mode = jvm.org.apache.spark.sql.SaveMode.Append
         self._to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
         self._singleton_list = jvm.java.util.Collections.singletonList
+        self._array_list = jvm.java.util.ArrayList
         self._action.fromJson(_add_json("warm-up.parquet", 0))
 
-    def append(self, table: pa.Table, user_metadata: str) -> int:
+    def append(self, table: pa.Table, user_metadata: str, indexed: Sequence[str] = ()) -> int:
         """Commits `table` as one new file of the table, the commit info's userMetadata set;
-        returns the table version committed. A failure before the commit leaves at most an
-        unreferenced file, which no reader sees (and VACUUM removes)."""
+        returns the table version committed. The file's statistics name its row count and, for
+        each of the `indexed` columns (top-level integer or short string columns), its least and
+        greatest value and its nulls: what Delta's data skipping reads to leave a file out of a filtered scan.
+        A failure before the commit leaves at most an unreferenced file, which no reader sees
+        (and VACUUM removes)."""
         buffer = pa.BufferOutputStream()
         pq.write_table(table, buffer, compression="snappy")
         data = buffer.getvalue().to_pybytes()
@@ -75,7 +82,8 @@ class DeltaAppender:
         finally:
             out.close()
         none = self._none
-        actions = self._to_seq(self._singleton_list(self._action.fromJson(_add_json(name, len(data))))).toList()
+        add = _add_json(name, len(data), file_stats(table, indexed))
+        actions = self._to_seq(self._singleton_list(self._action.fromJson(add))).toList()
         operation = self._write.apply(self._append_mode, none, none, self._some(user_metadata), none, none, none,
                                       none, none)
         # From the snapshot this object's last commit left: no listing of the log to find it (the
@@ -84,11 +92,60 @@ class DeltaAppender:
         snapshot = self._some(self._log.unsafeVolatileSnapshot())
         return self._log.startTransaction(none, snapshot).commit(actions, operation)
 
+    def remove(self, removals: list[str]) -> int:
+        """Commits the RemoveFile actions `removals` (JSON, `remove_json`), without a Spark job and
+        without rewriting a file (a "Manual Update" in the table's history). Returns the table
+        version committed. It reads no file, so it never conflicts with an append beside it."""
+        actions = self._array_list()
+        for removal in removals:
+            actions.add(self._action.fromJson(removal))
+        operation = self._manual_update
+        none = self._none
+        snapshot = self._some(self._log.update(False, none, none))
+        return self._log.startTransaction(none, snapshot).commit(self._to_seq(actions).toList(), operation)
 
-def _add_json(name: str, size: int) -> str:
-    """The AddFile action of a new data file `name` of `size` bytes, as Delta's log writes it."""
-    return json.dumps({"add": {"path": name, "partitionValues": {}, "size": size,
-                               "modificationTime": int(time.time() * 1000), "dataChange": True}})
+
+def _add_json(name: str, size: int, stats: dict | None = None) -> str:
+    """The AddFile action of a new data file `name` of `size` bytes, as Delta's log writes it
+    (with `stats`, its statistics as `file_stats` gives them)."""
+    add = {"path": name, "partitionValues": {}, "size": size, "modificationTime": int(time.time() * 1000),
+           "dataChange": True}
+    if stats is not None:
+        add["stats"] = json.dumps(stats)
+    return json.dumps({"add": add})
+
+
+def remove_json(path: str, size: int, when: float) -> str:
+    """The RemoveFile action of the table's data file `path` (as its AddFile names it) of `size`
+    bytes, removed at `when` (seconds since the epoch: VACUUM deletes it a retention after)."""
+    return json.dumps({"remove": {"path": path, "deletionTimestamp": int(when * 1000), "dataChange": True,
+                                  "extendedFileMetadata": True, "partitionValues": {}, "size": size}})
+
+
+def file_stats(table: pa.Table, columns: Sequence[str]) -> dict:
+    """A data file's statistics in Delta's format: {"numRecords", "minValues", "maxValues",
+    "nullCount"} over `columns` (integers, or strings shorter than the 32 characters Delta keeps
+    of a bound; a column whose values are all null has no bounds).
+
+    >>> file_stats(pa.table({"b": [3, 3, 4], "s": [None, 7, None], "k": ["txn", "delta", "txn"]}), ["b", "s", "k"])
+    {'numRecords': 3, 'minValues': {'b': 3, 's': 7, 'k': 'delta'}, 'maxValues': {'b': 4, 's': 7, 'k': 'txn'}, 'nullCount': {'b': 0, 's': 2, 'k': 0}}
+    """
+    low, high, nulls = {}, {}, {}
+    for column in columns:
+        values = table[column]
+        bounds = pc.min_max(values)
+        if bounds["min"].is_valid:
+            low[column], high[column] = bounds["min"].as_py(), bounds["max"].as_py()
+        nulls[column] = values.null_count
+    return {"numRecords": table.num_rows, "minValues": low, "maxValues": high, "nullCount": nulls}
+
+
+def table_files(spark, path: str):
+    """The data files of the Delta table at `path` in its latest snapshot this process knows (its
+    AddFile actions: path, size, modificationTime, stats, ...), as a pyspark DataFrame."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    return DataFrame(delta_log(spark, path).unsafeVolatileSnapshot().allFiles().toDF(), spark)
 
 
 def delta_log(spark, path: str):

@@ -4,7 +4,10 @@ Two path-based Delta tables live under `root_dir` (one writer process per root):
 
 - `journal`: append-only, ONE append per batch -- the batch's COMMIT POINT, so a batch is in
   Delta whole or not at all (one Parquet file and one delta-spark commit, without a Spark job:
-  warehouse.store.delta_append). Every row is tagged with its batch_id and `kind`:
+  warehouse.store.delta_append), whose statistics name its least and greatest batch_id, kind and seq,
+  so that Delta's data skipping leaves it out of a read of other batches or seqs: a read of the
+  batches above the base, or of the change log above a seq, costs those, not the journal's
+  history. Every row is tagged with its batch_id and `kind`:
   - `txn`: the change log, one row per applied source transaction, in apply order: seq, source,
     dsv, txn_id, commit_time, applied_time, versions (JSON {source: dsv}: the versions the view
     reflects after this transaction) and body (JSON [[row, signed count change], ...]);
@@ -14,14 +17,22 @@ Two path-based Delta tables live under `root_dir` (one writer process per root):
     keyed by (source, dsv): txn_id, commit_time and body (JSON, fedmodel.transactions.
     notification_to_dict); a restart maintains those again (the warehouse passes no others:
     warehouse.core.registry.not_reflected);
-  - `state`: one row per batch, body the version state after it (JSON);
+  - `state`: one row per batch, body the version state after it (JSON), seq the change log's last
+    seq after it;
   - `view_delta`: the salem algorithm's timed view delta, the rows the batch added to it (not in
     the view: past the view's point), one per (view row, timestamp key): `row` and `count` as for
     `delta`, the key in commit_time, source and dsv, and in `seq` the delta's epoch (a row of an
     epoch other than the state's is dead).
 - `view`: the view's base, its columns plus `count` (BIGINT multiplicity, CHECK count > 0), as
-  of the batch its newest tagged commit names (commit-info userMetadata `fedlab-batch=b`).
-  `compact()` folds the journal's deltas into it, in one overwrite tagged with the batch folded up to.
+  of the batch its newest tagged commit names (commit-info userMetadata `fedlab-batch=b
+  needed-from=n`). `compact()` folds the journal's deltas into it, in one overwrite tagged with
+  the batch folded up to and the first batch holding what a restart reads beyond it (`_Needed`:
+  the notifications received and not reflected then, salem's timed rows beyond the view's point).
+
+A restart (`load()`) reads the base and the journal's batches from min(b, n) on: what it costs
+is the view and what is in flight, however long the run. With a retention (`retain()`, after
+each compaction) the journal's files below that and older than it leave the table, and both
+tables are vacuumed and their logs trimmed to as long: a long run's tables hold its last minutes.
 
 The view as of the last committed batch is the base plus the `delta` rows of every batch above
 the base's, summed per row (`view_df()`, `read_view()`): a merge-on-read table, in Apache Hudi's
@@ -64,6 +75,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -75,11 +87,21 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from fedmodel import json_text
 from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
-from warehouse.store.delta_append import DeltaAppender, delta_log
+from warehouse.core.registry import not_reflected
+from warehouse.store.delta_append import DeltaAppender, delta_log, remove_json, table_files
 from warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
 
 INITIAL_BATCH = 0
 _TAG = "fedlab-batch="
+_NEEDED_FROM = "needed-from="
+# The table properties that keep a table's log and removed files (`retain`); the second may not
+# exceed the first.
+_KEPT = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
+# A file of a table's log that a checkpoint after it replaces: a commit, its checksum, a checkpoint.
+_LOG_FILE = re.compile(r"(\d{20})\.(?:json|crc|checkpoint(?:\.\d+\.\d+)?\.parquet)")
+_DEFAULT = "spark.databricks.delta.properties.defaults."   # a new table's property, from the session
+# Commits that change no row of their table, untagged: the view's constraint, a table property.
+_ROWS_UNCHANGED = ("ADD CONSTRAINT", "SET TBLPROPERTIES")
 
 _JOURNAL = (("batch_id", "BIGINT"), ("kind", "VARCHAR"), ("seq", "BIGINT"), ("source", "VARCHAR"),
             ("dsv", "BIGINT"), ("txn_id", "VARCHAR"), ("commit_time", "DOUBLE"), ("applied_time", "DOUBLE"),
@@ -87,6 +109,12 @@ _JOURNAL = (("batch_id", "BIGINT"), ("kind", "VARCHAR"), ("seq", "BIGINT"), ("so
 _ROW, _COUNT = "row", "count"   # the journal's view-delta columns: struct of the view's columns, change
 _TXN, _DELTA, _NOTIFICATION, _STATE = "txn", "delta", "notification", "state"
 _VIEW_DELTA = "view_delta"      # a timed view delta's rows (the salem algorithm): not in the view yet
+# The journal's columns each batch file names its bounds of (delta_append.file_stats), so that a
+# read of the batches above one, or of the change log above a seq, skips the files below. `kind`
+# seldom skips (a batch holds several kinds) but must be there: a filter naming a column whose
+# bounds a file lacks keeps that file, whatever its other columns' bounds say (Delta's data
+# skipping), and every read of the journal names a kind.
+_INDEXED = ("batch_id", "kind", "seq")
 # SQL settings of the store's child session, for many small jobs (measured on 2 cores): without
 # AQE and code generation (whole-stage and expression codegen: Spark then evaluates interpreted,
 # as it does when codegen fails) each new plan no longer compiles Java source (the test file ran
@@ -98,7 +126,14 @@ SESSION_CONF = {"spark.sql.adaptive.enabled": "false",
                 "spark.sql.codegen.wholeStage": "false",
                 "spark.sql.codegen.factoryMode": "NO_CODEGEN",
                 "spark.databricks.delta.stats.collect": "false",
-                "spark.databricks.delta.properties.defaults.checkpointInterval": str(2**31 - 1)}
+                "spark.databricks.delta.properties.defaults.checkpointInterval": str(2**31 - 1),
+                # VACUUM with the store's retention, below Delta's week (`retain`), without a
+                # commit of its own in either table's log.
+                "spark.databricks.delta.retentionDurationCheck.enabled": "false",
+                "spark.databricks.delta.vacuum.logging.enabled": "false",
+                # VACUUM lists a table's files in a Spark job of this many tasks (default 10,000:
+                # 50-90 s for a table of a few files on 2 busy cores; 1-3 s with 2).
+                "spark.sql.sources.parallelPartitionDiscovery.parallelism": "2"}
 # A table's commits between two checkpoints (`checkpoint`): a reader replays at most about as
 # many JSON commits after the last one.
 CHECKPOINT_EVERY = 100
@@ -127,26 +162,37 @@ class DeltaViewStore:
     """The warehouse's durable state under `root_dir`; see the module docstring for the tables."""
 
     def __init__(self, spark, root_dir: str, view_columns: list[str], view_types: list[str],
-                 session_conf: Mapping[str, str] | None = None):
+                 session_conf: Mapping[str, str] | None = None, retention: float | None = None):
+        """`retention`: seconds the journal keeps the batches the view's base folded, and both
+        tables their superseded files and log (`retain`; None: for ever, what a reader that
+        writes nothing opens)."""
         if any(c.lower() == _COUNT for c in view_columns):
             raise StoreError("view_columns must not include 'count': the store adds the multiplicity")
         if len(view_columns) != len(view_types) or not view_columns:
             raise StoreError("view_columns and view_types must be non-empty and of equal length")
+        if retention is not None and not 0 < retention < math.inf:
+            raise StoreError(f"retention is a positive number of seconds or None (forever), got {retention!r}")
         self.root = _absolute(root_dir)
         self.columns = list(view_columns)
         self.types = validate_types(view_types)
+        self.retention = retention
         # A child session: same SparkContext, but its SQL conf and temp views stay private.
         self._spark = spark.newSession()
-        for key, value in {**SESSION_CONF, **(session_conf or {})}.items():
+        # Tables created with a retention keep their log and removed files as long from the start:
+        # setting it on a table later is a commit that fails a batch committed beside it.
+        kept = {} if retention is None else {_DEFAULT + p.removeprefix("delta."): _interval(retention) for p in _KEPT}
+        for key, value in {**SESSION_CONF, **kept, **(session_conf or {})}.items():
             self._spark.conf.set(key, value)
         self._lock = threading.RLock()
         self._last_batch: int | None = None   # None: unknown, recover from Delta first
         self._last_seq = -1
-        self._log_len = 0
-        self._notified: set[tuple[str, int]] = set()
+        self._applied: dict[str, int] = {}    # per source, the applied DSV of the last batch's state
+        self._needed = _Needed()              # what of the journal a restart still reads beyond the base
         self._counts: dict[tuple, int] = {}   # the view as of _last_batch: refuses a count below 0
         self._appender: DeltaAppender | None = None   # the journal's batches (warehouse.store.delta_append)
         self._checkpointed: dict[str, int] = {}        # table -> the version of this store's last checkpoint
+        self._vacuumed = float("-inf")                 # when this store last vacuumed (time.time())
+        self._logs_kept = False                        # both tables' log retention is the store's (retain)
 
     @classmethod
     def at(cls, spark, root_dir: str) -> "DeltaViewStore":
@@ -175,9 +221,9 @@ class DeltaViewStore:
 
         return DeltaTable.isDeltaTable(self._spark, self.path(table))
 
-    def _write(self, table: str, df, batch_id: int, mode: str = "append") -> None:
-        """One Delta commit, its commit info tagged 'fedlab-batch=<batch_id>'."""
-        df.write.format("delta").mode(mode).option("userMetadata", f"{_TAG}{batch_id}").save(self.path(table))
+    def _write(self, table: str, df, tag: str, mode: str = "append") -> None:
+        """One Delta commit, its commit info's userMetadata `tag` (`_tag`)."""
+        df.write.format("delta").mode(mode).option("userMetadata", tag).save(self.path(table))
 
     def _view_frame(self, rows: Mapping[tuple, int]):
         return create_df(self._spark, self.columns + [_COUNT], self.types + ["BIGINT"],
@@ -220,13 +266,14 @@ class DeltaViewStore:
             if self._exists("journal"):  # only ever created with batch 0's state row, last
                 return False
             rows = _counted_rows(rows_with_counts, len(self.columns))
-            state_row = _state_row(INITIAL_BATCH, version_state)
-            self._write("view", self._view_frame(rows), INITIAL_BATCH, "overwrite")
+            state_row = _state_row(INITIAL_BATCH, version_state, -1)
+            self._write("view", self._view_frame(rows), _tag(INITIAL_BATCH, INITIAL_BATCH + 1), "overwrite")
             self._add_count_constraint()
             # Created by the DataFrame writer, which fixes its schema; batches append (delta_append).
             self._write("journal", self._spark.createDataFrame(self._journal_table([state_row], INITIAL_BATCH, {}),
-                                                               schema=self._journal_schema()), INITIAL_BATCH)
-            self._last_batch, self._last_seq, self._log_len, self._notified = INITIAL_BATCH, -1, 0, set()
+                                                               schema=self._journal_schema()), _tag(INITIAL_BATCH))
+            self._last_batch, self._last_seq, self._needed = INITIAL_BATCH, -1, _Needed()
+            self._applied = _applied_dsv(version_state)
             self._counts = rows
             self._journal_appender()
             return True
@@ -246,33 +293,64 @@ class DeltaViewStore:
             if "already exists" not in str(err).lower():
                 raise
 
-    def load(self):
-        """Restart from Delta: (view {row: count}, version state, change-log length, last batch id)."""
+    def load(self) -> "Restored":
+        """Restart from Delta: what the last committed batch left (`Restored`), read from the
+        view's base and the journal's batches after it (`_recover`)."""
         with self._lock:
-            state = self._recover()
-            return dict(self._counts), state, self._log_len, self._last_batch
+            state, pending = self._recover()
+            return Restored(dict(self._counts), state, self._last_seq, self._last_batch, pending)
 
-    def _recover(self) -> dict:
-        """Rebuilds what the store believes from Delta; returns the last batch's version state,
-        read by the same Spark job as the journal's totals (a second one cost a second on restart)."""
+    def _recover(self) -> tuple[dict, list[Notification]]:
+        """Rebuilds what the store believes from Delta; returns the last batch's version state and
+        the notifications journaled that it does not reflect, in (source, DSV) order.
+
+        Three reads, none of the journal's history: the base's tag (the batch B it folded, and
+        the batch P from which the journal held what a restart needs then: `compact`), the base,
+        and the journal's batches from min(B, P) on -- B's own for its state, should none follow.
+        The journal's batch files carry their bounds (delta_append.file_stats), so Delta skips
+        the rest of it (tests/test_delta_store.py counts the files a restart reads)."""
         self._last_batch = None
         if not self._exists("journal"):
             raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
-        committed, log_len, last_seq, state = self._spark.sql(   # seq: view_delta rows keep their epoch there
-            f"SELECT max(batch_id), count_if(kind = '{_TXN}'), max(CASE WHEN kind = '{_TXN}' THEN seq END), "
-            f"max_by(body, CASE WHEN kind = '{_STATE}' THEN batch_id END) FROM {self._sql_name('journal')}").first()
         want = [c.lower() for c in self.columns]
         stored = self._read("view").columns
         logged = self._read("journal").schema[_ROW].dataType.fieldNames()
         if [c.lower() for c in stored] != want + [_COUNT] or [c.lower() for c in logged] != want:
             raise StoreError(f"the view under {self.root} has columns {stored}, "
                              f"not {self.columns} + count")
-        self._log_len, self._last_seq = int(log_len), -1 if last_seq is None else int(last_seq)
-        self._notified = {(r[0], int(r[1])) for r in self._journal(_NOTIFICATION).select("source", "dsv").collect()}
-        self._counts = self.read_view()
-        self._last_batch = int(committed)
+        base = self._base()
+        tail = self._read("journal").where((F.col("batch_id") >= min(base.batch, base.needed_from))
+                                           & (F.col("kind") != _TXN)).collect()
+        batches = [r["batch_id"] for r in tail if r["kind"] == _STATE]
+        if not batches:
+            raise StoreError(f"the journal under {self.root} holds no state of batch {base.batch} or later")
+        last = max(batches)
+        state_row = next(r for r in tail if r["kind"] == _STATE and r["batch_id"] == last)
+        state = json_text.loads(state_row["body"])
+        counts = Counter({tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self._read("view", base.version).collect()})
+        needed = _Needed()
+        notifications = []
+        for r in tail:
+            if r["kind"] == _DELTA and r["batch_id"] > base.batch:
+                counts[tuple(from_spark(v) for v in r[_ROW])] += r[_COUNT]
+            elif r["kind"] == _NOTIFICATION and r["batch_id"] >= base.needed_from:
+                notifications.append(notification_from_dict(json_text.loads(r["body"])))
+                needed.add(r["batch_id"], notifications[-1:])
+            elif r["kind"] == _VIEW_DELTA and r["batch_id"] >= base.needed_from:
+                needed.add(r["batch_id"], (), [(None, None, (None, r["source"], r["dsv"]), r["seq"])])
+        pending = needed.settle(state)
+        self._counts = {row: c for row, c in counts.items() if c}
+        self._last_seq = state_row["seq"] if state_row["seq"] is not None else self._logged_seq()
+        self._applied, self._needed = _applied_dsv(state), needed
+        self._last_batch = last
         self._journal_appender()
-        return json_text.loads(state)
+        return state, pending
+
+    def _logged_seq(self) -> int:
+        """The change log's last seq, from the whole journal: for a journal whose state rows do not
+        carry it (written before they did)."""
+        last = self._journal(_TXN).agg(F.max("seq")).first()[0]
+        return -1 if last is None else int(last)
 
     # ------------------------------------------------------------------ commit
     def commit_batch(self, batch_id: int, applied: list[AppliedTxn], view_delta, version_state: Mapping,
@@ -304,23 +382,26 @@ class DeltaViewStore:
             net = self._check_batch(batch_id, applied, view_delta, version_state)
             timed = self._check_timed(batch_id, timed)
             fresh = self._fresh(notifications)
+            last_seq = applied[-1].seq if applied else self._last_seq
             records = [*(_txn_row(batch_id, a) for a in applied),
-                       *(_notification_row(batch_id, n) for n in fresh.values()),
-                       _state_row(batch_id, version_state)]
+                       *(_notification_row(batch_id, n) for n in fresh),
+                       _state_row(batch_id, version_state, last_seq)]
             try:
-                self._journal_appender().append(self._journal_table(records, batch_id, net, timed), f"{_TAG}{batch_id}")
+                self._journal_appender().append(self._journal_table(records, batch_id, net, timed), f"{_TAG}{batch_id}",
+                                                indexed=_INDEXED)
             except Exception:
                 self._last_batch = None
                 raise
-            self._notified.update(fresh)
+            self._needed.add(batch_id, fresh, timed)
+            self._needed.settle(version_state)
+            self._applied = _applied_dsv(version_state)
             for row, change in net.items():
                 count = self._counts.get(row, 0) + change
                 if count:
                     self._counts[row] = count
                 else:
                     del self._counts[row]
-            self._last_batch, self._log_len = batch_id, self._log_len + len(applied)
-            self._last_seq = applied[-1].seq if applied else self._last_seq
+            self._last_batch, self._last_seq = batch_id, last_seq
             return True
 
     def _check_no_new_entries(self, batch_id: int, applied: list[AppliedTxn]) -> None:
@@ -336,7 +417,7 @@ class DeltaViewStore:
         seqs = [a.seq for a in applied]
         if any(b <= a for a, b in zip([self._last_seq] + seqs, seqs)):
             raise StoreError(f"batch {batch_id}: seq must grow past {self._last_seq}, got {seqs}")
-        _state_row(batch_id, version_state)  # validates the shape
+        _state_row(batch_id, version_state, -1)  # validates the shape
         net = _net(view_delta)
         if net != _net(d for a in applied for d in a.delta):
             raise StoreError(f"batch {batch_id}: view_delta differs from the sum of the applied "
@@ -377,18 +458,20 @@ class DeltaViewStore:
             raise StoreError(f"batch {batch_id}: a timed row does not match the view's types: {err}") from None
         return kept
 
-    def _fresh(self, notifications: Sequence[Notification]) -> dict[tuple[str, int], Notification]:
-        """The notifications not journaled yet, once each."""
+    def _fresh(self, notifications: Sequence[Notification]) -> list[Notification]:
+        """The notifications to journal, once each: those not journaled since the last batch's
+        state stopped reflecting them, and that it does not reflect (no restart needs those)."""
         fresh = {}
         for n in notifications:
             key = (n.source, int(n.dsv))
-            if key not in self._notified and key not in fresh:
-                fresh[key] = n
-        return fresh
+            if key not in self._needed.notifications and n.dsv > self._applied.get(n.source, 0):
+                fresh.setdefault(key, n)
+        return list(fresh.values())
 
     def compact(self) -> bool:
         """Folds the journal's deltas up to the last committed batch into the view's base: one
-        overwrite tagged with that batch; False if the base is there already.
+        overwrite tagged with that batch and the batch from which the journal holds what a
+        restart reads beyond it (`_Needed.start`); False if the base is there already.
 
         May run beside commit_batch: it only reads batches already in the journal, which never
         change. Two compactions may race (a successor process's, say): each writes a whole base
@@ -397,11 +480,11 @@ class DeltaViewStore:
         with self._lock:
             if self._last_batch is None:
                 self._recover()
-            upto = self._last_batch
-        version, base_batch = self._base()
-        if base_batch >= upto:
+            upto, needed_from = self._last_batch, self._needed.start(self._last_batch)
+        base = self._base()
+        if base.batch >= upto:
             return False
-        self._write("view", self._snapshot(version, base_batch, upto), upto, "overwrite")
+        self._write("view", self._snapshot(base.version, base.batch, upto), _tag(upto, needed_from), "overwrite")
         return True
 
     def checkpoint(self) -> list[str]:
@@ -423,40 +506,119 @@ class DeltaViewStore:
                 done.append(table)
         return done
 
+    def retain(self, now: float | None = None) -> dict:
+        """Applies the retention (`retention` seconds; nothing without one): the journal's files
+        all of whose batches lie below what a restart reads (the base's batch, and the batch its
+        tag names as needed from: `compact`) and that were written longer ago than the retention
+        leave the journal, in one Delta commit (a DELETE of `batch_id` below that batch, without
+        rewriting a file); and at most every half retention both tables are vacuumed, deleting
+        the files out of their table for longer than the retention, and their logs trimmed to
+        as long (`_trim_log`). Returns {"removed": journal files taken out, "vacuumed": whether
+        it vacuumed}.
+
+        What a reader loses past it: the change log and notifications of batches folded that long
+        ago (read_change_log, read_notifications), and the tables' versions older than it (time
+        travel). The view (view_df, view_as_of) and a restart lose nothing: they read the base
+        and the batches after the one the base's tag names. Runs beside commit_batch: a journal
+        append adds a file and reads none, so the two commits never conflict."""
+        if self.retention is None:
+            return {"removed": 0, "vacuumed": False}
+        now = time.time() if now is None else now
+        self._keep_logs()
+        base = self._base()
+        keep_from = min(base.batch, base.needed_from)
+        old = table_files(self._spark, self.path("journal")).where((F.get_json_object("stats", "$.maxValues.batch_id").cast("long") < keep_from)
+                          & (F.col("modificationTime") < int((now - self.retention) * 1000)))
+        removed = [remove_json(r["path"], r["size"], now) for r in old.select("path", "size").collect()]
+        if removed:
+            self._journal_appender().remove(removed)
+        vacuumed = now - self._vacuumed >= self.retention / 2
+        if vacuumed:
+            for table in ("journal", "view"):
+                self._spark.sql(f"VACUUM {self._sql_name(table)}")
+                self._trim_log(table, int((now - self.retention) * 1000))
+            self._vacuumed = now
+        return {"removed": len(removed), "vacuumed": vacuumed}
+
+    def _trim_log(self, table: str, before_ms: int) -> int:
+        """Deletes the files of `table`'s log that its newest checkpoint replaces (`_LOG_FILE`,
+        of a lower version) and that were written before `before_ms` (ms since the epoch),
+        oldest first and up to the first younger one, so that the log keeps no gap; returns how
+        many went. Delta deletes them itself when it writes a checkpoint, but only those older
+        than the retention floored to midnight UTC (its MetadataCleanup): a run's log would stay
+        whole until the next day, 4 commits a second of the journal's."""
+        log = delta_log(self._spark, self.path(table))
+        newest = log.readLastCheckpointFile()
+        if newest.isEmpty():
+            return 0
+        replaced = newest.get().version()
+        fs = log.logPath().getFileSystem(self._spark._jsc.hadoopConfiguration())
+        files = []
+        for status in fs.listStatus(log.logPath()):
+            match = _LOG_FILE.fullmatch(status.getPath().getName())
+            if match and int(match[1]) < replaced:
+                files.append((int(match[1]), status.getModificationTime(), status.getPath()))
+        deleted = 0
+        for _, written, path in sorted(files, key=lambda f: f[:2]):
+            if written >= before_ms:
+                break
+            deleted += bool(fs.delete(path, False))
+        return deleted
+
+    def _keep_logs(self) -> None:
+        """Sets both tables' retention of their log and removed files (`_KEPT`) to the store's,
+        where it is not that yet (once per store object: a restarted warehouse may have been
+        given another)."""
+        if self._logs_kept:
+            return
+        wanted = _interval(self.retention)
+        for table in ("journal", "view"):
+            configuration = delta_log(self._spark, self.path(table)).unsafeVolatileSnapshot().metadata().configuration()
+            if any(not configuration.contains(p) or configuration.apply(p) != wanted for p in _KEPT):
+                settings = ", ".join(f"'{p}' = '{wanted}'" for p in _KEPT)
+                self._spark.sql(f"ALTER TABLE {self._sql_name(table)} SET TBLPROPERTIES ({settings})")
+        self._logs_kept = True
+
     # ------------------------------------------------------------------ reads
     def view_df(self, batch: int | None = None):
         """The view as of `batch` (default: the last committed), a Spark DataFrame of its columns
         plus `count` (the snapshot read: the base plus the journal's deltas above it, up to
         `batch`); StoreError if the base has been compacted past `batch` meanwhile."""
-        version, base_batch = self._base()
-        if batch is not None and base_batch > batch:
+        base = self._base()
+        if batch is not None and base.batch > batch:
             raise StoreError(f"the view's base was compacted past batch {batch} meanwhile; read again")
-        return self._snapshot(version, base_batch, batch)
+        return self._snapshot(base.version, base.batch, batch)
 
     def read_view(self, batch: int | None = None) -> dict[tuple, int]:
         """The view as {row: multiplicity} (DATE values as ISO strings), as of `batch` (see view_df)."""
         return {tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self.view_df(batch).collect()}
 
     def newest_batch(self) -> int:
-        """The last batch the journal holds, read from Delta (what an unpinned snapshot read reflects)."""
-        newest = self._read("journal").agg(F.max("batch_id")).first()[0]
-        return INITIAL_BATCH if newest is None else int(newest)
+        """The last batch the journal holds, read from Delta (what an unpinned snapshot read
+        reflects): the batch of its newest tagged commit (`_tagged`), not a scan of the journal."""
+        return self._tagged("journal").batch
 
-    def _base(self) -> tuple[int, int]:
-        """(version, batch) of the view's base: its newest commit tagged with a batch. Every view
-        commit is tagged but the constraint's, right after the first: the newest few suffice, and
-        a long run's history (a compaction a minute) is not read whole. A constraint added after the
-        base changes no row, so its version is the base's too, and the one read: Delta keeps the
-        newest version's snapshot, and rebuilds an older one on each read (a second here)."""
-        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name('view')} LIMIT 10")
-        above = []   # the untagged commits newer than the base, newest first
+    def _base(self) -> "_Base":
+        """The view's base: its newest commit tagged with a batch (`_tagged`)."""
+        return self._tagged("view")
+
+    def _tagged(self, table: str) -> "_Base":
+        """The newest commit of `table` tagged with a batch (`_tag`), its version and tag. Every
+        commit is tagged but a few (the view's constraint, right after the first; a table
+        property; the journal's retention, `retain`, one a compaction): the newest few suffice,
+        and a long run's history (a compaction a minute) is not read whole. When only commits
+        that change no row lie above the tagged one, the newest's version is the one read, the
+        same rows: Delta keeps the newest version's snapshot, and rebuilds an older one on each
+        read (a second here)."""
+        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name(table)} LIMIT 10")
+        above = []   # the untagged commits newer than the tagged one, newest first
         for version, meta, operation in history.select("version", "userMetadata", "operation").collect():
-            batch = _batch_of(meta)
-            if batch is not None:
-                rows_unchanged = above and all(op == "ADD CONSTRAINT" for _, op in above)
-                return (above[0][0] if rows_unchanged else int(version)), batch
+            tag = _parse_tag(meta)
+            if tag is not None:
+                rows_unchanged = above and all(op in _ROWS_UNCHANGED for _, op in above)
+                return _Base(above[0][0] if rows_unchanged else int(version), *tag)
             above.append((int(version), operation))
-        raise StoreError(f"the view under {self.root} has no commit tagged with a batch")
+        raise StoreError(f"the {table} under {self.root} has no commit tagged with a batch")
 
     def _snapshot(self, version: int, base_batch: int, upto: int | None = None, also=None):
         """The base at `version` plus the deltas of the batches in (base_batch, upto], summed per
@@ -507,10 +669,12 @@ class DeltaViewStore:
         beyond = F.lit(True) if bound is None else bound.isNull() | (F.col("dsv") > bound)
         picked = ((F.col("kind") == _VIEW_DELTA) & (F.col("batch_id") <= batch)
                   & (F.col("seq") == int(timed["epoch"])) & beyond & (F.col("commit_time") <= float(as_of)))
-        version, base_batch = self._base()
-        if base_batch > batch:
+        base = self._base()
+        if base.batch > batch:
             raise StoreError(f"the view's base was compacted past batch {batch} meanwhile; read again")
-        return self._snapshot(version, base_batch, batch, also=picked)
+        # Rows of batches below the one the base's tag names as needed from lie below the view's
+        # point or in an older epoch, at `batch` as at the base's batch: the read skips them.
+        return self._snapshot(base.version, base.batch, batch, also=picked & (F.col("batch_id") >= base.needed_from))
 
     def view_as_of(self, as_of: float, batch: int | None = None) -> dict[tuple, int]:
         """The view as of wall time `as_of` as {row: count} (see view_as_of_df; DATEs as ISO strings)."""
@@ -535,7 +699,7 @@ class DeltaViewStore:
     def _state_at(self, batch_id: int | None) -> tuple[int, dict]:
         """(batch, its version state), the last batch's by default: one Spark job; StoreError if
         the journal holds no such batch."""
-        which = f"(SELECT max(batch_id) FROM {self._sql_name('journal')})" if batch_id is None else str(int(batch_id))
+        which = self.newest_batch() if batch_id is None else int(batch_id)
         row = self._journal(_STATE).where(f"batch_id = {which}").select("batch_id", "body").first()
         if row is None:
             raise StoreError(f"the journal under {self.root} holds no batch {batch_id}")
@@ -551,6 +715,14 @@ class DeltaViewStore:
 
     def _journal(self, kind: str):
         return self._read("journal").where(f"kind = '{kind}'")
+
+    def view(self) -> dict[tuple, int]:
+        """The view as of the last committed batch, as this store holds it in memory (DATE values
+        as ISO strings): what a reader of Delta sees, without a read."""
+        with self._lock:
+            if self._last_batch is None:
+                self._recover()
+            return dict(self._counts)
 
     @property
     def last_batch_id(self) -> int | None:
@@ -572,15 +744,99 @@ def _absolute(root_dir) -> str:
     return root if "://" in root else os.path.abspath(root)
 
 
+def _interval(seconds: float) -> str:
+    """A retention as a Delta table property says it.
+
+    >>> _interval(600), _interval(0.5)
+    ('interval 600 seconds', 'interval 1 seconds')
+    """
+    return f"interval {int(math.ceil(seconds))} seconds"
+
+
 def _when(us: int) -> str:
     """A wall time in microseconds since the epoch, as seconds and in UTC."""
     at = datetime.fromtimestamp(us / 1e6, timezone.utc).isoformat(timespec="microseconds")
     return f"{us / 1e6:.6f} ({at.replace('+00:00', 'Z')})"
 
 
-def _batch_of(user_metadata: str | None) -> int | None:
-    match = re.fullmatch(re.escape(_TAG) + r"(-?\d+)", user_metadata or "")
-    return int(match.group(1)) if match else None
+def _tag(batch_id: int, needed_from: int | None = None) -> str:
+    """A commit's userMetadata naming its batch (a journal append's), and for the view's base the
+    batch from which the journal holds what a restart reads beyond it (`_Needed.start`).
+
+    >>> _tag(12), _tag(12, 9), _parse_tag(_tag(12, 9)), _parse_tag(_tag(12)), _parse_tag("other")
+    ('fedlab-batch=12', 'fedlab-batch=12 needed-from=9', (12, 9), (12, 0), None)
+    """
+    return f"{_TAG}{batch_id}" + ("" if needed_from is None else f" {_NEEDED_FROM}{needed_from}")
+
+
+def _parse_tag(user_metadata: str | None) -> tuple[int, int] | None:
+    """(batch, needed from) of a tag (`_tag`), None for another commit. A base tagged before tags
+    named what a restart needs is taken to need the journal from its start."""
+    match = re.fullmatch(re.escape(_TAG) + r"(-?\d+)(?: " + re.escape(_NEEDED_FROM) + r"(-?\d+))?", user_metadata or "")
+    return (int(match.group(1)), int(match.group(2) or INITIAL_BATCH)) if match else None
+
+
+@dataclass(frozen=True)
+class _Base:
+    """A tagged commit of a table (`DeltaViewStore._tagged`): its version and what its tag says."""
+
+    version: int
+    batch: int
+    needed_from: int
+
+
+@dataclass(frozen=True)
+class Restored:
+    """What a restart takes from Delta (`DeltaViewStore.load`): the view as of the last batch, its
+    version state, the change log's last seq, the last batch's id, and the notifications
+    journaled that the state does not reflect (a restart maintains them again, in this order)."""
+
+    view: dict
+    state: dict
+    last_seq: int
+    last_batch: int
+    pending: list
+
+
+class _Needed:
+    """What of the journal a restart, or a read of the view as of a time, reads beyond the view's
+    base, kept as batches commit: the notifications journaled that the last batch's state does
+    not reflect (warehouse.core.registry.not_reflected: a restart maintains them again), and the
+    batches whose timed view delta rows (salem) lie beyond the view's point in its epoch
+    (view_as_of reads them). Both are what is in flight, so the batch they start from is near
+    the last, and the journal below it and the base is history (`retain`)."""
+
+    def __init__(self):
+        self.notifications: dict[tuple[str, int], tuple[int, Notification]] = {}   # key -> (batch, it)
+        self.timed: dict[int, tuple[int, dict[str, int]]] = {}   # batch -> (epoch, {source: its rows' top DSV})
+
+    def add(self, batch_id: int, notifications: Iterable[Notification], timed: Iterable[tuple] = ()) -> None:
+        """Journaled in batch `batch_id`: `notifications`, and `timed` rows (row, count,
+        (commit_time, source, dsv), epoch)."""
+        for n in notifications:
+            self.notifications[(n.source, int(n.dsv))] = (batch_id, n)
+        for *_, (_, source, dsv), epoch in timed:
+            _, top = self.timed.setdefault(batch_id, (epoch, {}))
+            top[source] = max(top.get(source, 0), dsv)
+
+    def settle(self, state: Mapping) -> list[Notification]:
+        """Forgets what the version `state` reflects; returns the notifications it does not."""
+        pending = not_reflected([n for _, n in self.notifications.values()], state)
+        kept = {(n.source, n.dsv) for n in pending}
+        self.notifications = {key: entry for key, entry in self.notifications.items() if key in kept}
+        applied, epoch = _applied_dsv(state), state.get("salem", {}).get("view_delta", {}).get("epoch")
+        self.timed = {b: (e, top) for b, (e, top) in self.timed.items()
+                      if e == epoch and any(dsv > applied.get(s, 0) for s, dsv in top.items())}
+        return pending
+
+    def start(self, last_batch: int) -> int:
+        """The first batch holding anything kept here; past `last_batch` when there is none."""
+        return min([b for b, _ in self.notifications.values()] + list(self.timed), default=last_batch + 1)
+
+
+def _applied_dsv(state: Mapping) -> dict[str, int]:
+    """Per source, the applied DSV a version state names (a source it does not name: none)."""
+    return {s: fields["applied_dsv"] for s, fields in state.get("sources", {}).items() if "applied_dsv" in fields}
 
 
 def _net(pairs: Iterable) -> dict[tuple, int]:
@@ -604,7 +860,8 @@ def _counted_rows(rows_with_counts, width: int) -> dict[tuple, int]:
     return rows
 
 
-def _state_row(batch_id: int, state: Mapping) -> tuple:
+def _state_row(batch_id: int, state: Mapping, last_seq: int) -> tuple:
+    """The batch's version state row, its seq the change log's last one after the batch (-1: none)."""
     try:
         for scope, names in state.items():
             for name, fields in names.items():
@@ -614,7 +871,7 @@ def _state_row(batch_id: int, state: Mapping) -> tuple:
     except (AttributeError, TypeError):
         raise StoreError("version_state must be {scope: {name: {field: int}}}, e.g. "
                          "{'relations': {'R1': {'processing': 3, 'refreshed': 3}}}") from None
-    return (batch_id, _STATE, None, None, None, None, None, None, None, json_text.dumps(state, sort_keys=True))
+    return (batch_id, _STATE, last_seq, None, None, None, None, None, None, json_text.dumps(state, sort_keys=True))
 
 
 def _txn_row(batch_id: int, a: AppliedTxn) -> tuple:
