@@ -2,7 +2,7 @@
 
 A source actor's main thread is held by a task that waits for its node to stop (source_node.actor):
 while a task runs there, Ray's core worker does not wake that thread every 10 ms to check for
-signals, which cost each idle source 8-9 ms of CPU a second (docs/results.md, 2026-12-04). Ray
+signals, which cost each idle source 8-9 ms of CPU a second (docs/results-history.md, 2026-12-04). Ray
 can then deliver no call to the actor, so its operator talks to the source's server instead
 (SourceControl), and finds it where the actor publishes its address: Ray's key-value store, where a
 restarted actor, whose server may listen on another port, publishes its new one.

@@ -16,7 +16,7 @@ RESEND_TIMEOUT = 0.1      # seconds: a gap already asked for is asked for again 
 # still keeping a slow resend path from feeding on itself. Under the bench's chaos (every copy,
 # resent ones too, delayed 0.1 s on average and 5% lost) four round trips (0.44 s) were the largest
 # part of the p99: 1.5 and a 0.1 s floor took staleness to the core's view at 100 txn/s from a p99
-# of 750-895 to 629-692 ms, for 15% more resends (fedlab bench, docs/results.md, 2026-12-03).
+# of 750-895 to 629-692 ms, for 15% more resends (fedlab bench, docs/results-history.md, 2026-12-03).
 RESEND_ROUND_TRIPS = 1.5
 # Seconds a gap may last before it is asked for: none, in the simulator and on a network alike.
 # The core asks at the first timer that sees a gap, as Sze-Ling's section 5.2 does. A source's
@@ -25,7 +25,7 @@ RESEND_ROUND_TRIPS = 1.5
 # after any wait as before it, so waiting only adds staleness. A live warehouse waited 0.1 s, then
 # 0.05; none took the p99 to the core's view at 100 txn/s from 565-580 to 453-492 ms and at 500
 # from 751-811 to 620-666, for 15-18% more bytes per transaction, 65% more duplicate copies and no
-# more CPU, the ramp's top step the same (fedlab bench, docs/results.md, 2026-12-04, evening). A
+# more CPU, the ramp's top step the same (fedlab bench, docs/results-history.md, 2026-12-04, evening). A
 # network that reorders within a bounded delay is served by an allowance just above it
 # (--reorder-allowance).
 REORDER_ALLOWANCE = 0.0
