@@ -385,11 +385,10 @@ def test_the_machine_reading_tells_busy_stolen_and_all_time_from_proc_stat(tmp_p
 
 def test_repeated_runs_are_planned_round_robin_and_reported_as_spreads():
     from loadgen.bench.report import document, markdown
-    from loadgen.bench.run_specs import run_specs
+    from loadgen.bench.run_specs import BenchPlan, run_specs
     from loadgen.bench.trials import trials
 
-    specs = run_specs("sze-ling,recompute", "q3", "0.1", None, 500, 15, 256, 2, 1024, 8, 30, 1, "mixed",
-                 "spread", repeat=3)
+    specs = run_specs(BenchPlan(algorithms="sze-ling,recompute", views="q3", ramp_max=1024, repeat=3))
     assert [(s.algorithm, s.trial) for s in specs] == [("sze-ling", 1), ("recompute", 1), ("sze-ling", 2),
                                                       ("recompute", 2), ("sze-ling", 3), ("recompute", 3)]
     several = {"view": False, "scale": False, "chaos": False, "placement": False, "trial": True}

@@ -16,10 +16,11 @@ FIGURES = ("cpu_ms_per_txn", "bytes_per_txn", "staleness_p50_ms", "staleness_p99
 
 
 def test_each_shape_runs_at_each_size_smallest_first_over_its_own_catalog_and_view():
-    from loadgen.bench.run_specs import ONE_PER_SOURCE, run_specs, synthetic_federations
+    from loadgen.bench.run_specs import ONE_PER_SOURCE, BenchPlan, run_specs, synthetic_federations
 
     federations = synthetic_federations("star,chain", "6,3,6", 100, seed=1)
-    specs = run_specs("sze-ling", "", "", ["none"], 50, 10, 256, 2, 0, 8, 30, 1, "mixed", synthetic=federations)
+    specs = run_specs(BenchPlan(algorithms="sze-ling", chaos=("none",), rate=50, duration=10, ramp_max=0,
+                                synthetic=tuple(federations)))
     assert [s.view for s in specs] == ["star-3", "chain-3", "star-6", "chain-6"]
     assert all(s.scale is None and s.placement == ONE_PER_SOURCE for s in specs)
     star6 = specs[2]

@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 
 from loadgen.bench.report import document, markdown
-from loadgen.bench.run_specs import run_specs, stream_units
+from loadgen.bench.run_specs import BenchPlan, run_specs, stream_units
 from loadgen.bench.runner import subscriber_names
 from loadgen.bench.same_stream import comparison, finding
 
 
 def test_runs_that_differ_only_in_algorithm_and_view_share_a_stream_then_run_alone():
-    specs = run_specs("sze-ling,versioned", "q3,q5", "0.1", ["none", "drop=0.1"], 100, 10, 256, 2, 0, 8, 30, 1,
-                      "mixed", "spread", repeat=2)
+    specs = run_specs(BenchPlan(algorithms="sze-ling,versioned", views="q3,q5", chaos=("none", "drop=0.1"), rate=100,
+                                duration=10, ramp_max=0, repeat=2))
     units = stream_units(specs, same_stream=True)
     shown = [(kind, [(s.algorithm, s.view) for s in unit], unit[0].chaos, unit[0].trial) for kind, unit in units]
     both = [("sze-ling", "q3"), ("versioned", "q3"), ("sze-ling", "q5"), ("versioned", "q5")]

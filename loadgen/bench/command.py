@@ -29,16 +29,13 @@ import platform
 import shutil
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from loadgen.bench.run_specs import (
-    DEFAULT_ALGORITHMS,
-    DEFAULT_CHAOS,
-    DEFAULT_COMBINE,
     DEFAULT_RELATION_ROWS,
     DEFAULT_SOURCES,
     BenchArgumentError,
+    BenchPlan,
     run_specs,
     stream_units,
     synthetic_federations,
@@ -49,24 +46,23 @@ from loadgen.roles.process import (
     add_retention_arguments,
     add_source_engine_argument,
 )
-from warehouse.core.registry import Settings
-from warehouse.settings import SettingError, WarehouseSettings
 
 # The TPC-H bench's data arguments and their defaults (None in the parser, so that --federation
 # can tell that one was given: a synthetic federation has no use for them).
-TPCH_DEFAULTS = {"views": "q3,q5", "scale": "0.1", "placement": "spread", "orders": 0, "data_dir": None}
+TPCH_DEFAULTS = {"views": BenchPlan.views, "scale": BenchPlan.scales, "placement": BenchPlan.placements, "orders": 0,
+                 "data_dir": None}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--algorithms", default=DEFAULT_ALGORITHMS,
-                        help=f"comma-separated, name or name:access (default {DEFAULT_ALGORITHMS})")
-    parser.add_argument("--combine-max", default=DEFAULT_COMBINE, metavar="N,N,...",
+    parser.add_argument("--algorithms", default=BenchPlan.algorithms,
+                        help=f"comma-separated, name or name:access (default {BenchPlan.algorithms})")
+    parser.add_argument("--combine-max", default=BenchPlan.combine, metavar="N,N,...",
                         help=f"lazy runs once per bound: the most transactions a maintenance job combines "
-                             f"(default {DEFAULT_COMBINE})")
-    parser.add_argument("--max-jobs", type=int, default=1, metavar="J",
+                             f"(default {BenchPlan.combine})")
+    parser.add_argument("--max-jobs", type=int, default=BenchPlan.max_jobs, metavar="J",
                         help="lazy's maintenance jobs in progress at once (default 1, the paper's)")
-    parser.add_argument("--views", help="comma-separated views from loadgen/workloads/views (default q3,q5)")
-    parser.add_argument("--scale", help="TPC-H scale factor(s), comma-separated (default 0.1)")
+    parser.add_argument("--views", help=f"comma-separated views from loadgen/workloads/views (default {BenchPlan.views})")
+    parser.add_argument("--scale", help=f"TPC-H scale factor(s), comma-separated (default {BenchPlan.scales})")
     parser.add_argument("--federation", metavar="SHAPES",
                         help="bench synthetic federations instead of TPC-H: chain, star or both, comma-separated, "
                              "each over every --sources count with one relation per source "
@@ -75,31 +71,35 @@ def add_arguments(parser) -> None:
                         help=f"with --federation: how many sources, comma-separated (default {DEFAULT_SOURCES})")
     parser.add_argument("--relation-rows", type=int, metavar="N",
                         help=f"with --federation: initial rows per relation (default {DEFAULT_RELATION_ROWS})")
-    parser.add_argument("--rate", type=float, default=500.0,
-                        help="offered txn/s during the load phase, where staleness is measured (default 500)")
-    parser.add_argument("--duration", type=float, default=15.0, help="seconds of the load phase (default 15)")
+    parser.add_argument("--rate", type=float, default=BenchPlan.rate,
+                        help=f"offered txn/s during the load phase, where staleness is measured (default {BenchPlan.rate:g})")
+    parser.add_argument("--duration", type=float, default=BenchPlan.duration,
+                        help=f"seconds of the load phase (default {BenchPlan.duration:g})")
     parser.add_argument("--chaos", action="append",
-                        help=f"message faults as for fedlab run, or 'none'; repeat to compare (default {DEFAULT_CHAOS})")
-    parser.add_argument("--ramp-start", type=float, default=256.0, help="first ramp rate, txn/s (default 256)")
-    parser.add_argument("--ramp-factor", type=float, default=2.0, help="each ramp step multiplies the rate (default 2)")
-    parser.add_argument("--ramp-max", type=float, default=8192.0,
-                        help="highest ramp rate; 0 for no ramp (default 8192)")
-    parser.add_argument("--ramp-step", type=float, default=8.0,
-                        help="seconds per ramp step, the second half judged (default 8)")
-    parser.add_argument("--batch-interval", type=float, default=WarehouseSettings.batch_interval,
+                        help=f"message faults as for fedlab run, or 'none'; repeat to compare (default "
+                             f"{','.join(BenchPlan.chaos)})")
+    parser.add_argument("--ramp-start", type=float, default=BenchPlan.ramp_start,
+                        help=f"first ramp rate, txn/s (default {BenchPlan.ramp_start:g})")
+    parser.add_argument("--ramp-factor", type=float, default=BenchPlan.ramp_factor,
+                        help=f"each ramp step multiplies the rate (default {BenchPlan.ramp_factor:g})")
+    parser.add_argument("--ramp-max", type=float, default=BenchPlan.ramp_max,
+                        help=f"highest ramp rate; 0 for no ramp (default {BenchPlan.ramp_max:g})")
+    parser.add_argument("--ramp-step", type=float, default=BenchPlan.ramp_step,
+                        help=f"seconds per ramp step, the second half judged (default {BenchPlan.ramp_step:g})")
+    parser.add_argument("--batch-interval", type=float, default=BenchPlan.batch_interval,
                         help="the longest time between the starts of the warehouse's Delta batches; sooner when "
                              "commits are quick (three times a commit's duration, warehouse.service), back to back "
-                             f"when one takes longer than that (default {WarehouseSettings.batch_interval:g})")
+                             f"when one takes longer than that (default {BenchPlan.batch_interval:g})")
     add_reorder_allowance_argument(parser)
     add_retention_arguments(parser)
-    parser.add_argument("--settle", type=float, default=30.0,
-                        help="seconds a run waits for the view to reflect every commit (default 30)")
+    parser.add_argument("--settle", type=float, default=BenchPlan.settle,
+                        help=f"seconds a run waits for the view to reflect every commit (default {BenchPlan.settle:g})")
     parser.add_argument("--placement",
                         help="TPC-H relations over sources, comma-separated: spread (Q3 over three sources; "
                              "the default) or default (loadgen.workloads.tpch's, Q3 at one source)")
-    parser.add_argument("--workload", default="mixed", help="rf, mixed or skewed (default mixed)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--repeat", type=int, default=1,
+    parser.add_argument("--workload", default=BenchPlan.workload, help=f"rf, mixed or skewed (default {BenchPlan.workload})")
+    parser.add_argument("--seed", type=int, default=BenchPlan.seed)
+    parser.add_argument("--repeat", type=int, default=BenchPlan.repeat,
                         help="run everything this many times over: the summary shows how far the trials differ "
                              "(default 1)")
     parser.add_argument("--same-stream", action="store_true",
@@ -132,21 +132,12 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     try:
-        synthetic = _synthetic_federations(args)
+        plan = plan_from(args)   # first: it fills in the chosen bench's data arguments
         if args.orders < 0:
             raise BenchArgumentError("--orders must be 0 (all) or a positive number")
         if args.idle < 0:
             raise BenchArgumentError(f"--idle must be 0 (not measured) or a positive number of seconds, got {args.idle:g}")
-        specs = run_specs(args.algorithms, args.views, args.scale, args.chaos, args.rate, args.duration, args.ramp_start,
-                     args.ramp_factor, args.ramp_max, args.ramp_step, args.settle, args.seed, args.workload,
-                     args.placement, args.source_engine, args.batch_interval, args.repeat, args.combine_max,
-                     args.max_jobs, synthetic, args.outside_writers)
-        allowance = _reorder_allowance(args.reorder_allowance)
-        journal, history = _retention(args.journal_retention, args.history_retention)
-        specs = [replace(spec, reorder_allowance=allowance, journal_retention=journal, history_retention=history)
-                 for spec in specs]
-        if args.nemesis:
-            specs = [replace(spec, nemesis=_nemesis(args.nemesis, spec)) for spec in specs]
+        specs = run_specs(plan)
     except BenchArgumentError as err:
         print(f"fedlab bench: {err}", file=sys.stderr)
         return 2
@@ -182,38 +173,19 @@ def main(args) -> int:
     return 0
 
 
-def _reorder_allowance(seconds: float | None) -> float:
-    """The reorder allowance every run's warehouse takes (--reorder-allowance; None: the core's
-    default), judged as the warehouse's settings judge it."""
-    try:
-        return WarehouseSettings(core=Settings(reorder_allowance=seconds)).reorder_allowance
-    except SettingError as err:
-        raise BenchArgumentError(f"--reorder-allowance {err.why}") from None
-
-
-def _retention(journal: float | None, history: float | None) -> tuple[float | None, float | None]:
-    """The retentions every run's warehouse takes (--journal-retention, --history-retention),
-    judged as the warehouse's settings judge them."""
-    try:
-        settings = WarehouseSettings(journal_retention=journal, history_retention=history)
-    except SettingError as err:
-        raise BenchArgumentError(f"--{err.setting.replace('_', '-')} {err.why}") from None
-    return settings.journal_retention, settings.history_retention
-
-
-def _nemesis(text: str, spec) -> tuple:
-    """--nemesis for one run: its faults, checked against the run's sources and what a local run
-    of its algorithm can apply (loadgen.nemesis.local)."""
-    from fedmodel.errors import ModelError
-    from loadgen.nemesis.local import refuser
-    from loadgen.nemesis.schedule import read
-    from warehouse.core import registry
-
-    refuse = refuser(spec.algorithm, registry.get(spec.algorithm).assumptions.restartable)
-    try:
-        return tuple(read(text, sorted(spec.catalog().sources), spec.duration, refuse))
-    except ModelError as err:
-        raise BenchArgumentError(str(err)) from None
+def plan_from(args) -> BenchPlan:
+    """The bench the command line asks for; BenchArgumentError for a data argument of the other
+    bench (TPC-H's or the synthetic federations')."""
+    synthetic = _synthetic_federations(args)
+    tpch = {} if synthetic else {"views": args.views, "scales": args.scale, "placements": args.placement}
+    return BenchPlan(algorithms=args.algorithms, **tpch, chaos=tuple(args.chaos or BenchPlan.chaos), rate=args.rate,
+                     duration=args.duration, ramp_start=args.ramp_start, ramp_factor=args.ramp_factor,
+                     ramp_max=args.ramp_max, ramp_step=args.ramp_step, settle=args.settle, seed=args.seed,
+                     workload=args.workload, source_engine=args.source_engine, batch_interval=args.batch_interval,
+                     repeat=args.repeat, combine=args.combine_max, max_jobs=args.max_jobs,
+                     synthetic=tuple(synthetic or ()), outside_writers=args.outside_writers,
+                     reorder_allowance=args.reorder_allowance, journal_retention=args.journal_retention,
+                     history_retention=args.history_retention, nemesis=args.nemesis)
 
 
 def _synthetic_federations(args) -> list | None:

@@ -24,14 +24,12 @@ from typing import TYPE_CHECKING
 from fedmodel.catalog import Catalog
 from fedmodel.errors import ModelError
 from source_node.engines import DEFAULT_ENGINE
-from warehouse.settings import WarehouseSettings
+from warehouse.core.registry import Settings
+from warehouse.settings import SettingError, WarehouseSettings
 
 if TYPE_CHECKING:   # the driver's module imports gRPC: `fedlab bench --help` need not wait for it
     from loadgen.workloads.driver_process import SyntheticRecipe
 
-DEFAULT_ALGORITHMS = "sze-ling,sze-ling:scan,recompute"   # what the performance targets compare (loadgen.bench.targets)
-DEFAULT_CHAOS = "notification_drop=0.05,notification_reorder=0.1"
-DEFAULT_COMBINE = "1,10,100,1000"   # lazy's sweep
 PLACEMENTS = {
     "default": None,   # loadgen.workloads.tpch.DEFAULT_PLACEMENT
     "spread": {"crm": ["customer", "nation", "region"], "ordering": ["orders"],
@@ -46,7 +44,41 @@ class BenchArgumentError(ValueError):
     """Bad bench arguments (one line, exit status 2)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class BenchPlan:
+    """What one `fedlab bench` asks for, before `run_specs` checks it and spells it out as runs:
+    built in one place from the command line (loadgen.bench.command.plan_from) or by a test.
+    Each default has its home here; the command's flags show these. Lists are comma-separated
+    text, as on the command line; `synthetic` (synthetic_federations) replaces the TPC-H views,
+    scale factors and placements."""
+    algorithms: str = "sze-ling,sze-ling:scan,recompute"   # what the performance targets compare (loadgen.bench.targets)
+    views: str = "q3,q5"
+    scales: str = "0.1"
+    placements: str = "spread"
+    chaos: tuple[str, ...] = ("notification_drop=0.05,notification_reorder=0.1",)   # a run per setting ("none": none)
+    rate: float = 500.0            # offered txn/s during the load phase
+    duration: float = 15.0         # seconds of the load phase
+    ramp_start: float = 256.0
+    ramp_factor: float = 2.0
+    ramp_max: float = 8192.0       # 0: no ramp
+    ramp_step: float = 8.0         # seconds per ramp step
+    settle: float = 30.0           # seconds a run waits for the view to reflect every commit
+    seed: int = 1
+    workload: str = "mixed"
+    source_engine: str = DEFAULT_ENGINE
+    batch_interval: float = WarehouseSettings.batch_interval
+    repeat: int = 1
+    combine: str = "1,10,100,1000"   # lazy's bounds, a run each
+    max_jobs: int = 1
+    synthetic: tuple[SyntheticRecipe, ...] = ()
+    outside_writers: float = 0.0   # pgbench's txn/s on a PostgreSQL source (loadgen.live.outside_writers)
+    reorder_allowance: float | None = None   # None: the core's default
+    journal_retention: float | None = WarehouseSettings.journal_retention
+    history_retention: float | None = WarehouseSettings.history_retention
+    nemesis: str = ""              # a fault schedule for every run's load (loadgen.nemesis.schedule)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSpec:
     algorithm: str
     access: str | None
@@ -61,18 +93,18 @@ class RunSpec:
     settle: float
     seed: int
     workload: str
-    placement: str = "default"
-    source_engine: str = DEFAULT_ENGINE
-    batch_interval: float = WarehouseSettings.batch_interval   # the warehouse's seconds between Delta batches (at most)
-    trial: int = 1                # which repetition of the same run (--repeat)
-    combine_max: int | None = None   # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
-    max_jobs: int = 1                # lazy's jobs in progress at once
-    synthetic: SyntheticRecipe | None = None   # the synthetic federation the run is over, instead of TPC-H
-    outside_writers: float = 0.0     # pgbench's transactions per second on the sales source during the load
-    nemesis: tuple = ()              # process faults applied from outside during the load (loadgen.nemesis)
-    reorder_allowance: float | None = None   # seconds a gap in notifications waits for a resend; None: the network's
-    journal_retention: float | None = WarehouseSettings.journal_retention   # seconds the Delta journal keeps its history
-    history_retention: float | None = WarehouseSettings.history_retention   # seconds the change history, the logs keep
+    placement: str
+    source_engine: str
+    batch_interval: float         # the warehouse's seconds between Delta batches (at most)
+    trial: int                    # which repetition of the same run (--repeat)
+    combine_max: int | None       # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
+    max_jobs: int                 # lazy's jobs in progress at once
+    synthetic: SyntheticRecipe | None   # the synthetic federation the run is over, instead of TPC-H
+    outside_writers: float        # pgbench's transactions per second on the sales source during the load
+    reorder_allowance: float      # seconds a gap in notifications waits for a resend
+    journal_retention: float | None   # seconds the Delta journal keeps its history (None: forever)
+    history_retention: float | None   # seconds the change history, the logs keep (None: forever)
+    nemesis: tuple = ()           # process faults applied from outside during the load (loadgen.nemesis)
 
     @property
     def label(self) -> str:
@@ -150,35 +182,35 @@ def synthetic_federations(shapes: str, sizes: str, rows: int, seed: int) -> list
     return [SyntheticRecipe(shape, n, rows, seed) for n in size_list for shape in shape_list]
 
 
-def run_specs(algorithms: str, views: str, scales: str, chaos: list[str] | None, rate: float, duration: float,
-         ramp_start: float, ramp_factor: float, ramp_max: float, ramp_step: float, settle: float, seed: int,
-         workload: str, placements: str = "default",
-         source_engine: str = DEFAULT_ENGINE, batch_interval: float = WarehouseSettings.batch_interval, repeat: int = 1,
-         combine: str = DEFAULT_COMBINE, max_jobs: int = 1,
-         synthetic: list[SyntheticRecipe] | None = None, outside_writers: float = 0.0) -> list[RunSpec]:
-    """The runs, in order; BenchArgumentError naming the first bad argument. With `repeat` > 1 the whole
-    list runs that many times over (trial 1 of every run, then trial 2...), so that a drift of
-    the machine over the bench spreads over every run alike. `synthetic` (synthetic_federations)
-    replaces the TPC-H views, scale factors and placements: one run per federation;
-    `outside_writers` (transactions per second) has pgbench write a PostgreSQL source beside the load
-    (loadgen.live.outside_writers)."""
+def run_specs(plan: BenchPlan) -> list[RunSpec]:
+    """The runs `plan` asks for, in order; BenchArgumentError naming the first bad argument. With
+    `repeat` > 1 the whole list runs that many times over (trial 1 of every run, then trial 2...),
+    so that a drift of the machine over the bench spreads over every run alike."""
     from loadgen.bench.ramp import rates
 
     # the phases check their arguments in this order, which decides the bad one named first
-    algorithm_runs = _algorithm_runs(algorithms, combine, max_jobs)
-    data, sources = _synthetic_runs(synthetic) if synthetic else _tpch(views, scales, placements)
-    chaos_list = chaos if chaos else [DEFAULT_CHAOS]
+    algorithm_runs = _algorithm_runs(plan.algorithms, plan.combine, plan.max_jobs)
+    data, sources = _synthetic_runs(plan.synthetic) if plan.synthetic else _tpch(plan.views, plan.scales,
+                                                                                 plan.placements)
+    chaos_list = list(plan.chaos or BenchPlan.chaos)
     faults = _faults(chaos_list, sources)
-    _validate_load(workload, rate, duration, ramp_start, ramp_factor, ramp_step, settle, batch_interval, repeat)
-    _validate_outside_writers(outside_writers, source_engine, data)
+    _validate_load(plan)
+    _validate_outside_writers(plan.outside_writers, plan.source_engine, data)
     _check_views(algorithm_runs, data)
-    step_rates = tuple(rates(ramp_start, ramp_factor, ramp_max)) if ramp_max > 0 else ()
-    return [RunSpec(name, access, view, scale, "" if spec == "none" else spec, faults[spec], rate, duration,
-                    step_rates, ramp_step, settle, seed, workload, placement, source_engine, batch_interval, trial,
-                    combine_max, max_jobs, recipe, outside_writers)
-            for trial in range(1, repeat + 1)
-            for view, scale, placement, recipe in data for spec in chaos_list
-            for name, access, combine_max in algorithm_runs]
+    allowance = _reorder_allowance(plan.reorder_allowance)
+    journal, history = _retention(plan.journal_retention, plan.history_retention)
+    step_rates = tuple(rates(plan.ramp_start, plan.ramp_factor, plan.ramp_max)) if plan.ramp_max > 0 else ()
+    specs = [RunSpec(algorithm=name, access=access, view=view, scale=scale, chaos="" if spec == "none" else spec,
+                     faults=faults[spec], rate=plan.rate, duration=plan.duration, ramp_rates=step_rates,
+                     ramp_step=plan.ramp_step, settle=plan.settle, seed=plan.seed, workload=plan.workload,
+                     placement=placement, source_engine=plan.source_engine, batch_interval=plan.batch_interval,
+                     trial=trial, combine_max=combine_max, max_jobs=plan.max_jobs, synthetic=recipe,
+                     outside_writers=plan.outside_writers, reorder_allowance=allowance,
+                     journal_retention=journal, history_retention=history)
+             for trial in range(1, plan.repeat + 1)
+             for view, scale, placement, recipe in data for spec in chaos_list
+             for name, access, combine_max in algorithm_runs]
+    return [replace(spec, nemesis=_nemesis(plan.nemesis, spec)) for spec in specs] if plan.nemesis else specs
 
 
 def _check_views(algorithm_runs: list[tuple[str, str | None, int | None]], data: list[tuple]) -> None:
@@ -223,7 +255,7 @@ def _algorithm_runs(algorithms: str, combine: str, max_jobs: int) -> list[tuple[
     return [(name, access, n) for name, access in pairs for n in (bounds if name == "lazy" else [None])]
 
 
-def _synthetic_runs(synthetic: list[SyntheticRecipe]) -> tuple[list[tuple], list[str]]:
+def _synthetic_runs(synthetic: tuple[SyntheticRecipe, ...]) -> tuple[list[tuple], list[str]]:
     """(view, scale, placement, synthetic federation) of each synthetic run, and the sources every
     federation has."""
     data = [(recipe.name, None, ONE_PER_SOURCE, recipe) for recipe in synthetic]
@@ -247,19 +279,51 @@ def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
     return faults
 
 
-def _validate_load(workload: str, rate: float, duration: float, ramp_start: float, ramp_factor: float, ramp_step: float,
-                settle: float, batch_interval: float, repeat: int) -> None:
+def _validate_load(plan: BenchPlan) -> None:
     """BenchArgumentError naming the first of the load's and the timings' arguments that the bench cannot run."""
     from loadgen.workloads.workload import WORKLOADS
 
-    if workload not in WORKLOADS:
-        raise BenchArgumentError(f"--workload: unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
-    if not (rate > 0 and duration > 0 and ramp_step > 0 and ramp_start > 0 and ramp_factor > 1 and settle >= 0
-            and batch_interval > 0):
+    if plan.workload not in WORKLOADS:
+        raise BenchArgumentError(f"--workload: unknown workload {plan.workload!r} (one of {', '.join(WORKLOADS)})")
+    if not (plan.rate > 0 and plan.duration > 0 and plan.ramp_step > 0 and plan.ramp_start > 0
+            and plan.ramp_factor > 1 and plan.settle >= 0 and plan.batch_interval > 0):
         raise BenchArgumentError("--rate, --duration, --ramp-step, --ramp-start and --batch-interval must be positive, "
                         "--ramp-factor above 1")
-    if repeat < 1:
-        raise BenchArgumentError(f"--repeat must be 1 or more, got {repeat}")
+    if plan.repeat < 1:
+        raise BenchArgumentError(f"--repeat must be 1 or more, got {plan.repeat}")
+
+
+def _reorder_allowance(seconds: float | None) -> float:
+    """The reorder allowance every run's warehouse takes (None: the core's default), judged as the
+    warehouse's settings judge it."""
+    try:
+        return WarehouseSettings(core=Settings(reorder_allowance=seconds)).reorder_allowance
+    except SettingError as err:
+        raise BenchArgumentError(f"--reorder-allowance {err.why}") from None
+
+
+def _retention(journal: float | None, history: float | None) -> tuple[float | None, float | None]:
+    """The retentions every run's warehouse takes (--journal-retention, --history-retention),
+    judged as the warehouse's settings judge them."""
+    try:
+        settings = WarehouseSettings(journal_retention=journal, history_retention=history)
+    except SettingError as err:
+        raise BenchArgumentError(f"--{err.setting.replace('_', '-')} {err.why}") from None
+    return settings.journal_retention, settings.history_retention
+
+
+def _nemesis(text: str, spec: RunSpec) -> tuple:
+    """The fault schedule `text` for one run: its faults, checked against the run's sources and
+    what a local run of its algorithm can apply (loadgen.nemesis.local)."""
+    from loadgen.nemesis.local import refuser
+    from loadgen.nemesis.schedule import read
+    from warehouse.core import registry
+
+    refuse = refuser(spec.algorithm, registry.get(spec.algorithm).assumptions.restartable)
+    try:
+        return tuple(read(text, sorted(spec.catalog().sources), spec.duration, refuse))
+    except ModelError as err:
+        raise BenchArgumentError(str(err)) from None
 
 
 def _validate_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
@@ -320,7 +384,7 @@ def stream_units(specs: list[RunSpec], same_stream: bool) -> list[tuple[str, lis
     alone, so that the summary can say how much they disturb each other. A group of one spec has
     nothing to share a stream with and runs alone only.
 
-    >>> a = RunSpec("sze-ling", None, "q3", 0.1, "", {}, 100, 10, (), 8, 30, 1, "mixed")
+    >>> a, = run_specs(BenchPlan(algorithms="sze-ling", views="q3", chaos=("none",)))
     >>> b = replace(a, algorithm="versioned")
     >>> units = stream_units([a, b, replace(a, view="q5"), replace(a, chaos="drop")], True)
     >>> [(kind, [(s.algorithm, s.view) for s in unit]) for kind, unit in units][:2]

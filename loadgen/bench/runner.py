@@ -164,7 +164,8 @@ def subscriber_names(specs: list[RunSpec]) -> list[str]:
     views when the specs keep several.
 
     >>> from dataclasses import replace
-    >>> a = RunSpec("sze-ling", None, "q3", 0.1, "", {}, 100, 10, (), 8, 30, 1, "mixed")
+    >>> from loadgen.bench.run_specs import BenchPlan, run_specs
+    >>> a, = run_specs(BenchPlan(algorithms="sze-ling", views="q3", chaos=("none",)))
     >>> subscriber_names([a, replace(a, access="scan"), replace(a, algorithm="lazy", combine_max=10)])
     ['warehouse', 'sze-ling-scan', 'lazy-10']
     >>> subscriber_names([a, replace(a, algorithm="versioned"), replace(a, view="q5")])
