@@ -26,3 +26,16 @@ def test_two_ramps_that_held_at_their_top_are_not_judged_and_are_marked():
                "runs": [{"run": "sze-ling q3", "folder": "01", "figures": {RAMP_FIGURE: both}}]}
     row = next(line for line in markdown(summary).splitlines() if RAMP_FIGURE in line)
     assert "| >= 512 | >= 512 | 1.00 | ±25% |  |" in row
+
+
+def test_a_live_run_is_simulated_until_its_load_is_reflected_as_the_bench_waits():
+    from loadgen.simulation.calibration import load
+    from loadgen.simulation.validation import simulate_run
+
+    record = {"view": "chain-3", "algorithm": "sze-ling", "access_path": "join-graph", "seed": 1, "workload": "mixed",
+              "faults": {}, "rate_target": 40.0, "synthetic": {"shape": "chain", "sources": 3, "rows_per_relation": 60}}
+    settings = {"duration": 2.0, "ramp_rates": [], "ramp_step": 8.0, "settle": 30.0, "batch_interval": 1.0}
+    predicted = simulate_run(record, settings, load())
+    assert predicted["transactions"] == 80
+    # every transaction of the load counts, those of its last second (not yet in Delta at its end) too
+    assert predicted["reflected"] == predicted["staleness_delta_ms"]["n"] == 80
