@@ -109,12 +109,21 @@ class Catalog:
     def has_relation(self, name: str) -> bool:
         return name.lower() in self._by_name
 
-    @property
+    @functools.cached_property
     def sources(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(r.source for r in self.relations))
+        return tuple(self._at)
 
     def relations_at(self, source: str) -> tuple[Relation, ...]:
-        return tuple(r for r in self.relations if r.source == source)
+        return self._at.get(source, ())
+
+    @functools.cached_property
+    def _at(self) -> dict[str, tuple[Relation, ...]]:
+        """Each source's relations, in the catalog's order (looked up once per source: a federation
+        of thousands of sources asks for each)."""
+        at: dict[str, list[Relation]] = {}
+        for r in self.relations:
+            at.setdefault(r.source, []).append(r)
+        return {s: tuple(rs) for s, rs in at.items()}
 
     def with_occurrences(self, occurrences: dict[str, str]) -> "Catalog":
         """The catalog with each occurrence (name -> the relation it is another name of, as a view

@@ -176,6 +176,21 @@ def subscriber_names(specs: list[RunSpec]) -> list[str]:
                                   for s in specs[1:])]
 
 
+def commit_groups(timings: dict[str, dict]) -> dict[str, int]:
+    """How many group commits the driver made at each source, from its commit timings
+    ({source: CommitTimings.to_dict()}, loadgen.workloads.driver_process): what
+    `fedlab calibrate` fits a commit call's cost to.
+
+    >>> from loadgen.workloads.driver_process import CommitTimings
+    >>> t = CommitTimings()
+    >>> for n in (8, 8, 3):
+    ...     t.add(0.002, n)
+    >>> commit_groups({"crm": t.to_dict()})
+    {'crm': 3}
+    """
+    return {source: t["calls"] for source, t in timings.items()}
+
+
 def _settings(spec: RunSpec) -> WarehouseSettings:
     """The warehouse's settings for `spec`'s algorithm."""
     bounds = Deferral(combine_max=spec.combine_max, max_jobs=spec.max_jobs) if spec.combine_max else None
@@ -277,7 +292,7 @@ class _LiveRun:
                                    **cpu_use(before, self.sampler.cpu_seconds(), time.monotonic() - since,
                                              os.cpu_count(), machine=(machine, machine_seconds())),
                                    "window": [round(began, 3), round(time.time(), 3)], "offered": result.offered,
-                                   "groups": {source: len(calls) for source, calls in timings.items()}})
+                                   "groups": commit_groups(timings)})
         self.watches.add_commits(timings)
         return result
 

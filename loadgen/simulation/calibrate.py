@@ -150,7 +150,7 @@ def _stretches(run: dict) -> list[dict]:
     run_dir = Path(run["run_dir"])
     files = RunFile.read(run_dir).message_logs()
     events = sorted(read([p for p in files.values() if p is not None and p.exists()]), key=lambda e: e["t"])
-    states = change_history.applied_states(RunFile.read(run_dir).warehouse_history)
+    states = list(change_history.applied_states(RunFile.read(run_dir).warehouse_history))   # read by every stretch
     out = []
     for stretch in ([run["idle"]] if run.get("idle") else []) + run["cpu"]:
         start, end = stretch["window"]

@@ -3,12 +3,14 @@ beside what the run measured (`fedlab predict --against BENCH_DIR`).
 
 Each run of the bench is simulated as it ran: its federation and view (TPC-H in its placement, or
 its synthetic federation), its update stream (the same generator and seed as the live driver's,
-so the very same transactions), its faults, its rate and duration, then its ramp, every process
-on one machine of the calibration's cores (loadgen.simulation.timed). The figures compared, with
-issue 69's targets (docs/results.md, "The timed simulator"):
+so the very same transactions), its faults, its rate and duration, then its ramp and its settle
+(up to the bench's --settle for the view to reflect every commit), every process on one machine
+of the calibration's cores (loadgen.simulation.timed). The figures compared, with issue 69's
+targets (docs/results.md, "The timed simulator"):
 - sub-queries and bytes per source transaction in the load phase: within 10%;
 - staleness to the core's view, p50 and p99, in the load phase: within 25%;
-- the highest sustained ramp step: within 25%.
+- the highest sustained ramp step: within 25% (not judged when both ramps held at their top:
+  each is then only a lower bound, marked `at_least`).
 Staleness to the Delta table and the CPU every process used per transaction committed in the
 load phase (the profilers' own left out) are shown beside them, without a target.
 """
@@ -42,6 +44,7 @@ FIGURES = {
     "CPU/txn (ms)": (("cpu_ms_per_txn",), None),
     "max sustained (txn/s)": (("max_sustained_rate",), 0.25),
 }
+RAMP_FIGURE = "max sustained (txn/s)"
 
 
 def validate(bench_dir: Path, calibration: Calibration, data_dir: str | None = None,
@@ -60,11 +63,14 @@ def validate(bench_dir: Path, calibration: Calibration, data_dir: str | None = N
         started = time.monotonic()
         predicted = simulate_run(record, summary["settings"], calibration, data_dir)
         measured = {**record, "cpu_ms_per_txn": _cpu_ms_per_txn(record)}
+        figures = {name: {"measured": _read(measured, path), "predicted": _read(predicted, path), "target": target}
+                   for name, (path, target) in FIGURES.items()}
+        # a ramp whose every step held says only that the rate lies above its top
+        topped = {side: _topped(r.get("ramp")) for side, r in (("measured", record), ("predicted", predicted))}
+        if any(topped.values()):
+            figures[RAMP_FIGURE]["at_least"] = [side for side, t in topped.items() if t]
         rows.append({"run": what, "folder": record.get("folder"), "trial": record.get("trial", 1),
-                     "seconds": round(time.monotonic() - started, 1),
-                     "figures": {name: {"measured": _read(measured, path), "predicted": _read(predicted, path),
-                                        "target": target}
-                                 for name, (path, target) in FIGURES.items()},
+                     "seconds": round(time.monotonic() - started, 1), "figures": figures,
                      "utilisation": predicted["utilisation"]})
     progress(len(runs), len(runs), "done")
     return {"bench": str(bench_dir), "calibration": calibration.about, "runs": rows}
@@ -100,6 +106,9 @@ def simulate_run(record: dict, settings: dict, calibration: Calibration, data_di
     run.offer(record["rate_target"], duration)
     run.run(duration)
     ramp = run.ramp(settings["ramp_rates"], settings["ramp_step"]) if record.get("ramp") else []
+    # as the bench waits for the view to reflect every commit before it measures staleness: the
+    # load's last transactions (the last second's are not yet in Delta) count too
+    run.settle(settings.get("settle", 30.0))
     figures = run.figures("load")
     view = figures["views"][DEFAULT_SUBSCRIBER]
     start, end = figures["window"]
@@ -119,6 +128,11 @@ def _cpu_ms_per_txn(record: dict) -> float | None:
                           record["committed_in_load"])
 
 
+def _topped(steps: list[dict] | None) -> bool:
+    """Whether a ramp (RampStep.to_dict()s) held at every step it ran: its top is a lower bound."""
+    return bool(steps) and all(s.get("sustained") for s in steps)
+
+
 def _read(record: dict, path: tuple[str, ...]):
     value = record
     for key in path:
@@ -133,5 +147,9 @@ def ratio(figure: dict) -> float | None:
 
 
 def met(figure: dict) -> bool | None:
+    """Whether the prediction is within the figure's target of the measurement (None: no target,
+    a figure missing, or both only lower bounds: two ramps that held at their top)."""
     r = ratio(figure)
-    return None if r is None or figure["target"] is None else abs(r - 1) <= figure["target"]
+    if r is None or figure["target"] is None or len(figure.get("at_least", ())) == 2:
+        return None
+    return abs(r - 1) <= figure["target"]
