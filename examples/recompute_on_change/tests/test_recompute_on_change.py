@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.simulation.matrix import run_matrix
-from loadgen.simulation.scenario import LEVELS, load_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core import registry
+from fedlab.loadgen.simulation.matrix import run_matrix
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core import registry
 
 SCENARIO = Path(__file__).parent.parent / "recompute_on_change" / "scenarios" / "two_commits_one_round.yaml"
 
