@@ -41,7 +41,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
 import e2e_cluster as cluster  # noqa: E402
 import fedlab_helm  # noqa: E402

@@ -90,7 +90,6 @@ def build_venv() -> None:
 
 def jar_folders() -> list[Path]:
     """The jar cache's folders of Delta's jars and the object-store packages', filled."""
-    sys.path.insert(0, str(ROOT))
     from fedlab.warehouse.spark_session import ensure_delta_jars, jar_sets
 
     ensure_delta_jars(object_store=True)
