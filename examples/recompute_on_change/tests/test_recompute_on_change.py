@@ -42,6 +42,6 @@ def test_the_tutorial_quotes_this_package_verbatim():
     config = (root / "pyproject.toml").read_text()
     blocks = doc.split("```")[1::2]
     quoted = [b.split("\n", 1)[1] for b in blocks if b.startswith(("python\n", "toml\n"))]
-    assert len(quoted) == 3
+    assert len(quoted) == 4
     for block in quoted:
         assert block.strip() in code or block.strip() in config, block
