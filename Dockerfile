@@ -18,6 +18,7 @@ RUN python -m venv /opt/fedlab/venv
 ENV PATH=/opt/fedlab/venv/bin:$PATH
 COPY pyproject.toml README.m[d] ./
 COPY proto ./proto
+COPY fedlab ./fedlab
 COPY fedmodel ./fedmodel
 COPY fedio ./fedio
 COPY source_node ./source_node
@@ -26,7 +27,7 @@ COPY loadgen ./loadgen
 COPY setup.py ./
 # The install generates the gRPC stubs from proto/ (setup.py), so the installed package carries them.
 RUN pip install . \
- && python -c "import fedmodel.wire, loadgen.cli"
+ && python -c "import fedlab.fedmodel.wire, fedlab.cli"
 
 # ---- jars: Delta Lake's jars and hadoop-aws's for s3a:// (with the AWS SDK modules it needs, 13 MB),
 # fetched once with Maven into the jar cache that warehouse.spark_session reads first (no resolver,

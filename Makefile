@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml setup.py proto/federation.proto
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
-	$(BIN)/python -c 'import fedmodel.wire'
+	$(BIN)/python -c 'import fedlab.fedmodel.wire'
 	touch $(STAMP)
 
 demo: venv
@@ -33,7 +33,7 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 # Two pytest-xdist workers: one runs every test that needs Spark, Ray, PostgreSQL or helm, on one
 # session of each (tests/conftest.py), while the other runs the rest on the core the first leaves idle.
 test: venv $(VENV)/.example-stamp objectstore
-	@$(BIN)/python -m warehouse.spark_session --class-archive
+	@$(BIN)/python -m fedlab.warehouse.spark_session --class-archive
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # The fast loop (a few minutes): the pure core, the simulator, the checker and the CLI, with fewer

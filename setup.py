@@ -1,13 +1,19 @@
-"""The build step that pyproject.toml cannot declare: the gRPC stubs (fedmodel/wire) generated from
-proto/federation.proto whenever the package is built or installed, editable installs included, so
-that importing fedmodel never runs protoc or writes into the installed package."""
+"""What pyproject.toml cannot declare:
+
+- the packages: one import name, fedlab, over the folders at the top of the repository
+  (fedlab.warehouse is warehouse/, fedlab.loadgen is loadgen/, ...), every sub-package found in them;
+- the gRPC stubs (fedmodel/wire) generated from proto/federation.proto whenever the package is built
+  or installed, editable installs included, so that importing fedlab.fedmodel never runs protoc or
+  writes into the installed package.
+"""
 
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
+FOLDERS = ("fedmodel", "fedio", "source_node", "warehouse", "loadgen")   # each fedlab.<folder>
 PROTO = ROOT / "proto" / "federation.proto"
 WIRE = ROOT / "fedmodel" / "wire"
 
@@ -24,7 +30,8 @@ def generate_stubs() -> None:
         raise SystemExit(f"protoc failed on {PROTO}")
     stubs = WIRE / "federation_pb2_grpc.py"
     # protoc writes a top-level import; the stubs live in a package.
-    stubs.write_text(stubs.read_text().replace("import federation_pb2 as", "from fedmodel.wire import federation_pb2 as"))
+    stubs.write_text(stubs.read_text().replace("import federation_pb2 as",
+                                               "from fedlab.fedmodel.wire import federation_pb2 as"))
 
 
 class BuildWithStubs(build_py):
@@ -33,4 +40,6 @@ class BuildWithStubs(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildWithStubs})
+setup(packages=["fedlab", *("fedlab." + name for name in find_packages(include=[f"{folder}*" for folder in FOLDERS]))],
+      package_dir={f"fedlab.{folder}": folder for folder in FOLDERS},
+      cmdclass={"build_py": BuildWithStubs})

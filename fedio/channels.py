@@ -21,7 +21,7 @@ from pathlib import Path
 
 import grpc
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 # The largest gRPC message any node sends or accepts: a periodic recomputation's snapshot of
 # lineitem at SF 0.1 (324k rows, every column) passed 64 MB. gRPC's own ceiling is 2 GB.

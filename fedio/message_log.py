@@ -25,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from fedmodel import json_text
-from fedmodel.message_log import EVENTS, KINDS, concerns
+from fedlab.fedmodel import json_text
+from fedlab.fedmodel.message_log import EVENTS, KINDS, concerns
 
 WRITE_AFTER = 0.2   # seconds the writer lets events gather before writing them
 

@@ -29,13 +29,13 @@ from typing import Callable, Sequence
 import sqlglot
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
-from fedmodel.predicates import compile_value
-from fedmodel.rewrites.exists import semijoins
-from fedmodel.rewrites.not_exists import antijoins
-from fedmodel.viewdef import ViewDef, aggregated_by, parse_view
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.outer_join_view import OuterJoinView, parse_outer_join
+from fedlab.fedmodel.predicates import compile_value
+from fedlab.fedmodel.rewrites.exists import semijoins
+from fedlab.fedmodel.rewrites.not_exists import antijoins
+from fedlab.fedmodel.viewdef import ViewDef, aggregated_by, parse_view
 
 FUNCTIONS = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX"}
 

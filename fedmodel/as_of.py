@@ -28,7 +28,7 @@ restarted warehouse starts, lie at or above the versions its durable view reflec
 asking below the floor (a source restarted under a task in flight) is answered at the current
 state instead, and the warehouse compensates it as Sze-Ling's does.
 
->>> from fedmodel.transactions import Modification
+>>> from fedlab.fedmodel.transactions import Modification
 >>> key = lambda row: row[:1]
 >>> now = [(1, "b"), (3, "z")]          # R at BRV 4, after the three changes below
 >>> changes = [RelationChange("R", 2, modified=(Modification((1, "a"), (1, "b")),)),
@@ -45,11 +45,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Iterable
 
-from fedmodel.catalog import Relation
-from fedmodel.condense import condense
-from fedmodel.errors import ModelError
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import Notification, RelationChange
+from fedlab.fedmodel.catalog import Relation
+from fedlab.fedmodel.condense import condense
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import Notification, RelationChange
 
 Scan = Callable[[Relation], list]
 Matching = Callable[[Relation, list[int], set[tuple]], list]

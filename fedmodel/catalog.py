@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 TYPES = ("BIGINT", "DOUBLE", "VARCHAR", "DATE", "BOOLEAN")
 _INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
@@ -289,7 +289,7 @@ def validate_rows(relation: Relation, rows: Sequence[Sequence], where: str) -> l
     [(1, 'x'), (2, None)]
     >>> validate_rows(rel, [(1, "x"), (2, 3)] * 4, "test")
     Traceback (most recent call last):
-    fedmodel.errors.ModelError: test: R.b is VARCHAR, got 3
+    fedlab.fedmodel.errors.ModelError: test: R.b is VARCHAR, got 3
     """
     if len(rows) < _COLUMNWISE_FROM:
         return [validate_row(relation, r, where) for r in rows]

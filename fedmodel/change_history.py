@@ -26,8 +26,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from fedmodel import json_text
-from fedmodel.errors import ModelError
+from fedlab.fedmodel import json_text
+from fedlab.fedmodel.errors import ModelError
 
 INITIAL = "initial_view.json"
 CHANGES = "changes.jsonl"            # the lines being written

@@ -21,7 +21,7 @@ from typing import Sequence
 import msgpack
 import pyarrow as pa
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 _FORMAT = b"\x01"   # MessagePack [columns, rows]; a later format takes another byte
 _VALUE_TYPES = (int, float, str, bool, type(None))

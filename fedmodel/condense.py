@@ -25,7 +25,7 @@ relation's updates over the transactions a job combines (warehouse.core.sze_ling
 PostgreSQL source the row changes its triggers captured over one transaction's statements
 (source_node.postgres_store; Vinh 2020's per-key condensing of change tables).
 
->>> from fedmodel.transactions import Modification, RelationChange
+>>> from fedlab.fedmodel.transactions import Modification, RelationChange
 >>> key = lambda row: row[:1]
 >>> history = [RelationChange("R", 2, modified=(Modification((1, "a"), (1, "b")),)),
 ...            RelationChange("R", 3, deleted=((1, "b"),), inserted=((2, "x"),)),
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from fedmodel.transactions import Modification, RelationChange
+from fedlab.fedmodel.transactions import Modification, RelationChange
 
 
 def condense(changes: Sequence[RelationChange], key_of: Callable[[tuple], tuple]) -> RelationChange:

@@ -9,7 +9,7 @@ of the wrong type raises ModelError, which a servicer turns into INVALID_ARGUMEN
 `to_pb(obj, catalog)` takes a Notification, TransactionRequest, Subquery or Answer;
 `from_pb(msg, catalog)` takes a pb.Notification, pb.CommitRequest, pb.Subquery or pb.Answer.
 
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"ds1": {"R1": {"columns": ["A", "B"], "types": ["BIGINT", "DATE"], "key": ["A"]}}}})
 >>> req = TransactionRequest("t1", inserts={"R1": [(1, "2024-02-29")]}, deletes={"R1": [(7,)]})
 >>> from_pb(to_pb(req, cat), cat) == req
@@ -21,12 +21,12 @@ from __future__ import annotations
 from functools import singledispatch
 from typing import Sequence
 
-from fedmodel.catalog import Catalog, Relation, validate_row, validate_rows
-from fedmodel.codec import decode_rows, encode_rows
-from fedmodel.errors import ModelError
-from fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
-from fedmodel.transactions import Modification, Notification, RelationChange, TransactionRequest
-from fedmodel.wire import pb
+from fedlab.fedmodel.catalog import Catalog, Relation, validate_row, validate_rows
+from fedlab.fedmodel.codec import decode_rows, encode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Modification, Notification, RelationChange, TransactionRequest
+from fedlab.fedmodel.wire import pb
 
 # The subscriber a source starts with, and that a ResendRequest naming none means: the warehouse
 # of a single-warehouse federation (source_node.subscriptions).

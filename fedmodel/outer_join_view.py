@@ -17,7 +17,7 @@ shows the user's columns. To tell that from a row alone, the maintained view, th
 warehouse.core.outer_join_state keeps the user's rows from the join's deltas, state by state; a
 whole-view evaluation (live, a Spark job) reads the join as fedmodel.terms_sql writes it.
 
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"r": {"columns": ["i", "v"], "key": ["i"]}},
 ...                                       "y": {"s": {"columns": ["i", "w"], "key": ["w"]}}}})
 >>> view = parse_outer_join("SELECT r.v, s.w FROM r LEFT JOIN s ON r.i = s.i", cat)
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedmodel.catalog import Catalog
-from fedmodel.viewdef import ColumnRef, ViewDef, parse_view, per_view, with_columns
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.viewdef import ColumnRef, ViewDef, parse_view, per_view, with_columns
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from typing import Callable, Iterable, Union
 
 from sqlglot import exp
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 SIDES = ("LEFT", "RIGHT", "FULL")
 

@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 from sqlglot import exp
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 _COMPARE = {
     exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.GT: operator.gt,
@@ -81,7 +81,7 @@ def validate_types(expr: exp.Expression, column_type: Callable[[exp.Column], str
     >>> validate_types(sqlglot.parse_one("F = 'on' AND N > 1"), lambda c: {"F": "BOOLEAN", "N": "BIGINT"}[c.name])
     Traceback (most recent call last):
     ...
-    fedmodel.errors.ModelError: view: F = 'on' compares a boolean with text
+    fedlab.fedmodel.errors.ModelError: view: F = 'on' compares a boolean with text
     """
     kind = _kind(expr, column_type)
     if kind not in (None, "a boolean"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from fedmodel.catalog import Catalog
+from fedlab.fedmodel.catalog import Catalog
 
 
 @dataclass(frozen=True)

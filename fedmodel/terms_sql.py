@@ -12,8 +12,8 @@ every column of a relation it lacks: the rows warehouse.core.recompute folds, th
 same columns. An anti-join's test of padding (`OuterJoins.padded`) picks the rows the user sees
 after subsumption and is not in the terms.
 
->>> from fedmodel.catalog import Catalog
->>> from fedmodel.outer_join_view import parse_outer_join
+>>> from fedlab.fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.outer_join_view import parse_outer_join
 >>> cat = Catalog.from_dict({"sources": {"x": {"r": {"columns": ["i", "v"], "types": ["BIGINT"] * 2, "key": ["i"]}},
 ...                                       "y": {"s": {"columns": ["i", "w"], "types": ["BIGINT"] * 2, "key": ["w"]}}}})
 >>> view = parse_outer_join("SELECT r.v, s.w FROM r LEFT JOIN s ON r.i = s.i AND s.w > 0", cat)
@@ -28,7 +28,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from fedmodel.viewdef import ViewDef
+from fedlab.fedmodel.viewdef import ViewDef
 
 
 def maintained_sql(view: ViewDef) -> str:

@@ -24,10 +24,10 @@ from typing import Callable, Iterable, Sequence
 import sqlglot
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog, Relation
-from fedmodel.errors import ModelError
-from fedmodel.outer_joins import JoinTree, OuterJoins, conjuncts, from_tree
-from fedmodel.predicates import compile_predicate, predicate_sql, validate_types
+from fedlab.fedmodel.catalog import Catalog, Relation
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.outer_joins import JoinTree, OuterJoins, conjuncts, from_tree
+from fedlab.fedmodel.predicates import compile_predicate, predicate_sql, validate_types
 
 
 @dataclass(frozen=True)
@@ -254,7 +254,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     (`_from_clause`), the conditions as join edges and per-relation selections (`_conditions`,
     `_selections`), and the select list (`_outputs`).
 
-    >>> from fedmodel.catalog import Catalog
+    >>> from fedlab.fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"ds1": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
     ...                                       "ds2": {"R2": {"columns": ["B", "C"], "key": ["B"]}}}})
     >>> v = parse_view("SELECT C FROM R1 JOIN R2 ON R1.B = R2.B", cat)
@@ -262,7 +262,7 @@ def parse_view(sql: str, catalog: Catalog) -> ViewDef:
     (('C', 'count'), (('B', 'B'),))
     """
     # Imported here: the rewrites use this module's helpers.
-    from fedmodel.rewrites import rewrite
+    from fedlab.fedmodel.rewrites import rewrite
 
     tree = rewrite(_select(sql), catalog)
     construct = aggregated_by(tree)

@@ -291,7 +291,7 @@ def _presented_chain(url: str) -> str:
 # ---- TLS ----
 
 def create_tls_secret(kube: Kube, name: str, hosts: list[str], folder: Path) -> None:
-    from loadgen.roles.certs import write_certificates
+    from fedlab.loadgen.roles.certs import write_certificates
 
     write_certificates(folder, hosts)
     kube.run("create", "secret", "generic", name, *(f"--from-file={folder / f}" for f in ("ca.crt", "tls.crt", "tls.key")))

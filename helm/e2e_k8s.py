@@ -41,7 +41,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 
 import e2e_cluster as cluster  # noqa: E402
 import fedlab_helm  # noqa: E402
@@ -314,7 +313,7 @@ class Run:
         offset (docs/kubernetes.md, "The nemesis from the node")."""
         if nemesis is None:
             return
-        from loadgen.nemesis.effects import by_source, figures, recovery, standstills
+        from fedlab.loadgen.nemesis.effects import by_source, figures, recovery, standstills
 
         history = self.kube.run("exec", f"{self.fullname}-warehouse-0", "--", "sh", "-c",
                                 "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
@@ -364,9 +363,9 @@ class Run:
             log("nemesis: not applied (it needs root on the cluster's nodes, this machine)")
             self.figures["nemesis from the node"] = "not applied: not root on the cluster's node"
             return None
-        from loadgen.nemesis import node, schedule as schedules
-        from loadgen.nemesis.timeline import Events
-        from loadgen.roles.chaos_k8s import parse_duration
+        from fedlab.loadgen.nemesis import node, schedule as schedules
+        from fedlab.loadgen.nemesis.timeline import Events
+        from fedlab.loadgen.roles.chaos_k8s import parse_duration
 
         release = node.Release(self.kube.namespace, self.args.release, self.kube.kubectl, self.kube.env)
         duration = parse_duration(str(self.values["load"]["duration"]))   # what a random:SEED schedule spans

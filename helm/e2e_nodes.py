@@ -37,7 +37,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE / "image"))
 
 import e2e_cluster as cluster  # noqa: E402

@@ -5,6 +5,7 @@
 - checker: the independent oracle and the consistency levels (nothing of the maintenance path);
 - bench: `fedlab bench`, the algorithms side by side;
 - live: a federation on this machine (`fedlab run`, `demo`, `check`, `view`);
-- roles: the processes of a deployment (`fedlab source`, `warehouse`, `load`, `chaos-k8s`);
-- cli: the one entry point, registering each role's subcommands.
+- roles: the processes of a deployment (`fedlab source`, `warehouse`, `load`, `chaos-k8s`).
+
+Their subcommands are registered in fedlab.cli, the one entry point.
 """

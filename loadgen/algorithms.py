@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from warehouse.core import registry
+from fedlab.warehouse.core import registry
 
 
 def add_arguments(parser) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 
 def read_yaml(path: str | Path, what: str, error: type[ModelError] = ModelError) -> dict:

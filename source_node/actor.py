@@ -28,15 +28,15 @@ from pathlib import Path
 
 import ray
 
-from fedio.channels import TlsFiles
-from fedmodel.catalog import Catalog
-from fedmodel.message_log import source_log_path
-from source_node.engines import DEFAULT_ENGINE, is_dsn
-from source_node.faults import FaultInjector
-from source_node.control import publish_address
-from source_node.node import SourceNode
-from source_node.ray_runtime import NAMESPACE
-from source_node.run_settings import RunSettings
+from fedlab.fedio.channels import TlsFiles
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.message_log import source_log_path
+from fedlab.source_node.engines import DEFAULT_ENGINE, is_dsn
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.control import publish_address
+from fedlab.source_node.node import SourceNode
+from fedlab.source_node.ray_runtime import NAMESPACE
+from fedlab.source_node.run_settings import RunSettings
 
 
 @ray.remote(max_restarts=-1, max_task_retries=3)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from fedmodel.catalog import Catalog, Relation, validate_row, validate_value
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, Notification, TransactionRequest
+from fedlab.fedmodel.catalog import Catalog, Relation, validate_row, validate_value
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Modification, Notification, TransactionRequest
 
 
 class GroupCommit:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import threading
 from typing import Sequence
 
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Notification, TransactionRequest
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Notification, TransactionRequest
 
 
 class _Call:

@@ -19,9 +19,9 @@ import time
 import grpc
 from ray.experimental import internal_kv
 
-from fedio.channels import TlsFiles, client_channel
-from fedmodel.wire import pb, rpc
-from source_node.ray_runtime import NAMESPACE
+from fedlab.fedio.channels import TlsFiles, client_channel
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.ray_runtime import NAMESPACE
 
 ANSWER_TIMEOUT = 2.0   # seconds a server that is up takes at most to answer Health
 

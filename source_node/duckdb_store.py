@@ -19,12 +19,12 @@ from typing import Sequence
 
 import duckdb
 
-from fedmodel.catalog import Relation
-from fedmodel.codec import rows_to_arrow
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import RelationChange, TransactionRequest
-from source_node.commit import read_ahead
-from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
+from fedlab.fedmodel.catalog import Relation
+from fedlab.fedmodel.codec import rows_to_arrow
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import RelationChange, TransactionRequest
+from fedlab.source_node.commit import read_ahead
+from fedlab.source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 _META = "_fedlab"
 _VALUES_MAX_ROWS = 32

@@ -40,23 +40,23 @@ import time
 from contextlib import AbstractContextManager
 from typing import Callable, Sequence
 
-from fedmodel import json_text
-from fedmodel.as_of import answered_versions, reading_as_of
-from fedmodel.catalog import Catalog, Relation, validate_row
-from fedmodel.errors import ModelError, first_line
-from fedmodel.predicates import compile_sql
-from fedmodel.subquery import Answer, RelationAnswer, Subquery
-from fedmodel.transactions import (
+from fedlab.fedmodel import json_text
+from fedlab.fedmodel.as_of import answered_versions, reading_as_of
+from fedlab.fedmodel.catalog import Catalog, Relation, validate_row
+from fedlab.fedmodel.errors import ModelError, first_line
+from fedlab.fedmodel.predicates import compile_sql
+from fedlab.fedmodel.subquery import Answer, RelationAnswer, Subquery
+from fedlab.fedmodel.transactions import (
     Notification,
     RelationChange,
     TransactionRequest,
     notification_from_dict,
     notification_to_dict,
 )
-from source_node.commit import GroupCommit, PlannedChange, plan_commit
-from source_node.recent_changes import SharedRecentChanges
-from source_node.subscriber_outbox import SubscriberOutbox
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.source_node.commit import GroupCommit, PlannedChange, plan_commit
+from fedlab.source_node.recent_changes import SharedRecentChanges
+from fedlab.source_node.subscriber_outbox import SubscriberOutbox
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 Query = Callable[[str, Sequence], list]   # runs one SELECT, returns its rows
 

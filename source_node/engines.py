@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 from typing import Iterable, Sequence
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
 
 ENGINES = ("sqlite", "duckdb", "postgres")
 DEFAULT_ENGINE = "sqlite"
@@ -82,14 +82,14 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
         raise ModelError(f"pruning applied changes is for PostgreSQL sources; {path} is a {_NAMES[engine]} file")
     # Imported here: a process that never opens a DuckDB store never loads DuckDB (0.2 s).
     if engine == "sqlite":
-        from source_node.sqlite_store import SQLiteStore
+        from fedlab.source_node.sqlite_store import SQLiteStore
 
         return SQLiteStore(catalog, source, path, initial, log_retention, probes, log_keep_seconds)
     if engine == "postgres":
-        from source_node.postgres_store import PostgresStore
+        from fedlab.source_node.postgres_store import PostgresStore
 
         return PostgresStore(catalog, source, str(path), initial, log_retention, prune_applied, log_keep_seconds)
-    from source_node.duckdb_store import DuckDBStore
+    from fedlab.source_node.duckdb_store import DuckDBStore
 
     return DuckDBStore(catalog, source, path, initial, log_retention, log_keep_seconds)
 

@@ -22,7 +22,7 @@ import random
 import threading
 from dataclasses import asdict, dataclass, replace
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 KINDS = ("notification", "answer")
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fedmodel.as_of import RecentChanges, answered_versions, rebuild
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_sql
-from fedmodel.subquery import Answer, RelationAnswer, Subquery, evaluate_semijoins
-from fedmodel.transactions import Notification, RelationChange, TransactionRequest
-from source_node.commit import GroupCommit, plan_commit
-from source_node.subscriptions import DEFAULT_SUBSCRIBER, Subscriptions
+from fedlab.fedmodel.as_of import RecentChanges, answered_versions, rebuild
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.predicates import compile_sql
+from fedlab.fedmodel.subquery import Answer, RelationAnswer, Subquery, evaluate_semijoins
+from fedlab.fedmodel.transactions import Notification, RelationChange, TransactionRequest
+from fedlab.source_node.commit import GroupCommit, plan_commit
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER, Subscriptions
 
 
 class MemoryStore(GroupCommit):

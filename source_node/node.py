@@ -31,17 +31,17 @@ import os
 import threading
 from typing import Iterable, Sequence
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles
-from fedio.message_log import MessageLog
-from fedmodel.catalog import Catalog
-from fedmodel.message_log import source_log_path
-from source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
-from source_node.faults import FaultInjector
-from source_node.run_settings import RunSettings
-from source_node.sender import NotificationSender, wake_all
-from source_node.server import SourceServicer, serve
-from source_node.subscriber_addresses import SubscriberAddresses, beside_message_log
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles
+from fedlab.fedio.message_log import MessageLog
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.message_log import source_log_path
+from fedlab.source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.run_settings import RunSettings
+from fedlab.source_node.sender import NotificationSender, wake_all
+from fedlab.source_node.server import SourceServicer, serve
+from fedlab.source_node.subscriber_addresses import SubscriberAddresses, beside_message_log
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 
 class SourceNode:

@@ -50,16 +50,16 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg.types.string import TextLoader
 
-from fedmodel.catalog import Catalog, Relation, validate_row
-from fedmodel.condense import condense
-from fedmodel.errors import ModelError, first_line
-from fedmodel.subquery import Answer, Subquery
-from fedmodel.transactions import Notification, RelationChange, TransactionRequest
-from source_node.commit import GroupCommit, plan_commit, read_ahead
-from source_node.durable_store import answer_at, owned_relation, quote, semijoin_chains, validate_subquery
-from source_node.recent_changes import SharedRecentChanges
-from source_node.subscriber_outbox import SubscriberOutbox
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.fedmodel.catalog import Catalog, Relation, validate_row
+from fedlab.fedmodel.condense import condense
+from fedlab.fedmodel.errors import ModelError, first_line
+from fedlab.fedmodel.subquery import Answer, Subquery
+from fedlab.fedmodel.transactions import Notification, RelationChange, TransactionRequest
+from fedlab.source_node.commit import GroupCommit, plan_commit, read_ahead
+from fedlab.source_node.durable_store import answer_at, owned_relation, quote, semijoin_chains, validate_subquery
+from fedlab.source_node.recent_changes import SharedRecentChanges
+from fedlab.source_node.subscriber_outbox import SubscriberOutbox
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}

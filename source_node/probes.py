@@ -10,15 +10,15 @@ a sub-query probing any other column set still gets its index, the first time.
 
 from __future__ import annotations
 
-from fedmodel.viewdef import ViewDef
+from fedlab.fedmodel.viewdef import ViewDef
 
 
 def probed_columns(view: ViewDef) -> list[tuple[str, tuple[str, ...]]]:
     """(relation, columns) for each side of each join edge of `view`, each pair once (an
     occurrence of a relation read twice probes its relation: warehouse.core.occurrences).
 
-    >>> from fedmodel.catalog import Catalog
-    >>> from fedmodel.viewdef import parse_view
+    >>> from fedlab.fedmodel.catalog import Catalog
+    >>> from fedlab.fedmodel.viewdef import parse_view
     >>> cat = Catalog.from_dict({"sources": {"s1": {"R": {"columns": ["A", "B"]}},
     ...                                      "s2": {"S": {"columns": ["B", "C"]}}}})
     >>> probed_columns(parse_view("SELECT A, C FROM R JOIN S ON R.B = S.B", cat))

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import ray
 
+import fedlab
+
 NAMESPACE = "fedlab"
 # Ray's work that a federation of a few actors does not need, each of it CPU in every measurement:
 # idle workers started ahead for tasks (the sources are actors; 1% of a core each, idle) and the
 # statistics of every internal event handler.
 SYSTEM_CONFIG = {"enable_worker_prestart": False, "prestart_worker_first_driver": False, "event_stats": False}
-_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+_PROJECT_ROOT = str(Path(fedlab.__file__).resolve().parent.parent)   # the folder fedlab is in
 
 
 def start_ray(temp_dir: str | None = None, num_cpus: int = 2) -> None:
@@ -39,7 +41,7 @@ def start_ray(temp_dir: str | None = None, num_cpus: int = 2) -> None:
         temp_dir = tempfile.mkdtemp(prefix="fedlab-ray-")
     ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=NAMESPACE, _system_config=SYSTEM_CONFIG,
              _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
-             # Workers import the project's packages from the checkout, installed or not.
+             # Workers import fedlab from where this process does.
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(
                  p for p in (_PROJECT_ROOT, os.environ.get("PYTHONPATH")) if p)}})
 

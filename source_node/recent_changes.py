@@ -11,10 +11,10 @@ from __future__ import annotations
 import threading
 from typing import Iterable
 
-from fedmodel.as_of import RecentChanges, asked_earlier
-from fedmodel.catalog import Relation
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import Notification, RelationChange
+from fedlab.fedmodel.as_of import RecentChanges, asked_earlier
+from fedlab.fedmodel.catalog import Relation
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import Notification, RelationChange
 
 
 class SharedRecentChanges:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from fedmodel.round_trip import RoundTrip
-from fedmodel.transactions import Notification
+from fedlab.fedmodel.round_trip import RoundTrip
+from fedlab.fedmodel.transactions import Notification
 
 
 class ResendPolicy:

@@ -47,17 +47,17 @@ import time
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
-from fedio.lockstep import LockstepStream
-from fedio.message_log import MessageLog
-from fedmodel.catalog import Catalog
-from fedmodel.message_log import notification_fields
-from fedmodel.messages import to_pb
-from fedmodel.transactions import Notification
-from fedmodel.wire import pb, rpc
-from source_node.faults import FaultInjector
-from source_node.resend_policy import ResendPolicy
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
+from fedlab.fedio.lockstep import LockstepStream
+from fedlab.fedio.message_log import MessageLog
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.message_log import notification_fields
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.resend_policy import ResendPolicy
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 log = logging.getLogger(__name__)
 MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the warehouse fails

@@ -46,19 +46,19 @@ from typing import Protocol
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, new_server
-from fedio.message_log import MessageLog
-from fedmodel.catalog import Catalog
-from fedmodel.codec import encode_rows
-from fedmodel.errors import ModelError
-from fedmodel.message_log import answer_fields, subquery_fields
-from fedmodel.messages import SUBSCRIBER_METADATA, from_pb, to_pb
-from fedmodel.wire import pb, rpc
-from source_node.commit_queue import CommitQueue
-from source_node.durable_store import owned_relation
-from source_node.faults import FaultInjector
-from source_node.sender import NotificationSender, wake_all
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, add_port, new_server
+from fedlab.fedio.message_log import MessageLog
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import encode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.message_log import answer_fields, subquery_fields
+from fedlab.fedmodel.messages import SUBSCRIBER_METADATA, from_pb, to_pb
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.commit_queue import CommitQueue
+from fedlab.source_node.durable_store import owned_relation
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.sender import NotificationSender, wake_all
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 SNAPSHOT_CHUNK_ROWS = 16384  # rows per SnapshotChunk, to stay well under the message size limit
 # The server's threads, at most: each view's Query stream holds one while it is open (and a

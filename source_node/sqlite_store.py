@@ -48,11 +48,11 @@ import threading
 from contextlib import contextmanager
 from typing import Iterable, Sequence
 
-from fedmodel.catalog import Catalog, Relation
-from fedmodel.errors import ModelError
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import RelationChange
-from source_node.durable_store import DurableStore, Query, quote, semijoin_chain
+from fedlab.fedmodel.catalog import Catalog, Relation
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import RelationChange
+from fedlab.source_node.durable_store import DurableStore, Query, quote, semijoin_chain
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "INTEGER", "DOUBLE": "REAL", "VARCHAR": "TEXT", "DATE": "TEXT", "BOOLEAN": "INTEGER"}

@@ -24,7 +24,7 @@ import os
 import threading
 from pathlib import Path
 
-from fedmodel.message_log import SOURCE_LOG_SUFFIX
+from fedlab.fedmodel.message_log import SOURCE_LOG_SUFFIX
 
 
 def beside_message_log(message_log: Path | None) -> Path | None:

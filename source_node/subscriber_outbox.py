@@ -27,8 +27,8 @@ import time
 from collections import deque
 from typing import Iterable, Sequence
 
-from fedmodel.transactions import Notification
-from source_node.subscriptions import DEFAULT_SUBSCRIBER, Subscriptions
+from fedlab.fedmodel.transactions import Notification
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER, Subscriptions
 
 TRIMS = 20   # the log is trimmed for age this many times over its keeping time
 

@@ -20,7 +20,7 @@ Pure bookkeeping, no I/O and no locks: the stores (source_node.memory_store for 
 source_node.subscriber_outbox for the durable ones) hold it under their own lock and make the
 acknowledgements and the registrations durable themselves.
 
->>> from fedmodel.transactions import Notification, RelationChange
+>>> from fedlab.fedmodel.transactions import Notification, RelationChange
 >>> subs = Subscriptions(["q", "r"])
 >>> subs.add("fast", None, acknowledged=1)
 >>> subs.add("slow", ["R"], acknowledged=1)
@@ -33,7 +33,7 @@ True
 (2, None, 3)
 >>> subs.add("late", ["p"], acknowledged=2)
 Traceback (most recent call last):
-fedmodel.errors.ModelError: subscriber 'late': the source owns no relation named 'p' (it owns q, r)
+fedlab.fedmodel.errors.ModelError: subscriber 'late': the source owns no relation named 'p' (it owns q, r)
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from fedmodel.errors import ModelError
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from fedmodel.transactions import Notification
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.fedmodel.transactions import Notification
 
 __all__ = ["DEFAULT_SUBSCRIBER", "Subscriber", "Subscriptions"]
 

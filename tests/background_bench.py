@@ -100,7 +100,7 @@ def _run(folder: Path) -> None:
         out_dir = folder / job["module"]
         out_dir.mkdir()
         try:
-            done = subprocess.run([sys.executable, "-m", "loadgen.cli", "bench", *job["args"], "--out",
+            done = subprocess.run([sys.executable, "-m", "fedlab.cli", "bench", *job["args"], "--out",
                                    str(out_dir / "b"), "--json"], cwd=ROOT, capture_output=True, text=True,
                                   timeout=job["timeout"])
             outcome = {"code": done.returncode, "out": done.stdout, "err": done.stderr}

@@ -27,7 +27,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from warehouse.spark_session import spark_session
+    from fedlab.warehouse.spark_session import spark_session
 
     # with the object-store packages, for tests/test_object_store.py: one session serves every test
     session = spark_session(warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")), object_store=True)
@@ -37,7 +37,7 @@ def spark(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def ray_runtime(tmp_path_factory):
-    from source_node.ray_runtime import start_ray, stop_ray
+    from fedlab.source_node.ray_runtime import start_ray, stop_ray
 
     start_ray(temp_dir=str(tmp_path_factory.mktemp("ray")))
     yield

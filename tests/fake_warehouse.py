@@ -12,8 +12,8 @@ import threading
 import time
 import uuid
 
-from fedio.channels import add_port, new_server
-from fedmodel.wire import pb, rpc
+from fedlab.fedio.channels import add_port, new_server
+from fedlab.fedmodel.wire import pb, rpc
 
 
 class FakeWarehouse(rpc.WarehouseServicer):

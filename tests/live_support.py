@@ -13,11 +13,11 @@ import random
 import time
 from typing import Callable
 
-from fedio.channels import client_channel
-from fedmodel.transactions import Notification, TransactionRequest
-from loadgen.simulation.scenario import Scenario
-from loadgen.simulation.simulator import RandomTransactions
-from source_node.memory_store import MemoryStore
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.transactions import Notification, TransactionRequest
+from fedlab.loadgen.simulation.scenario import Scenario
+from fedlab.loadgen.simulation.simulator import RandomTransactions
+from fedlab.source_node.memory_store import MemoryStore
 
 # The Strobe paper's Fixture A (Examples 1, 3, 6, 7) with a few more rows: a chain of three
 # relations at three sources, a scenario document (loadgen.simulation.scenario.parse_scenario).
@@ -74,7 +74,7 @@ def refuses(address: str) -> bool:
     """True once nothing serves a source at `address` (a killed actor's old port)."""
     import grpc
 
-    from fedmodel.wire import pb, rpc
+    from fedlab.fedmodel.wire import pb, rpc
 
     try:
         rpc.SourceStub(client_channel(address, None)).Health(pb.HealthRequest(), timeout=2)

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from loadgen.checker.pg_server import PostgresServer, PostgresServerError
+from fedlab.loadgen.checker.pg_server import PostgresServer, PostgresServerError
 
 
 @pytest.fixture(scope="session")

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from fedmodel.aggregate_view import AggregateView, parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from loadgen.simulation.matrix import broken_assumptions
-from loadgen.simulation.scenario import LEVELS, load_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core import registry
-from warehouse.core.aggregate_state import AggregateState
+from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.simulation.matrix import broken_assumptions
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.aggregate_state import AggregateState
 
 CATALOG = Catalog.from_dict({"sources": {
     "x": {"R1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},

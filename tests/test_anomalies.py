@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.checker import anomalies
-from loadgen.checker.explain import render, simulated_happenings
-from loadgen.checker.levels import Verdict
-from loadgen.simulation.matrix import schedule
-from loadgen.simulation.scenario import load_scenario, parse_scenario
-from loadgen.simulation.simulate import _describe, simulate
+from fedlab.loadgen.checker import anomalies
+from fedlab.loadgen.checker.explain import render, simulated_happenings
+from fedlab.loadgen.checker.levels import Verdict
+from fedlab.loadgen.simulation.matrix import schedule
+from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import _describe, simulate
 
 KINDS = {line.split("`")[1] for line in anomalies.__doc__.splitlines() if line.startswith("- `")}
 

@@ -21,16 +21,16 @@ from hypothesis import strategies as st
 from postgres_support import fresh_database
 from test_source_store import CATALOG, INITIAL, random_transaction, subqueries
 
-from fedmodel.errors import ModelError
-from fedmodel.messages import from_pb, to_pb
-from fedmodel.predicates import compile_sql
-from fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
-from fedmodel.transactions import TransactionRequest
-from fedmodel.wire import federation_pb2 as pb
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulate import simulate
-from source_node.engines import file_name, open_store
-from source_node.memory_store import MemoryStore
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import from_pb, to_pb
+from fedlab.fedmodel.predicates import compile_sql
+from fedlab.fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.wire import federation_pb2 as pb
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.source_node.engines import file_name, open_store
+from fedlab.source_node.memory_store import MemoryStore
 
 ENGINES = ("memory", "sqlite", "duckdb", "postgres")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedmodel.transactions import Notification
-from warehouse.core.batches import BatchLedger, Marks, for_every_view
-from warehouse.core.events import Acknowledge
-from warehouse.core.receipts import Receipts
+from fedlab.fedmodel.transactions import Notification
+from fedlab.warehouse.core.batches import BatchLedger, Marks, for_every_view
+from fedlab.warehouse.core.events import Acknowledge
+from fedlab.warehouse.core.receipts import Receipts
 
 
 def note(dsv: int, source: str = "s") -> Notification:

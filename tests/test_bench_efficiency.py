@@ -3,9 +3,9 @@ shortfall and what the CPU went to, or not measured with what the bench needs to
 
 from __future__ import annotations
 
-from loadgen.bench.chaos_floor import staleness_floor
-from loadgen.bench.efficiency import DEFAULT_FAULTS, evaluate, steadiness
-from loadgen.bench.profile import JVM_BATCH_CPU
+from fedlab.loadgen.bench.chaos_floor import staleness_floor
+from fedlab.loadgen.bench.efficiency import DEFAULT_FAULTS, evaluate, steadiness
+from fedlab.loadgen.bench.profile import JVM_BATCH_CPU
 
 
 def run(rate, chaos="none", **figures):

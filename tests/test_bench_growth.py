@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from loadgen.bench import growth
-from loadgen.bench.growth import GrowthProbe, disk_bound, disk_mb, interval_for, judge, series
-from loadgen.bench.profile import Stopwatches
+from fedlab.loadgen.bench import growth
+from fedlab.loadgen.bench.growth import GrowthProbe, disk_bound, disk_mb, interval_for, judge, series
+from fedlab.loadgen.bench.profile import Stopwatches
 
 
 class Sampler:
@@ -124,7 +124,7 @@ def test_the_last_reading_replaces_one_the_probe_took_just_before():
 
 
 def test_the_report_and_the_plot_name_what_grew_past_its_bound(tmp_path):
-    from loadgen.bench import plots, report
+    from fedlab.loadgen.bench import plots, report
 
     entries = [entry(60 * i, 60 * (i + 1), cpu_ms=5.0 + 0.1 * i) for i in range(10)]
     run = {"label": "sze-ling", "folder": "01-sze-ling", "growth": {**judge(entries, 600, {}), "series": entries}}

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from fedmodel.catalog import Catalog, validate_row
-from fedmodel.errors import ModelError
-from source_node.commit import validate_initial_state
+from fedlab.fedmodel.catalog import Catalog, validate_row
+from fedlab.fedmodel.errors import ModelError
+from fedlab.source_node.commit import validate_initial_state
 
 SOURCES = {"ds1": {"R1": {"columns": ["j", "v"], "key": ["j"]}},
            "ds2": {"R2": {"columns": ["A", "B", "D"], "types": ["BIGINT", "VARCHAR", "DATE"], "key": ["A"]}}}
@@ -83,7 +83,7 @@ def test_checking_an_initial_state_takes_time_linear_in_its_rows():
 
 
 def test_a_relation_empty_at_first_takes_its_types_from_the_rows_its_transactions_bring():
-    from loadgen.simulation.scenario import ScenarioError, parse_scenario
+    from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
 
     doc = {"sources": {"ds1": {"r1": {"columns": ["A", "B"], "key": ["A"]}},
                        "ds2": {"r2": {"columns": ["B", "C"], "key": ["B"]}}},

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from fedmodel import change_history
-from fedmodel.change_history import ChangeHistory, ChangeHistoryError
-from warehouse.store.delta_store import AppliedTxn
+from fedlab.fedmodel import change_history
+from fedlab.fedmodel.change_history import ChangeHistory, ChangeHistoryError
+from fedlab.warehouse.store.delta_store import AppliedTxn
 
 
 def applied(seq: int, dsv: int, delta: list) -> AppliedTxn:

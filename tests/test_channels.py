@@ -5,7 +5,7 @@ import time
 
 import grpc
 
-from fedio.channels import RECONNECT_MS, add_port, client_channel, new_server
+from fedlab.fedio.channels import RECONNECT_MS, add_port, client_channel, new_server
 
 
 def _echo_server(port: int) -> grpc.Server:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from loadgen.bench.chaos_floor import staleness_floor
+from fedlab.loadgen.bench.chaos_floor import staleness_floor
 
 
 def test_a_lone_slow_source_sees_the_delay_distribution_itself():

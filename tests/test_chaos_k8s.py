@@ -13,10 +13,10 @@ import json
 import pytest
 from k8s_support import FakeKubeAPI, Recorded, fake_core_api, load_fedlab_helm, recorded, split_manifests
 
-from fedmodel.errors import ModelError
-from loadgen.live.run import parse_chaos
-from loadgen.roles import chaos_k8s
-from loadgen.roles.chaos_k8s import ChaosClient, ChaosError, FaultRule, KillRule, Plan, Schedule, parse_duration
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.live.run import parse_chaos
+from fedlab.loadgen.roles import chaos_k8s
+from fedlab.loadgen.roles.chaos_k8s import ChaosClient, ChaosError, FaultRule, KillRule, Plan, Schedule, parse_duration
 
 NS = "fedlab"
 PODS = f"/api/v1/namespaces/{NS}/pods"

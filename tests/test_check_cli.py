@@ -16,11 +16,11 @@ import json
 
 import pytest
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import Modification, TransactionRequest
-from loadgen.cli import main
-from loadgen.live.runfile import RunFile, Subscriber
-from source_node.engines import open_store
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.cli import main
+from fedlab.loadgen.live.runfile import RunFile, Subscriber
+from fedlab.source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {"R1": {"columns": ["K1", "V1"], "types": ["BIGINT", "VARCHAR"], "key": ["K1"]}},

@@ -15,11 +15,11 @@ import psycopg
 import pytest
 from test_check_cli import T1, T2, T3, make_run
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import Modification, Notification, RelationChange
-from loadgen.checker import pg_server
-from loadgen.checker.oracle import Oracle, engine_named
-from loadgen.cli import main
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
+from fedlab.loadgen.checker import pg_server
+from fedlab.loadgen.checker.oracle import Oracle, engine_named
+from fedlab.cli import main
 
 
 def check(run, *flags, capsys):

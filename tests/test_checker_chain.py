@@ -27,12 +27,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_checker_levels import BOTH, CATALOG, EMPTY, HISTORY, INITIAL, U1, U2, U3, U4, V1, V3, VIEW, state
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import Modification, Notification, RelationChange
-from loadgen.checker.chain import state_intervals
-from loadgen.checker.levels import classify
-from loadgen.checker.oracle import Oracle, engine_named
-from loadgen.checker.replay import add, state_delta, views
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
+from fedlab.loadgen.checker.chain import state_intervals
+from fedlab.loadgen.checker.levels import classify
+from fedlab.loadgen.checker.oracle import Oracle, engine_named
+from fedlab.loadgen.checker.replay import add, state_delta, views
 
 SELF_JOIN = "SELECT a.A, b.A FROM r1 a JOIN r1 b ON a.B = b.B"   # r1 read twice, at one DSV of x
 FOREVER = 2 ** 62
@@ -93,10 +93,10 @@ def test_the_view_changes_along_a_chain_where_its_rows_start_and_end(engine):
 
 
 def test_the_chain_and_oracle_doctests_pass():
-    import loadgen.checker.chain
-    import loadgen.checker.oracle
+    import fedlab.loadgen.checker.chain
+    import fedlab.loadgen.checker.oracle
 
-    for module in (loadgen.checker.chain, loadgen.checker.oracle):
+    for module in (fedlab.loadgen.checker.chain, fedlab.loadgen.checker.oracle):
         assert doctest.testmod(module).failed == 0
 
 

@@ -29,10 +29,10 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import Notification, RelationChange
-from loadgen.checker.levels import _at_or_above, _reachable_frontiers, _walk_back, classify
-from loadgen.checker.oracle import Oracle, engine_named
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.loadgen.checker.levels import _at_or_above, _reachable_frontiers, _walk_back, classify
+from fedlab.loadgen.checker.oracle import Oracle, engine_named
 
 CATALOG = Catalog.from_dict({"sources": {
     "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},

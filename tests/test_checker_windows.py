@@ -9,12 +9,12 @@ import pytest
 from scenario_support import QUICK
 from test_checker_levels import CATALOG, HISTORY, INITIAL, VIEW
 
-from loadgen.checker.levels import classify
-from loadgen.checker.oracle import DuckDBEngine, Oracle
-from loadgen.checker.windows import Complete, LoadedLog, LogError, Shortfall, judge
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulator import Simulator
-from loadgen.workloads.synthetic import random_scenario
+from fedlab.loadgen.checker.levels import classify
+from fedlab.loadgen.checker.oracle import DuckDBEngine, Oracle
+from fedlab.loadgen.checker.windows import Complete, LoadedLog, LogError, Shortfall, judge
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulator import Simulator
+from fedlab.loadgen.workloads.synthetic import random_scenario
 
 SEEDS = range(8 if QUICK else 40)
 

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, TransactionRequest
-from source_node.commit import named_keys, plan_commit
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.source_node.commit import named_keys, plan_commit
 
 CATALOG = Catalog.from_dict({
     "sources": {"ds1": {"P": {"columns": ["K", "NAME"], "types": ["BIGINT", "VARCHAR"], "key": ["K"]},

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.transactions import TransactionRequest
-from source_node.commit_queue import CommitQueue
-from source_node.engines import open_store
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.source_node.commit_queue import CommitQueue
+from fedlab.source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {"T": {"columns": ["E", "G"], "types": ["BIGINT", "VARCHAR"],
                                                        "key": ["E"]}}}})

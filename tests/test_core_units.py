@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, Notification, RelationChange
-from fedmodel.viewdef import parse_view
-from warehouse.core.planner import plan
-from warehouse.core.sze_ling.compensation import compensate
-from warehouse.core.sze_ling.dependencies import key_path, lookup_subtree_ok, ri_irrelevant
-from warehouse.core.view_state import MaterializedView
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
+from fedlab.fedmodel.viewdef import parse_view
+from fedlab.warehouse.core.planner import plan
+from fedlab.warehouse.core.sze_ling.compensation import compensate
+from fedlab.warehouse.core.sze_ling.dependencies import key_path, lookup_subtree_ok, ri_irrelevant
+from fedlab.warehouse.core.view_state import MaterializedView
 
 CATALOG = Catalog.from_dict({
     "sources": {"ds1": {"R1": {"columns": ["A", "B", "C"], "types": ["VARCHAR"] * 3, "key": ["A"]}},
@@ -138,10 +138,10 @@ def test_selection_columns_and_count():
 
 
 def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
-    from fedmodel.subquery import Answer, RelationAnswer
-    from loadgen.simulation.scenario import load_scenario
-    from loadgen.simulation.simulator import Simulator
-    from warehouse.core.events import AnswerArrived
+    from fedlab.fedmodel.subquery import Answer, RelationAnswer
+    from fedlab.loadgen.simulation.scenario import load_scenario
+    from fedlab.loadgen.simulation.simulator import Simulator
+    from fedlab.warehouse.core.events import AnswerArrived
 
     sim = Simulator(load_scenario("tests/scenarios/sze_ling_examples_8_to_12.yaml"))
     for step in sim.scenario.steps[:6]:      # three commits, both sources held, t1 delivered
@@ -160,8 +160,8 @@ def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
 def test_a_gap_asks_for_the_missing_notifications_only():
     """Sze-Ling's lost-notification detection: DSVs 2 and 3 of ds1 are lost, 4 and 5 arrive; the
     resend request covers 2..3, not the notifications the warehouse already holds."""
-    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
+    from fedlab.warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from fedlab.warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     for dsv in (4, 5):
@@ -175,8 +175,8 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
     """Per gap, not per source: DSV 2 is lost and asked for once missing for 0.1 s; DSV 6 is
     lost while that ask is young, and is asked for alone 0.1 s on; 2..6 are asked again once
     the first ask is older than resend_timeout (its resend may have been lost too)."""
-    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
+    from fedlab.warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from fedlab.warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=1.0, reorder_allowance=0.1))
@@ -203,11 +203,11 @@ def test_each_gap_is_asked_for_once_it_has_lasted_the_reorder_allowance():
 def test_the_reorder_allowance_a_command_sets_is_the_one_sze_ling_waits(allowance):
     """--reorder-allowance (warehouse.settings) reaches Sze-Ling's gap detection through the
     registry, as a warehouse builds it; without the flag, the core's default."""
-    from warehouse.core import registry
-    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.registry import Settings
-    from warehouse.core.timings import REORDER_ALLOWANCE
-    from warehouse.settings import WarehouseSettings
+    from fedlab.warehouse.core import registry
+    from fedlab.warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from fedlab.warehouse.core.registry import Settings
+    from fedlab.warehouse.core.timings import REORDER_ALLOWANCE
+    from fedlab.warehouse.settings import WarehouseSettings
 
     settings = WarehouseSettings(core=Settings(reorder_allowance=allowance)).algorithm_settings(None)
     engine = registry.create("sze-ling", VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1}, settings)
@@ -230,8 +230,8 @@ def test_a_gap_is_asked_for_again_after_round_trips_of_the_asks_not_a_fixed_time
     rule: gaps asked for once; fedmodel.round_trip): resent copies that take 0.5 s stretch the
     0.25 s floor to RESEND_ROUND_TRIPS (1.5) of them, 0.75 s, so a slow resend path is not asked
     twice for everything."""
-    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
+    from fedlab.warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from fedlab.warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=0.25, reorder_allowance=0.1))
@@ -255,8 +255,8 @@ def test_a_gap_is_asked_for_again_after_round_trips_of_the_asks_not_a_fixed_time
 def test_a_gap_whose_resend_is_lost_is_asked_for_again_while_new_gaps_keep_opening():
     """DSV 2's resent copy is lost; a new gap opens every 0.2 s. DSV 2 is asked for again once
     its own ask is older than resend_timeout (found live: it waited for the source's timer)."""
-    from warehouse.core.events import NotificationArrived, RequestResend, TimerFired
-    from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
+    from fedlab.warehouse.core.events import NotificationArrived, RequestResend, TimerFired
+    from fedlab.warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1},
                                Options(resend_timeout=1.0))
@@ -273,8 +273,8 @@ def test_unanswered_subqueries_wait_twice_as_long_after_each_round_of_retries():
     """Karn's backoff (fedmodel.round_trip): answers slower than the retry timeout are never
     sampled, so the timeout doubles with every round that retried, instead of retries feeding
     on themselves."""
-    from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
-    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
+    from fedlab.warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
+    from fedlab.warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     change = RelationChange("R1", 2, inserted=(("a", "b", "c"),))
@@ -294,8 +294,8 @@ def test_subqueries_sent_at_different_times_double_the_wait_once_per_round():
     half a wait after another follow the wait the first one's rounds doubled (it is shared, as
     TCP's one timer), and do not double it again. Doubling for each sub-query made a few stuck
     ones wait 64 times the timeout after a source came back."""
-    from warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
-    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
+    from fedlab.warehouse.core.events import NotificationArrived, SendSubquery, TimerFired
+    from fedlab.warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     base = engine.query_timeout
@@ -322,8 +322,8 @@ def test_a_refused_resend_rebuilds_the_view_from_a_snapshot_read_at_one_state_pe
     """Resynchronisation (warehouse.core.snapshots): every relation asked for whole; ds2's answers
     read at two states are asked again; a second refusal meanwhile starts nothing; a failed
     evaluation reads a fresh snapshot; the evaluated view becomes the state at the snapshot's DSVs."""
-    from fedmodel.subquery import Answer, RelationAnswer
-    from warehouse.core.events import (
+    from fedlab.fedmodel.subquery import Answer, RelationAnswer
+    from fedlab.warehouse.core.events import (
         AnswerArrived,
         EvaluateView,
         ResendRefused,
@@ -331,7 +331,7 @@ def test_a_refused_resend_rebuilds_the_view_from_a_snapshot_read_at_one_state_pe
         StateApplied,
         ViewEvaluated,
     )
-    from warehouse.core.sze_ling.maintenance import SzeLingMaintenance
+    from fedlab.warehouse.core.sze_ling.maintenance import SzeLingMaintenance
 
     engine = SzeLingMaintenance(VIEW, {}, {"R1": 1, "R2": 1, "R3": 1}, {"ds1": 1, "ds2": 1})
     rows = {"R1": [("a1", "b1", "c1")], "R2": [("c1", "d1", "e1")], "R3": [("e1", "f1", "g1")]}

@@ -17,8 +17,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from fedmodel.transactions import Notification, RelationChange
-from warehouse.spark_session import (
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.warehouse.spark_session import (
     JAVA_OPTS,
     JVM_NICE,
     _with_jars,
@@ -28,10 +28,10 @@ from warehouse.spark_session import (
     jvm_pid,
     local_fs_jar,
 )
-from warehouse.store.delta_append import DeltaAppender
-from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
-from warehouse.store.materialize import materialize
-from warehouse.store.sparktypes import from_spark
+from fedlab.warehouse.store.delta_append import DeltaAppender
+from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, StoreError
+from fedlab.warehouse.store.materialize import materialize
+from fedlab.warehouse.store.sparktypes import from_spark
 
 pytestmark = pytest.mark.spark
 
@@ -320,7 +320,7 @@ def test_checkpoints_are_written_beside_the_commits_and_read_back(spark, tmp_pat
     """No batch commit writes a checkpoint (it was a Spark job that held the next batch back);
     `checkpoint` writes one per table once CHECKPOINT_EVERY commits have accrued, and a store
     opened afterwards reads the view through it."""
-    from warehouse.store import delta_store
+    from fedlab.warehouse.store import delta_store
 
     monkeypatch.setattr(delta_store, "CHECKPOINT_EVERY", 3)
     root = tmp_path / "checkpoints"
@@ -397,7 +397,7 @@ def test_the_retention_removes_the_folded_journal_and_old_files_but_no_read_chan
     """Past the retention the journal's folded batches leave the table (their change log with
     them) and both tables' old files and log go; the view, a restart and the change log of the
     batches kept read as before. A store without a retention removes nothing."""
-    from warehouse.store import delta_store
+    from fedlab.warehouse.store import delta_store
 
     monkeypatch.setattr(delta_store, "CHECKPOINT_EVERY", 3)
     root = tmp_path / "retained"
@@ -585,8 +585,8 @@ def spark_of(committed):
 
 def run_dir_for(tmp_path, store_root):
     """A run directory whose run file names `store_root` as the warehouse's Delta tables."""
-    from fedmodel.catalog import Catalog, Relation
-    from loadgen.live.runfile import RunFile
+    from fedlab.fedmodel.catalog import Catalog, Relation
+    from fedlab.loadgen.live.runfile import RunFile
 
     catalog = Catalog((Relation("R1", "ds1", tuple(COLUMNS), tuple(TYPES), ("k",)),))
     RunFile(catalog, f"SELECT {', '.join(COLUMNS)} FROM R1", "sze-ling", {"ds1": None}, tmp_path / "history",
@@ -598,7 +598,7 @@ def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, caps
     import argparse
     import json
 
-    from loadgen.live import delta_view
+    from fedlab.loadgen.live import delta_view
 
     root, _ = committed
     run = run_dir_for(tmp_path, root)
@@ -617,7 +617,7 @@ def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, caps
 def test_fedlab_view_as_of_refuses_a_store_without_a_view_delta(committed, tmp_path, capsys):
     import argparse
 
-    from loadgen.live import delta_view
+    from fedlab.loadgen.live import delta_view
 
     root, _ = committed
     run = run_dir_for(tmp_path, root)
@@ -643,7 +643,7 @@ def test_fedlab_view_refuses_a_run_without_a_store_in_one_line(tmp_path, layout,
         doc = json.loads((tmp_path / "run.json").read_text())
         del doc["warehouse_delta"]
         (tmp_path / "run.json").write_text(json.dumps(doc))
-    done = subprocess.run([sys.executable, "-m", "loadgen.cli", "view", str(tmp_path)], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "fedlab.cli", "view", str(tmp_path)], capture_output=True,
                           text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""

@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
-from fedmodel.errors import ModelError
-from fedmodel.transactions import TransactionRequest
-from loadgen.workloads.driver import drive
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.loadgen.workloads.driver import drive
 
 
 class RoundRobinStream:
@@ -74,11 +74,11 @@ def test_a_group_whose_outcome_went_unheard_is_sent_again_and_committed_once(tmp
     """A real source whose store is busy while the driver's stream to it breaks (its channel
     closed) with a group on it: the committer does not count the group rejected, and its retry,
     on a new channel, does not commit it twice."""
-    from fedio.channels import client_channel
-    from fedmodel.catalog import Catalog
-    from fedmodel.wire import rpc
-    from loadgen.workloads.driver import grpc_committer
-    from source_node.node import SourceNode
+    from fedlab.fedio.channels import client_channel
+    from fedlab.fedmodel.catalog import Catalog
+    from fedlab.fedmodel.wire import rpc
+    from fedlab.loadgen.workloads.driver import grpc_committer
+    from fedlab.source_node.node import SourceNode
 
     catalog = Catalog.from_dict({"sources": {"ds1": {"T": {"columns": ["E"], "types": ["BIGINT"], "key": ["E"]}}}})
     node = SourceNode(catalog, "ds1", tmp_path / "ds1.sqlite", {"T": []})

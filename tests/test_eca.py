@@ -14,17 +14,17 @@ from dataclasses import replace
 
 from scenario_support import events, run, seeds, states
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import TransactionRequest
-from fedmodel.viewdef import parse_view
-from loadgen.simulation.scenario import LEVELS, parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.workloads.synthetic import random_scenario
-from source_node.memory_store import MemoryStore
-from warehouse.core import registry
-from warehouse.core.baselines.eca import ECA, ECA_KEY, EagerCompensating, ECAKey
-from warehouse.core.baselines.keyed_view import widen
-from warehouse.core.events import (
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.viewdef import parse_view
+from fedlab.loadgen.simulation.scenario import LEVELS, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.source_node.memory_store import MemoryStore
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.baselines.eca import ECA, ECA_KEY, EagerCompensating, ECAKey
+from fedlab.warehouse.core.baselines.keyed_view import widen
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
     SendSubquery,
@@ -33,8 +33,8 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.recompute import recompute
-from warehouse.core.registry import Settings
+from fedlab.warehouse.core.recompute import recompute
+from fedlab.warehouse.core.registry import Settings
 
 # ---- the Strobe paper's Example 1: several sources, where both break ----
 

@@ -6,8 +6,8 @@ import statistics
 
 import pytest
 
-from fedmodel.errors import ModelError
-from source_node.faults import FaultInjector
+from fedlab.fedmodel.errors import ModelError
+from fedlab.source_node.faults import FaultInjector
 
 N = 20000
 

@@ -9,11 +9,11 @@ import collections
 
 import pytest
 
-from fedmodel.aggregate_view import parse_query
-from fedmodel.errors import ModelError
-from loadgen.workloads.driver_process import SyntheticRecipe
-from loadgen.workloads.federation_shapes import SHAPES, shaped_federation
-from source_node.memory_store import MemoryStore
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.workloads.driver_process import SyntheticRecipe
+from fedlab.loadgen.workloads.federation_shapes import SHAPES, shaped_federation
+from fedlab.source_node.memory_store import MemoryStore
 
 
 @pytest.mark.parametrize("size", [2, 3, 12, 24])

@@ -7,14 +7,14 @@ import doctest
 
 import pytest
 
-import warehouse.fifo_order
-from fedmodel.subquery import Answer
-from fedmodel.transactions import Notification
-from loadgen.simulation.matrix import schedule
-from loadgen.simulation.scenario import ScenarioError, parse_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core.events import AnswerArrived, NotificationArrived
-from warehouse.fifo_order import FifoOrder
+import fedlab.warehouse.fifo_order
+from fedlab.fedmodel.subquery import Answer
+from fedlab.fedmodel.transactions import Notification
+from fedlab.loadgen.simulation.matrix import schedule
+from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core.events import AnswerArrived, NotificationArrived
+from fedlab.warehouse.fifo_order import FifoOrder
 
 
 def note(dsv: int, source: str = "x") -> NotificationArrived:
@@ -55,7 +55,7 @@ def test_a_failed_query_releases_what_it_held_and_a_resent_notification_is_dropp
 
 
 def test_the_module_examples_run():
-    assert doctest.testmod(warehouse.fifo_order).failed == 0
+    assert doctest.testmod(fedlab.warehouse.fifo_order).failed == 0
 
 
 # ---- the same FIFO order in the simulator (the scenario's fifo_repair) ----

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from k8s_support import CHART, KUBE_VERSIONS, REPO, load_fedlab_helm, load_render_k8s, split_manifests, validate_strict
 
-from loadgen.nemesis.node import CLOCK_FILE
+from fedlab.loadgen.nemesis.node import CLOCK_FILE
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUE_SETS = {"default": []} | {p.name.removesuffix("-values.yaml"): [p] for p in CI_VALUES}
@@ -421,7 +421,7 @@ def test_the_run_config_names_every_source_and_the_catalog(rendered):
 def test_more_views_reach_the_warehouse_through_the_run_config(rendered, tmp_path):
     """The e2e values' second view is in run.yaml as `fedlab warehouse` reads it: one warehouse
     keeping both views, each by its algorithm."""
-    from loadgen.roles.runconfig import load_config
+    from fedlab.loadgen.roles.runconfig import load_config
 
     cm = one(rendered["e2e"], "ConfigMap", "fedlab-config")
     (tmp_path / "catalog.yaml").write_text(cm["data"]["catalog.yaml"])
@@ -443,7 +443,7 @@ def test_each_warehouse_is_a_statefulset_of_its_own_on_the_first_ones_volume(ren
     warehouse --name wh2` on the first warehouse's volume (and node: ReadWriteOnce)."""
     import argparse
 
-    from loadgen.roles import warehouse_role
+    from fedlab.loadgen.roles import warehouse_role
 
     docs = rendered["e2e"]
     first, second = one(docs, "StatefulSet", "fedlab-warehouse"), one(docs, "StatefulSet", "fedlab-wh-wh2")
@@ -514,7 +514,7 @@ def source_role_args(container):
     """The container's `fedlab source` command line, parsed by the role's own parser."""
     import argparse
 
-    from loadgen.roles import source_role
+    from fedlab.loadgen.roles import source_role
 
     argv = command_line(container)
     assert argv[:2] == ["fedlab", "source"]
@@ -692,9 +692,9 @@ def test_tls_certs_for_the_charts_services_pass_mutual_tls_at_every_address_peer
 
     import grpc
 
-    from fedio.channels import TlsFiles, add_port, client_channel
-    from fedmodel.wire import pb, rpc
-    from loadgen.cli import main
+    from fedlab.fedio.channels import TlsFiles, add_port, client_channel
+    from fedlab.fedmodel.wire import pb, rpc
+    from fedlab.cli import main
 
     run = yaml.safe_load(one(rendered["tls"], "ConfigMap", "fedlab-config")["data"]["run.yaml"])
     hosts = [a.rpartition(":")[0] for a in [run["warehouse"]["address"], *(s["address"] for s in run["sources"]),
@@ -978,7 +978,7 @@ def test_each_fault_selects_exactly_its_targets_pods_in_this_release(chaos_mesh)
 def test_the_chart_reads_the_schedule_as_fedlab_run_does(chaos_mesh):
     """Every clause the Python grammar knows (executors and ray-head are the chart's own) at the
     time and for the length that loadgen.nemesis.schedule.parse reads."""
-    from loadgen.nemesis.schedule import parse
+    from fedlab.loadgen.nemesis.schedule import parse
 
     templates = workflow_templates(chaos_mesh)
     for i, (clause, kind, _, _, _, _, _) in enumerate(NEMESIS_CLAUSES, 1):
@@ -1011,8 +1011,8 @@ def test_the_chart_reads_the_schedule_as_fedlab_run_does(chaos_mesh):
     "kill nobody at 1s",
 ])
 def test_the_chart_accepts_and_refuses_schedules_as_parse_does(helm, helm_home, tmp_path, schedule):
-    from fedmodel.errors import ModelError
-    from loadgen.nemesis.schedule import parse
+    from fedlab.fedmodel.errors import ModelError
+    from fedlab.loadgen.nemesis.schedule import parse
 
     try:
         parse(schedule, ["s1", "s2", "s3"])
@@ -1048,7 +1048,7 @@ def test_a_bad_nemesis_fails_the_render_with_one_line_naming_it(helm, helm_home,
 
 # ---- the contract with the CLI ----
 
-# The flags the chart passes to each role; loadgen/cli.py must accept them (helm/federation/README.md).
+# The flags the chart passes to each role; fedlab/cli.py must accept them (helm/federation/README.md).
 CLI_CONTRACT = {
     "source": {"--name", "--catalog", "--db", "--source-engine", "--prune-applied", "--home", "--port", "--warehouse",
                "--ray-address", "--ray-resource", "--faults-file", "--tls-cert", "--tls-key", "--tls-ca"},
@@ -1079,7 +1079,7 @@ def test_the_chart_uses_only_the_documented_cli_flags(rendered, name):
 
 
 def test_the_chaos_client_accepts_the_charts_flags():
-    from loadgen.roles.chaos_k8s import build_parser
+    from fedlab.loadgen.roles.chaos_k8s import build_parser
 
     known = {a for action in build_parser()._actions for a in action.option_strings}
     assert CLI_CONTRACT["chaos-k8s"] <= known

@@ -9,12 +9,12 @@ from __future__ import annotations
 import pytest
 from scenario_support import seeds
 
-from fedmodel.condense import condense
-from fedmodel.transactions import Modification, RelationChange
-from loadgen.simulation.scenario import ScenarioError, parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.workloads.synthetic import random_scenario
-from warehouse.core.sze_ling.deferral import Deferral
+from fedlab.fedmodel.condense import condense
+from fedlab.fedmodel.transactions import Modification, RelationChange
+from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
 
 NEVER = {"combine_max": 100000, "max_delay": 1e9, "idle_after": 1e9}   # only a read maintains
 

@@ -16,16 +16,16 @@ import time
 import pytest
 from live_support import FIXTURE_A, MirroredLoad
 
-from loadgen.checker.oracle import Oracle
-from loadgen.live.check import check
-from loadgen.live.federation import Federation
-from loadgen.simulation.scenario import LEVELS, parse_scenario
-from warehouse.core import registry
-from warehouse.core.baselines.keyed_view import project
-from warehouse.core.registry import Settings
-from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.read_path import current_view_df
-from warehouse.settings import WarehouseSettings
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.live.check import check
+from fedlab.loadgen.live.federation import Federation
+from fedlab.loadgen.simulation.scenario import LEVELS, parse_scenario
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.baselines.keyed_view import project
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
+from fedlab.warehouse.read_path import current_view_df
+from fedlab.warehouse.settings import WarehouseSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
@@ -86,16 +86,16 @@ def test_sweep_keeps_its_claim_live_with_each_sources_messages_in_the_order_sent
 
 
 def test_recompute_converges_live_with_a_spark_job_every_period(spark, ray_runtime, tmp_path, monkeypatch):
-    import warehouse.service
+    import fedlab.warehouse.service
 
     jobs = []
-    spark_job = warehouse.service.materialize
+    spark_job = fedlab.warehouse.service.materialize
 
     def counted(*args, **kwargs):   # the service's Spark evaluation, counted
         jobs.append(args[1])
         return spark_job(*args, **kwargs)
 
-    monkeypatch.setattr(warehouse.service, "materialize", counted)
+    monkeypatch.setattr(fedlab.warehouse.service, "materialize", counted)
     run = run_live(tmp_path, spark, "recompute", single_update=False, period=1.0)
     verdict = run["verdict"]
     assert run["view"] == run["recomputed"]

@@ -22,16 +22,16 @@ import pytest
 import ray
 from live_support import MirroredLoad, refuses
 
-from fedio import message_log as log_files
-from fedmodel import message_log
-from fedmodel.transactions import TransactionRequest
-from loadgen.live.check import check
-from loadgen.live.environment import NO_FAULTS, set_faults
-from loadgen.live.federation import Federation
-from loadgen.live.runfile import RunFile
-from loadgen.simulation.scenario import load_scenario, parse_scenario
-from warehouse.core.timings import QUERY_TIMEOUT
-from warehouse.settings import WarehouseSettings
+from fedlab.fedio import message_log as log_files
+from fedlab.fedmodel import message_log
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.loadgen.live.check import check
+from fedlab.loadgen.live.environment import NO_FAULTS, set_faults
+from fedlab.loadgen.live.federation import Federation
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
+from fedlab.warehouse.core.timings import QUERY_TIMEOUT
+from fedlab.warehouse.settings import WarehouseSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 

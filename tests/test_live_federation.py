@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from live_support import MirroredLoad
 
-from fedio.channels import client_channel
-from loadgen.checker.oracle import Oracle
-from loadgen.live.federation import Federation
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.workloads.synthetic import random_scenario
-from warehouse.settings import WarehouseSettings
-from warehouse.store.sparktypes import from_spark
+from fedlab.fedio.channels import client_channel
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.live.federation import Federation
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.store.sparktypes import from_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtim
 def assert_a_delta_commit_that_keeps_failing_shows_in_status_until_it_holds(fed, load):
     """Storage that refuses the journal's commits (its log folder made read-only) fails batch after
     batch, each retried, and Status says how many and why; once it accepts again the next batch holds."""
-    from fedmodel.wire import pb, rpc
+    from fedlab.fedmodel.wire import pb, rpc
 
     stub = rpc.WarehouseStub(client_channel(fed.warehouse_address, None))
     status = lambda: stub.Status(pb.StatusRequest(), timeout=30)  # noqa: E731
@@ -121,7 +121,7 @@ def assert_the_delta_view_and_its_compacted_base_are_the_view(spark, store, view
 def assert_bad_notifications_are_refused_and_the_warehouse_keeps_serving(fed):
     import grpc
 
-    from fedmodel.wire import pb, rpc
+    from fedlab.fedmodel.wire import pb, rpc
 
     stub = rpc.WarehouseStub(client_channel(fed.warehouse_address, None))
     relation = fed.catalog.relations[0]

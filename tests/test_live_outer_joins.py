@@ -14,22 +14,22 @@ import random
 import pytest
 from live_support import MirroredLoad
 
-from fedmodel.aggregate_view import parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.terms_sql import maintained_sql
-from loadgen.checker.oracle import Oracle
-from loadgen.live import delta_view
-from loadgen.live.check import judge, load_history
-from loadgen.live.environment import NO_FAULTS, set_faults, tpch_data
-from loadgen.live.federation import Federation
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.workloads.driver import drive
-from loadgen.workloads.tpch import load_view, tpch_catalog
-from loadgen.workloads.workload import Workload
-from warehouse.core.recompute import recompute
-from warehouse.core.registry import Settings
-from warehouse.settings import WarehouseSettings
-from warehouse.store.materialize import materialize
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.terms_sql import maintained_sql
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.live import delta_view
+from fedlab.loadgen.live.check import judge, load_history
+from fedlab.loadgen.live.environment import NO_FAULTS, set_faults, tpch_data
+from fedlab.loadgen.live.federation import Federation
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.workloads.driver import drive
+from fedlab.loadgen.workloads.tpch import load_view, tpch_catalog
+from fedlab.loadgen.workloads.workload import Workload
+from fedlab.warehouse.core.recompute import recompute
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.store.materialize import materialize
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 

@@ -15,19 +15,19 @@ import grpc
 import pytest
 from live_support import FIXTURE_A, MirroredLoad
 
-from fedio.channels import client_channel
-from fedmodel.wire import pb, rpc
-from loadgen.checker.oracle import Oracle
-from loadgen.live import refresh
-from loadgen.live.check import check
-from loadgen.live.federation import Federation
-from loadgen.simulation.scenario import parse_scenario
-from warehouse.core.events import RefreshRequested
-from warehouse.core.registry import Settings
-from warehouse.core.salem.propagate import SalemOptions
-from warehouse.core.salem.timeline import PointError
-from warehouse.settings import WarehouseSettings
-from warehouse.store.delta_store import StoreError
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.live import refresh
+from fedlab.loadgen.live.check import check
+from fedlab.loadgen.live.federation import Federation
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.warehouse.core.events import RefreshRequested
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.core.salem.propagate import SalemOptions
+from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.store.delta_store import StoreError
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 

@@ -20,15 +20,15 @@ import psutil
 import pytest
 from live_support import FIXTURE_A, MirroredLoad
 
-from fedio.message_log import read as read_message_logs
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from loadgen.checker.oracle import Oracle
-from loadgen.cli import main
-from loadgen.live import check
-from loadgen.live.federation import Federation
-from loadgen.live.runfile import RunFile
-from loadgen.simulation.scenario import parse_scenario
-from warehouse.settings import WarehouseSettings
+from fedlab.fedio.message_log import read as read_message_logs
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.cli import main
+from fedlab.loadgen.live import check
+from fedlab.loadgen.live.federation import Federation
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.warehouse.settings import WarehouseSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 

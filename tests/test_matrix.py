@@ -10,11 +10,11 @@ import pytest
 import yaml
 from scenario_support import QUICK
 
-from loadgen.cli import main
-from loadgen.simulation.matrix import CONDITIONS, markdown, run_matrix, schedule, shrink, widening_note
-from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core import registry
+from fedlab.cli import main
+from fedlab.loadgen.simulation.matrix import CONDITIONS, markdown, run_matrix, schedule, shrink, widening_note
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core import registry
 
 ORDER = [p.name for p in registry.plugins()]   # weakest claim first
 
@@ -139,7 +139,7 @@ def test_the_matrix_reports_where_the_strobe_family_maintained_a_widened_view():
 
 
 def test_a_broken_core_yields_a_shrunk_counterexample_of_explicit_steps_that_replays(tmp_path, monkeypatch, capsys):
-    import warehouse.core.sze_ling.computation as computation
+    import fedlab.warehouse.core.sze_ling.computation as computation
 
     monkeypatch.setattr(computation, "compensate", lambda rows, *args, **kwargs: list(rows))   # broken on purpose
     argv = ["matrix", "--schedules", "1", "--seed", "2", "--algorithms", "sze-ling", "--conditions", "fifo",

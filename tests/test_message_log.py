@@ -9,18 +9,18 @@ import time
 import pytest
 from fake_warehouse import FakeWarehouse
 
-from fedio import message_log as log_files
-from fedio.channels import client_channel
-from fedio.message_log import MessageLog
-from fedmodel import message_log
-from fedmodel.catalog import Catalog
-from fedmodel.message_log import source_log_path
-from fedmodel.messages import to_pb
-from fedmodel.subquery import Subquery, SubqueryRelation
-from fedmodel.transactions import TransactionRequest
-from fedmodel.wire import pb, rpc
-from source_node.faults import FaultInjector
-from source_node.node import SourceNode
+from fedlab.fedio import message_log as log_files
+from fedlab.fedio.channels import client_channel
+from fedlab.fedio.message_log import MessageLog
+from fedlab.fedmodel import message_log
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.message_log import source_log_path
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.subquery import Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.node import SourceNode
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {
     "R": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]},

@@ -6,13 +6,13 @@ import random
 
 import pytest
 
-from fedmodel.catalog import Catalog
-from fedmodel.codec import decode_rows, encode_rows
-from fedmodel.errors import ModelError
-from fedmodel.messages import from_pb, to_pb
-from fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
-from fedmodel.transactions import Modification, Notification, RelationChange, TransactionRequest
-from fedmodel.wire import pb
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import decode_rows, encode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import from_pb, to_pb
+from fedlab.fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Modification, Notification, RelationChange, TransactionRequest
+from fedlab.fedmodel.wire import pb
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {

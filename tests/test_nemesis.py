@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from fedmodel.errors import ModelError
-from loadgen.nemesis import effects, local, plot
-from loadgen.nemesis.schedule import Fault, draw, parse, read
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.nemesis import effects, local, plot
+from fedlab.loadgen.nemesis.schedule import Fault, draw, parse, read
 
 SOURCES = ["crm", "ordering", "sales"]
 

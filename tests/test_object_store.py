@@ -24,8 +24,8 @@ from k8s_support import REPO
 from object_store_support import BUCKET, object_store_module
 from test_delta_store import BATCHES, COLUMNS, INITIAL, TYPES, commit, expected_view, notification, run_dir_for, state
 
-from warehouse.spark_session import AWS_SDK_VERSION, HADOOP_AWS
-from warehouse.store.delta_store import DeltaViewStore
+from fedlab.warehouse.spark_session import AWS_SDK_VERSION, HADOOP_AWS
+from fedlab.warehouse.store.delta_store import DeltaViewStore
 
 
 def test_hadoop_aws_is_the_hadoop_of_pyspark():
@@ -104,7 +104,7 @@ def test_delta_batches_on_s3a_survive_a_restart_of_the_store(spark, object_store
     assert [(n.source, n.dsv) for n in again.read_notifications()] == [("ds1", d) for d in range(1, 7)]
     assert commit(again, 3, BATCHES[2][1]) is False   # already there: not applied twice
 
-    from loadgen.live import delta_view
+    from fedlab.loadgen.live import delta_view
 
     run = run_dir_for(tmp_path, root)
     assert delta_view.main(argparse.Namespace(run_dir=str(run), limit=0, json=True)) == 0

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from fedmodel.catalog import Catalog
-from fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
-from fedmodel.transactions import Notification, RelationChange
-from fedmodel.viewdef import parse_view
-from loadgen.simulation.matrix import broken_assumptions
-from loadgen.simulation.scenario import LEVELS, load_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core import registry
-from warehouse.core.occurrences import Occurrences
-from warehouse.core.planner import plan
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.fedmodel.viewdef import parse_view
+from fedlab.loadgen.simulation.matrix import broken_assumptions
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.occurrences import Occurrences
+from fedlab.warehouse.core.planner import plan
 
 CATALOG = Catalog.from_dict({
     "sources": {"hr": {"emp": {"columns": ["id", "name", "boss"], "types": ["BIGINT", "VARCHAR", "BIGINT"], "key": ["id"]},

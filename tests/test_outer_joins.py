@@ -18,18 +18,18 @@ import duckdb
 import pytest
 from scenario_support import SCENARIOS, run, seeds, under_random_faults
 
-from fedmodel.aggregate_view import parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.outer_join_view import OuterJoinView, parse_outer_join
-from fedmodel.terms_sql import maintained_sql
-from fedmodel.transactions import Notification, RelationChange
-from loadgen.checker.levels import classify
-from loadgen.checker.oracle import Oracle
-from loadgen.simulation.scenario import load_scenario, parse_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core import registry
-from warehouse.core.outer_join_state import OuterJoinState
-from warehouse.core.recompute import recompute
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.outer_join_view import OuterJoinView, parse_outer_join
+from fedlab.fedmodel.terms_sql import maintained_sql
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.loadgen.checker.levels import classify
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.outer_join_state import OuterJoinState
+from fedlab.warehouse.core.recompute import recompute
 
 OUTER_SCENARIOS = sorted(p.name for p in SCENARIOS.glob("outer_join_*.yaml"))
 TAKING = [p.name for p in registry.plugins() if p.outer_joins]
@@ -231,7 +231,7 @@ def test_the_verdict_on_an_outer_join_history_sees_a_padded_row_missing_from_a_s
                                      ["demo", "--algorithm", "strobe"]])
 def test_a_live_command_refuses_an_outer_join_view_an_algorithm_cannot_keep_before_anything_starts(
         command, tmp_path, capsys):
-    from loadgen import cli
+    from fedlab import cli
 
     out = tmp_path / "out"
     flag = "--out" if command[0] == "bench" else "--run-dir"
@@ -254,13 +254,13 @@ def _role_config(folder, algorithm: str):
 
 
 def test_the_warehouse_role_takes_an_outer_join_view(tmp_path):
-    from loadgen.roles.runconfig import load_config
+    from fedlab.loadgen.roles.runconfig import load_config
 
     assert load_config(_role_config(tmp_path, "sze-ling")).view.join.outer is not None
 
 
 def test_the_warehouse_role_refuses_an_outer_join_view_its_algorithm_cannot_keep(tmp_path):
-    from loadgen.roles.runconfig import ConfigError, load_config
+    from fedlab.loadgen.roles.runconfig import ConfigError, load_config
 
     with pytest.raises(ConfigError) as err:
         load_config(_role_config(tmp_path, "salem"))

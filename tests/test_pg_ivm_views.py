@@ -24,9 +24,9 @@ import sqlglot
 from scenario_support import under_random_faults
 from sqlglot import exp
 
-from fedmodel.errors import ModelError
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulate import simulate
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
 
 B, T = "BIGINT", "VARCHAR"
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fedmodel.catalog import Catalog
-from fedmodel.viewdef import parse_view
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core.planner import plan
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.viewdef import parse_view
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core.planner import plan
 
 # Example 5's join graph as docs/paper-notes.md reconstructs it (Figure 1 is lost): R2, R3, R4 at
 # source 1; R5, R6 at source 2; edges R1-R4, R2-R4, R3-R4, R4-R6, R1-R5.

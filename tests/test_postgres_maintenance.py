@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from postgres_support import fresh_database
 
-from loadgen.bench.postgres_maintenance import (
+from fedlab.loadgen.bench.postgres_maintenance import (
     ACTIONS,
     CASES,
     TABLES,

@@ -17,12 +17,12 @@ import psycopg
 import pytest
 from postgres_support import fresh_database
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.subquery import Subquery, SubqueryRelation
-from fedmodel.transactions import Modification, TransactionRequest
-from source_node.engines import open_store
-from warehouse.settings import WarehouseSettings
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.subquery import Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.source_node.engines import open_store
+from fedlab.warehouse.settings import WarehouseSettings
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {"acct": {"columns": ["id", "owner", "balance"], "types": ["BIGINT", "VARCHAR", "DOUBLE"], "key": ["id"]},
@@ -192,7 +192,7 @@ def test_random_groups_match_the_memory_store_committing_one_by_one(postgres_dsn
     from test_source_store import INITIAL as MIXED_INITIAL
     from test_source_store import random_transaction
 
-    from source_node.memory_store import MemoryStore
+    from fedlab.source_node.memory_store import MemoryStore
 
     def changes(note):
         return sorted((c.relation, c.brv, sorted(c.inserted, key=repr), sorted(c.deleted, key=repr),
@@ -224,7 +224,7 @@ def test_random_groups_match_the_memory_store_committing_one_by_one(postgres_dsn
 def test_a_retried_group_is_not_committed_twice_among_outside_writers(store, dsn):
     """The commit queue's retry (source_node.commit_queue) over PostgreSQL's log, with an outside
     writer's transaction between the first attempt and the retry."""
-    from source_node.commit_queue import CommitQueue
+    from fedlab.source_node.commit_queue import CommitQueue
     queue = CommitQueue(store)
     first = queue.commit_many([TransactionRequest("t1", inserts={"acct": [(5, "eve", 1.0)]})])
     with psycopg.connect(dsn) as con:
@@ -346,9 +346,9 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
 
     import ray
 
-    from loadgen.live.check import check
-    from loadgen.live.federation import Federation
-    from loadgen.simulation.scenario import parse_scenario
+    from fedlab.loadgen.live.check import check
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
@@ -388,11 +388,11 @@ def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runti
     import tempfile
     from pathlib import Path
 
-    from loadgen.live.check import check
-    from loadgen.live.environment import set_faults, tpch_data
-    from loadgen.live.federation import Federation
-    from loadgen.live.outside_writers import OutsideWriters, written_source
-    from loadgen.workloads.tpch import load_view, sample_orders, tpch_catalog
+    from fedlab.loadgen.live.check import check
+    from fedlab.loadgen.live.environment import set_faults, tpch_data
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.loadgen.live.outside_writers import OutsideWriters, written_source
+    from fedlab.loadgen.workloads.tpch import load_view, sample_orders, tpch_catalog
 
     catalog = tpch_catalog()
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
@@ -436,9 +436,9 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
     import tempfile
     from pathlib import Path
 
-    from loadgen.live.check import check
-    from loadgen.live.federation import Federation
-    from loadgen.simulation.scenario import parse_scenario
+    from fedlab.loadgen.live.check import check
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources, versioned")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-versioned-"))
@@ -507,10 +507,10 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
 
     from live_support import MirroredLoad
 
-    from loadgen.live.check import check
-    from loadgen.live.environment import NO_FAULTS, set_faults
-    from loadgen.live.federation import Federation
-    from loadgen.simulation.scenario import parse_scenario
+    from fedlab.loadgen.live.check import check
+    from fedlab.loadgen.live.environment import NO_FAULTS, set_faults
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.loadgen.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources under chaos")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-chaos-"))
@@ -541,7 +541,7 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
      "--outside-writers: a rate in transactions per second above 0, got -5"),
 ])
 def test_the_demo_refuses_outside_writers_it_cannot_run_in_one_line(argv, message, tmp_path, capsys):
-    from loadgen.cli import main
+    from fedlab.cli import main
 
     assert main(["demo", *argv, "--run-dir", str(tmp_path / "run")]) == 2
     assert capsys.readouterr().out == f"fedlab demo: {message}\n"

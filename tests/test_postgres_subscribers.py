@@ -9,8 +9,8 @@ import psycopg
 import pytest
 from test_postgres_source import CATALOG, INITIAL, dsn, store, wait_for  # noqa: F401  (fixtures)
 
-from fedmodel.transactions import TransactionRequest
-from source_node.engines import open_store
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.source_node.engines import open_store
 
 pytestmark = pytest.mark.postgres
 

@@ -9,10 +9,10 @@ import duckdb
 import pytest
 import sqlglot
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_sql
-from fedmodel.viewdef import parse_view
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.predicates import compile_sql
+from fedlab.fedmodel.viewdef import parse_view
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {"R1": {"columns": ["A", "N", "X"], "types": ["VARCHAR", "BIGINT", "DOUBLE"], "key": ["A"]}},

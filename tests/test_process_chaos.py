@@ -26,13 +26,13 @@ import pytest
 import yaml
 from live_support import MirroredLoad, refuses
 
-from fedio.channels import client_channel
-from fedmodel.codec import decode_rows
-from fedmodel.messages import VIEW_METADATA, to_pb
-from fedmodel.wire import pb, rpc
-from loadgen.live.check import load_history
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.workloads.synthetic import random_scenario
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.codec import decode_rows
+from fedlab.fedmodel.messages import VIEW_METADATA, to_pb
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.loadgen.live.check import load_history
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.workloads.synthetic import random_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -59,7 +59,7 @@ class Processes:
 
     def start(self, name: str, *args: str) -> subprocess.Popen:
         log = open(self.logs / f"{name}.log", "a")
-        self.procs[name] = subprocess.Popen([sys.executable, "-m", "loadgen.cli", *args], cwd=ROOT, env=self.env,
+        self.procs[name] = subprocess.Popen([sys.executable, "-m", "fedlab.cli", *args], cwd=ROOT, env=self.env,
                                             stdout=log, stderr=subprocess.STDOUT)
         return self.procs[name]
 
@@ -191,7 +191,7 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
     oracle = history.oracle()
     assert view == again == apart == oracle.view_at(oracle.final_versions())
     assert history.final_view == view
-    checked = subprocess.run([sys.executable, "-m", "loadgen.cli", "check", str(run), "--json"],
+    checked = subprocess.run([sys.executable, "-m", "fedlab.cli", "check", str(run), "--json"],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
     verdicts = json.loads(checked.stdout)["subscribers"]
     assert checked.returncode == 0 and list(verdicts) == ["warehouse", "again", "apart"], verdicts
@@ -208,8 +208,8 @@ def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
 def test_a_ray_source_actor_restarted_mid_run_keeps_complete_consistency(spark, ray_runtime, tmp_path):
     import ray
 
-    from loadgen.cli import main
-    from loadgen.live.federation import Federation
+    from fedlab.cli import main
+    from fedlab.loadgen.live.federation import Federation
 
     scenario = parse_scenario(random_scenario(38, relations=(2, 2), sources=(2, 2)), "actor restart")
     catalog = scenario.catalog

@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from fedio.channels import client_channel
-from fedmodel.catalog import Catalog
-from fedmodel.messages import to_pb
-from fedmodel.subquery import Subquery, SubqueryRelation
-from fedmodel.wire import pb, rpc
-from source_node.faults import FaultInjector
-from source_node.node import SourceNode
-from warehouse.query_stream import QueryStream, StreamClosed
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.subquery import Subquery, SubqueryRelation
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.node import SourceNode
+from fedlab.warehouse.query_stream import QueryStream, StreamClosed
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {"S": {"columns": ["B", "C"], "types": ["VARCHAR", "DOUBLE"],
                                                         "key": ["B"]}}}})

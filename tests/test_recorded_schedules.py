@@ -10,12 +10,12 @@ import pytest
 import yaml
 from scenario_support import QUICK
 
-from loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, schedule
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.simulation.simulator import Simulator
-from loadgen.workloads.synthetic import random_scenario
-from source_node.faults import FaultInjector
+from fedlab.loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, schedule
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.simulation.simulator import Simulator
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.source_node.faults import FaultInjector
 
 FAULTS = {**CONDITIONS, **RESTART_CONDITIONS}
 

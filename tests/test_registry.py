@@ -9,10 +9,10 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from loadgen.cli import main
-from warehouse.core import registry
-from warehouse.core.builtin_plugins import CONVENTIONAL
-from warehouse.core.registry import AlgorithmError, Assumptions, Plugin, Settings
+from fedlab.cli import main
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.builtin_plugins import CONVENTIONAL
+from fedlab.warehouse.core.registry import AlgorithmError, Assumptions, Plugin, Settings
 
 # A plug-in that claims more than it does: the conventional algorithm, claiming completeness with
 # no assumption to excuse it. The matrix must catch it.
@@ -126,8 +126,8 @@ def test_a_plug_in_runs_in_the_simulator_and_the_matrix_catches_its_failed_claim
 
 def test_an_error_a_command_finds_late_is_one_line_and_exit_2(monkeypatch, capsys):
     # e.g. `fedlab demo --source-engine postgres` with a run directory the server's user cannot reach
-    from fedmodel.errors import ModelError
-    from loadgen.live import demo
+    from fedlab.fedmodel.errors import ModelError
+    from fedlab.loadgen.live import demo
 
     def refused(args):
         raise ModelError("/root is not searchable by the user postgres the server runs as (chmod o+x /root)")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from fedmodel.transactions import Notification
-from loadgen.simulation.scenario import load_scenario
-from loadgen.simulation.simulate import simulate
-from source_node.resend_policy import ResendPolicy
-from warehouse.core import registry
+from fedlab.fedmodel.transactions import Notification
+from fedlab.loadgen.simulation.scenario import load_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.source_node.resend_policy import ResendPolicy
+from fedlab.warehouse.core import registry
 
 SHORT, LONG = 1.0, 10.0
 

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedio.channels import client_channel
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.viewdef import parse_view
-from fedmodel.wire import pb, rpc
-from loadgen.cli import build_parser, main
-from loadgen.workloads.synthetic_load import SyntheticStream
-from source_node.memory_store import MemoryStore
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.viewdef import parse_view
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.cli import build_parser, main
+from fedlab.loadgen.workloads.synthetic_load import SyntheticStream
+from fedlab.source_node.memory_store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = {"sources": {
@@ -137,7 +137,7 @@ def test_source_processes_under_load_follow_their_faults_file_and_stop_on_sigter
         "sources": [{"name": s, "address": f"127.0.0.1:{p}"} for s, p in ports.items()],
         "workload": {"kind": "synthetic", "initialRows": 30, "mix": {"insert": 0.5, "delete": 0.25, "modify": 0.25}},
         "load": {"duration": "2s", "rate": 25}}))
-    procs = {s: subprocess.Popen([sys.executable, "-m", "loadgen.cli", "source", "--name", s,
+    procs = {s: subprocess.Popen([sys.executable, "-m", "fedlab.cli", "source", "--name", s,
                                   "--catalog", str(tmp_path / "catalog.yaml"), "--db", str(tmp_path / f"{s}.sqlite"),
                                   "--port", str(p), "--faults-file", str(faults)],
                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -176,8 +176,8 @@ def test_the_load_asks_a_source_again_while_it_is_paused_or_cut_off(monkeypatch)
     again until it answers; past the deadline the role stops with one line naming who."""
     import grpc
 
-    from loadgen.roles import load
-    from loadgen.roles.process import RoleError
+    from fedlab.loadgen.roles import load
+    from fedlab.loadgen.roles.process import RoleError
 
     class Unavailable(grpc.RpcError):
         def code(self):

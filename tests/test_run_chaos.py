@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow]
 
 def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "loadgen.cli", "run", "--duration", "10s", "--rate", "8", "--json",
+        [sys.executable, "-m", "fedlab.cli", "run", "--duration", "10s", "--rate", "8", "--json",
          "--chaos", "drop=0.05,reorder=0.1,duplicate=0.02,sales:answer_drop=0.2,kill-source=once,kill-warehouse=once",
          "--nemesis", "pause sales at 1s for 3s", "--view", "demo4", "--view", "q3:versioned", "--view", "q5", "--warehouses", "2",
          "--run-dir", str(tmp_path / "run")],
@@ -31,7 +31,7 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
         assert verdict["lost"] == [] and verdict["doubled"] == []
         assert verdict["transactions"] == result["committed"] == verdict["states"] > 0
     assert (tmp_path / "run" / "q3" / "history" / "changes.jsonl").exists()
-    from loadgen.live.runfile import RunFile
+    from fedlab.loadgen.live.runfile import RunFile
 
     run = RunFile.read(tmp_path / "run")   # demo4 and q5 in the first warehouse, q3 in the second
     assert [(run.of(v).subscriber, run.of(v).algorithm) for v in ("q3", "q5")] == [("warehouse-2", "versioned"),
@@ -53,7 +53,7 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
 
 
 def test_bad_chaos_spec_is_one_line_and_exit_two():
-    out = subprocess.run([sys.executable, "-m", "loadgen.cli", "run", "--chaos", "drop=lots"],
+    out = subprocess.run([sys.executable, "-m", "fedlab.cli", "run", "--chaos", "drop=lots"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stdout.strip() == "fedlab run: --chaos: drop must be a number, got 'lots'"
@@ -88,16 +88,16 @@ def test_bad_chaos_spec_is_one_line_and_exit_two():
      "fedlab run: --chaos kill-warehouse: strobe cannot restart from Delta"),
 ])
 def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message, capsys):
-    from loadgen.cli import main
+    from fedlab.cli import main
 
     assert main(["run", *argv]) == 2
     assert capsys.readouterr().out.strip() == message
 
 
 def test_a_fault_for_one_source_reaches_that_source_only():
-    from fedmodel.errors import ModelError
-    from loadgen.live.environment import faults_by_source
-    from loadgen.live.run import parse_chaos
+    from fedlab.fedmodel.errors import ModelError
+    from fedlab.loadgen.live.environment import faults_by_source
+    from fedlab.loadgen.live.run import parse_chaos
 
     faults, kills = parse_chaos("drop=0.1,sales:answer_drop=0.5,reference:drop=0.3", ["reference", "sales"])
     assert kills == {}

@@ -18,16 +18,16 @@ from pathlib import Path
 import pytest
 from scenario_support import seeds
 
-from fedmodel.errors import ModelError
-from loadgen.cli import main
-from loadgen.live.refresh import parse_point
-from loadgen.live.runfile import RunFile
-from loadgen.roles.process import RoleError, salem_options
-from loadgen.simulation.scenario import ScenarioError, Step, load_scenario, parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.workloads.synthetic import random_scenario
-from warehouse.core.salem.propagate import SalemOptions
-from warehouse.core.salem.timeline import INITIAL, PointError, Timeline
+from fedlab.fedmodel.errors import ModelError
+from fedlab.cli import main
+from fedlab.loadgen.live.refresh import parse_point
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.loadgen.roles.process import RoleError, salem_options
+from fedlab.loadgen.simulation.scenario import ScenarioError, Step, load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.warehouse.core.salem.propagate import SalemOptions
+from fedlab.warehouse.core.salem.timeline import INITIAL, PointError, Timeline
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

@@ -11,11 +11,11 @@ import time
 import pytest
 from fake_warehouse import TwoLevelWarehouse
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import TransactionRequest
-from source_node.faults import FaultInjector
-from source_node.memory_store import MemoryStore
-from source_node.sender import NotificationSender
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.memory_store import MemoryStore
+from fedlab.source_node.sender import NotificationSender
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {"S": {"columns": ["B", "C"], "types": ["VARCHAR", "DOUBLE"],
                                                        "key": ["B"]}}}})

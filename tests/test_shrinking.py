@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from loadgen.simulation.scenario import commit_step, parse_scenario, parse_step
-from loadgen.simulation.simulate import simulate
-from loadgen.simulation.simulator import RandomTransactions, Simulator
-from loadgen.workloads.synthetic import random_scenario
+from fedlab.loadgen.simulation.scenario import commit_step, parse_scenario, parse_step
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.simulation.simulator import RandomTransactions, Simulator
+from fedlab.loadgen.workloads.synthetic import random_scenario
 
 # Sze-Ling's Example 1 federation: a join across two sources, the smallest where compensation counts.
 EXAMPLE_1 = {"name": "shrunk", "algorithm": "sze-ling",
@@ -162,7 +162,7 @@ def test_sze_ling_is_complete_on_explicit_schedules_over_random_federations(tmp_
 
 @pytest.mark.slow   # hypothesis's search and shrinking: about a minute
 def test_a_core_without_compensation_yields_a_shrunk_counterexample_that_replays(tmp_path, monkeypatch, capsys):
-    import warehouse.core.sze_ling.computation as computation
+    import fedlab.warehouse.core.sze_ling.computation as computation
 
     monkeypatch.setattr(computation, "compensate", lambda rows, *args, **kwargs: list(rows))   # broken on purpose
     with pytest.raises(AssertionError, match="not complete"):
@@ -173,7 +173,7 @@ def test_a_core_without_compensation_yields_a_shrunk_counterexample_that_replays
     assert any("hold" in s for s in steps) and any("commit" in s for s in steps)
     assert judge(written) != "complete"   # replayed, the broken core fails again
     monkeypatch.undo()   # the healthy core: the same steps are complete, and fedlab simulate says so
-    from loadgen.cli import main
+    from fedlab.cli import main
 
     assert main(["simulate", str(tmp_path / "counterexample.yaml")]) == 0
     assert "expectations met" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from warehouse.core import registry
+from fedlab.warehouse.core import registry
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 
@@ -19,7 +19,7 @@ def fedlab(capsys):
     """Runs the CLI in-process; returns (returncode, stdout, stderr) like a finished process."""
     from types import SimpleNamespace
 
-    from loadgen.cli import main
+    from fedlab.cli import main
 
     def run(*args):
         try:
@@ -83,9 +83,9 @@ def test_invalid_file_exits_two_with_one_line(fedlab, tmp_path, change, message)
 
 
 def test_the_console_script_runs_and_lists_subcommands_each_with_its_own_help():
-    top = subprocess.run([sys.executable, "-m", "loadgen.cli", "--help"], capture_output=True, text=True, timeout=120)
+    top = subprocess.run([sys.executable, "-m", "fedlab.cli", "--help"], capture_output=True, text=True, timeout=120)
     assert top.returncode == 0 and "simulate" in top.stdout
-    sub = subprocess.run([sys.executable, "-m", "loadgen.cli", "simulate", "--help"], capture_output=True, text=True)
+    sub = subprocess.run([sys.executable, "-m", "fedlab.cli", "simulate", "--help"], capture_output=True, text=True)
     assert "--algorithm" in sub.stdout
 
 
@@ -151,7 +151,7 @@ def test_a_step_or_expectation_that_could_never_mean_anything_exits_two(fedlab, 
 @pytest.mark.parametrize("algorithm", registry.names())
 def test_every_algorithms_trace_prints_as_text(algorithm, capsys):
     # Fixture A's interleaving: sub-queries, answers, compensation of each algorithm's own kind.
-    from loadgen.cli import main
+    from fedlab.cli import main
 
     assert main(["simulate", "tests/scenarios/strobe_example1_conventional.yaml", "--algorithm", algorithm]) in (0, 1)
     out = capsys.readouterr().out

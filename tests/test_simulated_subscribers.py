@@ -10,11 +10,11 @@ import random
 import pytest
 from scenario_support import SCENARIOS
 
-from fedmodel.transactions import TransactionRequest
-from loadgen.simulation.scenario import load_scenario, parse_scenario
-from loadgen.simulation.simulate import judge
-from loadgen.simulation.simulator import RandomTransactions
-from loadgen.simulation.subscribers import Subscribers
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import judge
+from fedlab.loadgen.simulation.simulator import RandomTransactions
+from fedlab.loadgen.simulation.subscribers import Subscribers
 
 TWO_SOURCES = load_scenario(SCENARIOS / "sze_ling_example1.yaml")
 # ds1 also holds Q, which the view does not read: the second warehouse's copies leave its changes out.

@@ -34,9 +34,9 @@ import pytest
 import yaml
 from scenario_support import QUICK, seeds
 
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.workloads.synthetic import random_scenario
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.workloads.synthetic import random_scenario
 
 SCENARIOS = int(os.environ.get("FEDLAB_PROPERTY_SCENARIOS", "40" if QUICK else "400"))
 

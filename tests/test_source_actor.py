@@ -18,14 +18,14 @@ import ray
 import yaml
 from fake_warehouse import FakeWarehouse
 
-from fedio.channels import client_channel
-from fedmodel.catalog import Catalog
-from fedmodel.codec import decode_rows
-from fedmodel.messages import to_pb
-from fedmodel.transactions import TransactionRequest
-from fedmodel.wire import pb, rpc
-from source_node.actor import NAMESPACE, start_source_actor
-from source_node.control import SourceControl, wait_for_address
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import decode_rows
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.actor import NAMESPACE, start_source_actor
+from fedlab.source_node.control import SourceControl, wait_for_address
 
 pytestmark = pytest.mark.ray
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,7 +185,7 @@ def test_the_cluster_role_follows_its_actor_to_a_new_port_and_exits_0_on_sigterm
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump({"sources": {"role_ds": {
         "R": {"columns": ["A", "B"], "types": ["BIGINT", "VARCHAR"], "key": ["A"]}}}}))
     role = subprocess.Popen(
-        [sys.executable, "-m", "loadgen.cli", "source", "--name", "role_ds", "--catalog", str(tmp_path / "catalog.yaml"),
+        [sys.executable, "-m", "fedlab.cli", "source", "--name", "role_ds", "--catalog", str(tmp_path / "catalog.yaml"),
          "--db", str(tmp_path / "role_ds.sqlite"), "--lost-after", "10",
          "--ray-address", ray.get_runtime_context().gcs_address],
         cwd=ROOT, env={**os.environ, "RAY_AUTH_MODE": "disabled"}, stdout=subprocess.PIPE, text=True)

@@ -13,18 +13,18 @@ import grpc
 import pytest
 from fake_warehouse import FakeWarehouse
 
-from fedio.channels import client_channel
-from fedio.lockstep import LockstepStream
-from fedmodel.catalog import Catalog
-from fedmodel.codec import decode_rows, encode_rows
-from fedmodel.errors import ModelError
-from fedmodel.messages import from_pb, to_pb
-from fedmodel.subquery import Subquery, SubqueryRelation
-from fedmodel.transactions import Modification, TransactionRequest
-from fedmodel.wire import pb, rpc
-from loadgen.live.remote_source import RemoteSource, read_history
-from source_node.faults import FaultInjector
-from source_node.node import SourceNode
+from fedlab.fedio.channels import client_channel
+from fedlab.fedio.lockstep import LockstepStream
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import decode_rows, encode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import from_pb, to_pb
+from fedlab.fedmodel.subquery import Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.loadgen.live.remote_source import RemoteSource, read_history
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.node import SourceNode
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {

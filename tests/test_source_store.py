@@ -17,17 +17,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scenario_support import QUICK
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.predicates import compile_sql
-from fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
-from fedmodel.transactions import Modification, TransactionRequest
-from source_node import sqlite_store
-from source_node.duckdb_store import DuckDBStore
-from source_node.durable_store import semijoin_chains
-from source_node.engines import FILE_ENGINES, file_name, open_store
-from source_node.memory_store import MemoryStore
-from source_node.sqlite_store import SQLiteStore
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.predicates import compile_sql
+from fedlab.fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.source_node import sqlite_store
+from fedlab.source_node.duckdb_store import DuckDBStore
+from fedlab.source_node.durable_store import semijoin_chains
+from fedlab.source_node.engines import FILE_ENGINES, file_name, open_store
+from fedlab.source_node.memory_store import MemoryStore
+from fedlab.source_node.sqlite_store import SQLiteStore
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {
@@ -113,7 +113,7 @@ def test_log_retention_keeps_the_newest_notifications(tmp_path, kind, retention,
 
 
 def test_a_log_kept_for_some_seconds_keeps_those_and_what_is_not_acknowledged(tmp_path, engine, monkeypatch):
-    from source_node import subscriber_outbox
+    from fedlab.source_node import subscriber_outbox
 
     monkeypatch.setattr(subscriber_outbox, "TRIMS", 1)   # trimmed at every commit a keeping time after the last
     store = open_engine(engine, tmp_path, log_keep_seconds=0.3)

@@ -12,10 +12,10 @@ import pytest
 from fake_warehouse import FakeWarehouse
 from test_source_server import CATALOG, INITIAL
 
-from fedio.channels import client_channel
-from fedmodel.transactions import TransactionRequest
-from fedmodel.wire import pb, rpc
-from source_node.node import SourceNode
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.source_node.node import SourceNode
 
 
 def settle(condition, timeout: float = 10.0) -> None:

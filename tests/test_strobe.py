@@ -13,19 +13,19 @@ from collections import Counter
 import pytest
 from scenario_support import SCENARIOS, events, run, seeds, states
 
-from fedmodel.catalog import Catalog
-from fedmodel.subquery import Answer, RelationAnswer
-from fedmodel.transactions import Modification, Notification, RelationChange
-from fedmodel.viewdef import parse_view
-from loadgen.checker.levels import classify
-from loadgen.checker.oracle import Oracle
-from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.workloads.synthetic import random_scenario
-from warehouse.core import registry
-from warehouse.core.baselines.keyed_view import project, widen
-from warehouse.core.baselines.strobe import Update, cancel_inserted_then_deleted, updates_of
-from warehouse.core.events import (
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.subquery import Answer, RelationAnswer
+from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
+from fedlab.fedmodel.viewdef import parse_view
+from fedlab.loadgen.checker.levels import classify
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.baselines.keyed_view import project, widen
+from fedlab.warehouse.core.baselines.strobe import Update, cancel_inserted_then_deleted, updates_of
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
@@ -34,7 +34,7 @@ from warehouse.core.events import (
     TimerFired,
     ViewEvaluated,
 )
-from warehouse.core.registry import Settings, create
+from fedlab.warehouse.core.registry import Settings, create
 
 # ---- Fixture A: Examples 1, 3, 6, 7 ----
 
@@ -149,7 +149,7 @@ def test_simulate_reports_the_maintained_columns_and_projects_states_back():
 def test_a_substituted_relation_leaves_its_join_graph_node_and_its_children_start_their_own():
     from test_planner import example5_view  # Sze-Ling Example 5's join graph
 
-    from warehouse.core.planner import pin, plan
+    from fedlab.warehouse.core.planner import pin, plan
 
     qplan = plan(example5_view(), "R1", "join-graph")   # (R4, R2, R3) at ds1, R5, R6 at ds2
     shape = lambda p: [[pr.relation for pr in n.relations] for n in p.nodes]   # noqa: E731
@@ -220,7 +220,7 @@ def algorithm(name: str, view_sql: str = "SELECT R1.id, R1.B FROM R1", initial=N
     view = parse_view(view_sql, CATALOG)
     rows = {}
     if initial:
-        from warehouse.core.recompute import recompute
+        from fedlab.warehouse.core.recompute import recompute
         rows = recompute(registry.get(name).maintained_view(view), initial)
     return create(name, view, rows, {"R1": 1, "R2": 1}, {"x": 1, "y": 1})
 
@@ -315,7 +315,7 @@ def test_recompute_asks_a_source_again_when_its_answers_were_read_at_two_states(
 
 @pytest.mark.parametrize("limit", [20000, 0], ids=["every-state", "near-the-claims"])
 def test_the_checker_finds_the_source_state_a_state_is_the_view_at_when_its_claim_fails(limit, monkeypatch):
-    monkeypatch.setattr("loadgen.checker.levels.SEARCH_LIMIT", limit)
+    monkeypatch.setattr("fedlab.loadgen.checker.levels.SEARCH_LIMIT", limit)
     catalog = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A"], "types": ["BIGINT"]}},
                                              "y": {"R2": {"columns": ["B"], "types": ["BIGINT"]}}}})
     sql = "SELECT A, B FROM R1, R2"

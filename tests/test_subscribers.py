@@ -12,11 +12,11 @@ import duckdb
 import pytest
 from test_source_store import CATALOG, INITIAL, open_engine
 
-from fedmodel.errors import ModelError
-from fedmodel.transactions import TransactionRequest
-from source_node.engines import FILE_ENGINES, file_name
-from source_node.memory_store import MemoryStore
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.source_node.engines import FILE_ENGINES, file_name
+from fedlab.source_node.memory_store import MemoryStore
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 
 @pytest.fixture(params=["memory", *FILE_ENGINES])

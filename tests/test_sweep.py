@@ -13,13 +13,13 @@ from collections import Counter
 import pytest
 from scenario_support import SCENARIOS, events, run, seeds, states
 
-from fedmodel.subquery import Answer, RelationAnswer
-from fedmodel.transactions import Notification, RelationChange
-from loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.workloads.synthetic import random_scenario
-from warehouse.core.baselines.sweep import NestedSweep, Sweep
-from warehouse.core.events import (
+from fedlab.fedmodel.subquery import Answer, RelationAnswer
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.warehouse.core.baselines.sweep import NestedSweep, Sweep
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
     SendSubquery,
@@ -259,7 +259,7 @@ def test_sweep_stays_complete_on_join_graph_access():
 # ---- the plug-ins ----
 
 def test_the_plugins_claim_complete_and_strong_under_fifo_without_loss_and_cannot_restart():
-    from warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
+    from fedlab.warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
     assert (SWEEP.name, SWEEP.level, NESTED_SWEEP.name, NESTED_SWEEP.level) == ("sweep", "complete", "nested-sweep", "strong")
     view = fixture_a().view
     for plugin in (SWEEP, NESTED_SWEEP):
@@ -269,9 +269,9 @@ def test_the_plugins_claim_complete_and_strong_under_fifo_without_loss_and_canno
 
 
 def test_the_factory_takes_the_access_path_and_query_timeout_from_settings():
-    from warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
-    from warehouse.core.registry import Settings
-    from warehouse.core.timings import QUERY_TIMEOUT
+    from fedlab.warehouse.core.baselines.sweep import NESTED_SWEEP, SWEEP
+    from fedlab.warehouse.core.registry import Settings
+    from fedlab.warehouse.core.timings import QUERY_TIMEOUT
     view = fixture_a().view
     alg = SWEEP.factory(view, {}, {"r1": 1, "r2": 1, "r3": 1}, {"x": 1, "y": 1, "z": 1},
                         Settings(access="join-graph", query_timeout=5.0))

@@ -9,16 +9,16 @@ import json
 
 import pytest
 
-from fedmodel.aggregate_view import parse_query
-from fedmodel.errors import ModelError
-from loadgen.cli import main
-from loadgen.simulation.calibration import load
-from loadgen.simulation.scenario import Scenario, ScenarioError, parse_scenario
-from loadgen.simulation.simulate import judge
-from loadgen.simulation.simulator import Simulator
-from loadgen.simulation.timed import TimedRun, TimedSettings, View
-from loadgen.workloads.driver_process import SyntheticRecipe
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.errors import ModelError
+from fedlab.cli import main
+from fedlab.loadgen.simulation.calibration import load
+from fedlab.loadgen.simulation.scenario import Scenario, ScenarioError, parse_scenario
+from fedlab.loadgen.simulation.simulate import judge
+from fedlab.loadgen.simulation.simulator import Simulator
+from fedlab.loadgen.simulation.timed import TimedRun, TimedSettings, View
+from fedlab.loadgen.workloads.driver_process import SyntheticRecipe
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 # Every fault the sources inject, so that resends, gaps, retries and duplicates all happen.
 FAULTS = {"notification_drop": 0.1, "notification_delay_mean": 0.05, "notification_duplicate": 0.05,
@@ -125,7 +125,7 @@ def test_the_nemesis_acts_in_the_timed_mode_and_its_run_still_replays():
     """A pause holds a source's commits and answers, a kill restarts it (a `restart` step), a
     partition loses what crosses it; the run still reflects every transaction, completely, and
     its steps replay to the same states."""
-    from loadgen.nemesis.schedule import read
+    from fedlab.loadgen.nemesis.schedule import read
 
     recipe = SyntheticRecipe("chain", 3, 60, seed=1)
     federation, rows = recipe.federation, recipe.data()
@@ -160,7 +160,7 @@ def test_the_timed_mode_refuses_whole_node_faults_in_one_line(capsys):
     """The model has processes on machines but no cluster nodes: `fedlab predict` refuses a
     node's crash, drain or partition before it runs anything, and a run handed one unchecked
     refuses it rather than leaving it out."""
-    from loadgen.nemesis.schedule import parse
+    from fedlab.loadgen.nemesis.schedule import parse
 
     assert main(["predict", "--sources", "6", "--nemesis", "crash node:warehouse at 1s"]) == 2
     assert capsys.readouterr().err.strip() == (

@@ -23,16 +23,16 @@ import pytest
 import yaml
 from fake_warehouse import FakeWarehouse
 
-from fedio.channels import TlsFiles, client_channel
-from fedmodel.catalog import Catalog
-from fedmodel.messages import to_pb
-from fedmodel.transactions import Modification, TransactionRequest
-from fedmodel.wire import pb, rpc
-from loadgen.cli import main
-from loadgen.live.check import committed_history
-from loadgen.live.remote_source import RemoteSource
-from loadgen.roles.certs import write_certificates
-from source_node.node import SourceNode
+from fedlab.fedio.channels import TlsFiles, client_channel
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.cli import main
+from fedlab.loadgen.live.check import committed_history
+from fedlab.loadgen.live.remote_source import RemoteSource
+from fedlab.loadgen.roles.certs import write_certificates
+from fedlab.source_node.node import SourceNode
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = Catalog.from_dict({"sources": {
@@ -179,7 +179,7 @@ def _free_port() -> int:
 def test_fedlab_source_serves_over_mutual_tls_with_the_flags(tmp_path, certs):
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG.to_dict()))
     tls, port = certs["ours"], _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "loadgen.cli", "source", "--name", "s1",
+    proc = subprocess.Popen([sys.executable, "-m", "fedlab.cli", "source", "--name", "s1",
                              "--catalog", str(tmp_path / "catalog.yaml"), "--db", str(tmp_path / "s1.sqlite"),
                              "--port", str(port), "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
                              "--tls-ca", str(tls.ca)],
@@ -201,8 +201,8 @@ def test_fedlab_source_serves_over_mutual_tls_with_the_flags(tmp_path, certs):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_live_federation_over_tls_is_complete_by_rpc_and_by_file(spark, ray_runtime, tmp_path, capsys):
-    from loadgen.live.federation import Federation
-    from warehouse.settings import WarehouseSettings
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.warehouse.settings import WarehouseSettings
 
     run_dir = tmp_path / "run"
     tls = write_certificates(run_dir / "tls")

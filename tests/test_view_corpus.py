@@ -19,12 +19,12 @@ import duckdb
 import pytest
 from scenario_support import under_random_faults
 
-from fedmodel.aggregate_view import AggregateView, parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from loadgen.checker.oracle import Oracle
-from loadgen.simulation.scenario import parse_scenario
-from loadgen.simulation.simulate import simulate
+from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
 
 SOURCES = {"ds1": {"a": {"columns": ["i", "j", "s"], "types": ["BIGINT", "BIGINT", "VARCHAR"], "key": ["i"]}},
            "ds2": {"b": {"columns": ["i", "k"], "types": ["BIGINT", "BIGINT"], "key": ["i"]}},
@@ -330,8 +330,8 @@ def test_a_view_shows_the_columns_and_rows_duckdb_gives_its_sql(sql):
 
 @pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
 def test_a_refused_view_file_stops_a_live_command_before_anything_starts(command, tmp_path, monkeypatch, capsys):
-    from loadgen import cli
-    from loadgen.workloads import tpch
+    from fedlab import cli
+    from fedlab.loadgen.workloads import tpch
 
     views = tmp_path / "loadgen" / "workloads" / "views"
     views.mkdir(parents=True)

@@ -13,10 +13,10 @@ import pytest
 import yaml
 from scenario_support import seeds
 
-from loadgen.cli import main
-from loadgen.simulation.matrix import schedule
-from loadgen.simulation.scenario import ScenarioError, parse_scenario
-from loadgen.simulation.simulate import simulate
+from fedlab.cli import main
+from fedlab.loadgen.simulation.matrix import schedule
+from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
 
 EXAMPLE = yaml.safe_load((Path(__file__).parent / "scenarios" / "sze_ling_example1.yaml").read_text())
 

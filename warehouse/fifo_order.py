@@ -17,9 +17,9 @@ restores that order per source:
   acknowledged) is dropped: a FIFO channel without loss delivers each message once.
 Nothing here is I/O: the service calls it under its lock and hands the released events to the core.
 
->>> from fedmodel.subquery import Answer
->>> from fedmodel.transactions import Notification
->>> from warehouse.core.events import AnswerArrived, NotificationArrived
+>>> from fedlab.fedmodel.subquery import Answer
+>>> from fedlab.fedmodel.transactions import Notification
+>>> from fedlab.warehouse.core.events import AnswerArrived, NotificationArrived
 >>> order = FifoOrder({"x": 1})
 >>> order.query_sent("x")
 >>> order.arrived("x", [NotificationArrived(Notification("x", 2, "t2", ()))])   # the query may precede it
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from warehouse.core.events import AnswerArrived, NotificationArrived
+from fedlab.warehouse.core.events import AnswerArrived, NotificationArrived
 
 
 class FifoOrder:

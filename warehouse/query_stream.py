@@ -28,8 +28,8 @@ from typing import Callable
 
 import grpc
 
-from fedmodel.messages import SUBSCRIBER_METADATA
-from fedmodel.wire import pb
+from fedlab.fedmodel.messages import SUBSCRIBER_METADATA
+from fedlab.fedmodel.wire import pb
 
 # on_reply(tag, reply): one reply of the batch sent with `tag`, in arrival order;
 # on_failed(tags, error): the stream failed owing those batches replies.

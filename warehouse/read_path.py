@@ -11,9 +11,9 @@ flight are applied and durable.
 
 from __future__ import annotations
 
-from fedio.channels import TlsFiles, client_channel
-from fedmodel.wire import pb, rpc
-from warehouse.store.delta_store import DeltaViewStore
+from fedlab.fedio.channels import TlsFiles, client_channel
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.warehouse.store.delta_store import DeltaViewStore
 
 
 def refresh(warehouse_address: str, tls: TlsFiles | None = None, timeout: float = 60.0) -> pb.RefreshReply:

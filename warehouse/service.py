@@ -54,22 +54,22 @@ from pathlib import Path
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
-from fedio.message_log import MessageLog
-from fedmodel.aggregate_view import parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.change_history import ChangeHistory
-from fedmodel.errors import ModelError, first_line
-from fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, answer_fields, notification_fields, subquery_fields
-from fedmodel.messages import from_pb, to_pb
-from fedmodel.subquery import Subquery
-from fedmodel.terms_sql import maintained_sql
-from fedmodel.wire import pb, rpc
-from warehouse.answered_recently import AnsweredRecently
-from warehouse.core import registry
-from warehouse.core.aggregate_state import aggregate_of
-from warehouse.core.batches import Batch, BatchLedger, Marks
-from warehouse.core.events import (
+from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
+from fedlab.fedio.message_log import MessageLog
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.change_history import ChangeHistory
+from fedlab.fedmodel.errors import ModelError, first_line
+from fedlab.fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, answer_fields, notification_fields, subquery_fields
+from fedlab.fedmodel.messages import from_pb, to_pb
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.terms_sql import maintained_sql
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.warehouse.answered_recently import AnsweredRecently
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.aggregate_state import aggregate_of
+from fedlab.warehouse.core.batches import Batch, BatchLedger, Marks
+from fedlab.warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
     EvaluateView,
@@ -85,14 +85,14 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.ports import drive
-from warehouse.core.salem.propagate import SalemOptions
-from warehouse.core.salem.timeline import PointError
-from warehouse.fifo_order import FifoOrder
-from warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
-from warehouse.settings import WarehouseSettings
-from warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
-from warehouse.store.materialize import materialize
+from fedlab.warehouse.core.ports import drive
+from fedlab.warehouse.core.salem.propagate import SalemOptions
+from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.fifo_order import FifoOrder
+from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
+from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
+from fedlab.warehouse.store.materialize import materialize
 
 log = logging.getLogger("fedlab.warehouse")
 # Delta batches (_committer): the next starts BATCH_SPACING times the previous commit's duration
@@ -800,7 +800,7 @@ class Warehouse:
 
 
 def from_pb_rows(rel, payload: bytes) -> list[tuple]:
-    from fedmodel.codec import decode_rows
+    from fedlab.fedmodel.codec import decode_rows
 
     columns, rows = decode_rows(payload)
     if rows and [c.lower() for c in columns] != [c.lower() for c in rel.columns]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from fedmodel.errors import ModelError
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from warehouse.core.registry import Settings
-from warehouse.core.timings import REORDER_ALLOWANCE
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.core.timings import REORDER_ALLOWANCE
 
 # Seconds the warehouse's Delta journal keeps what the view's base folded, and both its tables their
 # old files and log: far longer than any read of them takes, short enough that a long run's tables

@@ -5,7 +5,7 @@ pyspark ships no Delta jar, so the session needs `io.delta:delta-spark_<spark>_<
 Where they come from, first hit wins:
 
 1. the fedlab jar cache (`~/.cache/fedlab/jars/<artifact>-<version>/`, or under
-   `$FEDLAB_JARS_DIR`), filled by `ensure_delta_jars()` (`python -m warehouse.spark_session`):
+   `$FEDLAB_JARS_DIR`), filled by `ensure_delta_jars()` (`python -m fedlab.warehouse.spark_session`):
    passed as `spark.jars`, no resolver is asked, so a warmed machine starts offline;
 2. Ivy, through `with_ivy_packages` (the coordinate in `spark.jars.packages`, cached in
    ~/.ivy2.5.2);
@@ -39,7 +39,7 @@ the jar cache; without javac the session keeps Hadoop's file system and says so 
 so does a session whose executors run elsewhere (Kubernetes), which would need the jar too.
 
 The JVM starts from a class data archive (`class_archive()`: the classes a Delta session loads,
-dumped once by `python -m warehouse.spark_session` into the jar cache, which `make` runs at
+dumped once by `python -m fedlab.warehouse.spark_session` into the jar cache, which `make` runs at
 install): a session's start 9.2 -> 4.3-5.0 s and its first job 3.3 -> 1.4 s on this machine. A
 session whose archive is missing or stale (another JDK, other jars) starts without one, as before.
 
@@ -380,7 +380,7 @@ def build_class_archive(object_store: bool = False, timeout: float = 300.0) -> P
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.part")
     env = {**os.environ, "FEDLAB_JAVA_OPTS": f"{JAVA_OPTS} -XX:ArchiveClassesAtExit={partial}",
            "FEDLAB_DELTA_JARS": "maven"}
-    done = subprocess.run([sys.executable, "-m", "warehouse.spark_session", "--exercise",
+    done = subprocess.run([sys.executable, "-m", "fedlab.warehouse.spark_session", "--exercise",
                            *(["object-store"] if object_store else [])], env=env,
                           capture_output=True, text=True, timeout=timeout)
     said = re.search(r"^jvm-pid (\d+)$", done.stdout, re.M) if done.returncode == 0 else None
@@ -426,7 +426,7 @@ def _lower_priority(pid: int, nice: int) -> None:
 
 
 if __name__ == "__main__":
-    # `python -m warehouse.spark_session`: warm the jar cache and the class data archives;
+    # `python -m fedlab.warehouse.spark_session`: warm the jar cache and the class data archives;
     # `--class-archive`: the archives only, where the jars are cached (make runs it; never fails).
     if sys.argv[1:2] == ["--exercise"]:
         sys.exit(_exercise(sys.argv[2:] == ["object-store"]))

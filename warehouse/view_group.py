@@ -29,16 +29,16 @@ import uuid
 
 import grpc
 
-from fedio.channels import TlsFiles, add_port, new_server
-from fedmodel.codec import encode_rows
-from fedmodel.errors import ModelError
-from fedmodel.messages import VIEW_METADATA, from_pb
-from fedmodel.viewdef import read_at
-from fedmodel.wire import pb, rpc
-from warehouse.core.batches import Marks, for_every_view
-from warehouse.core.events import RefreshRequested
-from warehouse.core.salem.timeline import PointError
-from warehouse.service import Warehouse
+from fedlab.fedio.channels import TlsFiles, add_port, new_server
+from fedlab.fedmodel.codec import encode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import VIEW_METADATA, from_pb
+from fedlab.fedmodel.viewdef import read_at
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.warehouse.core.batches import Marks, for_every_view
+from fedlab.warehouse.core.events import RefreshRequested
+from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.service import Warehouse
 
 
 class ViewGroup:

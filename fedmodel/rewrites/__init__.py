@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.rewrites import ctes, derived_tables, names, stars, using
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.rewrites import ctes, derived_tables, names, stars, using
 
 
 def rewrite(tree: exp.Select, catalog: Catalog) -> exp.Select:
@@ -32,7 +32,7 @@ def rewrite(tree: exp.Select, catalog: Catalog) -> exp.Select:
     and no two columns of one name.
 
     >>> import sqlglot
-    >>> from fedmodel.catalog import Catalog
+    >>> from fedlab.fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"x": {"a": {"columns": ["i", "j"], "key": ["i"]}},
     ...                                       "y": {"b": {"columns": ["i", "k"], "key": ["i"]}}}})
     >>> rewrite(sqlglot.parse_one("WITH w AS (SELECT * FROM a WHERE j > 1) SELECT * FROM w JOIN b USING (i)"), cat).sql()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 
 def inline(tree: exp.Select) -> exp.Select:

@@ -12,7 +12,7 @@ a view with outer joins, in its body or around it: flattened, its conditions wou
 outer WHERE, past the outer join that pads the rows they select.
 
 >>> import sqlglot
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"a": {"columns": ["i", "j"], "key": ["i"]}}}})
 >>> tree = sqlglot.parse_one("SELECT d.i, n FROM (SELECT a.i, j AS n FROM a WHERE a.j > 1) AS d JOIN a ON d.i = a.j")
 >>> flatten(tree, cat).sql()
@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.outer_joins import has_outer_join
-from fedmodel.rewrites.scope import columns_of, from_items, own_columns, qualify, rename, unused
-from fedmodel.viewdef import SELECT_PARTS, aggregated_by, clip, refuse_clauses
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.outer_joins import has_outer_join
+from fedlab.fedmodel.rewrites.scope import columns_of, from_items, own_columns, qualify, rename, unused
+from fedlab.fedmodel.viewdef import SELECT_PARTS, aggregated_by, clip, refuse_clauses
 
 
 def bodies(tree: exp.Select) -> list[exp.Select]:

@@ -19,7 +19,7 @@ subquery or reads anything but base relations, and EXISTS beside a WITH query, a
 an outer join.
 
 >>> import sqlglot
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"a": {"columns": ["i", "j"], "key": ["i"]}},
 ...                                       "y": {"b": {"columns": ["i", "k"], "key": ["i", "k"]}}}})
 >>> semijoins(sqlglot.parse_one("SELECT j FROM a WHERE j > 0 AND EXISTS (SELECT 1 FROM b WHERE b.i = a.i)"), cat).sql()
@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.outer_joins import has_outer_join
-from fedmodel.rewrites import stars, using
-from fedmodel.rewrites.scope import from_items, qualify, rename, unused
-from fedmodel.viewdef import SELECT_PARTS, aggregated_by, refuse_clauses
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.outer_joins import has_outer_join
+from fedlab.fedmodel.rewrites import stars, using
+from fedlab.fedmodel.rewrites.scope import from_items, qualify, rename, unused
+from fedlab.fedmodel.viewdef import SELECT_PARTS, aggregated_by, refuse_clauses
 
 
 def semijoins(tree: exp.Select, catalog: Catalog) -> exp.Select:

@@ -18,7 +18,7 @@ aggregates, is cut or nests a subquery, without an equality to the outer query, 
 condition on the outer relations alone (it would choose which outer rows the subquery sees).
 
 >>> import sqlglot
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"a": {"columns": ["i", "j"], "key": ["i"]}},
 ...                                       "y": {"b": {"columns": ["i", "k"], "key": ["i", "k"]}}}})
 >>> antijoins(sqlglot.parse_one("SELECT j FROM a WHERE j > 0 AND NOT EXISTS (SELECT 1 FROM b WHERE b.i = a.i)"), cat).sql()
@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.outer_joins import conjuncts
-from fedmodel.rewrites import stars, using
-from fedmodel.rewrites.scope import from_items, qualify, rename, unused
-from fedmodel.viewdef import SELECT_PARTS, aggregated_by, refuse_clauses
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.outer_joins import conjuncts
+from fedlab.fedmodel.rewrites import stars, using
+from fedlab.fedmodel.rewrites.scope import from_items, qualify, rename, unused
+from fedlab.fedmodel.viewdef import SELECT_PARTS, aggregated_by, refuse_clauses
 
 
 def antijoins(tree: exp.Select, catalog: Catalog) -> exp.Select:

@@ -6,9 +6,9 @@ from typing import Iterator
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.viewdef import base_relation
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.viewdef import base_relation
 
 
 def from_items(select: exp.Select) -> list[exp.Expression]:

@@ -8,7 +8,7 @@ left once, where the left one is: DuckDB's order, and that of the engine checkin
 `t.*` shows all of t's columns, joined or not.
 
 >>> import sqlglot
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"a": {"columns": ["i", "j"], "key": ["i"]}},
 ...                                       "y": {"b": {"columns": ["k", "i"], "key": ["k"]}}}})
 >>> expand(sqlglot.parse_one("SELECT * FROM a JOIN b USING (i)"), cat).sql()
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.rewrites.scope import columns_of, from_items
-from fedmodel.rewrites.using import equated
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.rewrites.scope import columns_of, from_items
+from fedlab.fedmodel.rewrites.using import equated
 
 
 def expand(tree: exp.Select, catalog: Catalog) -> exp.Select:

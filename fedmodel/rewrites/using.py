@@ -7,7 +7,7 @@ relation: an unqualified c is the left relation's c (the stars rule shows it onc
 a RIGHT or FULL JOIN it is COALESCE of both sides' c, no column of either: refused (write ON).
 
 >>> import sqlglot
->>> from fedmodel.catalog import Catalog
+>>> from fedlab.fedmodel.catalog import Catalog
 >>> cat = Catalog.from_dict({"sources": {"x": {"a": {"columns": ["i", "j"], "key": ["i"]}},
 ...                                       "y": {"b": {"columns": ["i", "j", "k"], "key": ["i"]}}}})
 >>> to_on(sqlglot.parse_one("SELECT i, b.k FROM a JOIN b USING (i)"), cat).sql()
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.rewrites.scope import columns_of, from_items, own_columns
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.rewrites.scope import columns_of, from_items, own_columns
 
 Pair = tuple[exp.Expression, str, exp.Expression, str]   # left FROM item, its column, right item, its column
 

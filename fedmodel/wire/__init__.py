@@ -7,8 +7,8 @@ or installed (`make venv`, `pip install .`, the image), so importing this packag
 from __future__ import annotations
 
 try:
-    from fedmodel.wire import federation_pb2 as pb
-    from fedmodel.wire import federation_pb2_grpc as rpc
+    from fedlab.fedmodel.wire import federation_pb2 as pb
+    from fedlab.fedmodel.wire import federation_pb2_grpc as rpc
 except ImportError as missing:
     raise ImportError("fedmodel.wire: the gRPC stubs are missing; reinstall fedlab "
                       "(`pip install -e .`), which generates them from proto/federation.proto") from missing

@@ -84,14 +84,13 @@ def build_venv() -> None:
         stamp.write_text(dependencies_digest())
     step("the project", [str(VENV / "bin/pip"), "install", "-q", "--disable-pip-version-check",
                          "--no-deps", "--force-reinstall", str(ROOT)])
-    step("import check", [str(VENV / "bin/python"), "-c", "import fedmodel.wire, loadgen.cli, warehouse.service"],
-         cwd="/")
+    step("import check", [str(VENV / "bin/python"), "-c",
+                          "import fedlab.fedmodel.wire, fedlab.cli, fedlab.warehouse.service"], cwd="/")
 
 
 def jar_folders() -> list[Path]:
     """The jar cache's folders of Delta's jars and the object-store packages', filled."""
-    sys.path.insert(0, str(ROOT))
-    from warehouse.spark_session import ensure_delta_jars, jar_sets
+    from fedlab.warehouse.spark_session import ensure_delta_jars, jar_sets
 
     ensure_delta_jars(object_store=True)
     return [jar_set.folder for jar_set in jar_sets(object_store=True)]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from warehouse.spark_session import ensure_delta_jars, jar_sets, with_ivy_packages
+from fedlab.warehouse.spark_session import ensure_delta_jars, jar_sets, with_ivy_packages
 
 
 def main() -> int:

@@ -10,7 +10,7 @@ warehouse's (its Python process and Spark's JVM), and the staleness.
 
 from __future__ import annotations
 
-from loadgen.bench.combining import per, times
+from fedlab.loadgen.bench.combining import per, times
 
 WAREHOUSE_ROLES = ("warehouse (python)", "spark JVM")
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import random
 from typing import Mapping
 
-from fedmodel.round_trip import RoundTrip
-from warehouse.core.timings import REORDER_ALLOWANCE, RESEND_ROUND_TRIPS, RESEND_TIMEOUT
+from fedlab.fedmodel.round_trip import RoundTrip
+from fedlab.warehouse.core.timings import REORDER_ALLOWANCE, RESEND_ROUND_TRIPS, RESEND_TIMEOUT
 
 SIMULATED = 100_000   # transactions played over all sources: enough for a p99 steady to a few ms
 

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from loadgen.bench.run_specs import (
+from fedlab.loadgen.bench.run_specs import (
     DEFAULT_RELATION_ROWS,
     DEFAULT_SOURCES,
     BenchArgumentError,
@@ -40,8 +40,8 @@ from loadgen.bench.run_specs import (
     stream_units,
     synthetic_federations,
 )
-from loadgen.live.outside_writers import add_outside_writers_argument
-from loadgen.roles.process import (
+from fedlab.loadgen.live.outside_writers import add_outside_writers_argument
+from fedlab.loadgen.roles.process import (
     add_reorder_allowance_argument,
     add_retention_arguments,
     add_source_engine_argument,
@@ -143,8 +143,8 @@ def main(args) -> int:
         return 2
     from rich.console import Console
 
-    from loadgen.bench.runner import Instruments
-    from loadgen.live.environment import prepare_environment
+    from fedlab.loadgen.bench.runner import Instruments
+    from fedlab.loadgen.live.environment import prepare_environment
 
     prepare_environment()
     console = Console(stderr=args.json)
@@ -163,7 +163,7 @@ def main(args) -> int:
     runs = _run_all(units, bench_dir, args.data_dir, args.orders, console, Instruments(args.idle, args.profile),
                     args.one_warehouse)
     summary = _summary(specs, runs, bench_dir, started, machine, args)
-    from loadgen.bench.report import write
+    from fedlab.loadgen.bench.report import write
 
     paths = write(summary, bench_dir)
     if args.json:
@@ -215,10 +215,10 @@ def _run_all(units: list[tuple[str, list]], bench_dir: Path, data_dir: str | Non
     alone ones `stream: alone`); with `one_warehouse`, a shared stream's views are one warehouse's."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loadgen.bench.runner import failed, run_stream
-    from loadgen.live.environment import warehouse_spark
-    from loadgen.workloads.driver_process import DataRecipe
-    from source_node.ray_runtime import stop_ray
+    from fedlab.loadgen.bench.runner import failed, run_stream
+    from fedlab.loadgen.live.environment import warehouse_spark
+    from fedlab.loadgen.workloads.driver_process import DataRecipe
+    from fedlab.source_node.ray_runtime import stop_ray
 
     specs = [spec for kind, unit in units if kind == "alone" for spec in unit]
     shared = any(kind == "shared" for kind, _ in units)
@@ -284,8 +284,8 @@ def _prepare_source_files(catalog, recipe, folder: Path, engine: str) -> None:
 
 
 def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) -> None:
-    from fedmodel.catalog import Catalog
-    from loadgen.live.federation import prepare_source_files
+    from fedlab.fedmodel.catalog import Catalog
+    from fedlab.loadgen.live.federation import prepare_source_files
 
     partial = Path(folder + ".partial")   # a failed child leaves no folder the next run would trust
     shutil.rmtree(partial, ignore_errors=True)
@@ -294,14 +294,14 @@ def _write_source_files(catalog_dict: dict, recipe, folder: str, engine: str) ->
 
 
 def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: dict, args) -> dict:
-    from loadgen.bench.efficiency import evaluate as efficiency
-    from loadgen.bench.efficiency import steadiness
-    from loadgen.bench.federation_size import finding, growth
-    from loadgen.bench.plots import plot_all
-    from loadgen.bench.same_stream import comparison
-    from loadgen.bench.same_stream import finding as same_stream_finding
-    from loadgen.bench.targets import evaluate
-    from loadgen.bench.trials import trials
+    from fedlab.loadgen.bench.efficiency import evaluate as efficiency
+    from fedlab.loadgen.bench.efficiency import steadiness
+    from fedlab.loadgen.bench.federation_size import finding, growth
+    from fedlab.loadgen.bench.plots import plot_all
+    from fedlab.loadgen.bench.same_stream import comparison
+    from fedlab.loadgen.bench.same_stream import finding as same_stream_finding
+    from fedlab.loadgen.bench.targets import evaluate
+    from fedlab.loadgen.bench.trials import trials
 
     same_stream = comparison(runs)
     alone = [r for r in runs if r.get("stream") != "shared"]   # what the targets and trials are about
@@ -350,7 +350,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
 def _machine() -> dict:
     import psutil
 
-    from loadgen.simulation.calibrate import commit
+    from fedlab.loadgen.simulation.calibrate import commit
 
     return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()],
             "memory_gb": round(psutil.virtual_memory().total / 2 ** 30, 1), "platform": platform.platform(),
@@ -360,7 +360,7 @@ def _machine() -> dict:
 def _print(console, summary: dict, paths: dict) -> None:
     from rich.table import Table
 
-    from loadgen.bench.report import RUN_COLUMNS, run_row
+    from fedlab.loadgen.bench.report import RUN_COLUMNS, run_row
 
     table = Table(*RUN_COLUMNS, title="fedlab bench")
     for r in summary["runs"]:

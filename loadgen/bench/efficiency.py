@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loadgen.bench.chaos_floor import staleness_floor
-from loadgen.bench.profile import JVM_BATCH_CPU
-from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
-from source_node.faults import FaultInjector, parse_rates
-from warehouse.core.timings import REORDER_ALLOWANCE
+from fedlab.loadgen.bench.chaos_floor import staleness_floor
+from fedlab.loadgen.bench.profile import JVM_BATCH_CPU
+from fedlab.loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
+from fedlab.source_node.faults import FaultInjector, parse_rates
+from fedlab.warehouse.core.timings import REORDER_ALLOWANCE
 
 DEFAULT_FAULTS = "notification_drop=0.05,notification_reorder=0.1"
 IDLE_SHARE = 0.05            # of one core, every process of an idle federation

@@ -16,8 +16,8 @@ number of sources and weighs the more the lower the rate.
 
 from __future__ import annotations
 
-from loadgen.bench.combining import times
-from loadgen.bench.resources import DRIVER, JVM, PROFILER, WAREHOUSE, cpu_ms_per_txn
+from fedlab.loadgen.bench.combining import times
+from fedlab.loadgen.bench.resources import DRIVER, JVM, PROFILER, WAREHOUSE, cpu_ms_per_txn
 
 SOURCE = "source "   # the sampler's role of a source actor's process: "source s01"
 PARTS = ("sources", "warehouse", "driver", "other")

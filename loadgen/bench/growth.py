@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from loadgen.bench.metrics import percentiles
-from loadgen.bench.profile import Stopwatches
-from loadgen.bench.resources import grouped
+from fedlab.loadgen.bench.metrics import percentiles
+from fedlab.loadgen.bench.profile import Stopwatches
+from fedlab.loadgen.bench.resources import grouped
 
 INTERVAL = 60.0        # seconds between readings of a load ten minutes or longer
 CPU_BOUND = 1.10       # the last tenth's figure over the first's, at most

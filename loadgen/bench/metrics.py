@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from fedio.message_log import read, trimmed
-from fedmodel import change_history
-from fedmodel.message_log import WAREHOUSE_NODE, added, totals
-from fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.fedio.message_log import read, trimmed
+from fedlab.fedmodel import change_history
+from fedlab.fedmodel.message_log import WAREHOUSE_NODE, added, totals
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
 
 
 def percentiles(values: Iterable[float], scale: float = 1000.0) -> dict:

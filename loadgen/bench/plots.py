@@ -28,9 +28,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 
-from loadgen.bench.federation_size import growth  # noqa: E402
-from loadgen.bench.same_stream import comparison  # noqa: E402
-from loadgen.simulation.scenario import LEVELS  # noqa: E402
+from fedlab.loadgen.bench.federation_size import growth  # noqa: E402
+from fedlab.loadgen.bench.same_stream import comparison  # noqa: E402
+from fedlab.loadgen.simulation.scenario import LEVELS  # noqa: E402
 
 COLORS = {"none": "#b22222", "convergence": "#e07b39", "weak": "#e0c339", "strong": "#7fb24a",
           "complete": "#2e8b57", "unreadable": "#888888"}

@@ -52,10 +52,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.transactions import RelationChange
-from source_node.postgres_store import PostgresStore, condensed_captures
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import RelationChange
+from fedlab.source_node.postgres_store import PostgresStore, condensed_captures
 
 TABLES = ("sales", "customers")
 ACTIONS = ("insert", "delete", "update")
@@ -520,7 +520,7 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from loadgen.checker.pg_server import PostgresServer
+    from fedlab.loadgen.checker.pg_server import PostgresServer
 
     out = Path(args.out or f"runs/bench-postgres-{time.strftime('%Y%m%d-%H%M%S')}")
 

@@ -19,9 +19,9 @@ import threading
 import time
 from typing import Callable
 
-from loadgen.bench.reservoir import Reservoir
-from loadgen.bench.resources import stat_cpu_seconds
-from warehouse.spark_session import jvm_pid
+from fedlab.loadgen.bench.reservoir import Reservoir
+from fedlab.loadgen.bench.resources import stat_cpu_seconds
+from fedlab.warehouse.spark_session import jvm_pid
 
 # name in the report -> (path from the Warehouse object, method)
 WAREHOUSE_PARTS = {

@@ -33,10 +33,10 @@ from pathlib import Path
 
 import psutil
 
-from loadgen.bench.flamegraph import hottest, read_collapsed, read_jfr, svg
-from loadgen.bench.resources import stat_cpu_seconds
-from loadgen.bench.threads import ThreadCensus
-from warehouse.spark_session import jvm_pid
+from fedlab.loadgen.bench.flamegraph import hottest, read_collapsed, read_jfr, svg
+from fedlab.loadgen.bench.resources import stat_cpu_seconds
+from fedlab.loadgen.bench.threads import ThreadCensus
+from fedlab.warehouse.spark_session import jvm_pid
 
 PYSPY_RATE = 50
 JFR_PERIOD_MS = 10

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
-from loadgen.bench import metrics
+from fedlab.loadgen.bench import metrics
 
 READ_INTERVAL = 5.0   # seconds between reads
 

@@ -11,10 +11,10 @@ import html
 import json
 from pathlib import Path
 
-from loadgen.bench.answers_as_of import comparison
-from loadgen.bench.combining import tradeoff
-from loadgen.bench.growth import summary_line as growth_line
-from loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
+from fedlab.loadgen.bench.answers_as_of import comparison
+from fedlab.loadgen.bench.combining import tradeoff
+from fedlab.loadgen.bench.growth import summary_line as growth_line
+from fedlab.loadgen.bench.resources import busy_text, cpu_ms_per_txn, shares
 
 RUN_COLUMNS = ("run", "view", "SF", "chaos", "rate offered/achieved", "max sustained", "staleness p50/p95/p99/max ms",
                "to Delta p50/p99 ms", "read p50/p99 ms", "floor ms", "sub-queries/txn (sent again)", "messages/txn", "rows/txn", "bytes/txn", "peak MB", "warehouse CPU s", "consistency")

@@ -21,14 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from source_node.engines import DEFAULT_ENGINE
-from warehouse.core.registry import Settings
-from warehouse.settings import SettingError, WarehouseSettings
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.source_node.engines import DEFAULT_ENGINE
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.settings import SettingError, WarehouseSettings
 
 if TYPE_CHECKING:   # the driver's module imports gRPC: `fedlab bench --help` need not wait for it
-    from loadgen.workloads.driver_process import SyntheticRecipe
+    from fedlab.loadgen.workloads.driver_process import SyntheticRecipe
 
 PLACEMENTS = {
     "default": None,   # loadgen.workloads.tpch.DEFAULT_PLACEMENT
@@ -115,7 +115,7 @@ class RunSpec:
     @property
     def access_path(self) -> str:
         """The access path the run used: the one asked for, or the algorithm's own default."""
-        from warehouse.core import registry
+        from fedlab.warehouse.core import registry
 
         return registry.get(self.algorithm).access(self.access) or "whole relations"
 
@@ -127,12 +127,12 @@ class RunSpec:
 
     def catalog(self) -> Catalog:
         """The relations of the run's sources: TPC-H's in the run's placement, or the synthetic federation's."""
-        from loadgen.workloads.tpch import tpch_catalog
+        from fedlab.loadgen.workloads.tpch import tpch_catalog
 
         return self.synthetic.federation.catalog if self.synthetic else tpch_catalog(PLACEMENTS[self.placement])
 
     def view_sql(self) -> str:
-        from loadgen.workloads.tpch import load_view
+        from fedlab.loadgen.workloads.tpch import load_view
 
         return self.synthetic.federation.view_sql if self.synthetic else load_view(self.view)
 
@@ -161,8 +161,8 @@ def synthetic_federations(shapes: str, sizes: str, rows: int, seed: int) -> list
     """The synthetic federations `--federation` and `--sources` ask for: every shape at every
     size, the smallest size first (an interrupted bench has compared the shapes as far as it got),
     `rows` rows per relation drawn with `seed`; BenchArgumentError naming the first bad argument."""
-    from loadgen.workloads.driver_process import SyntheticRecipe
-    from loadgen.workloads.federation_shapes import SHAPES
+    from fedlab.loadgen.workloads.driver_process import SyntheticRecipe
+    from fedlab.loadgen.workloads.federation_shapes import SHAPES
 
     shape_list = list(dict.fromkeys(_split(shapes)))
     for shape in shape_list:
@@ -186,7 +186,7 @@ def run_specs(plan: BenchPlan) -> list[RunSpec]:
     """The runs `plan` asks for, in order; BenchArgumentError naming the first bad argument. With
     `repeat` > 1 the whole list runs that many times over (trial 1 of every run, then trial 2...),
     so that a drift of the machine over the bench spreads over every run alike."""
-    from loadgen.bench.ramp import rates
+    from fedlab.loadgen.bench.ramp import rates
 
     # the phases check their arguments in this order, which decides the bad one named first
     algorithm_runs = _algorithm_runs(plan.algorithms, plan.combine, plan.max_jobs)
@@ -216,9 +216,9 @@ def run_specs(plan: BenchPlan) -> list[RunSpec]:
 def _check_views(algorithm_runs: list[tuple[str, str | None, int | None]], data: list[tuple]) -> None:
     """BenchArgumentError for an algorithm that cannot maintain a TPC-H view of the bench (an outer
     join, which some refuse: registry.check_view), before any run starts."""
-    from fedmodel.aggregate_view import parse_query
-    from loadgen.workloads.tpch import load_view, tpch_catalog
-    from warehouse.core import registry
+    from fedlab.fedmodel.aggregate_view import parse_query
+    from fedlab.loadgen.workloads.tpch import load_view, tpch_catalog
+    from fedlab.warehouse.core import registry
 
     for view in dict.fromkeys(v for v, _scale, _placement, recipe in data if recipe is None):
         join = parse_query(load_view(view), tpch_catalog()).join
@@ -232,7 +232,7 @@ def _check_views(algorithm_runs: list[tuple[str, str | None, int | None]], data:
 def _algorithm_runs(algorithms: str, combine: str, max_jobs: int) -> list[tuple[str, str | None, int | None]]:
     """(algorithm, access path or None, combine bound) of each run over one view: lazy once per
     combine bound, the others once (no bound)."""
-    from warehouse.core import registry
+    from fedlab.warehouse.core import registry
 
     pairs = []
     for item in _split(algorithms):
@@ -266,7 +266,7 @@ def _synthetic_runs(synthetic: tuple[SyntheticRecipe, ...]) -> tuple[list[tuple]
 
 def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
     """The message fault rates of each --chaos setting ("none": none), by setting."""
-    from loadgen.live.run import parse_chaos
+    from fedlab.loadgen.live.run import parse_chaos
 
     faults = {}
     for spec in chaos_list:
@@ -281,7 +281,7 @@ def _faults(chaos_list: list[str], sources: list[str]) -> dict[str, dict]:
 
 def _validate_load(plan: BenchPlan) -> None:
     """BenchArgumentError naming the first of the load's and the timings' arguments that the bench cannot run."""
-    from loadgen.workloads.workload import WORKLOADS
+    from fedlab.loadgen.workloads.workload import WORKLOADS
 
     if plan.workload not in WORKLOADS:
         raise BenchArgumentError(f"--workload: unknown workload {plan.workload!r} (one of {', '.join(WORKLOADS)})")
@@ -315,9 +315,9 @@ def _retention(journal: float | None, history: float | None) -> tuple[float | No
 def _nemesis(text: str, spec: RunSpec) -> tuple:
     """The fault schedule `text` for one run: its faults, checked against the run's sources and
     what a local run of its algorithm can apply (loadgen.nemesis.local)."""
-    from loadgen.nemesis.local import refuser
-    from loadgen.nemesis.schedule import read
-    from warehouse.core import registry
+    from fedlab.loadgen.nemesis.local import refuser
+    from fedlab.loadgen.nemesis.schedule import read
+    from fedlab.warehouse.core import registry
 
     refuse = refuser(spec.algorithm, registry.get(spec.algorithm).assumptions.restartable)
     try:
@@ -328,8 +328,8 @@ def _nemesis(text: str, spec: RunSpec) -> tuple:
 
 def _validate_outside_writers(rate: float, source_engine: str, data: list[tuple]) -> None:
     """BenchArgumentError when pgbench cannot write a source of every run (loadgen.live.outside_writers)."""
-    from loadgen.live.outside_writers import source_written, written_source
-    from loadgen.workloads.tpch import tpch_catalog
+    from fedlab.loadgen.live.outside_writers import source_written, written_source
+    from fedlab.loadgen.workloads.tpch import tpch_catalog
 
     if not rate:
         return
@@ -349,7 +349,7 @@ def _validate_outside_writers(rate: float, source_engine: str, data: list[tuple]
 def _tpch(views: str, scales: str, placements: str) -> tuple[list[tuple], list[str]]:
     """(view, scale, placement, None) of each TPC-H run, placement by placement, and the sources
     every placement has."""
-    from loadgen.workloads.tpch import DEFAULT_PLACEMENT, load_view, view_names
+    from fedlab.loadgen.workloads.tpch import DEFAULT_PLACEMENT, load_view, view_names
 
     view_list = _split(views)
     for v in view_list:

@@ -34,28 +34,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fedmodel import change_history
-from fedmodel.message_log import WAREHOUSE_NODE
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from loadgen.bench import growth, metrics
-from loadgen.bench.growth import GrowthProbe, interval_for
-from loadgen.bench.profile import Stopwatches
-from loadgen.bench.profilers import Profilers, pyspy_binary, python_shares
-from loadgen.bench.ramp import max_sustained, ramp
-from loadgen.bench.reads import READ_INTERVAL, ReadProbe
-from loadgen.bench.resources import (DRIVER, JVM, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler,
+from fedlab.fedmodel import change_history
+from fedlab.fedmodel.message_log import WAREHOUSE_NODE
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.loadgen.bench import growth, metrics
+from fedlab.loadgen.bench.growth import GrowthProbe, interval_for
+from fedlab.loadgen.bench.profile import Stopwatches
+from fedlab.loadgen.bench.profilers import Profilers, pyspy_binary, python_shares
+from fedlab.loadgen.bench.ramp import max_sustained, ramp
+from fedlab.loadgen.bench.reads import READ_INTERVAL, ReadProbe
+from fedlab.loadgen.bench.resources import (DRIVER, JVM, OUTSIDE_WRITERS, POSTGRES, PROFILER, WAREHOUSE, ResourceSampler,
                                      cpu_use, machine_seconds)
-from loadgen.bench.run_specs import RunSpec
-from loadgen.bench.threads import ThreadCensus
-from loadgen.live.environment import NO_FAULTS, set_faults
-from loadgen.live.outside_writers import OutsideWriters, outside_writers_line, written_source
-from loadgen.nemesis import effects
-from loadgen.nemesis.local import LocalNemesis
-from loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe
-from warehouse.core.registry import Settings
-from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.settings import WarehouseSettings
-from warehouse.spark_session import jvm_pid
+from fedlab.loadgen.bench.run_specs import RunSpec
+from fedlab.loadgen.bench.threads import ThreadCensus
+from fedlab.loadgen.live.environment import NO_FAULTS, set_faults
+from fedlab.loadgen.live.outside_writers import OutsideWriters, outside_writers_line, written_source
+from fedlab.loadgen.nemesis import effects
+from fedlab.loadgen.nemesis.local import LocalNemesis
+from fedlab.loadgen.workloads.driver_process import DataRecipe, DriverProcess, SyntheticRecipe
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
+from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.spark_session import jvm_pid
 
 Progress = Callable[[str, float, float | None, str], None]
 IDLE_SETTLE = 2.0   # seconds after the driver's start before the idle federation is measured
@@ -108,7 +108,7 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
     """Runs `specs`, which differ only in their algorithm and view, on one stream in `run_dir` (one
     spec: a run of its own, with the ramp), a warehouse each or with `one_warehouse` all kept by
     one (warehouse.view_group); returns a record per spec, in order (as run_one's)."""
-    from loadgen.live.federation import Federation
+    from fedlab.loadgen.live.federation import Federation
 
     first = specs[0]
     names = subscriber_names(specs)
@@ -164,7 +164,7 @@ def subscriber_names(specs: list[RunSpec]) -> list[str]:
     views when the specs keep several.
 
     >>> from dataclasses import replace
-    >>> from loadgen.bench.run_specs import BenchPlan, run_specs
+    >>> from fedlab.loadgen.bench.run_specs import BenchPlan, run_specs
     >>> a, = run_specs(BenchPlan(algorithms="sze-ling", views="q3", chaos=("none",)))
     >>> subscriber_names([a, replace(a, access="scan"), replace(a, algorithm="lazy", combine_max=10)])
     ['warehouse', 'sze-ling-scan', 'lazy-10']
@@ -399,7 +399,7 @@ def _history(run_dir: Path, progress: _Phases):
     """While open: the run's history (loadgen.live.check.LiveHistory, read as needed) and its
     sources' commit times, read once for every warehouse's verdict and figures, and None; or
     (None, no commit times, why) when it cannot be read."""
-    from loadgen.live.check import HistoryError, open_history
+    from fedlab.loadgen.live.check import HistoryError, open_history
 
     progress("check", 0, None, "reading the sources' commits")
     with ExitStack() as stack:
@@ -416,7 +416,7 @@ def _judge(record: dict, history, commits, subscriber: str, progress: _Phases) -
     """The checker's level for the warehouse `subscriber` of the run's `history` (a LiveHistory;
     `commits` its sources' commit times), into `record` ("unreadable", with the reason in the
     notes, when its side cannot be read)."""
-    from loadgen.live.check import HistoryError, judge
+    from fedlab.loadgen.live.check import HistoryError, judge
 
     progress("check", 0, None, f"checker (DuckDB oracle over the histories){'' if subscriber == DEFAULT_SUBSCRIBER else ': ' + subscriber}")
     try:
@@ -484,7 +484,7 @@ def disk_parts(run_dir: Path) -> tuple[dict[str, list[Path]], set[Path]]:
     view's Delta journal and base, its history folder, every node's message log, the sources'
     databases (with SQLite's side files, or the PostgreSQL server's data); and the message logs
     inside a history folder, which are counted as message logs only."""
-    from loadgen.live.runfile import RunFile
+    from fedlab.loadgen.live.runfile import RunFile
 
     run = RunFile.read(run_dir)
     views = [run.of(name) for name in run.subscribers]
@@ -504,7 +504,7 @@ def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict,
              settings: WarehouseSettings | None = None) -> None:
     """Staleness, wire cost and growth (with the load's `probe`) of the warehouse `subscriber`
     from the run's files and its sources' `commits` (their commit times), into `record`."""
-    from loadgen.live.runfile import RunFile
+    from fedlab.loadgen.live.runfile import RunFile
 
     run = RunFile.read(run_dir, subscriber)
     kept_from, _ = change_history.read_start(run.warehouse_history)

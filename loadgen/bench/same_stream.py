@@ -17,8 +17,8 @@ of the algorithms' alone runs, each of which pays the sources and the load again
 
 from __future__ import annotations
 
-from loadgen.bench.resources import cpu_ms_per_txn
-from loadgen.bench.trials import spread
+from fedlab.loadgen.bench.resources import cpu_ms_per_txn
+from fedlab.loadgen.bench.trials import spread
 
 GROUPED_BY = ("view", "scale", "chaos", "placement")
 # figure -> how it is read from a run's record

@@ -13,8 +13,8 @@ parts of the run's time profile (loadgen.bench.profile).
 
 from __future__ import annotations
 
-from loadgen.bench.ramp import top_sustained
-from loadgen.bench.resources import busy_text, shares
+from fedlab.loadgen.bench.ramp import top_sustained
+from fedlab.loadgen.bench.resources import busy_text, shares
 
 MAX_RATE = 2000.0          # txn/s sustained, with complete consistency (it was 1,000)
 STALENESS_RATE = 500.0     # txn/s at which ...

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 
-from loadgen.bench.ramp import top_sustained
+from fedlab.loadgen.bench.ramp import top_sustained
 
 GROUPED_BY = ("label", "view", "scale", "chaos", "placement")
 

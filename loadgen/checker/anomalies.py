@@ -20,7 +20,7 @@ the terms of the definitions the levels come from (Zhuge et al. 1996, section 4.
 - `doubled`: transactions two states reflect (applied twice);
 - `skipped`: a state reflects several transactions at once (strong at best, not complete).
 
->>> from loadgen.checker.levels import Verdict
+>>> from fedlab.loadgen.checker.levels import Verdict
 >>> v = Verdict("convergence", 2, 2, lost=["ds1:3"], first_violation={"state": 1, "transaction": "t2",
 ...             "versions": {"ds1": 3}, "matches": {"ds1": 2}, "missing": [], "extra": [["a", 1]]})
 >>> [(a["anomaly"], a["transactions"]) for a in named_anomalies(v, [{"source": "ds1", "dsv": 2}, {"source": "ds1", "dsv": 3}])]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from fedmodel.message_log import WAREHOUSE_NODE
-from loadgen.checker.anomalies import vector_text
+from fedlab.fedmodel.message_log import WAREHOUSE_NODE
+from fedlab.loadgen.checker.anomalies import vector_text
 
 SHOWN_ROWS = 20          # rows listed per side of a row diff
 SHOWN_TRANSACTIONS = 3   # transactions whose messages are listed

@@ -36,10 +36,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
 
-from loadgen.checker.anomalies import named_anomalies
-from loadgen.checker.oracle import Oracle, comparable
-from loadgen.checker.points_in_time import first_off_the_line, stamped
-from loadgen.checker.replay import replay, views, warehouse_views
+from fedlab.loadgen.checker.anomalies import named_anomalies
+from fedlab.loadgen.checker.oracle import Oracle, comparable
+from fedlab.loadgen.checker.points_in_time import first_off_the_line, stamped
+from fedlab.loadgen.checker.replay import replay, views, warehouse_views
 
 SEARCH_LIMIT = 20000   # source state vectors tried exhaustively; beyond it, those near the claims in doubt
 WINDOW = 3             # how far from its claim, per source, a state is looked for beyond the limit

@@ -50,11 +50,11 @@ from sqlglot import exp
 from sqlglot.optimizer.merge_subqueries import merge_subqueries
 from sqlglot.optimizer.qualify import qualify
 
-from fedmodel.catalog import Catalog
-from fedmodel.codec import arrow_schema
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Notification
-from loadgen.checker.chain import state_intervals
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import arrow_schema
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Notification
+from fedlab.loadgen.checker.chain import state_intervals
 
 ORACLES = ("duckdb", "postgres")
 _FOREVER = 2 ** 62
@@ -103,7 +103,7 @@ def engine_named(name: str, pg_dsn: str | None = None) -> Iterator[Engine]:
     if name == "duckdb":
         yield DuckDBEngine()
     elif name == "postgres":
-        from loadgen.checker.postgres import postgres_engine
+        from fedlab.loadgen.checker.postgres import postgres_engine
 
         with postgres_engine(pg_dsn) as engine:
             yield engine
@@ -270,7 +270,7 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str, terms: bool = Fa
     of `/` and `%` is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0
     return infinity (`/`) or raise (`%`).
 
-    >>> from fedmodel.catalog import Catalog
+    >>> from fedlab.fedmodel.catalog import Catalog
     >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}}}})
     >>> temporal_sql("SELECT R1.A FROM R1 WHERE R1.B > 2", cat, "postgres")  # doctest: +NORMALIZE_WHITESPACE
     'SELECT "__i", "__c0", COUNT(*) AS "__count" FROM (SELECT "__s"."__i" AS "__i", "r1"."a" AS "__c0"

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 SEARCHED = "/usr/lib/postgresql/*/bin"   # Debian's layout, one directory per major version
 USER = "fedlab"                          # the server's superuser

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from fedmodel.transactions import Notification
+from fedlab.fedmodel.transactions import Notification
 
 
 def stamped(history: dict[str, list[Notification]]) -> dict[tuple[str, int], float]:

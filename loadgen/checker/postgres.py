@@ -14,8 +14,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from loadgen.checker.oracle import OracleError
-from loadgen.checker.pg_server import PostgresServer, PostgresServerError
+from fedlab.loadgen.checker.oracle import OracleError
+from fedlab.loadgen.checker.pg_server import PostgresServer, PostgresServerError
 
 _TYPES = {pa.int64(): "bigint", pa.float64(): "double precision", pa.string(): 'text COLLATE "C"',
           pa.date32(): "date", pa.bool_(): "boolean"}

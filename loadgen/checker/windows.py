@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Protocol
 
-from fedmodel.catalog import Catalog
-from fedmodel.transactions import Notification
-from loadgen.checker.oracle import Engine, Oracle, comparable
-from loadgen.checker.replay import replay
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.transactions import Notification
+from fedlab.loadgen.checker.oracle import Engine, Oracle, comparable
+from fedlab.loadgen.checker.replay import replay
 
 WINDOW = 50_000   # view states judged together
 CHUNK = 20_000    # a source's transactions read at once

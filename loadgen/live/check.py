@@ -42,26 +42,26 @@ import duckdb
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from fedio.message_log import read as read_message_logs
-from fedio.message_log import trimmed as trimmed_message_logs
-from fedmodel import change_history, message_log
-from fedmodel.catalog import Catalog
-from fedmodel.change_history import ChangeHistoryError
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Notification
-from loadgen.bench.metrics import DsvTimes, clock_skew, first_receipts, percentiles, reflections
-from loadgen.checker.explain import few, logged_happenings, render
-from loadgen.checker import windows
-from loadgen.checker.levels import Verdict, classify
-from loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
-from loadgen.checker.pg_server import PostgresServer, PostgresServerError
-from loadgen.checker.points_in_time import first_off_the_line
-from loadgen.checker.windows import CHUNK, Complete, LoadedLog, LogError, Shortfall, SourceLog, read_log, relations_at
-from loadgen.live.remote_source import RemoteSource, read_history, remote_sources
-from loadgen.live.runfile import RunFile
-from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
-from loadgen.simulation.scenario import LEVELS
-from source_node.engines import open_store
+from fedlab.fedio.message_log import read as read_message_logs
+from fedlab.fedio.message_log import trimmed as trimmed_message_logs
+from fedlab.fedmodel import change_history, message_log
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.change_history import ChangeHistoryError
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Notification
+from fedlab.loadgen.bench.metrics import DsvTimes, clock_skew, first_receipts, percentiles, reflections
+from fedlab.loadgen.checker.explain import few, logged_happenings, render
+from fedlab.loadgen.checker import windows
+from fedlab.loadgen.checker.levels import Verdict, classify
+from fedlab.loadgen.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
+from fedlab.loadgen.checker.pg_server import PostgresServer, PostgresServerError
+from fedlab.loadgen.checker.points_in_time import first_off_the_line
+from fedlab.loadgen.checker.windows import CHUNK, Complete, LoadedLog, LogError, Shortfall, SourceLog, read_log, relations_at
+from fedlab.loadgen.live.remote_source import RemoteSource, read_history, remote_sources
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.loadgen.roles.process import RoleError, add_tls_arguments, tls_files
+from fedlab.loadgen.simulation.scenario import LEVELS
+from fedlab.source_node.engines import open_store
 
 ALIASES = {"convergent": "convergence"}   # the Helm chart's spelling (run.expect)
 

@@ -22,12 +22,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fedmodel.aggregate_view import AggregateView, parse_query
-from fedmodel.outer_join_view import OuterJoinView
-from fedmodel.errors import ModelError
-from fedmodel.viewdef import ViewDef
-from loadgen.live.runfile import RunFile
-from warehouse.core.aggregate_state import user_view
+from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
+from fedlab.fedmodel.outer_join_view import OuterJoinView
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.warehouse.core.aggregate_state import user_view
 
 SHOWN_ROWS = 20
 
@@ -74,9 +74,9 @@ def main(args) -> int:
 def read(store_dir: str, view: ViewDef | AggregateView | OuterJoinView, as_of: float | None = None) -> dict:
     """`view` as of the store's last batch, or as of wall time `as_of` read from it:
     {columns, batch, versions, rows: [(row, count)] sorted} (and as_of, if given)."""
-    from loadgen.live.environment import warehouse_spark
-    from warehouse.spark_session import on_object_store
-    from warehouse.store.delta_store import DeltaViewStore, StoreError
+    from fedlab.loadgen.live.environment import warehouse_spark
+    from fedlab.warehouse.spark_session import on_object_store
+    from fedlab.warehouse.store.delta_store import DeltaViewStore, StoreError
 
     # the run's directory is only read
     spark = warehouse_spark(tempfile.mkdtemp(prefix="fedlab-view-"), object_store=on_object_store(store_dir))

@@ -19,21 +19,21 @@ import sys
 import time
 from pathlib import Path
 
-from fedmodel.aggregate_view import parse_query
-from fedmodel.errors import ModelError
-from loadgen.bench.metrics import percentiles
-from loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.live.outside_writers import (
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.bench.metrics import percentiles
+from fedlab.loadgen.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
+from fedlab.loadgen.live.outside_writers import (
     OutsideWriters,
     add_outside_writers_argument,
     outside_writers_line,
     source_written,
 )
-from loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
-from loadgen.workloads.driver import drive
-from warehouse.core import registry
-from warehouse.core.registry import Settings
-from warehouse.settings import WarehouseSettings
+from fedlab.loadgen.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
+from fedlab.loadgen.workloads.driver import drive
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.settings import WarehouseSettings
 
 DEFAULT_CHAOS = {"drop": 0.05, "duplicate": 0.02, "delay_mean": 0.05}
 
@@ -43,10 +43,10 @@ def main(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from loadgen.live.federation import Federation
-    from loadgen.workloads.tpch import load_view, tpch_catalog
-    from loadgen.workloads.workload import Workload
-    from source_node.ray_runtime import stop_ray
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.loadgen.workloads.tpch import load_view, tpch_catalog
+    from fedlab.loadgen.workloads.workload import Workload
+    from fedlab.source_node.ray_runtime import stop_ray
 
     console = Console()
     try:
@@ -73,7 +73,7 @@ def main(args) -> int:
         spark = warehouse_spark(run_dir)
     tls = None
     if args.tls:
-        from loadgen.roles.certs import write_certificates
+        from fedlab.loadgen.roles.certs import write_certificates
 
         tls = write_certificates(run_dir / "tls")
     fed = Federation(catalog, view_sql, data, run_dir, spark, WarehouseSettings(args.algorithm, Settings(deferral=bounds)),
@@ -109,7 +109,7 @@ def main(args) -> int:
             stop_ray()
             spark.stop()
     with console.status("checking the run's consistency (fedlab check: DuckDB oracle over the histories)"):
-        from loadgen.live.check import check
+        from fedlab.loadgen.live.check import check
 
         verdict = check(run_dir)
     summary["consistency"] = {"level": verdict.level, "transactions": verdict.transactions,

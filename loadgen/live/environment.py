@@ -10,7 +10,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 DEFAULT_DATA_DIR = ".cache/tpch"
 
@@ -24,7 +24,7 @@ def prepare_environment() -> None:
 
 def tpch_data(scale: float, data_dir: str | None = None) -> dict[str, list[tuple]]:
     """TPC-H rows at `scale`, generated once into <data_dir>/sf<scale> and reused."""
-    from loadgen.workloads.tpch import generate
+    from fedlab.loadgen.workloads.tpch import generate
 
     return generate(scale, tpch_folder(scale, data_dir))
 
@@ -38,7 +38,7 @@ def warehouse_spark(run_dir: str | Path, object_store: bool = False):
     """The warehouse's Spark session (Delta enabled; with `object_store`, for tables under s3a://
     too), its warehouse folder under `run_dir`; the JVM's output (Ivy's resolution report, Spark's
     start-up warnings) goes to run_dir/spark.log."""
-    from warehouse.spark_session import spark_session
+    from fedlab.warehouse.spark_session import spark_session
 
     with stderr_to(Path(run_dir) / "spark.log"):
         spark = spark_session(warehouse_dir=str(Path(run_dir) / "spark-warehouse"), object_store=object_store)

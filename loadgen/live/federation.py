@@ -17,28 +17,28 @@ from pathlib import Path
 import grpc
 import ray
 
-from fedio.channels import TlsFiles, client_channel
-from fedmodel.aggregate_view import parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.codec import decode_rows
-from fedmodel.errors import ModelError, first_line
-from fedmodel.messages import DEFAULT_SUBSCRIBER, VIEW_METADATA, to_pb
-from fedmodel.transactions import TransactionRequest
-from fedmodel.viewdef import read_at
-from fedmodel.wire import pb, rpc
-from loadgen.checker.pg_server import PostgresServer
-from loadgen.live.environment import stderr_to
-from loadgen.live.runfile import RunFile, Subscriber, history_sql
-from loadgen.workloads.driver import grpc_committer
-from source_node.actor import start_source_actor
-from source_node.control import SourceControl, wait_for_address
-from source_node.engines import DEFAULT_ENGINE, file_name, open_store
-from source_node.probes import probed_columns
-from source_node.ray_runtime import start_ray
-from warehouse.service import Warehouse, delta_dir, from_pb_rows
-from warehouse.settings import WarehouseSettings
-from warehouse.store.materialize import materialize
-from warehouse.view_group import ViewGroup
+from fedlab.fedio.channels import TlsFiles, client_channel
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import decode_rows
+from fedlab.fedmodel.errors import ModelError, first_line
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER, VIEW_METADATA, to_pb
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.viewdef import read_at
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.loadgen.checker.pg_server import PostgresServer
+from fedlab.loadgen.live.environment import stderr_to
+from fedlab.loadgen.live.runfile import RunFile, Subscriber, history_sql
+from fedlab.loadgen.workloads.driver import grpc_committer
+from fedlab.source_node.actor import start_source_actor
+from fedlab.source_node.control import SourceControl, wait_for_address
+from fedlab.source_node.engines import DEFAULT_ENGINE, file_name, open_store
+from fedlab.source_node.probes import probed_columns
+from fedlab.source_node.ray_runtime import start_ray
+from fedlab.warehouse.service import Warehouse, delta_dir, from_pb_rows
+from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.store.materialize import materialize
+from fedlab.warehouse.view_group import ViewGroup
 
 
 def prepare_source_files(catalog: Catalog, initial: dict[str, list[tuple]], folder: Path,

@@ -19,8 +19,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "workloads" / "pgbench"
 MIX = (("new_order.sql", 5), ("bump.sql", 3), ("remove.sql", 2))

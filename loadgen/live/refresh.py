@@ -22,13 +22,13 @@ from pathlib import Path
 
 import grpc
 
-from fedio.channels import client_channel
-from fedmodel.errors import ModelError
-from fedmodel.messages import VIEW_METADATA
-from fedmodel.wire import pb, rpc
-from loadgen.live.delta_view import versions_text
-from loadgen.live.runfile import RunFile
-from loadgen.roles.process import RoleError, add_tls_arguments, tls_files
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import VIEW_METADATA
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.loadgen.live.delta_view import versions_text
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.loadgen.roles.process import RoleError, add_tls_arguments, tls_files
 
 
 def add_arguments(parser) -> None:

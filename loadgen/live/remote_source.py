@@ -15,13 +15,13 @@ from dataclasses import dataclass
 
 import grpc
 
-from fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
-from fedmodel.catalog import Catalog
-from fedmodel.codec import decode_rows
-from fedmodel.errors import ModelError
-from fedmodel.messages import from_pb
-from fedmodel.transactions import Notification
-from fedmodel.wire import pb, rpc
+from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.codec import decode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import from_pb
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.wire import pb, rpc
 
 
 @dataclass(frozen=True)

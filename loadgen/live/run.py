@@ -44,21 +44,21 @@ import re
 import time
 from pathlib import Path
 
-from fedmodel import change_history
-from fedmodel.aggregate_view import parse_query
-from fedmodel.errors import ModelError
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
-from loadgen.nemesis import effects, local, schedule
-from loadgen.roles.chaos_k8s import ChaosError, parse_duration
-from loadgen.roles.process import (
+from fedlab.fedmodel import change_history
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.loadgen.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
+from fedlab.loadgen.nemesis import effects, local, schedule
+from fedlab.loadgen.roles.chaos_k8s import ChaosError, parse_duration
+from fedlab.loadgen.roles.process import (
     RoleError,
     add_source_engine_argument,
     add_warehouse_arguments,
     warehouse_settings,
 )
-from loadgen.simulation.scenario import LEVELS
-from source_node.faults import parse_rates
+from fedlab.loadgen.simulation.scenario import LEVELS
+from fedlab.source_node.faults import parse_rates
 
 _KILLS = ("kill-source", "kill-warehouse")
 
@@ -97,7 +97,7 @@ def parse_chaos(spec: str, sources: list[str] | None = None) -> tuple[dict, dict
 def main(args) -> int:
     prepare_environment()
     try:
-        from loadgen.workloads.tpch import tpch_catalog
+        from fedlab.loadgen.workloads.tpch import tpch_catalog
 
         sources = sorted(tpch_catalog().sources)
         faults, kills = parse_chaos(args.chaos, sources)
@@ -107,7 +107,7 @@ def main(args) -> int:
             raise ModelError(f"--duration: {err}") from None
         if args.expect not in LEVELS:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
-        from warehouse.core import registry
+        from fedlab.warehouse.core import registry
 
         views = _views(args.view or [DEFAULT_VIEW], args.algorithm)
         placement = _placement(list(views), args.warehouses)
@@ -125,12 +125,12 @@ def main(args) -> int:
     except (ModelError, RoleError) as err:
         print(f"fedlab run: {err}")
         return 2
-    from loadgen.live.check import judge, open_history
-    from loadgen.live.federation import Federation
-    from loadgen.workloads.driver import drive
-    from loadgen.workloads.tpch import tpch_catalog
-    from loadgen.workloads.workload import Workload
-    from source_node.ray_runtime import stop_ray
+    from fedlab.loadgen.live.check import judge, open_history
+    from fedlab.loadgen.live.federation import Federation
+    from fedlab.loadgen.workloads.driver import drive
+    from fedlab.loadgen.workloads.tpch import tpch_catalog
+    from fedlab.loadgen.workloads.workload import Workload
+    from fedlab.source_node.ray_runtime import stop_ray
 
     run_dir = Path(args.run_dir or f"runs/run-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     catalog = tpch_catalog()
@@ -196,8 +196,8 @@ DEFAULT_VIEW = "demo4"
 def _views(specs: list[str], algorithm: str) -> dict[str, tuple[str, str]]:
     """--view NAME[:ALGORITHM], repeatable: each view's SQL and algorithm (default `algorithm`) by
     name, in order; ModelError for a view named twice or an unknown algorithm."""
-    from loadgen.workloads.tpch import load_view
-    from warehouse.core import registry
+    from fedlab.loadgen.workloads.tpch import load_view
+    from fedlab.warehouse.core import registry
 
     views = {}
     for spec in specs:
@@ -227,7 +227,7 @@ def _fault_effects(history, commits, applied: list, load_from: float, load_until
     (`commits`: the sources' commit times, loadgen.live.check.LiveHistory.commit_times)."""
     if not applied:
         return {"fault_phases": [], "fault_plot": None}
-    from loadgen.bench import metrics
+    from fedlab.loadgen.bench import metrics
 
     state_times = [s["applied_time"] for s in change_history.applied_states(history.run.warehouse_history)]
     lags = metrics.reflections(commits, history.run.warehouse_history, history.start_versions).lags()
@@ -261,7 +261,7 @@ def _scheduled_kills(kills: dict, duration: float, sources: list[str], rng: rand
 
 
 def _throwaway_tls(run_dir: Path):
-    from loadgen.roles.certs import write_certificates
+    from fedlab.loadgen.roles.certs import write_certificates
 
     return write_certificates(run_dir / "tls")
 

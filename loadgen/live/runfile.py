@@ -42,11 +42,11 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, source_log_path
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from source_node.engines import is_dsn
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, source_log_path
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.source_node.engines import is_dsn
 
 RUN_FILE = "run.json"
 FORMAT = 1

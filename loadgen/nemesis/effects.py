@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.bench.metrics import percentiles
+from fedlab.loadgen.bench.metrics import percentiles
 
 
 def phases(applied: list[dict], lags: list[tuple[float, float]], load_from: float, load_until: float) -> list[dict]:
@@ -116,7 +116,7 @@ def figures(applied: list[dict], lags: list[tuple[float, float]], load_from: flo
     with `state_times`, the view states' applied times, each phase's longest standstill as well:
     `still_s` and `from_s`, `standstills`) and `fault_plot`, the figure written to `plot`
     (loadgen.nemesis.plot)."""
-    from loadgen.nemesis.plot import plot_faults
+    from fedlab.loadgen.nemesis.plot import plot_faults
 
     cut = phases(applied, lags, load_from, load_until)
     if state_times is not None:

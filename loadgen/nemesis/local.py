@@ -25,10 +25,10 @@ from __future__ import annotations
 import signal
 import threading
 
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from loadgen.nemesis import schedule
-from loadgen.nemesis.schedule import Fault
-from loadgen.nemesis.timeline import Nemesis, signal_process
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.loadgen.nemesis import schedule
+from fedlab.loadgen.nemesis.schedule import Fault
+from fedlab.loadgen.nemesis.timeline import Nemesis, signal_process
 
 
 def refusal(fault: Fault) -> str | None:

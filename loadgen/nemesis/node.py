@@ -1,6 +1,6 @@
 """A nemesis schedule (loadgen.nemesis.schedule) applied to a Helm release from its Kubernetes node,
 as root: from outside every process under test, as Jepsen's nemesis faults a cluster. `make
-e2e-k8s` runs one; `python -m loadgen.nemesis.node --namespace NS --release R --nemesis S` runs
+e2e-k8s` runs one; `python -m fedlab.loadgen.nemesis.node --namespace NS --release R --nemesis S` runs
 one by hand on the local cluster (docs/kubernetes.md, "The nemesis from the node").
 
 - `pause T at A for D`: T's pods' cgroups frozen (the cgroup freezer: every process stops where it
@@ -46,11 +46,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedmodel.errors import ModelError
-from loadgen.nemesis import schedule
-from loadgen.nemesis.nodes import OUT_OF_SERVICE, Machines, Operator
-from loadgen.nemesis.schedule import Fault
-from loadgen.nemesis.timeline import Events, Nemesis, signal_process
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.nemesis import schedule
+from fedlab.loadgen.nemesis.nodes import OUT_OF_SERVICE, Machines, Operator
+from fedlab.loadgen.nemesis.schedule import Fault
+from fedlab.loadgen.nemesis.timeline import Events, Nemesis, signal_process
 
 CLOCK_FILE = "/tmp/fedlab-clock-offset"   # FEDLAB_CLOCK_OFFSET_FILE in the chart's source pods
 RULE = ["-j", "DROP", "-m", "comment", "--comment", "fedlab-nemesis"]
@@ -453,7 +453,7 @@ def machines(faults: list[Fault]) -> Machines | None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadgen.nemesis.node",
+    p = argparse.ArgumentParser(prog="python -m fedlab.loadgen.nemesis.node",
                                 description="apply a nemesis schedule to a fedlab release, from its node (as root)")
     p.add_argument("--namespace", required=True)
     p.add_argument("--release", required=True)

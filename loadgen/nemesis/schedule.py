@@ -34,8 +34,8 @@ import random
 import re
 from dataclasses import dataclass
 
-from fedmodel.errors import ModelError
-from loadgen.roles.chaos_k8s import ChaosError, parse_duration
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.roles.chaos_k8s import ChaosError, parse_duration
 
 KINDS = ("pause", "kill", "partition", "clock")
 NODE_KINDS = ("crash", "restart", "drain")   # and `partition node:N`: faults of a whole node

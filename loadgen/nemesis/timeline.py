@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from loadgen.nemesis.schedule import Fault
+from fedlab.loadgen.nemesis.schedule import Fault
 
 Undo = Callable[[float], None]   # called with the seconds since the schedule began
 

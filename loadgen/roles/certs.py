@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from fedio.channels import TlsFiles
+from fedlab.fedio.channels import TlsFiles
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 VALID_DAYS = 30   # throwaway: long enough for any run, short enough not to be kept

@@ -45,8 +45,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
-from fedmodel.errors import ModelError
-from source_node import faults
+from fedlab.fedmodel.errors import ModelError
+from fedlab.source_node import faults
 
 FAULTS_FILE_KEY = "faults.json"
 _SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"

@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from fedmodel.errors import ModelError
-from source_node.faults import RATES, FaultInjector
+from fedlab.fedmodel.errors import ModelError
+from fedlab.source_node.faults import RATES, FaultInjector
 
 _NOT_RATES = ("seed", "version")
 

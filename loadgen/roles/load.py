@@ -28,16 +28,16 @@ from typing import Callable
 
 import grpc
 
-from fedio.channels import client_channel
-from fedmodel.codec import decode_rows
-from fedmodel.errors import ModelError
-from fedmodel.messages import VIEW_METADATA
-from fedmodel.transactions import TransactionRequest
-from fedmodel.wire import pb, rpc
-from loadgen.roles.chaos_k8s import ChaosError, parse_duration
-from loadgen.roles.process import RoleError, add_tls_arguments, fail, tls_files
-from loadgen.roles.runconfig import RunConfig, load_config
-from loadgen.workloads.driver import drive, grpc_committer
+from fedlab.fedio.channels import client_channel
+from fedlab.fedmodel.codec import decode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import VIEW_METADATA
+from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.wire import pb, rpc
+from fedlab.loadgen.roles.chaos_k8s import ChaosError, parse_duration
+from fedlab.loadgen.roles.process import RoleError, add_tls_arguments, fail, tls_files
+from fedlab.loadgen.roles.runconfig import RunConfig, load_config
+from fedlab.loadgen.workloads.driver import drive, grpc_committer
 
 _TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
 
@@ -112,13 +112,13 @@ def _workload(config: RunConfig, current: dict[str, list[tuple]], seed: int):
     spec = dict(config.workload)
     kind = spec.pop("kind", "synthetic")
     if kind == "synthetic":
-        from loadgen.workloads.synthetic_load import SyntheticStream
+        from fedlab.loadgen.workloads.synthetic_load import SyntheticStream
 
         stream = SyntheticStream(config.catalog, config.view.join, current, spec.get("mix"), spec.get("skew", 0.0), seed)
         return stream.initial_load(int(spec.get("initialRows", 1000))), stream
     if kind == "tpch":
-        from loadgen.workloads.tpch import generate
-        from loadgen.workloads.workload import Workload
+        from fedlab.loadgen.workloads.tpch import generate
+        from fedlab.loadgen.workloads.workload import Workload
 
         data = current
         initial = []

@@ -21,14 +21,14 @@ import sys
 import threading
 import time
 
-from fedio.channels import TlsFiles
-from fedmodel.errors import ModelError
-from source_node.engines import DEFAULT_ENGINE, ENGINES
-from warehouse.core.registry import AlgorithmError, Settings, check_view
-from warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
-from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.core.timings import RECOMPUTE_PERIOD, REORDER_ALLOWANCE
-from warehouse.settings import SettingError, WarehouseSettings
+from fedlab.fedio.channels import TlsFiles
+from fedlab.fedmodel.errors import ModelError
+from fedlab.source_node.engines import DEFAULT_ENGINE, ENGINES
+from fedlab.warehouse.core.registry import AlgorithmError, Settings, check_view
+from fedlab.warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
+from fedlab.warehouse.core.timings import RECOMPUTE_PERIOD, REORDER_ALLOWANCE
+from fedlab.warehouse.settings import SettingError, WarehouseSettings
 
 TLS_FLAGS = ("--tls-cert", "--tls-key", "--tls-ca")
 

@@ -30,13 +30,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedmodel.aggregate_view import AggregateView, parse_query
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from fedmodel.viewdef import ViewDef
-from loadgen.yamlfile import read_yaml as read_yaml_file
-from warehouse.core import registry
+from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.loadgen.yamlfile import read_yaml as read_yaml_file
+from fedlab.warehouse.core import registry
 
 
 class ConfigError(ModelError):

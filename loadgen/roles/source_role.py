@@ -24,11 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from fedmodel.catalog import validate_row
-from fedmodel.errors import ModelError
-from fedmodel.message_log import source_log_path
-from loadgen.roles.faults_file import FaultsFile
-from loadgen.roles.process import (
+from fedlab.fedmodel.catalog import validate_row
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.message_log import source_log_path
+from fedlab.loadgen.roles.faults_file import FaultsFile
+from fedlab.loadgen.roles.process import (
     Foreground,
     RoleError,
     add_source_engine_argument,
@@ -38,7 +38,7 @@ from loadgen.roles.process import (
     retention_seconds,
     tls_files,
 )
-from loadgen.roles.runconfig import load_catalog, read_yaml
+from fedlab.loadgen.roles.runconfig import load_catalog, read_yaml
 
 
 def add_arguments(parser) -> None:
@@ -97,8 +97,8 @@ def main(args) -> int:
 
 
 def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
-    from source_node.faults import FaultInjector
-    from source_node.node import SourceNode
+    from fedlab.source_node.faults import FaultInjector
+    from fedlab.source_node.node import SourceNode
 
     try:
         node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
@@ -125,9 +125,9 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
 def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
     import ray
 
-    from source_node.actor import start_source_actor
-    from source_node.control import SourceControl, wait_for_address
-    from source_node.ray_runtime import NAMESPACE
+    from fedlab.source_node.actor import start_source_actor
+    from fedlab.source_node.control import SourceControl, wait_for_address
+    from fedlab.source_node.ray_runtime import NAMESPACE
 
     ray.init(address=args.ray_address, namespace=NAMESPACE)
     foreground = Foreground()   # after ray.init, whose own SIGTERM handler exits with status 15

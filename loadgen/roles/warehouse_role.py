@@ -34,11 +34,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from fedmodel.errors import ModelError
-from fedmodel.messages import DEFAULT_SUBSCRIBER
-from loadgen.live.runfile import RunFile, Subscriber, history_sql
-from loadgen.roles.faults_file import FaultsFile
-from loadgen.roles.process import (
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
+from fedlab.loadgen.live.runfile import RunFile, Subscriber, history_sql
+from fedlab.loadgen.roles.faults_file import FaultsFile
+from fedlab.loadgen.roles.process import (
     Foreground,
     RoleError,
     add_tls_arguments,
@@ -48,7 +48,7 @@ from loadgen.roles.process import (
     tls_files,
     warehouse_settings,
 )
-from loadgen.roles.runconfig import RunConfig, load_config
+from fedlab.loadgen.roles.runconfig import RunConfig, load_config
 
 _RETRY = 2.0   # seconds between attempts to reach the sources for the first materialisation
 
@@ -95,9 +95,9 @@ def main(args) -> int:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     foreground = Foreground()
 
-    from warehouse.service import Warehouse
-    from warehouse.spark_session import on_object_store, spark_session
-    from warehouse.view_group import ViewGroup
+    from fedlab.warehouse.service import Warehouse
+    from fedlab.warehouse.spark_session import on_object_store, spark_session
+    from fedlab.warehouse.view_group import ViewGroup
 
     spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master, object_store=on_object_store(data))
     spark_ready = time.monotonic()
@@ -131,7 +131,7 @@ def write_run_file(config: RunConfig, data: str, address: str | None = None) -> 
     once it serves."""
     if config.run_dir is None:
         return
-    from warehouse.service import delta_dir
+    from fedlab.warehouse.service import delta_dir
 
     others = {v.name: Subscriber(v.view.sql, v.algorithm, _history(config, v.name), delta_dir(_view_data(data, v.name)),
                                  history_sql(v.view), address if v.warehouse == DEFAULT_SUBSCRIBER

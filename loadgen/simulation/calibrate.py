@@ -39,14 +39,14 @@ from pathlib import Path
 
 import numpy as np
 
-from fedio.message_log import read
-from fedmodel import change_history
-from fedmodel.errors import ModelError
-from fedmodel.message_log import WAREHOUSE_NODE
-from loadgen.bench.profile import JVM_BATCH_CPU
-from loadgen.bench.resources import DRIVER, JVM, PROFILER, WAREHOUSE
-from loadgen.live.runfile import RunFile
-from loadgen.simulation.calibration import OPERATIONS, Calibration, Latency
+from fedlab.fedio.message_log import read
+from fedlab.fedmodel import change_history
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.message_log import WAREHOUSE_NODE
+from fedlab.loadgen.bench.profile import JVM_BATCH_CPU
+from fedlab.loadgen.bench.resources import DRIVER, JVM, PROFILER, WAREHOUSE
+from fedlab.loadgen.live.runfile import RunFile
+from fedlab.loadgen.simulation.calibration import OPERATIONS, Calibration, Latency
 
 SOURCE = "source "
 NOTIFY_GAP = 0.0005   # seconds: notifications a sender logged closer together than this went in one batch

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 # Every operation's CPU cost, by process: what one call or one item of it costs (seconds).
 OPERATIONS = {
@@ -129,7 +129,7 @@ def from_dict(doc: dict, where: str) -> Calibration:
 def load(path: str | Path | None = None) -> Calibration:
     """The calibration in `path`, or the default one (None)."""
     if path is None:
-        text, where = resources.files("loadgen.simulation").joinpath("calibration/default.json").read_text(), "default calibration"
+        text, where = resources.files("fedlab.loadgen.simulation").joinpath("calibration/default.json").read_text(), "default calibration"
     else:
         where = str(path)
         try:

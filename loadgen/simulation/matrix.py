@@ -37,12 +37,12 @@ from pathlib import Path
 
 import yaml
 
-from loadgen.simulation.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_scenario
-from loadgen.simulation.simulate import simulate
-from loadgen.simulation.simulator import Simulator
-from loadgen.workloads.synthetic import random_scenario
-from warehouse.core import registry
-from warehouse.core.planner import ACCESS_PATHS
+from fedlab.loadgen.simulation.scenario import LEVELS, TRANSACTION_SCENARIOS, parse_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.loadgen.simulation.simulator import Simulator
+from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.planner import ACCESS_PATHS
 
 CONDITIONS = {
     "fifo": {},
@@ -268,7 +268,7 @@ def main(args) -> int:
     conditions = [c for c in args.conditions.split(",") if c]
     unknown = [c for c in conditions if c not in CONDITIONS and c not in RESTART_CONDITIONS]
     for a in algorithms:
-        registry.get(a)   # AlgorithmError, one line (loadgen.cli), for a name that is not registered
+        registry.get(a)   # AlgorithmError, one line (fedlab.cli), for a name that is not registered
     cannot = ([a for a in algorithms if not registry.get(a).assumptions.restartable]
               if set(conditions) & set(RESTART_CONDITIONS) else [])
     if cannot:

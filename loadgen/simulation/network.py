@@ -22,8 +22,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from fedmodel.errors import ModelError
-from loadgen.simulation.calibration import Latency
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.simulation.calibration import Latency
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.errors import ModelError
 
 BASE = {"sources": 100, "views": 100, "shape": "random", "rate": 1000.0, "network": "wan", "loss": 0.0,
         "algorithm": "sze-ling"}
@@ -81,7 +81,7 @@ def builtin_algorithms() -> list[str]:
     """Every algorithm fedlab registers itself (a plug-in package's are not swept by default)."""
     from importlib.metadata import entry_points
 
-    return [ep.name for ep in entry_points(group="fedlab.algorithms") if ep.value.startswith("warehouse.")]
+    return [ep.name for ep in entry_points(group="fedlab.algorithms") if ep.value.startswith("fedlab.warehouse.")]
 
 
 def sweep() -> list[Point]:
@@ -124,9 +124,9 @@ def grid(args) -> list[Point]:
 
 
 def _check(p: Point) -> None:
-    from loadgen.simulation.network import profile
-    from loadgen.workloads.many_views import SHAPES
-    from warehouse.core import registry
+    from fedlab.loadgen.simulation.network import profile
+    from fedlab.loadgen.workloads.many_views import SHAPES
+    from fedlab.warehouse.core import registry
 
     if p.sources < 2 or p.views < 1 or p.rate <= 0 or not 0 <= p.loss < 1:
         raise ModelError(f"{p.label}: sources >= 2, views >= 1, a rate > 0 and a loss in [0, 1) are needed")
@@ -168,16 +168,16 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     stops where its clock got to (an algorithm far behind keeps the simulator as busy as the
     warehouse) and reports what it measured so far. With `check`, every view's states are kept
     and judged by the checker (loadgen.checker), the weakest level reported."""
-    from fedmodel.aggregate_view import parse_query
-    from fedmodel.catalog import Catalog
-    from loadgen.nemesis.schedule import read
-    from loadgen.simulation.calibration import load
-    from loadgen.simulation.scenario import LEVELS, Scenario
-    from loadgen.simulation.simulate import judge
-    from loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
-    from loadgen.workloads.many_views import many_views
-    from loadgen.workloads.synthetic_load import SyntheticStream
-    from source_node.faults import parse_rates
+    from fedlab.fedmodel.aggregate_view import parse_query
+    from fedlab.fedmodel.catalog import Catalog
+    from fedlab.loadgen.nemesis.schedule import read
+    from fedlab.loadgen.simulation.calibration import load
+    from fedlab.loadgen.simulation.scenario import LEVELS, Scenario
+    from fedlab.loadgen.simulation.simulate import judge
+    from fedlab.loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
+    from fedlab.loadgen.workloads.many_views import many_views
+    from fedlab.loadgen.workloads.synthetic_load import SyntheticStream
+    from fedlab.source_node.faults import parse_rates
 
     started = time.monotonic()
     progress("building the federation", 0.0)
@@ -298,8 +298,8 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from rich.console import Console
 
-    from loadgen.simulation.calibration import load
-    from source_node.faults import parse_rates
+    from fedlab.loadgen.simulation.calibration import load
+    from fedlab.source_node.faults import parse_rates
 
     try:
         calibration = load(args.calibration)
@@ -307,8 +307,8 @@ def main(args) -> int:
         if args.chaos:
             parse_rates(args.chaos)
         if args.nemesis and points:   # checked against the largest point's sources
-            from loadgen.nemesis.schedule import read
-            from loadgen.simulation.timed import TimedRun
+            from fedlab.loadgen.nemesis.schedule import read
+            from fedlab.loadgen.simulation.timed import TimedRun
 
             read(args.nemesis, [f"s{i}" for i in range(1, max(p.sources for p in points) + 1)], args.duration,
                  TimedRun.refusal)
@@ -325,7 +325,7 @@ def main(args) -> int:
         summary = _sweep(points, args, console)
     summary.update(started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                    seconds=round(time.time() - started, 1), calibration=calibration.about)
-    from loadgen.simulation.prediction_report import write
+    from fedlab.loadgen.simulation.prediction_report import write
 
     paths = write(summary, out)
     if args.json:
@@ -388,7 +388,7 @@ def _sweep(points: list[Point], args, console) -> dict:
 
 
 def _against(bench_dir: Path, calibration, data_dir, console) -> dict:
-    from loadgen.simulation.validation import validate
+    from fedlab.loadgen.simulation.validation import validate
 
     with _progress(console) as progress:
         task = progress.add_task("live runs simulated", total=None, info="")

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend is chosen first)
 
-from loadgen.simulation.validation import met, ratio  # noqa: E402
+from fedlab.loadgen.simulation.validation import met, ratio  # noqa: E402
 
 
 def write(summary: dict, folder: Path) -> dict[str, Path]:

@@ -11,17 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedmodel.aggregate_view import AggregateView, parse_query
-from fedmodel.catalog import Catalog, validate_row, validate_value
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, TransactionRequest
-from fedmodel.viewdef import ViewDef
-from loadgen.yamlfile import read_yaml
-from source_node.commit import validate_initial_state
-from warehouse.core import registry
-from warehouse.core.registry import LEVELS
-from warehouse.core.salem.propagate import SalemOptions
-from warehouse.core.sze_ling.deferral import Deferral
+from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
+from fedlab.fedmodel.catalog import Catalog, validate_row, validate_value
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.loadgen.yamlfile import read_yaml
+from fedlab.source_node.commit import validate_initial_state
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.registry import LEVELS
+from fedlab.warehouse.core.salem.propagate import SalemOptions
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
 
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
               "restart", "read", "tick", "queries", "refresh", "fail_batch", "receive")

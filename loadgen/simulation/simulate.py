@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import sys
 
-from fedmodel.errors import ModelError
-from loadgen.checker.explain import render, simulated_happenings
-from loadgen.checker.levels import Verdict, classify
-from loadgen.checker.oracle import Oracle
-from loadgen.simulation.scenario import LEVELS, Scenario, load_scenario
-from loadgen.simulation.simulator import Simulator, _rows
-from warehouse.core import registry
-from warehouse.core.planner import ACCESS_PATHS
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.checker.explain import render, simulated_happenings
+from fedlab.loadgen.checker.levels import Verdict, classify
+from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.loadgen.simulation.scenario import LEVELS, Scenario, load_scenario
+from fedlab.loadgen.simulation.simulator import Simulator, _rows
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.planner import ACCESS_PATHS
 
 
 def simulate(scenario: Scenario, algorithm: str | None = None, access: str | None = None) -> dict:

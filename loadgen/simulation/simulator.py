@@ -37,21 +37,21 @@ import random
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 
-from fedmodel.codec import encode_rows
-from fedmodel.errors import ModelError
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import Modification, Notification, TransactionRequest
-from fedmodel.viewdef import ColumnRef
-from loadgen.simulation.scenario import BATCH_FAILURES, Scenario, ScenarioError, Step, commit_step, parse_step
-from source_node.faults import KINDS as SOURCE_FAULTED
-from source_node.faults import FaultInjector
-from source_node.memory_store import MemoryStore
-from source_node.resend_policy import ResendPolicy
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
-from warehouse.core import registry
-from warehouse.core.aggregate_state import user_view
-from warehouse.core.batches import Batch, BatchLedger
-from warehouse.core.events import (
+from fedlab.fedmodel.codec import encode_rows
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import Modification, Notification, TransactionRequest
+from fedlab.fedmodel.viewdef import ColumnRef
+from fedlab.loadgen.simulation.scenario import BATCH_FAILURES, Scenario, ScenarioError, Step, commit_step, parse_step
+from fedlab.source_node.faults import KINDS as SOURCE_FAULTED
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.memory_store import MemoryStore
+from fedlab.source_node.resend_policy import ResendPolicy
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.warehouse.core import registry
+from fedlab.warehouse.core.aggregate_state import user_view
+from fedlab.warehouse.core.batches import Batch, BatchLedger
+from fedlab.warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
     EvaluateView,
@@ -67,11 +67,11 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.ports import drive
-from warehouse.core.recompute import recompute
-from warehouse.core.registry import Settings, not_reflected
-from warehouse.core.salem.timeline import PointError
-from warehouse.fifo_order import FifoOrder
+from fedlab.warehouse.core.ports import drive
+from fedlab.warehouse.core.recompute import recompute
+from fedlab.warehouse.core.registry import Settings, not_reflected
+from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.fifo_order import FifoOrder
 
 QUIET_TIMERS = 6  # timer rounds with no progress before `run: all` gives up (e.g. a held source)
 
@@ -854,7 +854,7 @@ class RandomTransactions:
         if _touches_twice(request, self.scenario):
             return None
         try:
-            from source_node.commit import plan_commit
+            from fedlab.source_node.commit import plan_commit
             plan_commit(store.catalog, store.source, request, lambda r, k: store.relations[r].get(k), store._find)
         except ModelError:
             return None

@@ -24,9 +24,9 @@ import math
 import sys
 import time
 
-from loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, add_fifo_repair, run_matrix
-from loadgen.simulation.scenario import LEVELS
-from warehouse.core import registry
+from fedlab.loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, add_fifo_repair, run_matrix
+from fedlab.loadgen.simulation.scenario import LEVELS
+from fedlab.warehouse.core import registry
 
 
 def add_arguments(parser) -> None:

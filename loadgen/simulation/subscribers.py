@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from fedmodel.transactions import Notification, TransactionRequest
-from loadgen.simulation.scenario import Scenario
-from loadgen.simulation.simulator import Simulator
+from fedlab.fedmodel.transactions import Notification, TransactionRequest
+from fedlab.loadgen.simulation.scenario import Scenario
+from fedlab.loadgen.simulation.simulator import Simulator
 
 
 class Subscribers:

@@ -56,24 +56,24 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from fedmodel.errors import ModelError
-from fedmodel.messages import to_pb
-from fedmodel.wire import pb
-from loadgen.bench.metrics import percentiles, reflected_at, staleness
-from loadgen.bench.ramp import RampStep
-from loadgen.live.environment import faults_by_source
-from loadgen.nemesis import schedule
-from loadgen.simulation.calibration import Calibration
-from loadgen.simulation.machines import Clock, Machine, Process
-from loadgen.simulation.network import Network, profile
-from loadgen.simulation.scenario import Scenario, commit_step
-from loadgen.simulation.simulator import Message, Simulator, _Untraced
-from source_node.faults import FaultInjector
-from source_node.memory_store import MemoryStore
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
-from warehouse.answered_recently import AnsweredRecently
-from warehouse.service import BATCH_SPACING, MIN_BATCH_SPACING
-from warehouse.settings import WarehouseSettings
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.wire import pb
+from fedlab.loadgen.bench.metrics import percentiles, reflected_at, staleness
+from fedlab.loadgen.bench.ramp import RampStep
+from fedlab.loadgen.live.environment import faults_by_source
+from fedlab.loadgen.nemesis import schedule
+from fedlab.loadgen.simulation.calibration import Calibration
+from fedlab.loadgen.simulation.machines import Clock, Machine, Process
+from fedlab.loadgen.simulation.network import Network, profile
+from fedlab.loadgen.simulation.scenario import Scenario, commit_step
+from fedlab.loadgen.simulation.simulator import Message, Simulator, _Untraced
+from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.memory_store import MemoryStore
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.warehouse.answered_recently import AnsweredRecently
+from fedlab.warehouse.service import BATCH_SPACING, MIN_BATCH_SPACING
+from fedlab.warehouse.settings import WarehouseSettings
 
 GROUP_MOST = 256            # transactions a client commits as one group (loadgen.workloads.driver)
 INCARNATION = "0" * 32      # a resend request's warehouse incarnation, for its size on the wire

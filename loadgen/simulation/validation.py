@@ -22,16 +22,16 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from fedmodel.aggregate_view import parse_query
-from fedmodel.errors import ModelError
-from loadgen.bench.ramp import max_sustained
-from loadgen.bench.resources import PROFILER, cpu_ms_per_txn
-from loadgen.nemesis.schedule import read
-from loadgen.simulation.calibration import Calibration
-from loadgen.simulation.scenario import Scenario
-from loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
-from source_node.subscriptions import DEFAULT_SUBSCRIBER
-from warehouse.core.sze_ling.deferral import Deferral
+from fedlab.fedmodel.aggregate_view import parse_query
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.bench.ramp import max_sustained
+from fedlab.loadgen.bench.resources import PROFILER, cpu_ms_per_txn
+from fedlab.loadgen.nemesis.schedule import read
+from fedlab.loadgen.simulation.calibration import Calibration
+from fedlab.loadgen.simulation.scenario import Scenario
+from fedlab.loadgen.simulation.timed import Deployment, TimedRun, TimedSettings, View
+from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
 
 # figure -> (where a run record keeps it, the target: the largest relative difference met)
 FIGURES = {
@@ -78,9 +78,9 @@ def validate(bench_dir: Path, calibration: Calibration, data_dir: str | None = N
 
 def simulate_run(record: dict, settings: dict, calibration: Calibration, data_dir: str | None = None) -> dict:
     """The timed simulator's figures for one live run's record (its summary entry)."""
-    from loadgen.bench.run_specs import PLACEMENTS
-    from loadgen.workloads.driver_process import DataRecipe, SyntheticRecipe
-    from loadgen.workloads.tpch import load_view, tpch_catalog
+    from fedlab.loadgen.bench.run_specs import PLACEMENTS
+    from fedlab.loadgen.workloads.driver_process import DataRecipe, SyntheticRecipe
+    from fedlab.loadgen.workloads.tpch import load_view, tpch_catalog
 
     synthetic = record.get("synthetic")
     if synthetic:

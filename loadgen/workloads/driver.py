@@ -21,10 +21,10 @@ from typing import Callable
 
 import grpc
 
-from fedio.lockstep import LockstepStream
-from fedmodel.errors import ModelError
-from fedmodel.messages import to_pb
-from fedmodel.wire import pb
+from fedlab.fedio.lockstep import LockstepStream
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.messages import to_pb
+from fedlab.fedmodel.wire import pb
 
 
 @dataclass

@@ -22,11 +22,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from fedio.channels import TlsFiles
-from fedmodel.catalog import Catalog
-from loadgen.bench.reservoir import Reservoir
-from loadgen.workloads.driver import DriveResult
-from loadgen.workloads.federation_shapes import ShapedFederation, shaped_federation
+from fedlab.fedio.channels import TlsFiles
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.loadgen.bench.reservoir import Reservoir
+from fedlab.loadgen.workloads.driver import DriveResult
+from fedlab.loadgen.workloads.federation_shapes import ShapedFederation, shaped_federation
 
 PROGRESS_EVERY = 0.5   # seconds between progress messages from the child
 
@@ -42,22 +42,22 @@ class DataRecipe:
 
     def data(self) -> dict[str, list[tuple]]:
         """The initial rows, every one in memory (for writing the sources' databases)."""
-        from loadgen.live.environment import tpch_data
-        from loadgen.workloads.tpch import sample_orders
+        from fedlab.loadgen.live.environment import tpch_data
+        from fedlab.loadgen.workloads.tpch import sample_orders
 
         data = tpch_data(self.scale, self.data_dir)
         return sample_orders(data, self.orders) if self.orders > 0 else data
 
     def rows(self):
         """The initial rows for an update stream, read from the cached .tbl files on demand."""
-        from loadgen.live.environment import tpch_folder
-        from loadgen.workloads.tpch import TblRows, ensure_generated
+        from fedlab.loadgen.live.environment import tpch_folder
+        from fedlab.loadgen.workloads.tpch import TblRows, ensure_generated
 
         return TblRows(ensure_generated(self.scale, tpch_folder(self.scale, self.data_dir)), self.orders)
 
     def stream(self, catalog: Catalog, workload: str, seed: int):
         """The `workload` update stream (loadgen.workloads.workload.WORKLOADS) over the rows."""
-        from loadgen.workloads.workload import Workload
+        from fedlab.loadgen.workloads.workload import Workload
 
         return Workload.named(workload).stream(catalog, self.rows(), seed=seed)
 
@@ -104,8 +104,8 @@ class SyntheticRecipe:
 
     def stream(self, catalog: Catalog, workload: str, seed: int):
         """The synthetic stream over the rows, its mix and skew those `workload` names (synthetic_load.named_mix)."""
-        from fedmodel.viewdef import parse_view
-        from loadgen.workloads.synthetic_load import SyntheticStream, named_mix
+        from fedlab.fedmodel.viewdef import parse_view
+        from fedlab.loadgen.workloads.synthetic_load import SyntheticStream, named_mix
 
         view = parse_view(self.federation.view_sql, catalog)
         return SyntheticStream(catalog, view, self.data(), seed=seed, **named_mix(workload))
@@ -174,9 +174,9 @@ class DriverProcess:
 def _serve(pipe, catalog_dict: dict, recipe: DataRecipe | SyntheticRecipe, workload: str, seed: int, addresses: dict[str, str],
            tls: TlsFiles | None) -> None:
     """The child: builds the stream, then drives at the parent's request until told to stop."""
-    from fedio.channels import client_channel
-    from fedmodel.wire import rpc
-    from loadgen.workloads.driver import drive, grpc_committer
+    from fedlab.fedio.channels import client_channel
+    from fedlab.fedmodel.wire import rpc
+    from fedlab.loadgen.workloads.driver import drive, grpc_committer
 
     try:
         catalog = Catalog.from_dict(catalog_dict)

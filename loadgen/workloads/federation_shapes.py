@@ -34,8 +34,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
+from fedlab.fedmodel.errors import ModelError
 
 SHAPES = ("chain", "star")
 VALUES = (1, 1000)   # the value columns' range in the initial rows

@@ -26,8 +26,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from fedmodel.catalog import Catalog, Relation
-from fedmodel.errors import ModelError
+from fedlab.fedmodel.catalog import Catalog, Relation
+from fedlab.fedmodel.errors import ModelError
 
 SHAPES = ("chain", "star", "random", "mixed")
 WIDEST = 8   # the most relations a view joins

@@ -21,12 +21,12 @@ import datetime
 import random
 from typing import Iterator, Mapping, Sequence
 
-from fedmodel.catalog import Catalog, Relation
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, TransactionRequest
-from fedmodel.viewdef import ColumnRef, ViewDef
-from loadgen.workloads.workload import KeyPool, Workload
-from source_node.memory_store import MemoryStore
+from fedlab.fedmodel.catalog import Catalog, Relation
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
+from fedlab.fedmodel.viewdef import ColumnRef, ViewDef
+from fedlab.loadgen.workloads.workload import KeyPool, Workload
+from fedlab.source_node.memory_store import MemoryStore
 
 KINDS = ("insert", "delete", "modify")
 _REUSE = 0.8          # probability that a non-key value comes from its domain (joins happen)

@@ -24,9 +24,9 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
-from fedmodel.errors import ModelError
-from loadgen.workloads.workload import InitialRows
+from fedlab.fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
+from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen.workloads.workload import InitialRows
 
 VIEWS_DIR = Path(__file__).with_name("views")
 
@@ -284,7 +284,7 @@ def view_names() -> list[str]:
 def load_view(name: str) -> str:
     """The SQL of the named view, parsed before anything starts: ModelError naming the available
     views for an unknown name, or the file and the construct for a view the parser refuses."""
-    from fedmodel.aggregate_view import parse_query
+    from fedlab.fedmodel.aggregate_view import parse_query
 
     names = view_names()
     if name not in names:

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Callable, Hashable, Iterable, Mapping
 
-from fedmodel.catalog import Catalog
-from fedmodel.errors import ModelError
-from fedmodel.transactions import Modification, TransactionRequest
+from fedlab.fedmodel.catalog import Catalog
+from fedlab.fedmodel.errors import ModelError
+from fedlab.fedmodel.transactions import Modification, TransactionRequest
 
 STREAMS = ("new_order", "delete_order", "modify_selection", "modify_join", "modify_other", "new_parent")
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fedmodel.aggregate_view import AggregateView
-from fedmodel.outer_join_view import OuterJoinView
-from fedmodel.viewdef import ViewDef
-from warehouse.core.outer_join_state import OuterJoinState
+from fedlab.fedmodel.aggregate_view import AggregateView
+from fedlab.fedmodel.outer_join_view import OuterJoinView
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.outer_join_state import OuterJoinState
 
 
 def user_view(view: ViewDef | AggregateView | OuterJoinView, join_rows: dict[tuple, int]

@@ -25,7 +25,7 @@ through this one module (docs/architecture.md 2: no protocol rule in one world o
   sources (warehouse.view_group): it tells a source what holds for every view (`for_every_view`),
   so a notification leaves the source's outbox only once every view has it durably.
 
->>> from fedmodel.transactions import Notification
+>>> from fedlab.fedmodel.transactions import Notification
 >>> ledger = BatchLedger({"s": 1})
 >>> [ledger.receive(Notification("s", d, f"t{d}", ())) for d in (2, 4, 2)]   # 2 twice, 3 still missing
 [True, True, False]
@@ -43,9 +43,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from warehouse.core.events import Acknowledge
-from warehouse.core.receipts import Receipts
-from warehouse.core.registry import not_reflected
+from fedlab.warehouse.core.events import Acknowledge
+from fedlab.warehouse.core.receipts import Receipts
+from fedlab.warehouse.core.registry import not_reflected
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from warehouse.core.baselines.c_strobe import CStrobe
-from warehouse.core.baselines.periodic_recompute import PeriodicRecompute
-from warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
-from warehouse.core.registry import Assumptions, Plugin, Settings
-from warehouse.core.salem.propagate import Salem, SalemOptions
-from warehouse.core.sze_ling.deferral import Deferral
-from warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
+from fedlab.warehouse.core.baselines.c_strobe import CStrobe
+from fedlab.warehouse.core.baselines.periodic_recompute import PeriodicRecompute
+from fedlab.warehouse.core.baselines.strobe import GStrobe, Strobe, TStrobe
+from fedlab.warehouse.core.registry import Assumptions, Plugin, Settings
+from fedlab.warehouse.core.salem.propagate import Salem, SalemOptions
+from fedlab.warehouse.core.sze_ling.deferral import Deferral
+from fedlab.warehouse.core.sze_ling.maintenance import Options, SzeLingMaintenance
 
 SZE_LING_PAPER = "Sze & Ling 2000, view maintenance with version numbers"
 STROBE_PAPER = "Zhuge, Garcia-Molina & Wiener 1996, the Strobe algorithms"

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Callable, Collection, Mapping
 
-from fedmodel.viewdef import ColumnRef, ViewDef
-from warehouse.core.planner import QueryPlan
+from fedlab.fedmodel.viewdef import ColumnRef, ViewDef
+from fedlab.warehouse.core.planner import QueryPlan
 
 Fragment = dict  # view column index (int) or ColumnRef -> value; (ABSENT, relation): padded there
 ABSENT = "absent"

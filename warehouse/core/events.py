@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fedmodel.subquery import Answer, Subquery
-from fedmodel.transactions import Notification
+from fedlab.fedmodel.subquery import Answer, Subquery
+from fedlab.fedmodel.transactions import Notification
 
 # ---- events ----
 

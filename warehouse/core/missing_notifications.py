@@ -19,10 +19,10 @@ trip or two of the resend path, not a fixed timeout.
 
 from __future__ import annotations
 
-from fedmodel.round_trip import RoundTrip
-from warehouse.core.events import RequestResend
-from warehouse.core.notification_log import NotificationLog
-from warehouse.core.timings import RESEND_ROUND_TRIPS
+from fedlab.fedmodel.round_trip import RoundTrip
+from fedlab.warehouse.core.events import RequestResend
+from fedlab.warehouse.core.notification_log import NotificationLog
+from fedlab.warehouse.core.timings import RESEND_ROUND_TRIPS
 
 
 class MissingNotifications:

@@ -8,9 +8,9 @@ DSV gap that persists is a lost notification (end of section 5.2).
 
 from __future__ import annotations
 
-from fedmodel.transactions import Notification, RelationChange
-from warehouse.core.events import Acknowledge
-from warehouse.core.receipts import Receipts
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.warehouse.core.events import Acknowledge
+from fedlab.warehouse.core.receipts import Receipts
 
 
 class NotificationLog:

@@ -38,10 +38,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fedmodel.subquery import Answer, Subquery
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ViewDef
-from warehouse.core.events import AnswerArrived, EvaluateView, NotificationArrived, SendSubquery
+from fedlab.fedmodel.subquery import Answer, Subquery
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.events import AnswerArrived, EvaluateView, NotificationArrived, SendSubquery
 
 _ID = "@"   # separates an algorithm's sub-query id from the occurrences it asked for
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fedmodel.outer_join_view import OuterJoinView
+from fedlab.fedmodel.outer_join_view import OuterJoinView
 
 
 class OuterJoinState:

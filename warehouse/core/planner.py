@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedmodel.viewdef import JoinEdge, ViewDef, per_view
+from fedlab.fedmodel.viewdef import JoinEdge, ViewDef, per_view
 
 ACCESS_PATHS = ("join-graph", "scan")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from warehouse.core.algorithm import Algorithm
-from warehouse.core.events import (
+from fedlab.warehouse.core.algorithm import Algorithm
+from fedlab.warehouse.core.events import (
     Acknowledge,
     EvaluateView,
     RequestResend,

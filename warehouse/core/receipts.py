@@ -10,7 +10,7 @@ source can say what it holds before the core has taken it in (source_node.resend
 
 from __future__ import annotations
 
-from warehouse.core.events import Acknowledge
+from fedlab.warehouse.core.events import Acknowledge
 
 
 class Receipts:

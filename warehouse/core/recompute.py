@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fedmodel.viewdef import ViewDef
-from warehouse.core.evaluation import fold, plan_fragment, view_delta
-from warehouse.core.planner import plan
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.evaluation import fold, plan_fragment, view_delta
+from fedlab.warehouse.core.planner import plan
 
 
 def recompute(view: ViewDef, relations: dict[str, list[tuple]]) -> dict[tuple, int]:

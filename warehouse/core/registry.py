@@ -23,9 +23,9 @@ from functools import cache
 from importlib.metadata import entry_points
 from typing import Callable
 
-from fedmodel.viewdef import ViewDef
-from warehouse.core.algorithm import Algorithm
-from warehouse.core.planner import ACCESS_PATHS
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.algorithm import Algorithm
+from fedlab.warehouse.core.planner import ACCESS_PATHS
 
 GROUP = "fedlab.algorithms"
 LEVELS = ("none", "convergence", "weak", "strong", "complete")   # weakest first (the checker's)
@@ -104,7 +104,7 @@ class Plugin:
     def maintained_view(self, view: ViewDef) -> ViewDef:
         """The view it keeps: the user's, or the key-widened one if it needs every key in the view."""
         if self.assumptions.keys_in_view:
-            from warehouse.core.baselines.keyed_view import widen
+            from fedlab.warehouse.core.baselines.keyed_view import widen
             return widen(view)
         return view
 
@@ -161,7 +161,7 @@ def create(name: str, view: ViewDef, rows: dict, brv: dict, dsv: dict, settings:
     brv = {**brv, **{r: brv[view.base_of(r)] for r in view.relations if view.base_of(r) in brv}}
     algorithm = plugin.factory(view, rows, brv, dsv, settings)
     if view.bases:   # a view that reads a relation twice: maintained over its occurrences
-        from warehouse.core.occurrences import Occurrences
+        from fedlab.warehouse.core.occurrences import Occurrences
         return Occurrences(algorithm, view)
     return algorithm
 
@@ -207,7 +207,7 @@ def not_reflected(notifications, state: dict) -> list:
     the others are in the view and the change log already. The live warehouse (a Delta batch) and
     the simulator's durable store keep the same.
 
-    >>> from fedmodel.transactions import Notification
+    >>> from fedlab.fedmodel.transactions import Notification
     >>> notes = [Notification("ds2", 2, "u", ())] + [Notification("ds1", d, f"t{d}", ()) for d in (5, 3, 4)]
     >>> [(n.source, n.dsv) for n in not_reflected(notes, {"sources": {"ds1": {"applied_dsv": 3}}})]
     [('ds1', 4), ('ds1', 5), ('ds2', 2)]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from fedmodel.subquery import Answer, Subquery, SubqueryRelation
-from fedmodel.viewdef import ViewDef
-from warehouse.core.events import SendSubquery
+from fedlab.fedmodel.subquery import Answer, Subquery, SubqueryRelation
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.events import SendSubquery
 
 
 class SnapshotRead:

@@ -85,11 +85,11 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from fedmodel import json_text
-from fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
-from warehouse.core.registry import not_reflected
-from warehouse.store.delta_append import DeltaAppender, delta_log, remove_json, table_files
-from warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
+from fedlab.fedmodel import json_text
+from fedlab.fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
+from fedlab.warehouse.core.registry import not_reflected
+from fedlab.warehouse.store.delta_append import DeltaAppender, delta_log, remove_json, table_files
+from fedlab.warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
 
 INITIAL_BATCH = 0
 _TAG = "fedlab-batch="

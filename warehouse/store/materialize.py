@@ -11,8 +11,8 @@ from typing import Mapping, Sequence
 
 import sqlglot
 
-from fedmodel.predicates import null_divisors
-from warehouse.store.sparktypes import create_df, from_spark, quote
+from fedlab.fedmodel.predicates import null_divisors
+from fedlab.warehouse.store.sparktypes import create_df, from_spark, quote
 
 Snapshot = tuple[Sequence[str], Sequence[str], Sequence[Sequence]]  # (columns, types, rows)
 

@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 import pyarrow as pa
 from pyspark.sql.types import BooleanType, DataType, DateType, DoubleType, LongType, StringType, StructField, StructType
 
-from fedmodel.codec import rows_to_arrow
+from fedlab.fedmodel.codec import rows_to_arrow
 
 SPARK_TYPES: dict[str, DataType] = {
     "BIGINT": LongType(), "DOUBLE": DoubleType(), "VARCHAR": StringType(),

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from warehouse.core.algorithm import Counters
-from warehouse.core.baselines.applied_versions import AppliedVersions
-from warehouse.core.events import (
+from fedlab.warehouse.core.algorithm import Counters
+from fedlab.warehouse.core.baselines.applied_versions import AppliedVersions
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
@@ -28,10 +28,10 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.registry import Plugin
-from warehouse.core.snapshots import SnapshotRead
-from warehouse.core.timings import QUERY_TIMEOUT
-from warehouse.core.view_state import MaterializedView
+from fedlab.warehouse.core.registry import Plugin
+from fedlab.warehouse.core.snapshots import SnapshotRead
+from fedlab.warehouse.core.timings import QUERY_TIMEOUT
+from fedlab.warehouse.core.view_state import MaterializedView
 
 
 @dataclass

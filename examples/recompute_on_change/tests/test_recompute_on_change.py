@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loadgen.simulation.matrix import run_matrix
-from loadgen.simulation.scenario import LEVELS, load_scenario
-from loadgen.simulation.simulate import simulate
-from warehouse.core import registry
+from fedlab.loadgen.simulation.matrix import run_matrix
+from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
+from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.warehouse.core import registry
 
 SCENARIO = Path(__file__).parent.parent / "recompute_on_change" / "scenarios" / "two_commits_one_round.yaml"
 
@@ -42,6 +42,6 @@ def test_the_tutorial_quotes_this_package_verbatim():
     config = (root / "pyproject.toml").read_text()
     blocks = doc.split("```")[1::2]
     quoted = [b.split("\n", 1)[1] for b in blocks if b.startswith(("python\n", "toml\n"))]
-    assert len(quoted) == 3
+    assert len(quoted) == 4
     for block in quoted:
         assert block.strip() in code or block.strip() in config, block

@@ -8,9 +8,9 @@ how far behind the view is (`transport`).
 
 from __future__ import annotations
 
-from fedmodel.transactions import Notification
-from warehouse.core.events import Acknowledge
-from warehouse.core.notification_log import NotificationLog
+from fedlab.fedmodel.transactions import Notification
+from fedlab.warehouse.core.events import Acknowledge
+from fedlab.warehouse.core.notification_log import NotificationLog
 
 
 class AppliedVersions:

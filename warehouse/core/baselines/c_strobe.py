@@ -40,9 +40,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fedmodel.transactions import Notification
-from warehouse.core.baselines.source_evaluate import Evaluation, joining
-from warehouse.core.baselines.strobe import Insert, KeyDelete, StrobeFamily, Update, updates_of
+from fedlab.fedmodel.transactions import Notification
+from fedlab.warehouse.core.baselines.source_evaluate import Evaluation, joining
+from fedlab.warehouse.core.baselines.strobe import Insert, KeyDelete, StrobeFamily, Update, updates_of
 
 
 @dataclass(frozen=True)

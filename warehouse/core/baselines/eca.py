@@ -64,12 +64,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fedmodel.subquery import Answer
-from fedmodel.transactions import Notification
-from warehouse.core.baselines.source_evaluate import Evaluation, joining
-from warehouse.core.baselines.strobe import Insert, KeyDelete, StrobeCounters, StrobeFamily, Update, updates_of
-from warehouse.core.registry import Assumptions, Plugin, Settings
-from warehouse.core.view_state import MaterializedView
+from fedlab.fedmodel.subquery import Answer
+from fedlab.fedmodel.transactions import Notification
+from fedlab.warehouse.core.baselines.source_evaluate import Evaluation, joining
+from fedlab.warehouse.core.baselines.strobe import Insert, KeyDelete, StrobeCounters, StrobeFamily, Update, updates_of
+from fedlab.warehouse.core.registry import Assumptions, Plugin, Settings
+from fedlab.warehouse.core.view_state import MaterializedView
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from fedmodel.viewdef import ViewDef, with_columns
+from fedlab.fedmodel.viewdef import ViewDef, with_columns
 
 
 def widen(view: ViewDef) -> ViewDef:
     """The view with every relation's key in its select list (the view itself if it has them).
 
-    >>> from fedmodel.catalog import Catalog
-    >>> from fedmodel.viewdef import parse_view
+    >>> from fedlab.fedmodel.catalog import Catalog
+    >>> from fedlab.fedmodel.viewdef import parse_view
     >>> cat = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A", "B"], "key": ["A"]}},
     ...                                       "y": {"R2": {"columns": ["B", "C"], "key": ["C"]}}}})
     >>> v = widen(parse_view("SELECT R1.B FROM R1 JOIN R2 ON R1.B = R2.B", cat))

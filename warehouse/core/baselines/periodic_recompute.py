@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from fedmodel.subquery import Answer
-from fedmodel.viewdef import ViewDef
-from warehouse.core.algorithm import Counters
-from warehouse.core.baselines.applied_versions import AppliedVersions
-from warehouse.core.events import (
+from fedlab.fedmodel.subquery import Answer
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.algorithm import Counters
+from fedlab.warehouse.core.baselines.applied_versions import AppliedVersions
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
@@ -38,9 +38,9 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.snapshots import SnapshotRead
-from warehouse.core.timings import RECOMPUTE_PERIOD
-from warehouse.core.view_state import MaterializedView
+from fedlab.warehouse.core.snapshots import SnapshotRead
+from fedlab.warehouse.core.timings import RECOMPUTE_PERIOD
+from fedlab.warehouse.core.view_state import MaterializedView
 
 
 @dataclass

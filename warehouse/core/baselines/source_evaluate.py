@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fedmodel.subquery import Answer, Subquery
-from fedmodel.viewdef import ViewDef
-from warehouse.core.evaluation import derivations
-from warehouse.core.planner import pin, plan
-from warehouse.core.sze_ling.computation import Computation, Context
+from fedlab.fedmodel.subquery import Answer, Subquery
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.evaluation import derivations
+from fedlab.warehouse.core.planner import pin, plan
+from fedlab.warehouse.core.sze_ling.computation import Computation, Context
 
 Derivation = tuple  # one base row per view relation, in view.relations order
 

@@ -45,15 +45,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ViewDef
-from warehouse.core.algorithm import Counters
-from warehouse.core.baselines.applied_versions import AppliedVersions
-from warehouse.core.baselines.keyed_view import project, widen
-from warehouse.core.baselines.source_evaluate import Derivation, Evaluation
-from warehouse.core.baselines.unanswered import Unanswered
-from warehouse.core.events import (
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.algorithm import Counters
+from fedlab.warehouse.core.baselines.applied_versions import AppliedVersions
+from fedlab.warehouse.core.baselines.keyed_view import project, widen
+from fedlab.warehouse.core.baselines.source_evaluate import Derivation, Evaluation
+from fedlab.warehouse.core.baselines.unanswered import Unanswered
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
     ResendRefused,
@@ -63,8 +63,8 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.timings import QUERY_TIMEOUT
-from warehouse.core.view_state import MaterializedView
+from fedlab.warehouse.core.timings import QUERY_TIMEOUT
+from fedlab.warehouse.core.view_state import MaterializedView
 
 
 @dataclass(frozen=True)

@@ -69,13 +69,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fedmodel.subquery import Answer, Subquery, SubqueryRelation
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ViewDef
-from warehouse.core.algorithm import Counters
-from warehouse.core.baselines.applied_versions import AppliedVersions
-from warehouse.core.baselines.unanswered import Unanswered
-from warehouse.core.events import (
+from fedlab.fedmodel.subquery import Answer, Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.algorithm import Counters
+from fedlab.warehouse.core.baselines.applied_versions import AppliedVersions
+from fedlab.warehouse.core.baselines.unanswered import Unanswered
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
     ResendRefused,
@@ -85,10 +85,10 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.planner import PlannedRelation, plan
-from warehouse.core.registry import Assumptions, Plugin, Settings
-from warehouse.core.timings import QUERY_TIMEOUT
-from warehouse.core.view_state import MaterializedView
+from fedlab.warehouse.core.planner import PlannedRelation, plan
+from fedlab.warehouse.core.registry import Assumptions, Plugin, Settings
+from fedlab.warehouse.core.timings import QUERY_TIMEOUT
+from fedlab.warehouse.core.view_state import MaterializedView
 
 Derivation = tuple   # one base row per relation swept so far, in the term's order
 

@@ -9,8 +9,8 @@ conventional baseline does, and ignores an answer to a sub-query no longer outst
 
 from __future__ import annotations
 
-from fedmodel.subquery import Subquery
-from warehouse.core.events import SendSubquery
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.warehouse.core.events import SendSubquery
 
 
 class Unanswered:

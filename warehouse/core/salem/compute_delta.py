@@ -33,11 +33,11 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Callable
 
-from fedmodel.subquery import Answer, Subquery
-from fedmodel.viewdef import ViewDef
-from warehouse.core.evaluation import derivations
-from warehouse.core.planner import pin, plan
-from warehouse.core.sze_ling.computation import Computation, Context
+from fedlab.fedmodel.subquery import Answer, Subquery
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.evaluation import derivations
+from fedlab.warehouse.core.planner import pin, plan
+from fedlab.warehouse.core.sze_ling.computation import Computation, Context
 
 Interval = tuple[int, int]           # (x, y]: a relation's changes at its source's DSVs x+1..y
 Query = tuple                        # per view position: None (the base relation) or an Interval

@@ -42,11 +42,11 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from fedmodel.subquery import Answer, Subquery, SubqueryRelation
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ViewDef
-from warehouse.core.algorithm import Counters
-from warehouse.core.events import (
+from fedlab.fedmodel.subquery import Answer, Subquery, SubqueryRelation
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.algorithm import Counters
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     NotificationArrived,
     RefreshRequested,
@@ -58,12 +58,12 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.missing_notifications import MissingNotifications
-from warehouse.core.notification_log import NotificationLog
-from warehouse.core.salem.compute_delta import Call, ComputeDelta, Interval
-from warehouse.core.salem.timeline import INITIAL, PointError, Timeline, describe
-from warehouse.core.timings import QUERY_TIMEOUT, REORDER_ALLOWANCE, RESEND_TIMEOUT
-from warehouse.core.view_state import MaterializedView
+from fedlab.warehouse.core.missing_notifications import MissingNotifications
+from fedlab.warehouse.core.notification_log import NotificationLog
+from fedlab.warehouse.core.salem.compute_delta import Call, ComputeDelta, Interval
+from fedlab.warehouse.core.salem.timeline import INITIAL, PointError, Timeline, describe
+from fedlab.warehouse.core.timings import QUERY_TIMEOUT, REORDER_ALLOWANCE, RESEND_TIMEOUT
+from fedlab.warehouse.core.view_state import MaterializedView
 
 APPLY_MODES = ("continuous", "on-demand")
 

@@ -18,7 +18,7 @@ would have been in the result (`keep`). Rows that a re-added row would have fetc
 relations queried later are fetched by the task as follow-up sub-queries (Lemma 5's "together
 with those tuples ... that should be retrieved").
 
->>> from fedmodel.transactions import RelationChange
+>>> from fedlab.fedmodel.transactions import RelationChange
 >>> from types import SimpleNamespace
 >>> R1 = SimpleNamespace(key_of=lambda r: r[:1])
 >>> log = {("R1", 2): RelationChange("R1", 2, inserted=(("a3", "b3", "c1"), ("a2", "b2", "c2")))}
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from fedmodel.transactions import RelationChange
+from fedlab.fedmodel.transactions import RelationChange
 
 
 def compensate(rows: Iterable[tuple], relation, name: str, beta: int, alpha: int,

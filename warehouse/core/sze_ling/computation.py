@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from fedmodel.subquery import Answer, Subquery, SubqueryRelation
-from fedmodel.viewdef import ViewDef
-from warehouse.core.notification_log import NotificationLog
-from warehouse.core.planner import PlannedRelation, QueryPlan
-from warehouse.core.sze_ling.compensation import compensate
-from warehouse.core.sze_ling.dependencies import lookup_subtree_ok
-from warehouse.core.view_state import MaterializedView
+from fedlab.fedmodel.subquery import Answer, Subquery, SubqueryRelation
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.notification_log import NotificationLog
+from fedlab.warehouse.core.planner import PlannedRelation, QueryPlan
+from fedlab.warehouse.core.sze_ling.compensation import compensate
+from fedlab.warehouse.core.sze_ling.dependencies import lookup_subtree_ok
+from fedlab.warehouse.core.view_state import MaterializedView
 
 ALL = ()  # the one "join value" of a relation probed with no join (a whole component)
 

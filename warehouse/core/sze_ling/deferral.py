@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fedmodel.condense import condense, delta_rows
-from fedmodel.transactions import Notification, RelationChange
-from fedmodel.viewdef import ViewDef
+from fedlab.fedmodel.condense import condense, delta_rows
+from fedlab.fedmodel.transactions import Notification, RelationChange
+from fedlab.fedmodel.viewdef import ViewDef
 
 
 @dataclass(frozen=True)

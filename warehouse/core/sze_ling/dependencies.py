@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ColumnRef, ViewDef, per_view
-from warehouse.core.planner import QueryPlan, plan
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ColumnRef, ViewDef, per_view
+from fedlab.warehouse.core.planner import QueryPlan, plan
 
 
 def closure(view: ViewDef, start: Iterable[ColumnRef], relations: Iterable[str]) -> set[ColumnRef]:

@@ -23,12 +23,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-from fedmodel.round_trip import RoundTrip
-from fedmodel.subquery import Subquery
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ViewDef
-from warehouse.core.algorithm import Counters
-from warehouse.core.events import (
+from fedlab.fedmodel.round_trip import RoundTrip
+from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.algorithm import Counters
+from fedlab.warehouse.core.events import (
     AnswerArrived,
     EvaluateView,
     NotificationArrived,
@@ -40,15 +40,15 @@ from warehouse.core.events import (
     ViewQueried,
     ViewReady,
 )
-from warehouse.core.missing_notifications import MissingNotifications
-from warehouse.core.notification_log import NotificationLog
-from warehouse.core.snapshots import SnapshotRead
-from warehouse.core.sze_ling.computation import Computation, Context
-from warehouse.core.sze_ling.deferral import Deferral, PendingTasks, combine
-from warehouse.core.sze_ling.transaction_task import TransactionTask
-from warehouse.core.sze_ling.version_state import VersionState
-from warehouse.core.timings import QUERY_TIMEOUT, REORDER_ALLOWANCE, RESEND_TIMEOUT
-from warehouse.core.view_state import MaterializedView
+from fedlab.warehouse.core.missing_notifications import MissingNotifications
+from fedlab.warehouse.core.notification_log import NotificationLog
+from fedlab.warehouse.core.snapshots import SnapshotRead
+from fedlab.warehouse.core.sze_ling.computation import Computation, Context
+from fedlab.warehouse.core.sze_ling.deferral import Deferral, PendingTasks, combine
+from fedlab.warehouse.core.sze_ling.transaction_task import TransactionTask
+from fedlab.warehouse.core.sze_ling.version_state import VersionState
+from fedlab.warehouse.core.timings import QUERY_TIMEOUT, REORDER_ALLOWANCE, RESEND_TIMEOUT
+from fedlab.warehouse.core.view_state import MaterializedView
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from fedmodel.transactions import Notification
-from fedmodel.viewdef import ViewDef
-from warehouse.core.evaluation import fold, plan_fragment, view_delta
-from warehouse.core.planner import plan
-from warehouse.core.sze_ling.computation import Computation, Context
-from warehouse.core.sze_ling.dependencies import key_path, ri_irrelevant
-from warehouse.core.view_state import MaterializedView
+from fedlab.fedmodel.transactions import Notification
+from fedlab.fedmodel.viewdef import ViewDef
+from fedlab.warehouse.core.evaluation import fold, plan_fragment, view_delta
+from fedlab.warehouse.core.planner import plan
+from fedlab.warehouse.core.sze_ling.computation import Computation, Context
+from fedlab.warehouse.core.sze_ling.dependencies import key_path, ri_irrelevant
+from fedlab.warehouse.core.view_state import MaterializedView
 
 
 @dataclass
