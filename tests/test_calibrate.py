@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from loadgen.simulation import calibrate
+from fedlab.loadgen.simulation import calibrate
 
 
 def test_every_stretch_counts_the_delta_batches_made_durable_in_it(monkeypatch, tmp_path):

@@ -181,7 +181,7 @@ def commit_groups(timings: dict[str, dict]) -> dict[str, int]:
     ({source: CommitTimings.to_dict()}, loadgen.workloads.driver_process): what
     `fedlab calibrate` fits a commit call's cost to.
 
-    >>> from loadgen.workloads.driver_process import CommitTimings
+    >>> from fedlab.loadgen.workloads.driver_process import CommitTimings
     >>> t = CommitTimings()
     >>> for n in (8, 8, 3):
     ...     t.add(0.002, n)
