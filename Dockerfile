@@ -24,6 +24,12 @@ COPY fedio ./fedio
 COPY source_node ./source_node
 COPY warehouse ./warehouse
 COPY loadgen ./loadgen
+COPY checker ./checker
+COPY simulation ./simulation
+COPY bench ./bench
+COPY live ./live
+COPY roles ./roles
+COPY nemesis ./nemesis
 COPY setup.py ./
 # The install generates the gRPC stubs from proto/ (setup.py), so the installed package carries them.
 RUN pip install . \

@@ -13,7 +13,8 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-FOLDERS = ("fedmodel", "fedio", "source_node", "warehouse", "loadgen")   # each fedlab.<folder>
+FOLDERS = ("fedmodel", "fedio", "source_node", "warehouse", "loadgen", "checker", "simulation", "bench", "live", "roles",
+           "nemesis")   # each fedlab.<folder>
 PROTO = ROOT / "proto" / "federation.proto"
 WIRE = ROOT / "fedmodel" / "wire"
 

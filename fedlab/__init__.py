@@ -8,6 +8,12 @@ One import name over the folders at the top of the repository (setup.py maps the
 - fedlab.fedio: the I/O every process shares (gRPC channels with their TLS, the message log);
 - fedlab.source_node: one autonomous data source (its database, versions, outbox, server);
 - fedlab.warehouse: the maintenance core (pure), the Spark + Delta view store, the gRPC service;
-- fedlab.loadgen: everything around the federation (workloads, simulator, checker, bench, roles);
-- fedlab.cli: the `fedlab` command.
+- fedlab.loadgen: what generates load (the workloads, their update streams, the load driver);
+- fedlab.checker: the consistency checker, its oracle and levels (nothing of the maintenance path);
+- fedlab.simulation: the deterministic and the timed simulator, scenario files, matrix, soak;
+- fedlab.bench: `fedlab bench`, the algorithms side by side, and its reports;
+- fedlab.live: a federation on this machine (`fedlab run`, `demo`, `check`, `view`, `refresh`);
+- fedlab.roles: the processes of a deployment (`fedlab source`, `warehouse`, `load`, `chaos-k8s`);
+- fedlab.nemesis: faults applied from outside the processes under test, on a schedule;
+- fedlab.cli: the `fedlab` command, and fedlab.algorithm_list its `algorithms` subcommand.
 """

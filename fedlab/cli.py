@@ -4,7 +4,7 @@ Every subcommand is a module with `add_arguments(parser)` and `main(args)` whose
 paragraph is its description, registered in COMMANDS with its one-line help; it is imported only
 when it runs (and for --help), so that `fedlab check` starts fast. The role commands the Helm chart
 runs (helm/federation/README.md) also log as services do. `chaos-k8s` parses its own arguments
-(loadgen.roles.chaos_k8s.main takes the argument list, as the chart's chaos Job calls it).
+(roles.chaos_k8s.main takes the argument list, as the chart's chaos Job calls it).
 """
 
 from __future__ import annotations
@@ -17,28 +17,28 @@ from fedlab.fedmodel.errors import ModelError
 from fedlab.warehouse.core.registry import AlgorithmError
 
 COMMANDS = {
-    "algorithms": ("fedlab.loadgen.algorithms", "every registered maintenance algorithm: the level it claims and its assumptions"),
-    "simulate": ("fedlab.loadgen.simulation.simulate", "run a scenario file deterministically through the maintenance core"),
-    "matrix": ("fedlab.loadgen.simulation.matrix", "every algorithm against every fault condition, over seeded random schedules"),
-    "soak": ("fedlab.loadgen.simulation.soak", "one algorithm over thousands of random schedules, warehouse crashes included (make soak)"),
-    "predict": ("fedlab.loadgen.simulation.predict", "the timed simulator at scales this machine cannot hold (or against a "
+    "algorithms": ("fedlab.algorithm_list", "every registered maintenance algorithm: the level it claims and its assumptions"),
+    "simulate": ("fedlab.simulation.simulate", "run a scenario file deterministically through the maintenance core"),
+    "matrix": ("fedlab.simulation.matrix", "every algorithm against every fault condition, over seeded random schedules"),
+    "soak": ("fedlab.simulation.soak", "one algorithm over thousands of random schedules, warehouse crashes included (make soak)"),
+    "predict": ("fedlab.simulation.predict", "the timed simulator at scales this machine cannot hold (or against a "
                                                      "bench's live runs)"),
-    "calibrate": ("fedlab.loadgen.simulation.calibrate", "fit the timed simulator's calibration to a `fedlab bench` run"),
-    "demo": ("fedlab.loadgen.live.demo", "run a live federation under a minute of load (make demo)"),
-    "run": ("fedlab.loadgen.live.run", "a live federation under load and chaos, judged by the checker"),
-    "bench": ("fedlab.loadgen.bench.command", "the algorithms side by side on one workload: figures, plots and a summary "
+    "calibrate": ("fedlab.simulation.calibrate", "fit the timed simulator's calibration to a `fedlab bench` run"),
+    "demo": ("fedlab.live.demo", "run a live federation under a minute of load (make demo)"),
+    "run": ("fedlab.live.run", "a live federation under load and chaos, judged by the checker"),
+    "bench": ("fedlab.bench.command", "the algorithms side by side on one workload: figures, plots and a summary "
                                               "(make bench)"),
-    "bench-postgres": ("fedlab.loadgen.bench.postgres_maintenance", "Vinh 2020's Table 1 in PostgreSQL: synchronous against "
+    "bench-postgres": ("fedlab.bench.postgres_maintenance", "Vinh 2020's Table 1 in PostgreSQL: synchronous against "
                                                                     "asynchronous view maintenance, and what change capture "
                                                                     "costs a writer"),
-    "check": ("fedlab.loadgen.live.check", "classify a live run's consistency from its run directory"),
-    "view": ("fedlab.loadgen.live.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
-    "refresh": ("fedlab.loadgen.live.refresh", "roll a running salem warehouse's view forward to a point in time"),
-    "tls-certs": ("fedlab.loadgen.roles.certs", "write a throwaway CA and a certificate for mutual TLS (ca.crt, tls.crt, "
+    "check": ("fedlab.live.check", "classify a live run's consistency from its run directory"),
+    "view": ("fedlab.live.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
+    "refresh": ("fedlab.live.refresh", "roll a running salem warehouse's view forward to a point in time"),
+    "tls-certs": ("fedlab.roles.certs", "write a throwaway CA and a certificate for mutual TLS (ca.crt, tls.crt, "
                                                 "tls.key: a Secret for the chart's tls)"),
-    "source": ("fedlab.loadgen.roles.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),
-    "warehouse": ("fedlab.loadgen.roles.warehouse_role", "run the warehouse service until SIGTERM"),
-    "load": ("fedlab.loadgen.roles.load", "commit the configured workload at the sources at a target rate"),
+    "source": ("fedlab.roles.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),
+    "warehouse": ("fedlab.roles.warehouse_role", "run the warehouse service until SIGTERM"),
+    "load": ("fedlab.roles.load", "commit the configured workload at the sources at a target rate"),
 }
 ROLES = ("source", "warehouse", "load")
 
@@ -61,7 +61,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["chaos-k8s"]:
-        from fedlab.loadgen.roles.chaos_k8s import main as chaos_main
+        from fedlab.roles.chaos_k8s import main as chaos_main
 
         return chaos_main(argv[1:])
     args = build_parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().print_help()
         return 0 if not argv else 2
     if args.command in ROLES:
-        from fedlab.loadgen.roles.process import configure_logging
+        from fedlab.roles.process import configure_logging
 
         configure_logging()
     try:

@@ -14,7 +14,7 @@ segment (`changes-<its first seq>.jsonl`) beside a base (`view-<the seq before i
 after the segment's last state, which the warehouse hands over: `rotate`), and once a base is a
 retention old it becomes `initial_view.json` and what lies before it goes. So a run of hours keeps
 on disk what it wrote in the last retention or so, and a checker judges the states from that view
-on (loadgen.checker.windows); what it loses are the states before. Every step leaves files a
+on (checker.windows); what it loses are the states before. Every step leaves files a
 reader reads right: a reader skips the states at or below `initial_view.json`'s seq.
 """
 

@@ -10,7 +10,7 @@ SQL engines disagree here: PostgreSQL raises "division by zero", DuckDB 2.0 retu
 maintenance at whatever row a client inserted, and infinity is one engine's choice, so the
 project takes NULL; `predicate_sql` writes a predicate for the SQL engines with every divisor
 wrapped in NULLIF(divisor, 0), so that they compute what `compile_predicate` does. The checker's
-oracle makes the same rewrite on its own (loadgen.checker.oracle.temporal_sql). The remainder
+oracle makes the same rewrite on its own (checker.oracle.temporal_sql). The remainder
 `%` follows the same rule (DuckDB and PostgreSQL raise on `% 0`, SQLite returns NULL), and is
 SQL's: it truncates toward zero, so -7 % 3 is -1 (Python's `%` says 2). It takes whole numbers
 only, where the engines agree: PostgreSQL has no `%` for DOUBLE, and SQLite truncates its

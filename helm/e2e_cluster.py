@@ -6,7 +6,7 @@
   host directory owned by the image's user (10001) so the non-root pods can write.
 - The API server's CA for pods that call the API, where the namespace's kube-root-ca.crt is empty.
 - The TLS Secret for `tls.enabled=true`: a throwaway CA and one certificate naming every Service
-  of the release (loadgen.roles.certs).
+  of the release (roles.certs).
 - Probes of what the chart promises: each pod runs as a non-root user on a read-only root
   filesystem; the chaos ServiceAccount may delete pods in its namespace and nothing else; a pod
   without the load generator's labels cannot reach a source's gRPC port, while one with them can.
@@ -87,7 +87,7 @@ def wait_job(kube: Kube, name: str, timeout: float) -> str:
 class PodStarts:
     """Every container (re)start of the pods a selector picks while it watches, as (wall-clock
     time, pod name), from one `kubectl get pods --watch`: when Kubernetes restarted what a fault
-    took, so that a recovery is timed from it (loadgen.nemesis.effects.recovery)."""
+    took, so that a recovery is timed from it (nemesis.effects.recovery)."""
 
     def __init__(self, kube: Kube, selector: str):
         self.kube, self.selector = kube, selector
@@ -291,7 +291,7 @@ def _presented_chain(url: str) -> str:
 # ---- TLS ----
 
 def create_tls_secret(kube: Kube, name: str, hosts: list[str], folder: Path) -> None:
-    from fedlab.loadgen.roles.certs import write_certificates
+    from fedlab.roles.certs import write_certificates
 
     write_certificates(folder, hosts)
     kube.run("create", "secret", "generic", name, *(f"--from-file={folder / f}" for f in ("ca.crt", "tls.crt", "tls.key")))

@@ -12,7 +12,7 @@
 3. `helm test`: the checker over the sources' History RPC; its verdict must be complete with
    nothing lost or doubled. Prints the run's figures.
 4. `helm upgrade` with another load rate: a second load Job at that rate against the same
-   federation (Run.load_under), while the nemesis applies NEMESIS from this node (loadgen.nemesis.node:
+   federation (Run.load_under), while the nemesis applies NEMESIS from this node (nemesis.node:
    partitions both ways, one way and of a source from everything, pauses of a source, the
    warehouse and the Ray head, a wall clock set ahead and jumped back, kills of the executors, a
    raylet, the Ray head with a source, and the warehouse); `helm test` again must find the view
@@ -308,12 +308,12 @@ class Run:
         """What each fault of the node's nemesis did over a load, from the warehouse's history on
         its volume: how long the view stood still in each fault's phase (by the warehouse's clock
         alone), the staleness of the transactions committed in it, and the fault plot
-        (loadgen.nemesis.effects), written to runs/e2e-k8s/faults-<revision>.png. Staleness leaves
+        (nemesis.effects), written to runs/e2e-k8s/faults-<revision>.png. Staleness leaves
         out the sources whose clock the schedule set wrong: their commit stamps are off by the
         offset (docs/kubernetes.md, "The nemesis from the node")."""
         if nemesis is None:
             return
-        from fedlab.loadgen.nemesis.effects import by_source, figures, recovery, standstills
+        from fedlab.nemesis.effects import by_source, figures, recovery, standstills
 
         history = self.kube.run("exec", f"{self.fullname}-warehouse-0", "--", "sh", "-c",
                                 "cat /var/fedlab/data/run/*/warehouse/history/changes.jsonl", quiet=True).stdout
@@ -363,9 +363,9 @@ class Run:
             log("nemesis: not applied (it needs root on the cluster's nodes, this machine)")
             self.figures["nemesis from the node"] = "not applied: not root on the cluster's node"
             return None
-        from fedlab.loadgen.nemesis import node, schedule as schedules
-        from fedlab.loadgen.nemesis.timeline import Events
-        from fedlab.loadgen.roles.chaos_k8s import parse_duration
+        from fedlab.nemesis import node, schedule as schedules
+        from fedlab.nemesis.timeline import Events
+        from fedlab.roles.chaos_k8s import parse_duration
 
         release = node.Release(self.kube.namespace, self.args.release, self.kube.kubectl, self.kube.env)
         duration = parse_duration(str(self.values["load"]["duration"]))   # what a random:SEED schedule spans
@@ -442,7 +442,7 @@ def checker_reports(log_text: str) -> dict[str, dict]:
 
 
 def checker_figures(log_text: str) -> dict:
-    """The figures in `fedlab check`'s text report (loadgen.live.check._print_text).
+    """The figures in `fedlab check`'s text report (live.check._print_text).
 
     >>> checker_figures("level: complete\\ntransactions: 12  states: 9\\nstaleness: applied p50 0.4 s\\n"
     ...                 "lost: none\\ndoubled: 2 ('s1', 4)")

@@ -18,7 +18,7 @@ On a machine where `local-k8s install` has run and node 1 is up (`local-k8s up f
    volume every node mounts; it prints the placement it got (`placement: POD NODE`) and fails if
    the chart's rules did not hold;
 6. a third load under whole-node faults (NODE_NEMESIS): a crash, a partition and a drain of the
-   warehouse's node and of a source's node, each the node nemesis's (loadgen.nemesis.node), then
+   warehouse's node and of a source's node, each the node nemesis's (nemesis.node), then
    the checker again: every view complete, nothing lost or doubled;
 7. takes down what it made, also on failure: the release, the object store, the agents, node 1's
    taint and label, and the worker nodes.

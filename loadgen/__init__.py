@@ -1,11 +1,11 @@
-"""Everything around the federation that is not the federation: one sub-package per role.
+"""What generates load: federations, their update streams and the driver that commits them.
 
-- workloads: the TPC-H and random federations, their update streams, the load driver;
-- simulation: the deterministic simulator, scenario files, `fedlab simulate`, `matrix`, `soak`;
-- checker: the independent oracle and the consistency levels (nothing of the maintenance path);
-- bench: `fedlab bench`, the algorithms side by side;
-- live: a federation on this machine (`fedlab run`, `demo`, `check`, `view`);
-- roles: the processes of a deployment (`fedlab source`, `warehouse`, `load`, `chaos-k8s`).
+- tpch: the TPC-H federation (catalog, data from tpchgen-cli, views/*.sql); workload: its update
+  streams;
+- synthetic, synthetic_load: random federations and their update streams; federation_shapes and
+  many_views: generated federations of any size, of many views;
+- pgbench/*.sql: the pgbench-like transactions of `fedlab bench-postgres`;
+- driver, driver_process: the load driver, open-loop at a target rate, in this process or its own.
 
-Their subcommands are registered in fedlab.cli, the one entry point.
+The process that runs it in a deployment is fedlab.roles.load (`fedlab load`).
 """

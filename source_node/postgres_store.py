@@ -575,7 +575,7 @@ def condensed_captures(captured: Iterable[tuple[str, str, tuple | dict]],
     """Rows the capture triggers wrote, (relation, 'D' or 'I', row) in statement order, as one
     change per relation condensed per key (fedmodel.condense; `key_of(relation)` gives its key
     function): what a transaction's notification carries, and what an asynchronous maintenance
-    pass over several transactions consumes (loadgen.bench.postgres_maintenance)."""
+    pass over several transactions consumes (bench.postgres_maintenance)."""
     steps: dict[str, list[RelationChange]] = {}
     for relation, action, row in captured:
         step = RelationChange(relation, 0, deleted=(row,)) if action == "D" else RelationChange(relation, 0, inserted=(row,))

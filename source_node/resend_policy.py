@@ -1,7 +1,7 @@
 """When a source sends each unacknowledged notification again: the outbox's resend policy.
 
 A pure object handed the time, so that the live sender (source_node.sender, wall-clock time) and
-the simulated sources (loadgen.simulation.simulator, simulated time) follow one rule (docs/architecture.md 2: no
+the simulated sources (simulation.simulator, simulated time) follow one rule (docs/architecture.md 2: no
 protocol rule in one world only).
 
 At-least-once delivery: a notification leaves when it is committed and again `resend_interval`

@@ -1,7 +1,7 @@
 """Test support for live runs: the load generator's side of a test, committing random valid
 transactions at live sources.
 
-Each transaction is drawn (loadgen.simulation.simulator.RandomTransactions) against an in-memory mirror of
+Each transaction is drawn (simulation.simulator.RandomTransactions) against an in-memory mirror of
 its source (source_node.memory_store.MemoryStore), committed live, then committed to the mirror,
 and the live source must give it the DSV the mirror did: the mirror is the test's own record of
 what each source committed.
@@ -15,12 +15,12 @@ from typing import Callable
 
 from fedlab.fedio.channels import client_channel
 from fedlab.fedmodel.transactions import Notification, TransactionRequest
-from fedlab.loadgen.simulation.scenario import Scenario
-from fedlab.loadgen.simulation.simulator import RandomTransactions
+from fedlab.simulation.scenario import Scenario
+from fedlab.simulation.simulator import RandomTransactions
 from fedlab.source_node.memory_store import MemoryStore
 
 # The Strobe paper's Fixture A (Examples 1, 3, 6, 7) with a few more rows: a chain of three
-# relations at three sources, a scenario document (loadgen.simulation.scenario.parse_scenario).
+# relations at three sources, a scenario document (simulation.scenario.parse_scenario).
 FIXTURE_A = {
     "name": "Fixture A, extended",
     "sources": {

@@ -1,4 +1,4 @@
-"""The PostgreSQL server the tests share: a throwaway one (loadgen.checker.pg_server) on a private
+"""The PostgreSQL server the tests share: a throwaway one (checker.pg_server) on a private
 socket, started on first use and removed at the end of the session.
 
 PostgreSQL is a test requirement, not an optional extra: when its programs are missing, a test
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from fedlab.loadgen.checker.pg_server import PostgresServer, PostgresServerError
+from fedlab.checker.pg_server import PostgresServer, PostgresServerError
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fedlab.loadgen.simulation.scenario import load_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.scenario import load_scenario
+from fedlab.simulation.simulate import simulate
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 # `make check`, the fast loop, sets FEDLAB_QUICK=1: the random-federation tests run over a tenth.

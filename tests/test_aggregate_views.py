@@ -11,9 +11,9 @@ import pytest
 from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.simulation.matrix import broken_assumptions
-from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.matrix import broken_assumptions
+from fedlab.simulation.scenario import LEVELS, load_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.aggregate_state import AggregateState
 

@@ -1,4 +1,4 @@
-"""The checker names what fell short (loadgen.checker.anomalies): on random
+"""The checker names what fell short (checker.anomalies): on random
 federations and fault schedules, every run below complete consistency names at least one anomaly
 of the documented kinds and a complete one names none; `fedlab simulate` lists what happened to
 the transactions involved (their notifications, sub-queries, answers, compensation steps)."""
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from fedlab.loadgen.checker import anomalies
-from fedlab.loadgen.checker.explain import render, simulated_happenings
-from fedlab.loadgen.checker.levels import Verdict
-from fedlab.loadgen.simulation.matrix import schedule
-from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import _describe, simulate
+from fedlab.checker import anomalies
+from fedlab.checker.explain import render, simulated_happenings
+from fedlab.checker.levels import Verdict
+from fedlab.simulation.matrix import schedule
+from fedlab.simulation.scenario import load_scenario, parse_scenario
+from fedlab.simulation.simulate import _describe, simulate
 
 KINDS = {line.split("`")[1] for line in anomalies.__doc__.splitlines() if line.startswith("- `")}
 

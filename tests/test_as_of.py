@@ -27,8 +27,8 @@ from fedlab.fedmodel.predicates import compile_sql
 from fedlab.fedmodel.subquery import Subquery, SubqueryRelation, evaluate_semijoins
 from fedlab.fedmodel.transactions import TransactionRequest
 from fedlab.fedmodel.wire import federation_pb2 as pb
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.source_node.engines import file_name, open_store
 from fedlab.source_node.memory_store import MemoryStore
 

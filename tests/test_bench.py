@@ -168,7 +168,7 @@ def test_plots_open_and_the_summaries_embed_them(bench):
     import matplotlib.image
 
     out, summary = bench
-    # and each run's growth over its load (loadgen.bench.growth), shown with the run
+    # and each run's growth over its load (bench.growth), shown with the run
     assert set(summary["plots"]) == {"staleness", "throughput_ramp", "cost_per_txn", "consistency",
                                      "staleness_vs_throughput"} | {f"growth {r['folder']}" for r in summary["runs"]}
     md, page = (out / "summary.md").read_text(), (out / "summary.html").read_text()
@@ -186,7 +186,7 @@ def test_the_bench_calibrates_the_timed_simulator_which_predicts_its_runs(bench,
     the fit's quality and where it was measured named), and `fedlab predict --against` simulates
     each of its runs with it, every figure the bench judges beside what the run measured."""
     from fedlab.cli import main
-    from fedlab.loadgen.simulation.calibration import OPERATIONS, load
+    from fedlab.simulation.calibration import OPERATIONS, load
 
     out, summary = bench
     assert main(["calibrate", str(out), "--out", str(tmp_path / "cal.json")]) == 0
@@ -245,8 +245,8 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, message):
 
 def test_synthetic_stream_is_deterministic_per_seed():
     from fedlab.fedmodel.viewdef import parse_view
-    from fedlab.loadgen.workloads.synthetic_load import SyntheticStream
-    from fedlab.loadgen.workloads.tpch import load_view, tpch_catalog
+    from fedlab.loadgen.synthetic_load import SyntheticStream
+    from fedlab.loadgen.tpch import load_view, tpch_catalog
 
     catalog = tpch_catalog()
     view = parse_view(load_view("q3"), catalog)
@@ -260,7 +260,7 @@ def test_synthetic_stream_is_deterministic_per_seed():
 
 
 def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up_after_the_warm_up():
-    from fedlab.loadgen.bench.ramp import RampStep, max_sustained
+    from fedlab.bench.ramp import RampStep, max_sustained
 
     def step(rate, committed, seconds, backlog_start, backlog_warm, backlog_end, judged_committed=None):
         return RampStep(rate=rate, offered=committed, committed=committed, seconds=seconds, applied=0,
@@ -288,7 +288,7 @@ def test_a_step_is_sustained_only_if_commits_and_the_view_keep_up_after_the_warm
 
 
 def test_the_rate_target_is_judged_by_what_the_sources_committed_in_the_highest_sustained_step():
-    from fedlab.loadgen.bench.targets import evaluate
+    from fedlab.bench.targets import evaluate
 
     def ref(*steps):
         return {"algorithm": "sze-ling", "access_path": "join-graph", "view": "q3", "chaos": "none",
@@ -307,7 +307,7 @@ def test_the_rate_target_is_judged_by_what_the_sources_committed_in_the_highest_
 
 
 def test_a_failed_sf1_run_leaves_the_scale_and_memory_targets_unmeasured_not_met():
-    from fedlab.loadgen.bench.targets import evaluate
+    from fedlab.bench.targets import evaluate
 
     common = {"algorithm": "sze-ling", "access_path": "join-graph", "view": "q3", "chaos": "none",
               "placement": "spread", "rate_target": 500.0}
@@ -325,7 +325,7 @@ def test_a_failed_sf1_run_leaves_the_scale_and_memory_targets_unmeasured_not_met
 
 
 def test_a_missed_rate_names_the_cpu_of_the_step_that_ended_the_ramp_and_staleness_its_parts():
-    from fedlab.loadgen.bench.targets import evaluate
+    from fedlab.bench.targets import evaluate
 
     cpu = [{"phase": "load", "rate": 500.0, "seconds": 15.0, "busy": 0.8, "by_role": {"source s": 12.0, "spark JVM": 12.0}},
            {"phase": "ramp", "rate": 512.0, "seconds": 8.0, "busy": 0.8, "by_role": {"source s": 6.4, "spark JVM": 6.4}},
@@ -354,7 +354,7 @@ def test_a_missed_rate_names_the_cpu_of_the_step_that_ended_the_ramp_and_stalene
 def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
     import time
 
-    from fedlab.loadgen.bench.resources import ResourceSampler, cpu_use
+    from fedlab.bench.resources import ResourceSampler, cpu_use
 
     sampler = ResourceSampler(interval=0.05).start()
     try:
@@ -374,7 +374,7 @@ def test_the_sampler_keeps_the_cpu_of_a_process_that_ended():
 def test_the_machine_reading_tells_busy_stolen_and_all_time_from_proc_stat(tmp_path):
     import os
 
-    from fedlab.loadgen.bench.resources import machine_seconds
+    from fedlab.bench.resources import machine_seconds
 
     stat = tmp_path / "stat"   # user nice system idle iowait irq softirq steal guest guest_nice
     stat.write_text("cpu  300 20 100 500 40 10 30 50 0 0\ncpu0 150 10 50 250 20 5 15 25 0 0\n")
@@ -384,9 +384,9 @@ def test_the_machine_reading_tells_busy_stolen_and_all_time_from_proc_stat(tmp_p
 
 
 def test_repeated_runs_are_planned_round_robin_and_reported_as_spreads():
-    from fedlab.loadgen.bench.report import document, markdown
-    from fedlab.loadgen.bench.run_specs import BenchPlan, run_specs
-    from fedlab.loadgen.bench.trials import trials
+    from fedlab.bench.report import document, markdown
+    from fedlab.bench.run_specs import BenchPlan, run_specs
+    from fedlab.bench.trials import trials
 
     specs = run_specs(BenchPlan(algorithms="sze-ling,recompute", views="q3", ramp_max=1024, repeat=3))
     assert [(s.algorithm, s.trial) for s in specs] == [("sze-ling", 1), ("recompute", 1), ("sze-ling", 2),
@@ -416,8 +416,8 @@ def test_repeated_runs_are_planned_round_robin_and_reported_as_spreads():
 
 
 def test_versioned_is_compared_with_sze_ling_on_the_same_view_scale_and_chaos():
-    """loadgen.bench.answers_as_of: per transaction of the load phase, from each run's figures."""
-    from fedlab.loadgen.bench.answers_as_of import comparison
+    """bench.answers_as_of: per transaction of the load phase, from each run's figures."""
+    from fedlab.bench.answers_as_of import comparison
 
     def run(label, algorithm, compensations, source_seconds, view="q3"):
         return {"label": label, "algorithm": algorithm, "view": view, "scale": 0.1, "chaos": "none",

@@ -1,11 +1,11 @@
-"""The efficiency targets (loadgen.bench.efficiency) judged on bench records: met, missed with the
+"""The efficiency targets (bench.efficiency) judged on bench records: met, missed with the
 shortfall and what the CPU went to, or not measured with what the bench needs to measure it."""
 
 from __future__ import annotations
 
-from fedlab.loadgen.bench.chaos_floor import staleness_floor
-from fedlab.loadgen.bench.efficiency import DEFAULT_FAULTS, evaluate, steadiness
-from fedlab.loadgen.bench.profile import JVM_BATCH_CPU
+from fedlab.bench.chaos_floor import staleness_floor
+from fedlab.bench.efficiency import DEFAULT_FAULTS, evaluate, steadiness
+from fedlab.bench.profile import JVM_BATCH_CPU
 
 
 def run(rate, chaos="none", **figures):
@@ -66,7 +66,7 @@ def test_steadiness_counts_the_trials_whose_ramp_ended_at_the_same_step():
 
 
 def test_staleness_under_faults_is_judged_beside_the_floor_the_faults_alone_force():
-    """The floor (loadgen.bench.chaos_floor) is played at each source's share of the commits;
+    """The floor (bench.chaos_floor) is played at each source's share of the commits;
     a target below it is out of reach, which the shortfall says."""
     commits = {"commit at a": {"calls": 900, "transactions": 1800}, "commit at b": {"calls": 200}}
     faulty = run(100.0, DEFAULT_FAULTS, rate_achieved=100.0, staleness_ms={"p50": 300.0, "p99": 650.0},

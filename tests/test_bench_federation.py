@@ -16,7 +16,7 @@ FIGURES = ("cpu_ms_per_txn", "bytes_per_txn", "staleness_p50_ms", "staleness_p99
 
 
 def test_each_shape_runs_at_each_size_smallest_first_over_its_own_catalog_and_view():
-    from fedlab.loadgen.bench.run_specs import ONE_PER_SOURCE, BenchPlan, run_specs, synthetic_federations
+    from fedlab.bench.run_specs import ONE_PER_SOURCE, BenchPlan, run_specs, synthetic_federations
 
     federations = synthetic_federations("star,chain", "6,3,6", 100, seed=1)
     specs = run_specs(BenchPlan(algorithms="sze-ling", chaos=("none",), rate=50, duration=10, ramp_max=0,
@@ -30,7 +30,7 @@ def test_each_shape_runs_at_each_size_smallest_first_over_its_own_catalog_and_vi
 
 
 def _run(shape, sources, cpu_by_role=None, consistency="complete", idle=None):
-    """A run's record as loadgen.bench.runner leaves it, with the figures this table reads."""
+    """A run's record as bench.runner leaves it, with the figures this table reads."""
     return {"label": "sze-ling", "algorithm": "sze-ling", "trial": 1, "rate_target": 50.0, "rate_achieved": 49.5,
             "synthetic": {"shape": shape, "sources": sources, "rows_per_relation": 100},
             "committed_in_load": 500, "consistency": consistency,
@@ -44,7 +44,7 @@ def _run(shape, sources, cpu_by_role=None, consistency="complete", idle=None):
 
 
 def test_the_table_reads_each_figure_from_the_run_and_says_how_it_grew():
-    from fedlab.loadgen.bench.federation_size import finding, growth
+    from fedlab.bench.federation_size import finding, growth
 
     cpu = {"source s01": 1.0, "source s02": 1.0, "warehouse (python)": 2.0, "spark JVM": 1.0, "load driver": 0.5,
            "ray and helpers": 0.5, "profilers (py-spy)": 4.0}
@@ -66,8 +66,8 @@ def test_the_table_reads_each_figure_from_the_run_and_says_how_it_grew():
 
 
 def test_the_summary_has_the_table_and_no_tpch_targets():
-    from fedlab.loadgen.bench.federation_size import finding, growth
-    from fedlab.loadgen.bench.report import document, markdown
+    from fedlab.bench.federation_size import finding, growth
+    from fedlab.bench.report import document, markdown
 
     rows = growth([_run("star", 3, {"source s01": 1.0}), _run("star", 6, consistency="failed")])
     page = markdown(document({"machine": {"cpus": 2, "load_average": [0], "memory_gb": 1}, "seconds": 1,

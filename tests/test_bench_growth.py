@@ -1,4 +1,4 @@
-"""Growth as a figure (loadgen.bench.growth): a probe's readings turned into interval figures, and
+"""Growth as a figure (bench.growth): a probe's readings turned into interval figures, and
 the load's last tenth judged against its first, each figure against its bound. No Spark, no Ray:
 readings of a fake sampler and stopwatches, and a folder of files for the disk."""
 
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from fedlab.loadgen.bench import growth
-from fedlab.loadgen.bench.growth import GrowthProbe, disk_bound, disk_mb, interval_for, judge, series
-from fedlab.loadgen.bench.profile import Stopwatches
+from fedlab.bench import growth
+from fedlab.bench.growth import GrowthProbe, disk_bound, disk_mb, interval_for, judge, series
+from fedlab.bench.profile import Stopwatches
 
 
 class Sampler:
@@ -124,7 +124,7 @@ def test_the_last_reading_replaces_one_the_probe_took_just_before():
 
 
 def test_the_report_and_the_plot_name_what_grew_past_its_bound(tmp_path):
-    from fedlab.loadgen.bench import plots, report
+    from fedlab.bench import plots, report
 
     entries = [entry(60 * i, 60 * (i + 1), cpu_ms=5.0 + 0.1 * i) for i in range(10)]
     run = {"label": "sze-ling", "folder": "01-sze-ling", "growth": {**judge(entries, 600, {}), "series": entries}}

@@ -1,4 +1,4 @@
-"""A long run's growth (loadgen.bench.growth), as CI can afford it: five minutes of the bench at a
+"""A long run's growth (bench.growth), as CI can afford it: five minutes of the bench at a
 low rate, the journal kept a minute and the history two, the warehouse killed near the end. Its
 summary carries the growth object of every run -- each figure in the load's first and last tenth,
 their ratio, its bound and whether it went past it -- with the interval-by-interval series behind

@@ -11,8 +11,8 @@ import json
 import pytest
 from background_bench import BackgroundBench
 
-from fedlab.loadgen.live import check
-from fedlab.loadgen.live.runfile import RunFile
+from fedlab.live import check
+from fedlab.live.runfile import RunFile
 
 BENCH = BackgroundBench(__name__, "--algorithms", "sze-ling,versioned", "--views", "demo4", "--scale", "0.01",
                         "--orders", "300", "--rate", "10", "--duration", "3", "--ramp-max", "0", "--idle", "0",

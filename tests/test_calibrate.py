@@ -1,11 +1,11 @@
-"""`fedlab calibrate` (loadgen.simulation.calibrate): what each stretch of a bench run did, counted
+"""`fedlab calibrate` (simulation.calibrate): what each stretch of a bench run did, counted
 from the run's files, without a live run (its files are stood in for)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fedlab.loadgen.simulation import calibrate
+from fedlab.simulation import calibrate
 
 
 def test_every_stretch_counts_the_delta_batches_made_durable_in_it(monkeypatch, tmp_path):

@@ -83,7 +83,7 @@ def test_checking_an_initial_state_takes_time_linear_in_its_rows():
 
 
 def test_a_relation_empty_at_first_takes_its_types_from_the_rows_its_transactions_bring():
-    from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
+    from fedlab.simulation.scenario import ScenarioError, parse_scenario
 
     doc = {"sources": {"ds1": {"r1": {"columns": ["A", "B"], "key": ["A"]}},
                        "ds2": {"r2": {"columns": ["B", "C"], "key": ["B"]}}},

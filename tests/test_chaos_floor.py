@@ -1,11 +1,11 @@
-"""The staleness floor the bench's faults force (loadgen.bench.chaos_floor), against what follows
+"""The staleness floor the bench's faults force (bench.chaos_floor), against what follows
 from the fault model by hand: exponential delays, in-order application, resends."""
 
 from __future__ import annotations
 
 import math
 
-from fedlab.loadgen.bench.chaos_floor import staleness_floor
+from fedlab.bench.chaos_floor import staleness_floor
 
 
 def test_a_lone_slow_source_sees_the_delay_distribution_itself():

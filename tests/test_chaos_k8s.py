@@ -1,4 +1,4 @@
-"""The Kubernetes chaos client (loadgen/roles/chaos_k8s.py) against recorded API responses.
+"""The Kubernetes chaos client (roles/chaos_k8s.py) against recorded API responses.
 
 The kubernetes client runs for real (URL and query building, body serialization, deserialization
 into V1 models, ApiException on error statuses); only urllib3's pool manager underneath it answers
@@ -14,9 +14,9 @@ import pytest
 from k8s_support import FakeKubeAPI, Recorded, fake_core_api, load_fedlab_helm, recorded, split_manifests
 
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.live.run import parse_chaos
-from fedlab.loadgen.roles import chaos_k8s
-from fedlab.loadgen.roles.chaos_k8s import ChaosClient, ChaosError, FaultRule, KillRule, Plan, Schedule, parse_duration
+from fedlab.live.run import parse_chaos
+from fedlab.roles import chaos_k8s
+from fedlab.roles.chaos_k8s import ChaosClient, ChaosError, FaultRule, KillRule, Plan, Schedule, parse_duration
 
 NS = "fedlab"
 PODS = f"/api/v1/namespaces/{NS}/pods"

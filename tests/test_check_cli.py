@@ -19,7 +19,7 @@ import pytest
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Modification, TransactionRequest
 from fedlab.cli import main
-from fedlab.loadgen.live.runfile import RunFile, Subscriber
+from fedlab.live.runfile import RunFile, Subscriber
 from fedlab.source_node.engines import open_store
 
 CATALOG = Catalog.from_dict({"sources": {

@@ -17,8 +17,8 @@ from test_check_cli import T1, T2, T3, make_run
 
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
-from fedlab.loadgen.checker import pg_server
-from fedlab.loadgen.checker.oracle import Oracle, engine_named
+from fedlab.checker import pg_server
+from fedlab.checker.oracle import Oracle, engine_named
 from fedlab.cli import main
 
 

@@ -2,9 +2,9 @@
 
 `fedlab check` no longer evaluates the view at every state's version vector (Oracle.views_at,
 whose result is the states times the view): it places each base row at the positions of the
-chain of claimed vectors where it exists (loadgen.checker.chain), evaluates the view once over
+chain of claimed vectors where it exists (checker.chain), evaluates the view once over
 the whole history (Oracle.changes_along), and replays the warehouse's deltas beside the true
-view's (loadgen.checker.replay). These tests pin that the two agree: the placement against its
+view's (checker.replay). These tests pin that the two agree: the placement against its
 definition, the view along any chain (claims in order, going back, beyond the final versions)
 against the view at each of its states, in both engines; the verdict of states given by their
 deltas (as `fedlab check` reads them) against that of states given by their whole views (as the
@@ -29,10 +29,10 @@ from test_checker_levels import BOTH, CATALOG, EMPTY, HISTORY, INITIAL, U1, U2, 
 
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
-from fedlab.loadgen.checker.chain import state_intervals
-from fedlab.loadgen.checker.levels import classify
-from fedlab.loadgen.checker.oracle import Oracle, engine_named
-from fedlab.loadgen.checker.replay import add, state_delta, views
+from fedlab.checker.chain import state_intervals
+from fedlab.checker.levels import classify
+from fedlab.checker.oracle import Oracle, engine_named
+from fedlab.checker.replay import add, state_delta, views
 
 SELF_JOIN = "SELECT a.A, b.A FROM r1 a JOIN r1 b ON a.B = b.B"   # r1 read twice, at one DSV of x
 FOREVER = 2 ** 62
@@ -93,10 +93,10 @@ def test_the_view_changes_along_a_chain_where_its_rows_start_and_end(engine):
 
 
 def test_the_chain_and_oracle_doctests_pass():
-    import fedlab.loadgen.checker.chain
-    import fedlab.loadgen.checker.oracle
+    import fedlab.checker.chain
+    import fedlab.checker.oracle
 
-    for module in (fedlab.loadgen.checker.chain, fedlab.loadgen.checker.oracle):
+    for module in (fedlab.checker.chain, fedlab.checker.oracle):
         assert doctest.testmod(module).failed == 0
 
 

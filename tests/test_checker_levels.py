@@ -1,4 +1,4 @@
-"""The checker's classification (loadgen.checker.levels) on hand-built histories, with no files and
+"""The checker's classification (checker.levels) on hand-built histories, with no files and
 no federation: one history per consistency level, each the strongest that holds, and one per kind
 of violation, each asserting what the checker reports (level, first violation, lost, doubled).
 Every history is judged by both oracles, DuckDB and PostgreSQL, which must agree.
@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Notification, RelationChange
-from fedlab.loadgen.checker.levels import _at_or_above, _reachable_frontiers, _walk_back, classify
-from fedlab.loadgen.checker.oracle import Oracle, engine_named
+from fedlab.checker.levels import _at_or_above, _reachable_frontiers, _walk_back, classify
+from fedlab.checker.oracle import Oracle, engine_named
 
 CATALOG = Catalog.from_dict({"sources": {
     "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},

@@ -1,6 +1,6 @@
-"""The checker's windowed judgment (loadgen.checker.windows), which reads a long run a window of
+"""The checker's windowed judgment (checker.windows), which reads a long run a window of
 states at a time: on random simulated runs it calls a run complete exactly when the whole-history
-judgment (loadgen.checker.levels) does, whatever the window's size, and it names the state where a
+judgment (checker.levels) does, whatever the window's size, and it names the state where a
 run falls short; a source log that misses transactions is refused in one line."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import pytest
 from scenario_support import QUICK
 from test_checker_levels import CATALOG, HISTORY, INITIAL, VIEW
 
-from fedlab.loadgen.checker.levels import classify
-from fedlab.loadgen.checker.oracle import DuckDBEngine, Oracle
-from fedlab.loadgen.checker.windows import Complete, LoadedLog, LogError, Shortfall, judge
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulator import Simulator
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.checker.levels import classify
+from fedlab.checker.oracle import DuckDBEngine, Oracle
+from fedlab.checker.windows import Complete, LoadedLog, LogError, Shortfall, judge
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulator import Simulator
+from fedlab.loadgen.synthetic import random_scenario
 
 SEEDS = range(8 if QUICK else 40)
 

@@ -139,8 +139,8 @@ def test_selection_columns_and_count():
 
 def test_an_answer_from_before_the_initial_versions_is_an_error_not_data():
     from fedlab.fedmodel.subquery import Answer, RelationAnswer
-    from fedlab.loadgen.simulation.scenario import load_scenario
-    from fedlab.loadgen.simulation.simulator import Simulator
+    from fedlab.simulation.scenario import load_scenario
+    from fedlab.simulation.simulator import Simulator
     from fedlab.warehouse.core.events import AnswerArrived
 
     sim = Simulator(load_scenario("tests/scenarios/sze_ling_examples_8_to_12.yaml"))

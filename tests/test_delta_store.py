@@ -586,7 +586,7 @@ def spark_of(committed):
 def run_dir_for(tmp_path, store_root):
     """A run directory whose run file names `store_root` as the warehouse's Delta tables."""
     from fedlab.fedmodel.catalog import Catalog, Relation
-    from fedlab.loadgen.live.runfile import RunFile
+    from fedlab.live.runfile import RunFile
 
     catalog = Catalog((Relation("R1", "ds1", tuple(COLUMNS), tuple(TYPES), ("k",)),))
     RunFile(catalog, f"SELECT {', '.join(COLUMNS)} FROM R1", "sze-ling", {"ds1": None}, tmp_path / "history",
@@ -598,7 +598,7 @@ def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, caps
     import argparse
     import json
 
-    from fedlab.loadgen.live import delta_view
+    from fedlab.live import delta_view
 
     root, _ = committed
     run = run_dir_for(tmp_path, root)
@@ -617,7 +617,7 @@ def test_fedlab_view_prints_the_view_of_the_last_batch(committed, tmp_path, caps
 def test_fedlab_view_as_of_refuses_a_store_without_a_view_delta(committed, tmp_path, capsys):
     import argparse
 
-    from fedlab.loadgen.live import delta_view
+    from fedlab.live import delta_view
 
     root, _ = committed
     run = run_dir_for(tmp_path, root)

@@ -1,4 +1,4 @@
-"""loadgen.workloads.driver.drive with a fake batch commit: each source's transactions arrive in stream order
+"""loadgen.driver.drive with a fake batch commit: each source's transactions arrive in stream order
 in groups of at most `max_batch`, a backlog is taken as one group, and every offered transaction
 is counted once, committed or rejected."""
 
@@ -9,7 +9,7 @@ import time
 
 from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.transactions import TransactionRequest
-from fedlab.loadgen.workloads.driver import drive
+from fedlab.loadgen.driver import drive
 
 
 class RoundRobinStream:
@@ -77,7 +77,7 @@ def test_a_group_whose_outcome_went_unheard_is_sent_again_and_committed_once(tmp
     from fedlab.fedio.channels import client_channel
     from fedlab.fedmodel.catalog import Catalog
     from fedlab.fedmodel.wire import rpc
-    from fedlab.loadgen.workloads.driver import grpc_committer
+    from fedlab.loadgen.driver import grpc_committer
     from fedlab.source_node.node import SourceNode
 
     catalog = Catalog.from_dict({"sources": {"ds1": {"T": {"columns": ["E"], "types": ["BIGINT"], "key": ["E"]}}}})

@@ -17,9 +17,9 @@ from scenario_support import events, run, seeds, states
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import TransactionRequest
 from fedlab.fedmodel.viewdef import parse_view
-from fedlab.loadgen.simulation.scenario import LEVELS, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.simulation.scenario import LEVELS, parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.source_node.memory_store import MemoryStore
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.baselines.eca import ECA, ECA_KEY, EagerCompensating, ECAKey

@@ -1,7 +1,7 @@
-"""The synthetic federations `fedlab bench --federation` grows (loadgen.workloads.federation_shapes):
+"""The synthetic federations `fedlab bench --federation` grows (loadgen.federation_shapes):
 one relation per source, a view that joins all of them in the shape asked for, initial rows that
 keep every foreign key and are the same for the same seed, and an update stream over them that
-the sources accept (loadgen.workloads.driver_process.SyntheticRecipe)."""
+the sources accept (loadgen.driver_process.SyntheticRecipe)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.workloads.driver_process import SyntheticRecipe
-from fedlab.loadgen.workloads.federation_shapes import SHAPES, shaped_federation
+from fedlab.loadgen.driver_process import SyntheticRecipe
+from fedlab.loadgen.federation_shapes import SHAPES, shaped_federation
 from fedlab.source_node.memory_store import MemoryStore
 
 

@@ -10,9 +10,9 @@ import pytest
 import fedlab.warehouse.fifo_order
 from fedlab.fedmodel.subquery import Answer
 from fedlab.fedmodel.transactions import Notification
-from fedlab.loadgen.simulation.matrix import schedule
-from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.matrix import schedule
+from fedlab.simulation.scenario import ScenarioError, parse_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core.events import AnswerArrived, NotificationArrived
 from fedlab.warehouse.fifo_order import FifoOrder
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 from k8s_support import CHART, KUBE_VERSIONS, REPO, load_fedlab_helm, load_render_k8s, split_manifests, validate_strict
 
-from fedlab.loadgen.nemesis.node import CLOCK_FILE
+from fedlab.nemesis.node import CLOCK_FILE
 
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUE_SETS = {"default": []} | {p.name.removesuffix("-values.yaml"): [p] for p in CI_VALUES}
@@ -421,7 +421,7 @@ def test_the_run_config_names_every_source_and_the_catalog(rendered):
 def test_more_views_reach_the_warehouse_through_the_run_config(rendered, tmp_path):
     """The e2e values' second view is in run.yaml as `fedlab warehouse` reads it: one warehouse
     keeping both views, each by its algorithm."""
-    from fedlab.loadgen.roles.runconfig import load_config
+    from fedlab.roles.runconfig import load_config
 
     cm = one(rendered["e2e"], "ConfigMap", "fedlab-config")
     (tmp_path / "catalog.yaml").write_text(cm["data"]["catalog.yaml"])
@@ -443,7 +443,7 @@ def test_each_warehouse_is_a_statefulset_of_its_own_on_the_first_ones_volume(ren
     warehouse --name wh2` on the first warehouse's volume (and node: ReadWriteOnce)."""
     import argparse
 
-    from fedlab.loadgen.roles import warehouse_role
+    from fedlab.roles import warehouse_role
 
     docs = rendered["e2e"]
     first, second = one(docs, "StatefulSet", "fedlab-warehouse"), one(docs, "StatefulSet", "fedlab-wh-wh2")
@@ -514,7 +514,7 @@ def source_role_args(container):
     """The container's `fedlab source` command line, parsed by the role's own parser."""
     import argparse
 
-    from fedlab.loadgen.roles import source_role
+    from fedlab.roles import source_role
 
     argv = command_line(container)
     assert argv[:2] == ["fedlab", "source"]
@@ -977,8 +977,8 @@ def test_each_fault_selects_exactly_its_targets_pods_in_this_release(chaos_mesh)
 
 def test_the_chart_reads_the_schedule_as_fedlab_run_does(chaos_mesh):
     """Every clause the Python grammar knows (executors and ray-head are the chart's own) at the
-    time and for the length that loadgen.nemesis.schedule.parse reads."""
-    from fedlab.loadgen.nemesis.schedule import parse
+    time and for the length that nemesis.schedule.parse reads."""
+    from fedlab.nemesis.schedule import parse
 
     templates = workflow_templates(chaos_mesh)
     for i, (clause, kind, _, _, _, _, _) in enumerate(NEMESIS_CLAUSES, 1):
@@ -1012,7 +1012,7 @@ def test_the_chart_reads_the_schedule_as_fedlab_run_does(chaos_mesh):
 ])
 def test_the_chart_accepts_and_refuses_schedules_as_parse_does(helm, helm_home, tmp_path, schedule):
     from fedlab.fedmodel.errors import ModelError
-    from fedlab.loadgen.nemesis.schedule import parse
+    from fedlab.nemesis.schedule import parse
 
     try:
         parse(schedule, ["s1", "s2", "s3"])
@@ -1079,7 +1079,7 @@ def test_the_chart_uses_only_the_documented_cli_flags(rendered, name):
 
 
 def test_the_chaos_client_accepts_the_charts_flags():
-    from fedlab.loadgen.roles.chaos_k8s import build_parser
+    from fedlab.roles.chaos_k8s import build_parser
 
     known = {a for action in build_parser()._actions for a in action.option_strings}
     assert CLI_CONTRACT["chaos-k8s"] <= known
@@ -1163,7 +1163,8 @@ def test_the_dockerfile_builds_one_plain_image_for_every_role(rendered):
     assert check.returncode == 0, check.stderr
     # everything the build copies is in the build context
     assert "COPY pyproject.toml" in dockerfile
-    for needed in ("proto", "fedmodel", "source_node", "warehouse", "loadgen"):
+    for needed in ("proto", "fedlab", "fedmodel", "fedio", "source_node", "warehouse", "loadgen", "checker", "simulation",
+                   "bench", "live", "roles", "nemesis"):
         assert needed not in ignore and f"COPY {needed} ./{needed}" in dockerfile
     assert "helm/*" in ignore and "!helm/image" in ignore
     # every container of the chart starts through the image's entrypoint
@@ -1172,7 +1173,7 @@ def test_the_dockerfile_builds_one_plain_image_for_every_role(rendered):
 
 
 def test_under_the_node_engine_only_source_processes_read_their_clock_through_the_shim(rendered):
-    """The node nemesis's clock faults (loadgen/nemesis/node.py) need the shim preloaded at the
+    """The node nemesis's clock faults (nemesis/node.py) need the shim preloaded at the
     sources; nothing else, and nothing under the other engines, carries it."""
     for name, docs in rendered.items():
         node_engine = name == "e2e"

@@ -11,9 +11,9 @@ from scenario_support import seeds
 
 from fedlab.fedmodel.condense import condense
 from fedlab.fedmodel.transactions import Modification, RelationChange
-from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.simulation.scenario import ScenarioError, parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.warehouse.core.sze_ling.deferral import Deferral
 
 NEVER = {"combine_max": 100000, "max_delay": 1e9, "idle_after": 1e9}   # only a read maintains
@@ -126,7 +126,7 @@ def test_the_combined_result_is_the_one_by_one_result(bounds):
 
 def test_random_schedules_with_every_fault_stay_strongly_consistent():
     """Drops, reorders, duplicates and source restarts, over the four bound settings of
-    loadgen.workloads.synthetic.LAZY_BOUNDS: every state is the view at the vector it claims."""
+    loadgen.synthetic.LAZY_BOUNDS: every state is the view at the vector it claims."""
     combined, federations = 0, seeds(60)
     for seed in federations:
         doc = random_scenario(seed, algorithm="lazy", drop=0.1, reorder=0.3, duplicate=0.05, steps=60)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from live_support import MirroredLoad
 
-from fedlab.loadgen.checker.oracle import Oracle, comparable
-from fedlab.loadgen.live import delta_view
-from fedlab.loadgen.live.check import check
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.checker.oracle import Oracle, comparable
+from fedlab.live import delta_view
+from fedlab.live.check import check
+from fedlab.live.federation import Federation
+from fedlab.simulation.scenario import parse_scenario
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]
 

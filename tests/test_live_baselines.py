@@ -1,6 +1,6 @@
 """The baselines live (docs/architecture.md 4.3): Ray source actors with gRPC and DuckDB, the warehouse on
 Spark with Delta, one small federation per algorithm, judged from the run directory by the
-checker (loadgen.live.check, whose DuckDB oracle shares no code with the maintenance path) and the
+checker (live.check, whose DuckDB oracle shares no code with the maintenance path) and the
 final view compared with that oracle's recomputation over the committed history.
 
 Strobe and C-Strobe run under the conditions their paper assumes (Zhuge et al. 1996, sections 3
@@ -16,10 +16,10 @@ import time
 import pytest
 from live_support import FIXTURE_A, MirroredLoad
 
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.live.check import check
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.simulation.scenario import LEVELS, parse_scenario
+from fedlab.checker.oracle import Oracle
+from fedlab.live.check import check
+from fedlab.live.federation import Federation
+from fedlab.simulation.scenario import LEVELS, parse_scenario
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.baselines.keyed_view import project
 from fedlab.warehouse.core.registry import Settings

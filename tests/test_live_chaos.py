@@ -25,11 +25,11 @@ from live_support import MirroredLoad, refuses
 from fedlab.fedio import message_log as log_files
 from fedlab.fedmodel import message_log
 from fedlab.fedmodel.transactions import TransactionRequest
-from fedlab.loadgen.live.check import check
-from fedlab.loadgen.live.environment import NO_FAULTS, set_faults
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.live.runfile import RunFile
-from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
+from fedlab.live.check import check
+from fedlab.live.environment import NO_FAULTS, set_faults
+from fedlab.live.federation import Federation
+from fedlab.live.runfile import RunFile
+from fedlab.simulation.scenario import load_scenario, parse_scenario
 from fedlab.warehouse.core.timings import QUERY_TIMEOUT
 from fedlab.warehouse.settings import WarehouseSettings
 

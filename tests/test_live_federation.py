@@ -14,10 +14,10 @@ import pytest
 from live_support import MirroredLoad
 
 from fedlab.fedio.channels import client_channel
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.checker.oracle import Oracle
+from fedlab.live.federation import Federation
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.store.sparktypes import from_spark
 

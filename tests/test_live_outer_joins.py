@@ -3,7 +3,7 @@ warehouse on Spark with Delta. The warehouse maintains the terms' padded rows (i
 the user's view subsumed from them (warehouse.core.outer_join_state); its initial view and periodic
 recomputation are Spark jobs over the terms' SQL (fedmodel.terms_sql). Each run is judged by
 `fedlab check` on the join's states, whose terms the checker derives on its own
-(loadgen.checker.oracle.terms_sql), and the user's view read back (ReadView, Delta) is compared
+(checker.oracle.terms_sql), and the user's view read back (ReadView, Delta) is compared
 with two recomputations of the user's SQL as written: Spark's over fresh source snapshots and the
 checker's DuckDB oracle over the committed history."""
 
@@ -17,15 +17,15 @@ from live_support import MirroredLoad
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.terms_sql import maintained_sql
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.live import delta_view
-from fedlab.loadgen.live.check import judge, load_history
-from fedlab.loadgen.live.environment import NO_FAULTS, set_faults, tpch_data
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.workloads.driver import drive
-from fedlab.loadgen.workloads.tpch import load_view, tpch_catalog
-from fedlab.loadgen.workloads.workload import Workload
+from fedlab.checker.oracle import Oracle
+from fedlab.live import delta_view
+from fedlab.live.check import judge, load_history
+from fedlab.live.environment import NO_FAULTS, set_faults, tpch_data
+from fedlab.live.federation import Federation
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.loadgen.driver import drive
+from fedlab.loadgen.tpch import load_view, tpch_catalog
+from fedlab.loadgen.workload import Workload
 from fedlab.warehouse.core.recompute import recompute
 from fedlab.warehouse.core.registry import Settings
 from fedlab.warehouse.settings import WarehouseSettings

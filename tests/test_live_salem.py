@@ -17,11 +17,11 @@ from live_support import FIXTURE_A, MirroredLoad
 
 from fedlab.fedio.channels import client_channel
 from fedlab.fedmodel.wire import pb, rpc
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.live import refresh
-from fedlab.loadgen.live.check import check
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.checker.oracle import Oracle
+from fedlab.live import refresh
+from fedlab.live.check import check
+from fedlab.live.federation import Federation
+from fedlab.simulation.scenario import parse_scenario
 from fedlab.warehouse.core.events import RefreshRequested
 from fedlab.warehouse.core.registry import Settings
 from fedlab.warehouse.core.salem.propagate import SalemOptions

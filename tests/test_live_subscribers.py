@@ -22,12 +22,12 @@ from live_support import FIXTURE_A, MirroredLoad
 
 from fedlab.fedio.message_log import read as read_message_logs
 from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
-from fedlab.loadgen.checker.oracle import Oracle
+from fedlab.checker.oracle import Oracle
 from fedlab.cli import main
-from fedlab.loadgen.live import check
-from fedlab.loadgen.live.federation import Federation
-from fedlab.loadgen.live.runfile import RunFile
-from fedlab.loadgen.simulation.scenario import parse_scenario
+from fedlab.live import check
+from fedlab.live.federation import Federation
+from fedlab.live.runfile import RunFile
+from fedlab.simulation.scenario import parse_scenario
 from fedlab.warehouse.settings import WarehouseSettings
 
 pytestmark = [pytest.mark.spark, pytest.mark.ray, pytest.mark.slow]

@@ -11,9 +11,9 @@ import yaml
 from scenario_support import QUICK
 
 from fedlab.cli import main
-from fedlab.loadgen.simulation.matrix import CONDITIONS, markdown, run_matrix, schedule, shrink, widening_note
-from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.matrix import CONDITIONS, markdown, run_matrix, schedule, shrink, widening_note
+from fedlab.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core import registry
 
 ORDER = [p.name for p in registry.plugins()]   # weakest claim first

@@ -1,15 +1,15 @@
-"""Nemesis schedules (loadgen.nemesis.schedule): read from text, each clause's mistake named in one
+"""Nemesis schedules (nemesis.schedule): read from text, each clause's mistake named in one
 line, drawn at random from a seed, and checked against what a local run can apply
-(loadgen.nemesis.local); what each fault did, in phases and plotted (loadgen.nemesis.effects,
-loadgen.nemesis.plot). The faults applied live are tests/test_run_chaos.py's."""
+(nemesis.local); what each fault did, in phases and plotted (nemesis.effects,
+nemesis.plot). The faults applied live are tests/test_run_chaos.py's."""
 
 from __future__ import annotations
 
 import pytest
 
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.nemesis import effects, local, plot
-from fedlab.loadgen.nemesis.schedule import Fault, draw, parse, read
+from fedlab.nemesis import effects, local, plot
+from fedlab.nemesis.schedule import Fault, draw, parse, read
 
 SOURCES = ["crm", "ordering", "sales"]
 
@@ -116,8 +116,8 @@ def test_a_local_run_is_given_only_faults_it_can_apply():
     assert [local.refusal(f) for f in refused] == [
         "the load generator runs inside the run's own process", "a local run's processes share the machine's clock",
         "kill one source at a time",
-        "only a cluster has Spark executors, a Ray head of their own and raylets per node (loadgen.nemesis.node)",
-        "a local run has one machine: whole-node faults need a cluster's nodes (loadgen.nemesis.node)"]
+        "only a cluster has Spark executors, a Ray head of their own and raylets per node (nemesis.node)",
+        "a local run has one machine: whole-node faults need a cluster's nodes (nemesis.node)"]
 
 
 def test_each_fault_owns_the_load_until_the_next_one_and_a_phase_with_nothing_committed_says_so():

@@ -1,5 +1,5 @@
-"""The nemesis from a Kubernetes node (loadgen.nemesis.node) and the time line every nemesis runs
-on (loadgen.nemesis.timeline): what can be checked off the cluster. The clock shim the source
+"""The nemesis from a Kubernetes node (nemesis.node) and the time line every nemesis runs
+on (nemesis.timeline): what can be checked off the cluster. The clock shim the source
 pods preload is built and run for real; `make e2e-k8s` applies every fault kind to a release.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.nemesis import node
-from fedlab.loadgen.nemesis.schedule import Fault, read
-from fedlab.loadgen.nemesis.timeline import Nemesis
+from fedlab.nemesis import node
+from fedlab.nemesis.schedule import Fault, read
+from fedlab.nemesis.timeline import Nemesis
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ["s1", "s2"]
@@ -239,7 +239,7 @@ def test_without_its_file_the_clock_shim_leaves_the_clock_alone(clock_shim, tmp_
 def test_the_source_role_sees_whether_its_containers_raylet_still_runs(tmp_path):
     """After `kill raylet:S` the source role restarts its container at once, instead of waiting
     --lost-after for an actor that cannot come back on a node that is gone."""
-    from fedlab.loadgen.roles.source_role import raylet_running
+    from fedlab.roles.source_role import raylet_running
 
     for pid, comm in ((1, "tini"), (7, "fedlab"), (9, "raylet")):
         (tmp_path / str(pid)).mkdir()

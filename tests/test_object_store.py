@@ -104,7 +104,7 @@ def test_delta_batches_on_s3a_survive_a_restart_of_the_store(spark, object_store
     assert [(n.source, n.dsv) for n in again.read_notifications()] == [("ds1", d) for d in range(1, 7)]
     assert commit(again, 3, BATCHES[2][1]) is False   # already there: not applied twice
 
-    from fedlab.loadgen.live import delta_view
+    from fedlab.live import delta_view
 
     run = run_dir_for(tmp_path, root)
     assert delta_view.main(argparse.Namespace(run_dir=str(run), limit=0, json=True)) == 0

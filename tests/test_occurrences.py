@@ -12,9 +12,9 @@ from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.subquery import Answer, RelationAnswer, Subquery, SubqueryRelation
 from fedlab.fedmodel.transactions import Notification, RelationChange
 from fedlab.fedmodel.viewdef import parse_view
-from fedlab.loadgen.simulation.matrix import broken_assumptions
-from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.matrix import broken_assumptions
+from fedlab.simulation.scenario import LEVELS, load_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.occurrences import Occurrences
 from fedlab.warehouse.core.planner import plan

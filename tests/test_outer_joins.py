@@ -23,10 +23,10 @@ from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.outer_join_view import OuterJoinView, parse_outer_join
 from fedlab.fedmodel.terms_sql import maintained_sql
 from fedlab.fedmodel.transactions import Notification, RelationChange
-from fedlab.loadgen.checker.levels import classify
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.checker.levels import classify
+from fedlab.checker.oracle import Oracle
+from fedlab.simulation.scenario import load_scenario, parse_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.outer_join_state import OuterJoinState
 from fedlab.warehouse.core.recompute import recompute
@@ -179,7 +179,7 @@ def test_the_terms_sql_a_whole_view_evaluation_runs_gives_the_rows_the_core_fold
 @pytest.mark.parametrize("seed", seeds(20))
 def test_the_checker_derives_the_terms_rows_on_its_own_at_states_and_along_a_chain(seed):
     """A live run's history holds an outer-join view's join, its terms' padded rows; the checker
-    reads them from the join's SQL by its own rule (loadgen.checker.oracle.terms_sql), which must
+    reads them from the join's SQL by its own rule (checker.oracle.terms_sql), which must
     give what the core folds (warehouse.core.recompute) at every state, both ways it evaluates."""
     catalog = Catalog.from_dict({"sources": SOURCES})
     history = _history(seed, catalog)
@@ -244,7 +244,7 @@ def test_a_live_command_refuses_an_outer_join_view_an_algorithm_cannot_keep_befo
 
 
 def _role_config(folder, algorithm: str):
-    """A warehouse role's config (loadgen.roles.runconfig) of `algorithm` over a FULL JOIN view."""
+    """A warehouse role's config (roles.runconfig) of `algorithm` over a FULL JOIN view."""
     (folder / "catalog.yaml").write_text(
         "sources:\n  ds1: {r: {columns: [i], types: [BIGINT]}}\n  ds2: {s: {columns: [i], types: [BIGINT]}}\n")
     (folder / "config.yaml").write_text(f"run: {{algorithm: {algorithm}}}\ncatalog: catalog.yaml\n"
@@ -254,13 +254,13 @@ def _role_config(folder, algorithm: str):
 
 
 def test_the_warehouse_role_takes_an_outer_join_view(tmp_path):
-    from fedlab.loadgen.roles.runconfig import load_config
+    from fedlab.roles.runconfig import load_config
 
     assert load_config(_role_config(tmp_path, "sze-ling")).view.join.outer is not None
 
 
 def test_the_warehouse_role_refuses_an_outer_join_view_its_algorithm_cannot_keep(tmp_path):
-    from fedlab.loadgen.roles.runconfig import ConfigError, load_config
+    from fedlab.roles.runconfig import ConfigError, load_config
 
     with pytest.raises(ConfigError) as err:
         load_config(_role_config(tmp_path, "salem"))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fedlab.loadgen.simulation.scenario import Step, load_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.scenario import Step, load_scenario
+from fedlab.simulation.simulate import simulate
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 

@@ -25,8 +25,8 @@ from scenario_support import under_random_faults
 from sqlglot import exp
 
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulate import simulate
 
 B, T = "BIGINT", "VARCHAR"
 

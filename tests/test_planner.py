@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.viewdef import parse_view
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core.planner import plan
 
 # Example 5's join graph as docs/paper-notes.md reconstructs it (Figure 1 is lost): R2, R3, R4 at

@@ -1,4 +1,4 @@
-"""Vinh 2020's experiment at a tiny size (loadgen.bench.postgres_maintenance): synchronous
+"""Vinh 2020's experiment at a tiny size (bench.postgres_maintenance): synchronous
 maintenance by triggers and asynchronous maintenance by a pass over fedlab's captured changes
 both keep the materialized join equal to its recomputation, in every measured setting and over a
 mixed history; the figures are there. No timing is asserted.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from postgres_support import fresh_database
 
-from fedlab.loadgen.bench.postgres_maintenance import (
+from fedlab.bench.postgres_maintenance import (
     ACTIONS,
     CASES,
     TABLES,

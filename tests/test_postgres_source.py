@@ -346,9 +346,9 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
 
     import ray
 
-    from fedlab.loadgen.live.check import check
-    from fedlab.loadgen.live.federation import Federation
-    from fedlab.loadgen.simulation.scenario import parse_scenario
+    from fedlab.live.check import check
+    from fedlab.live.federation import Federation
+    from fedlab.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
@@ -388,11 +388,11 @@ def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runti
     import tempfile
     from pathlib import Path
 
-    from fedlab.loadgen.live.check import check
-    from fedlab.loadgen.live.environment import set_faults, tpch_data
-    from fedlab.loadgen.live.federation import Federation
-    from fedlab.loadgen.live.outside_writers import OutsideWriters, written_source
-    from fedlab.loadgen.workloads.tpch import load_view, sample_orders, tpch_catalog
+    from fedlab.live.check import check
+    from fedlab.live.environment import set_faults, tpch_data
+    from fedlab.live.federation import Federation
+    from fedlab.live.outside_writers import OutsideWriters, written_source
+    from fedlab.loadgen.tpch import load_view, sample_orders, tpch_catalog
 
     catalog = tpch_catalog()
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
@@ -436,9 +436,9 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
     import tempfile
     from pathlib import Path
 
-    from fedlab.loadgen.live.check import check
-    from fedlab.loadgen.live.federation import Federation
-    from fedlab.loadgen.simulation.scenario import parse_scenario
+    from fedlab.live.check import check
+    from fedlab.live.federation import Federation
+    from fedlab.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources, versioned")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-versioned-"))
@@ -507,10 +507,10 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
 
     from live_support import MirroredLoad
 
-    from fedlab.loadgen.live.check import check
-    from fedlab.loadgen.live.environment import NO_FAULTS, set_faults
-    from fedlab.loadgen.live.federation import Federation
-    from fedlab.loadgen.simulation.scenario import parse_scenario
+    from fedlab.live.check import check
+    from fedlab.live.environment import NO_FAULTS, set_faults
+    from fedlab.live.federation import Federation
+    from fedlab.simulation.scenario import parse_scenario
 
     scenario = parse_scenario(dict(LIVE), "postgres sources under chaos")
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-chaos-"))

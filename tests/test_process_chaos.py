@@ -30,9 +30,9 @@ from fedlab.fedio.channels import client_channel
 from fedlab.fedmodel.codec import decode_rows
 from fedlab.fedmodel.messages import VIEW_METADATA, to_pb
 from fedlab.fedmodel.wire import pb, rpc
-from fedlab.loadgen.live.check import load_history
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.live.check import load_history
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.loadgen.synthetic import random_scenario
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -209,7 +209,7 @@ def test_a_ray_source_actor_restarted_mid_run_keeps_complete_consistency(spark, 
     import ray
 
     from fedlab.cli import main
-    from fedlab.loadgen.live.federation import Federation
+    from fedlab.live.federation import Federation
 
     scenario = parse_scenario(random_scenario(38, relations=(2, 2), sources=(2, 2)), "actor restart")
     catalog = scenario.catalog

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from scenario_support import QUICK
 
-from fedlab.loadgen.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, schedule
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.simulation.simulator import Simulator
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.simulation.matrix import CONDITIONS, RESTART_CONDITIONS, schedule
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.simulation.simulator import Simulator
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.source_node.faults import FaultInjector
 
 FAULTS = {**CONDITIONS, **RESTART_CONDITIONS}

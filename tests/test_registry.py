@@ -127,7 +127,7 @@ def test_a_plug_in_runs_in_the_simulator_and_the_matrix_catches_its_failed_claim
 def test_an_error_a_command_finds_late_is_one_line_and_exit_2(monkeypatch, capsys):
     # e.g. `fedlab demo --source-engine postgres` with a run directory the server's user cannot reach
     from fedlab.fedmodel.errors import ModelError
-    from fedlab.loadgen.live import demo
+    from fedlab.live import demo
 
     def refused(args):
         raise ModelError("/root is not searchable by the user postgres the server runs as (chmod o+x /root)")

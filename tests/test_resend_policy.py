@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fedlab.fedmodel.transactions import Notification
-from fedlab.loadgen.simulation.scenario import load_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.scenario import load_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.source_node.resend_policy import ResendPolicy
 from fedlab.warehouse.core import registry
 

@@ -22,7 +22,7 @@ from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.viewdef import parse_view
 from fedlab.fedmodel.wire import pb, rpc
 from fedlab.cli import build_parser, main
-from fedlab.loadgen.workloads.synthetic_load import SyntheticStream
+from fedlab.loadgen.synthetic_load import SyntheticStream
 from fedlab.source_node.memory_store import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,8 +176,8 @@ def test_the_load_asks_a_source_again_while_it_is_paused_or_cut_off(monkeypatch)
     again until it answers; past the deadline the role stops with one line naming who."""
     import grpc
 
-    from fedlab.loadgen.roles import load
-    from fedlab.loadgen.roles.process import RoleError
+    from fedlab.roles import load
+    from fedlab.roles.process import RoleError
 
     class Unavailable(grpc.RpcError):
         def code(self):

@@ -1,6 +1,6 @@
 """`fedlab run` end to end: three views over a live TPC-H federation in two warehouses (the first
 keeping two of them from one subscription, the second the third by another algorithm), under
-message faults, a source actor frozen for seconds from outside (SIGSTOP, loadgen.nemesis), a source
+message faults, a source actor frozen for seconds from outside (SIGSTOP, nemesis), a source
 actor killed (Ray restarts it) and the first warehouse crashed and restarted from Delta mid-run;
 the checker's verdict on each view must be complete, with nothing lost or applied twice, and what
 each fault did is reported and plotted."""
@@ -31,7 +31,7 @@ def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
         assert verdict["lost"] == [] and verdict["doubled"] == []
         assert verdict["transactions"] == result["committed"] == verdict["states"] > 0
     assert (tmp_path / "run" / "q3" / "history" / "changes.jsonl").exists()
-    from fedlab.loadgen.live.runfile import RunFile
+    from fedlab.live.runfile import RunFile
 
     run = RunFile.read(tmp_path / "run")   # demo4 and q5 in the first warehouse, q3 in the second
     assert [(run.of(v).subscriber, run.of(v).algorithm) for v in ("q3", "q5")] == [("warehouse-2", "versioned"),
@@ -96,8 +96,8 @@ def test_a_run_that_cannot_work_is_refused_before_anything_starts(argv, message,
 
 def test_a_fault_for_one_source_reaches_that_source_only():
     from fedlab.fedmodel.errors import ModelError
-    from fedlab.loadgen.live.environment import faults_by_source
-    from fedlab.loadgen.live.run import parse_chaos
+    from fedlab.live.environment import faults_by_source
+    from fedlab.live.run import parse_chaos
 
     faults, kills = parse_chaos("drop=0.1,sales:answer_drop=0.5,reference:drop=0.3", ["reference", "sales"])
     assert kills == {}

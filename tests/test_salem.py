@@ -20,12 +20,12 @@ from scenario_support import seeds
 
 from fedlab.fedmodel.errors import ModelError
 from fedlab.cli import main
-from fedlab.loadgen.live.refresh import parse_point
-from fedlab.loadgen.live.runfile import RunFile
-from fedlab.loadgen.roles.process import RoleError, salem_options
-from fedlab.loadgen.simulation.scenario import ScenarioError, Step, load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.live.refresh import parse_point
+from fedlab.live.runfile import RunFile
+from fedlab.roles.process import RoleError, salem_options
+from fedlab.simulation.scenario import ScenarioError, Step, load_scenario, parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.warehouse.core.salem.propagate import SalemOptions
 from fedlab.warehouse.core.salem.timeline import INITIAL, PointError, Timeline
 

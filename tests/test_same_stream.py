@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from fedlab.loadgen.bench.report import document, markdown
-from fedlab.loadgen.bench.run_specs import BenchPlan, run_specs, stream_units
-from fedlab.loadgen.bench.runner import subscriber_names
-from fedlab.loadgen.bench.same_stream import comparison, finding
+from fedlab.bench.report import document, markdown
+from fedlab.bench.run_specs import BenchPlan, run_specs, stream_units
+from fedlab.bench.runner import subscriber_names
+from fedlab.bench.same_stream import comparison, finding
 
 
 def test_runs_that_differ_only_in_algorithm_and_view_share_a_stream_then_run_alone():

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from fedlab.loadgen.simulation.scenario import commit_step, parse_scenario, parse_step
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.simulation.simulator import RandomTransactions, Simulator
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.simulation.scenario import commit_step, parse_scenario, parse_step
+from fedlab.simulation.simulate import simulate
+from fedlab.simulation.simulator import RandomTransactions, Simulator
+from fedlab.loadgen.synthetic import random_scenario
 
 # Sze-Ling's Example 1 federation: a join across two sources, the smallest where compensation counts.
 EXAMPLE_1 = {"name": "shrunk", "algorithm": "sze-ling",

@@ -1,4 +1,4 @@
-"""Several warehouses subscribed to one simulated federation (loadgen.simulation.subscribers): each
+"""Several warehouses subscribed to one simulated federation (simulation.subscribers): each
 view judged by the checker's oracle; one warehouse down or lagging holds back only its own
 notifications (the others stay complete and keep nothing unacknowledged), its sources keep what it
 lacks, and when it comes back it catches up, complete; removing it releases what was kept."""
@@ -11,10 +11,10 @@ import pytest
 from scenario_support import SCENARIOS
 
 from fedlab.fedmodel.transactions import TransactionRequest
-from fedlab.loadgen.simulation.scenario import load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import judge
-from fedlab.loadgen.simulation.simulator import RandomTransactions
-from fedlab.loadgen.simulation.subscribers import Subscribers
+from fedlab.simulation.scenario import load_scenario, parse_scenario
+from fedlab.simulation.simulate import judge
+from fedlab.simulation.simulator import RandomTransactions
+from fedlab.simulation.subscribers import Subscribers
 
 TWO_SOURCES = load_scenario(SCENARIOS / "sze_ling_example1.yaml")
 # ds1 also holds Q, which the view does not read: the second warehouse's copies leave its changes out.

@@ -2,7 +2,7 @@
 lazy maintenance, which combines transactions over the same machinery, strong consistency; and
 versioned, which asks the sources as of its tasks' versions, complete without compensating).
 
-Each scenario is a random federation (loadgen.workloads.synthetic: chains, stars and trees of 2-6 relations
+Each scenario is a random federation (loadgen.synthetic: chains, stars and trees of 2-6 relations
 over 2-4 sources, views with and without their relations' keys, selections, references and
 referential integrity, some with their last relation asked for in EXISTS (a semi-join) or NOT
 EXISTS (an anti-join), some
@@ -34,9 +34,9 @@ import pytest
 import yaml
 from scenario_support import QUICK, seeds
 
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.loadgen.synthetic import random_scenario
 
 SCENARIOS = int(os.environ.get("FEDLAB_PROPERTY_SCENARIOS", "40" if QUICK else "400"))
 
@@ -81,7 +81,7 @@ def shortfalls(algorithm: str, schedules: int) -> list[dict]:
 
 @pytest.mark.parametrize("algorithm, schedules", [
     ("sze-ling", SCENARIOS),
-    # A quarter as many: lazy's bounds vary with the seed (loadgen.workloads.synthetic.LAZY_BOUNDS) ...
+    # A quarter as many: lazy's bounds vary with the seed (loadgen.synthetic.LAZY_BOUNDS) ...
     ("lazy", SCENARIOS // 4),
     # ... and versioned reads every answer as of its task's versions (fedmodel.as_of).
     ("versioned", SCENARIOS // 4),

@@ -22,7 +22,7 @@ from fedlab.fedmodel.messages import from_pb, to_pb
 from fedlab.fedmodel.subquery import Subquery, SubqueryRelation
 from fedlab.fedmodel.transactions import Modification, TransactionRequest
 from fedlab.fedmodel.wire import pb, rpc
-from fedlab.loadgen.live.remote_source import RemoteSource, read_history
+from fedlab.live.remote_source import RemoteSource, read_history
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.node import SourceNode
 

@@ -17,11 +17,11 @@ from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.subquery import Answer, RelationAnswer
 from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
 from fedlab.fedmodel.viewdef import parse_view
-from fedlab.loadgen.checker.levels import classify
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.checker.levels import classify
+from fedlab.checker.oracle import Oracle
+from fedlab.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.baselines.keyed_view import project, widen
 from fedlab.warehouse.core.baselines.strobe import Update, cancel_inserted_then_deleted, updates_of
@@ -315,7 +315,7 @@ def test_recompute_asks_a_source_again_when_its_answers_were_read_at_two_states(
 
 @pytest.mark.parametrize("limit", [20000, 0], ids=["every-state", "near-the-claims"])
 def test_the_checker_finds_the_source_state_a_state_is_the_view_at_when_its_claim_fails(limit, monkeypatch):
-    monkeypatch.setattr("fedlab.loadgen.checker.levels.SEARCH_LIMIT", limit)
+    monkeypatch.setattr("fedlab.checker.levels.SEARCH_LIMIT", limit)
     catalog = Catalog.from_dict({"sources": {"x": {"R1": {"columns": ["A"], "types": ["BIGINT"]}},
                                              "y": {"R2": {"columns": ["B"], "types": ["BIGINT"]}}}})
     sql = "SELECT A, B FROM R1, R2"

@@ -15,9 +15,9 @@ from scenario_support import SCENARIOS, events, run, seeds, states
 
 from fedlab.fedmodel.subquery import Answer, RelationAnswer
 from fedlab.fedmodel.transactions import Notification, RelationChange
-from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
-from fedlab.loadgen.workloads.synthetic import random_scenario
+from fedlab.simulation.scenario import LEVELS, load_scenario, parse_scenario
+from fedlab.simulation.simulate import simulate
+from fedlab.loadgen.synthetic import random_scenario
 from fedlab.warehouse.core.baselines.sweep import NestedSweep, Sweep
 from fedlab.warehouse.core.events import (
     AnswerArrived,

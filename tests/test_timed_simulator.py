@@ -1,4 +1,4 @@
-"""The timed simulator (loadgen.simulation.timed): a run is decided by its seed, and its steps,
+"""The timed simulator (simulation.timed): a run is decided by its seed, and its steps,
 written out with their times, replay in the untimed simulator to the same view states, which the
 checker's oracle (DuckDB, no code shared with the maintenance path) finds completely consistent;
 the steps it takes (their times, a timer round's parts) in a file; `fedlab predict`."""
@@ -12,12 +12,12 @@ import pytest
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.errors import ModelError
 from fedlab.cli import main
-from fedlab.loadgen.simulation.calibration import load
-from fedlab.loadgen.simulation.scenario import Scenario, ScenarioError, parse_scenario
-from fedlab.loadgen.simulation.simulate import judge
-from fedlab.loadgen.simulation.simulator import Simulator
-from fedlab.loadgen.simulation.timed import TimedRun, TimedSettings, View
-from fedlab.loadgen.workloads.driver_process import SyntheticRecipe
+from fedlab.simulation.calibration import load
+from fedlab.simulation.scenario import Scenario, ScenarioError, parse_scenario
+from fedlab.simulation.simulate import judge
+from fedlab.simulation.simulator import Simulator
+from fedlab.simulation.timed import TimedRun, TimedSettings, View
+from fedlab.loadgen.driver_process import SyntheticRecipe
 from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 # Every fault the sources inject, so that resends, gaps, retries and duplicates all happen.
@@ -125,7 +125,7 @@ def test_the_nemesis_acts_in_the_timed_mode_and_its_run_still_replays():
     """A pause holds a source's commits and answers, a kill restarts it (a `restart` step), a
     partition loses what crosses it; the run still reflects every transaction, completely, and
     its steps replay to the same states."""
-    from fedlab.loadgen.nemesis.schedule import read
+    from fedlab.nemesis.schedule import read
 
     recipe = SyntheticRecipe("chain", 3, 60, seed=1)
     federation, rows = recipe.federation, recipe.data()
@@ -160,13 +160,13 @@ def test_the_timed_mode_refuses_whole_node_faults_in_one_line(capsys):
     """The model has processes on machines but no cluster nodes: `fedlab predict` refuses a
     node's crash, drain or partition before it runs anything, and a run handed one unchecked
     refuses it rather than leaving it out."""
-    from fedlab.loadgen.nemesis.schedule import parse
+    from fedlab.nemesis.schedule import parse
 
     assert main(["predict", "--sources", "6", "--nemesis", "crash node:warehouse at 1s"]) == 2
     assert capsys.readouterr().err.strip() == (
         "fedlab predict: --nemesis: 'crash node:warehouse at 1s': the timed simulator models processes on machines, "
         "not a cluster's nodes: whole-node faults (crash, restart, drain, partition node:N) need a cluster "
-        "(loadgen.nemesis.node)")
+        "(nemesis.node)")
     for clause in ("partition node:s01 at 1s for 1s", "drain node:s02 at 1s for 2s"):
         assert "not a cluster's nodes" in TimedRun.refusal(parse(clause, ["s01", "s02"])[0])
     recipe = SyntheticRecipe("chain", 3, 60, seed=1)

@@ -1,5 +1,5 @@
-"""Mutual TLS on the gRPC channels (fedio.channels, loadgen.roles.certs) and the Source.History RPC
-that lets `fedlab check` judge a run whose source files it cannot reach (loadgen.live.remote_source).
+"""Mutual TLS on the gRPC channels (fedio.channels, roles.certs) and the Source.History RPC
+that lets `fedlab check` judge a run whose source files it cannot reach (live.remote_source).
 
 A source node and its clients work over mutual TLS; a client with no certificate, or with one from
 another CA, and a server whose certificate does not name the dialled host, are refused at the
@@ -29,9 +29,9 @@ from fedlab.fedmodel.messages import to_pb
 from fedlab.fedmodel.transactions import Modification, TransactionRequest
 from fedlab.fedmodel.wire import pb, rpc
 from fedlab.cli import main
-from fedlab.loadgen.live.check import committed_history
-from fedlab.loadgen.live.remote_source import RemoteSource
-from fedlab.loadgen.roles.certs import write_certificates
+from fedlab.live.check import committed_history
+from fedlab.live.remote_source import RemoteSource
+from fedlab.roles.certs import write_certificates
 from fedlab.source_node.node import SourceNode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +201,7 @@ def test_fedlab_source_serves_over_mutual_tls_with_the_flags(tmp_path, certs):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_live_federation_over_tls_is_complete_by_rpc_and_by_file(spark, ray_runtime, tmp_path, capsys):
-    from fedlab.loadgen.live.federation import Federation
+    from fedlab.live.federation import Federation
     from fedlab.warehouse.settings import WarehouseSettings
 
     run_dir = tmp_path / "run"

@@ -13,8 +13,8 @@ import pytest
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import Catalog, FunctionalDependency, validate_row
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.workloads.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
-from fedlab.loadgen.workloads.workload import STREAMS, Spilled, UpdateStream, Workload, zipf_rank
+from fedlab.loadgen.tpch import TABLES, TblRows, generate, load_view, sample_orders, tpch_catalog, view_names
+from fedlab.loadgen.workload import STREAMS, Spilled, UpdateStream, Workload, zipf_rank
 from fedlab.source_node.memory_store import MemoryStore
 
 SF001_ROWS = {"region": 5, "nation": 25, "supplier": 100, "customer": 1500, "part": 2000,

@@ -1,10 +1,10 @@
-"""`fedlab predict --against` (loadgen.simulation.validation, prediction_report): how a prediction
+"""`fedlab predict --against` (simulation.validation, prediction_report): how a prediction
 is judged against a live run's figure, and a ramp that never saturated."""
 
 from __future__ import annotations
 
-from fedlab.loadgen.simulation.prediction_report import markdown
-from fedlab.loadgen.simulation.validation import RAMP_FIGURE, _topped, met
+from fedlab.simulation.prediction_report import markdown
+from fedlab.simulation.validation import RAMP_FIGURE, _topped, met
 
 
 def test_a_figure_is_met_within_its_target_and_unjudged_without_one():
@@ -29,8 +29,8 @@ def test_two_ramps_that_held_at_their_top_are_not_judged_and_are_marked():
 
 
 def test_a_live_run_is_simulated_until_its_load_is_reflected_as_the_bench_waits():
-    from fedlab.loadgen.simulation.calibration import load
-    from fedlab.loadgen.simulation.validation import simulate_run
+    from fedlab.simulation.calibration import load
+    from fedlab.simulation.validation import simulate_run
 
     record = {"view": "chain-3", "algorithm": "sze-ling", "access_path": "join-graph", "seed": 1, "workload": "mixed",
               "faults": {}, "rate_target": 40.0, "synthetic": {"shape": "chain", "sources": 3, "rows_per_relation": 60}}

@@ -22,9 +22,9 @@ from scenario_support import under_random_faults
 from fedlab.fedmodel.aggregate_view import AggregateView, parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.errors import ModelError
-from fedlab.loadgen.checker.oracle import Oracle
-from fedlab.loadgen.simulation.scenario import parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.checker.oracle import Oracle
+from fedlab.simulation.scenario import parse_scenario
+from fedlab.simulation.simulate import simulate
 
 SOURCES = {"ds1": {"a": {"columns": ["i", "j", "s"], "types": ["BIGINT", "BIGINT", "VARCHAR"], "key": ["i"]}},
            "ds2": {"b": {"columns": ["i", "k"], "types": ["BIGINT", "BIGINT"], "key": ["i"]}},
@@ -331,9 +331,9 @@ def test_a_view_shows_the_columns_and_rows_duckdb_gives_its_sql(sql):
 @pytest.mark.parametrize("command", [["run", "--duration", "1s"], ["bench"], ["demo"]])
 def test_a_refused_view_file_stops_a_live_command_before_anything_starts(command, tmp_path, monkeypatch, capsys):
     from fedlab import cli
-    from fedlab.loadgen.workloads import tpch
+    from fedlab.loadgen import tpch
 
-    views = tmp_path / "loadgen" / "workloads" / "views"
+    views = tmp_path / "loadgen" / "views"
     views.mkdir(parents=True)
     (views / "sampled.sql").write_text("SELECT c_custkey FROM customer TABLESAMPLE (5 PERCENT)")
     monkeypatch.setattr(tpch, "VIEWS_DIR", views)
@@ -343,5 +343,5 @@ def test_a_refused_view_file_stops_a_live_command_before_anything_starts(command
     assert cli.main([*command, views_flag, "sampled", flag, str(out)]) == 2
     captured = capsys.readouterr()
     printed = (captured.out + captured.err).strip()
-    assert "loadgen/workloads/views/sampled.sql: view: TABLESAMPLE on customer is not supported" in printed
+    assert "loadgen/views/sampled.sql: view: TABLESAMPLE on customer is not supported" in printed
     assert "\n" not in printed and not out.exists()

@@ -1,5 +1,5 @@
 """The warehouse crashes and restarts from its durable store, in the simulator
-(loadgen.simulation.simulator): what a batch made durable survives (the view, its version state, the change
+(simulation.simulator): what a batch made durable survives (the view, its version state, the change
 log, the notifications received), what was applied or received since is lost and done again, and
 the run stays completely consistent, also when the crash falls between a batch's Delta commit and
 the rest. Random schedules with warehouse crashes and source restarts, judged by the checker
@@ -14,9 +14,9 @@ import yaml
 from scenario_support import seeds
 
 from fedlab.cli import main
-from fedlab.loadgen.simulation.matrix import schedule
-from fedlab.loadgen.simulation.scenario import ScenarioError, parse_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.matrix import schedule
+from fedlab.simulation.scenario import ScenarioError, parse_scenario
+from fedlab.simulation.simulate import simulate
 
 EXAMPLE = yaml.safe_load((Path(__file__).parent / "scenarios" / "sze_ling_example1.yaml").read_text())
 

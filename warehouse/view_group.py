@@ -18,7 +18,7 @@ A reader names the view it reads (ReadView, Refresh, Status) in the `fedlab-view
 warehouse of several in one process): its gRPC calls wait unanswered and its views' cores take
 nothing, until `resume()`. The sources' calls time out and go again, as they do against a frozen
 process, and what they sent meanwhile is handled once it resumes: a subscriber lagging behind
-the others (loadgen.nemesis.local, `pause warehouse`).
+the others (nemesis.local, `pause warehouse`).
 """
 
 from __future__ import annotations

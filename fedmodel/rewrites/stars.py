@@ -3,7 +3,7 @@
 `*` shows every FROM item's columns, in FROM order, each relation's in its catalog order (a
 derived table's in its select list's), a column that USING or NATURAL joins with one to its
 left once, where the left one is: DuckDB's order, and that of the engine checking the view
-(loadgen.checker.oracle). PostgreSQL puts the joined columns first instead; a view of
+(checker.oracle). PostgreSQL puts the joined columns first instead; a view of
 `*` over USING can therefore list its columns in another order than PostgreSQL would.
 `t.*` shows all of t's columns, joined or not.
 

@@ -1,6 +1,6 @@
 /*
  * A wall clock set wrong from outside the process, for the node nemesis's `clock` fault
- * (loadgen/nemesis/node.py). Preloaded into a source pod's processes (LD_PRELOAD), it adds the
+ * (nemesis/node.py). Preloaded into a source pod's processes (LD_PRELOAD), it adds the
  * seconds written in the file $FEDLAB_CLOCK_OFFSET_FILE to CLOCK_REALTIME as clock_gettime,
  * gettimeofday and time return it. The file is read again at most every 100 ms, so writing
  * another number makes the clock jump, back or forth. The monotonic clocks are left alone: sleeps,

@@ -12,7 +12,7 @@ builds one as a package of its own.
     [project.entry-points."fedlab.algorithms"]
     my-algorithm = "mypackage.algorithm:PLUGIN"
 
-The matrix (loadgen.simulation.matrix) judges each algorithm against the level it claims, and
+The matrix (simulation.matrix) judges each algorithm against the level it claims, and
 says which of its assumptions a condition breaks.
 """
 

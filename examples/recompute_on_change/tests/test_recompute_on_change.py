@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fedlab.loadgen.simulation.matrix import run_matrix
-from fedlab.loadgen.simulation.scenario import LEVELS, load_scenario
-from fedlab.loadgen.simulation.simulate import simulate
+from fedlab.simulation.matrix import run_matrix
+from fedlab.simulation.scenario import LEVELS, load_scenario
+from fedlab.simulation.simulate import simulate
 from fedlab.warehouse.core import registry
 
 SCENARIO = Path(__file__).parent.parent / "recompute_on_change" / "scenarios" / "two_commits_one_round.yaml"
