@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: venv demo test check soak bench image e2e-k8s e2e-nodes objectstore clean
+.PHONY: venv demo test quick soak bench image e2e-k8s e2e-nodes objectstore clean
 
 venv: $(STAMP)
 
@@ -38,7 +38,7 @@ test: venv $(VENV)/.example-stamp objectstore
 
 # The fast loop (a few minutes): the pure core, the simulator, the checker and the CLI, with fewer
 # random schedules; nothing that needs Spark, Ray, PostgreSQL or helm, nothing marked slow.
-check: venv $(VENV)/.example-stamp
+quick: venv $(VENV)/.example-stamp
 	FEDLAB_QUICK=1 $(BIN)/python -m pytest -q -n 2 -m "not spark and not ray and not postgres and not helm and not objectstore and not slow"
 
 # SeaweedFS's weed, the S3-compatible server of the object-store tests (helm/object_store.py): built

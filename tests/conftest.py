@@ -2,7 +2,7 @@
 (tests/postgres_support.py) and one object store (tests/object_store_support.py) for the whole run.
 
 All start lazily, only when a test asks for them, and stop at the end of the session. A test is
-marked by what it needs, from the fixtures it uses (`NEEDS`), so that `make check` can leave out
+marked by what it needs, from the fixtures it uses (`NEEDS`), so that `make quick` can leave out
 every test that needs Spark, Ray, PostgreSQL, the object store or helm (`-m "not spark and not
 ray ..."`).
 """

@@ -11,7 +11,7 @@ from fedlab.simulation.scenario import load_scenario
 from fedlab.simulation.simulate import simulate
 
 SCENARIOS = Path(__file__).parent / "scenarios"
-# `make check`, the fast loop, sets FEDLAB_QUICK=1: the random-federation tests run over a tenth.
+# `make quick`, the fast loop, sets FEDLAB_QUICK=1: the random-federation tests run over a tenth.
 QUICK = os.environ.get("FEDLAB_QUICK") == "1"
 
 

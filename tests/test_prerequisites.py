@@ -1,6 +1,6 @@
 """A missing prerequisite (PostgreSQL's server programs) skips a test on a developer's machine
 and fails it under CI=true, so that CI never passes by skipping; tests are marked by what they
-need from the fixtures they use (tests/conftest.py), which is what `make check` leaves out."""
+need from the fixtures they use (tests/conftest.py), which is what `make quick` leaves out."""
 
 from __future__ import annotations
 

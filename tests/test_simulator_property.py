@@ -15,7 +15,7 @@ dropped (up to 20%), reordered and duplicated messages of every kind. The checke
 oracle recomputes the view at the version vector of every applied state: every state must equal
 it and every transaction must have a state of its own, in each source's order.
 
-The suite runs 400 (a tenth in `make check`; FEDLAB_PROPERTY_SCENARIOS sets another count), so that
+The suite runs 400 (a tenth in `make quick`; FEDLAB_PROPERTY_SCENARIOS sets another count), so that
 it stays under 20 minutes; `make soak` runs 10,000 of Sze-Ling's with the warehouse's crashes.
 
 A failing seed is written as a scenario file (printed in the failure) so that
