@@ -364,7 +364,7 @@ class Run:
             self.figures["nemesis from the node"] = "not applied: not root on the cluster's node"
             return None
         from fedlab.nemesis import node, schedule as schedules
-        from fedlab.nemesis.timeline import Events
+        from fedlab.nemesis.applier import Events
         from fedlab.roles.chaos_k8s import parse_duration
 
         release = node.Release(self.kube.namespace, self.args.release, self.kube.kubectl, self.kube.env)

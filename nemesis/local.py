@@ -28,7 +28,7 @@ import threading
 from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
 from fedlab.nemesis import schedule
 from fedlab.nemesis.schedule import Fault
-from fedlab.nemesis.timeline import Nemesis, signal_process
+from fedlab.nemesis.applier import Nemesis, signal_process
 
 
 def refusal(fault: Fault) -> str | None:
@@ -61,7 +61,7 @@ def refuser(algorithm: str, restartable: bool):
 
 class LocalNemesis(Nemesis):
     """Applies `faults` to the local federation `fed` (live.federation.Federation), timed
-    from `start()` (nemesis.timeline)."""
+    from `start()` (nemesis.applier)."""
 
     def __init__(self, fed, faults: list[Fault], events: list[str]):
         super().__init__(faults, events)

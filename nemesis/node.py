@@ -50,7 +50,7 @@ from fedlab.fedmodel.errors import ModelError
 from fedlab.nemesis import schedule
 from fedlab.nemesis.nodes import OUT_OF_SERVICE, Machines, Operator
 from fedlab.nemesis.schedule import Fault
-from fedlab.nemesis.timeline import Events, Nemesis, signal_process
+from fedlab.nemesis.applier import Events, Nemesis, signal_process
 
 CLOCK_FILE = "/tmp/fedlab-clock-offset"   # FEDLAB_CLOCK_OFFSET_FILE in the chart's source pods
 RULE = ["-j", "DROP", "-m", "comment", "--comment", "fedlab-nemesis"]
@@ -147,7 +147,7 @@ def _comm(pid: int) -> str:
 
 class NodeNemesis(Nemesis):
     """Applies `faults` to `release` (a Release) from this node, timed from `start()`
-    (nemesis.timeline); `events` gets one line per action."""
+    (nemesis.applier); `events` gets one line per action."""
 
     def __init__(self, release: Release, faults: list[Fault], events: list[str], machines: Machines | None = None,
                  operator: Operator | None = None):

@@ -1,5 +1,5 @@
-"""The nemesis from a Kubernetes node (nemesis.node) and the time line every nemesis runs
-on (nemesis.timeline): what can be checked off the cluster. The clock shim the source
+"""The nemesis from a Kubernetes node (nemesis.node) and what every applier of a
+schedule shares (nemesis.applier): what can be checked off the cluster. The clock shim the source
 pods preload is built and run for real; `make e2e-k8s` applies every fault kind to a release.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from fedlab.fedmodel.errors import ModelError
 from fedlab.nemesis import node
 from fedlab.nemesis.schedule import Fault, read
-from fedlab.nemesis.timeline import Nemesis
+from fedlab.nemesis.applier import Nemesis
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ["s1", "s2"]

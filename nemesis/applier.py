@@ -1,4 +1,4 @@
-"""A nemesis schedule run on its time line: what every applier shares (nemesis.local for a
+"""What every applier of a nemesis schedule shares, running it on its clock (nemesis.local for a
 local run, nemesis.node for a cluster, from its node).
 
 `Nemesis` runs the faults in a thread of its own, timed from `start()`: a fault begins at its `at`
@@ -33,7 +33,7 @@ class Events(list):
 
 
 class Nemesis:
-    """`faults` applied on their time line; `applied` gets each fault's wall-clock window
+    """`faults` applied at their times; `applied` gets each fault's wall-clock window
     (`fault`, `began`, `ended`: what nemesis.effects reads), `events` one line per
     action. Subclasses give `_begin` and `close`."""
 
