@@ -1,6 +1,6 @@
 """The oracle: the view's SQL evaluated over source states rebuilt from their histories, by an SQL
-engine (DuckDB, the default, or PostgreSQL: checker.postgres) so that a verdict need not
-rest on one engine.
+backend (DuckDB, the default, or PostgreSQL: checker.postgres) so that a verdict need not
+rest on one backend.
 
 It shares no code with the maintenance path. From each source's committed transactions (full
 row images, from the source's own log) it builds every relation the view reads as a *versioned*
@@ -29,7 +29,7 @@ outer-join view holds the join its warehouse maintains, the terms' padded rows, 
 read with `terms`, an outer join's SQL means those rows (`terms_sql`, derived from the SQL's
 meaning, not from the maintenance path's term rules), which live while their base rows do and
 so are evaluated along a chain as a join's are. The tables and the rewrites are built once,
-here, for every engine; an engine only loads the tables, runs the query in its dialect and
+here, for every backend; a backend only loads the tables, runs the query in its dialect and
 returns the rows.
 """
 
@@ -62,17 +62,17 @@ _connection = None
 
 
 class OracleError(ModelError):
-    """The oracle's engine is unreachable or failed (fedlab check exits 2)."""
+    """The oracle's backend is unreachable or failed (fedlab check exits 2)."""
 
 
-class Engine(Protocol):
-    dialect: str   # sqlglot's name for the engine's SQL dialect
+class Backend(Protocol):
+    dialect: str   # sqlglot's name for the backend's SQL dialect
 
     def query(self, sql: str, tables: dict[str, pa.Table]) -> list[tuple]:
         """The rows of `sql` with each of `tables` readable under its name."""
 
 
-class DuckDBEngine:
+class DuckDBBackend:
     """DuckDB in this process: the tables are read as registered Arrow tables, without copying."""
 
     dialect = "duckdb"
@@ -97,23 +97,23 @@ def _db():
 
 
 @contextlib.contextmanager
-def engine_named(name: str, pg_dsn: str | None = None) -> Iterator[Engine]:
-    """The engine `name` (one of ORACLES), closed afterwards. PostgreSQL: the server at `pg_dsn`,
+def backend_named(name: str, pg_dsn: str | None = None) -> Iterator[Backend]:
+    """The backend `name` (one of ORACLES), closed afterwards. PostgreSQL: the server at `pg_dsn`,
     or without one a throwaway server started for the purpose and removed afterwards."""
     if name == "duckdb":
-        yield DuckDBEngine()
+        yield DuckDBBackend()
     elif name == "postgres":
-        from fedlab.checker.postgres import postgres_engine
+        from fedlab.checker.postgres import postgres_backend
 
-        with postgres_engine(pg_dsn) as engine:
-            yield engine
+        with postgres_backend(pg_dsn) as backend:
+            yield backend
     else:
         raise OracleError(f"unknown oracle {name!r} (one of {', '.join(ORACLES)})")
 
 
 class Oracle:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]],
-                 history: dict[str, list[Notification]], engine: Engine | None = None, terms: bool = False,
+                 history: dict[str, list[Notification]], backend: Backend | None = None, terms: bool = False,
                  start: dict[str, int] | None = None):
         """`initial`: every relation at its source's DSV `start[source]` (default 1, the source's
         first state); `history[source]` lists the source's committed transactions from the next
@@ -125,7 +125,7 @@ class Oracle:
         self.view_sql, self.initial = view_sql, initial
         self.history = history
         self.start = {s: (start or {}).get(s, 1) for s in catalog.sources}
-        self.engine = engine or DuckDBEngine()
+        self.backend = backend or DuckDBBackend()
         read = {table.name.lower() for table in _view_tree(view_sql, catalog).find_all(exp.Table)}
         self.tables = {rel.name.lower(): _versioned(rel, initial.get(rel.name, []), history.get(rel.source, []),
                                                     self.start[rel.source])
@@ -134,27 +134,27 @@ class Oracle:
         tree = _view_tree(view_sql, catalog)
         self.terms = terms
         self.padded = _outer_join(tree) and not terms   # rows padded as the user's outer joins pad them
-        self.sql = (padded_sql(view_sql, catalog, self.engine.dialect) if self.padded
-                    else temporal_sql(view_sql, catalog, self.engine.dialect, terms))
+        self.sql = (padded_sql(view_sql, catalog, self.backend.dialect) if self.padded
+                    else temporal_sql(view_sql, catalog, self.backend.dialect, terms))
         self.aggregate_kind = _aggregate_kind(tree)
         # A row of a view with EXISTS exists while some partner does, and a row an outer join pads
         # while none does, not only while its own base rows do: each is found state by state, as
         # an aggregate view's are. A term's row lives while its base rows do.
         along_chain = not self.aggregate_kind and tree.find(exp.Exists) is None and not self.padded
-        self.chain_sql = chain_sql(view_sql, catalog, self.engine.dialect, terms) if along_chain else None
-        self._empty_row = _empty_row(tree, self.tables, self.engine) if self.aggregate_kind == "grand total" else None
+        self.chain_sql = chain_sql(view_sql, catalog, self.backend.dialect, terms) if along_chain else None
+        self._empty_row = _empty_row(tree, self.tables, self.backend) if self.aggregate_kind == "grand total" else None
 
     def views_at(self, vectors: list[dict[str, int]]) -> list[dict[tuple, int]]:
         """The view at each state where source s is at DSV `vector[s]` (default: its initial DSV 1)."""
         if self.padded:
-            rows = self.engine.query(self.sql, {
+            rows = self.backend.query(self.sql, {
                 name: _by_state(table, [v.get(self._source_of[name], 1) for v in vectors])
                 for name, table in self.tables.items()})
         else:
             states = pa.table({"__i": pa.array(range(len(vectors)), pa.int64()),
                                **{_state_column(i): pa.array([v.get(s, 1) for v in vectors], pa.int64())
                                   for i, s in enumerate(self.catalog.sources)}})
-            rows = self.engine.query(self.sql, {**self.tables, "__states": states})
+            rows = self.backend.query(self.sql, {**self.tables, "__states": states})
         results = [Counter() for _ in vectors]
         for row in rows:
             results[row[0]][tuple(_plain(v) for v in row[1:-1])] += row[-1]
@@ -178,7 +178,7 @@ class Oracle:
         tables = {name: state_intervals(table, [v.get(self._source_of[name], 1) for v in vectors])
                   for name, table in self.tables.items()}
         changes = [Counter() for _ in vectors]
-        for start, end, *row, count in self.engine.query(self.chain_sql, tables):
+        for start, end, *row, count in self.backend.query(self.chain_sql, tables):
             view_row = tuple(_plain(v) for v in row)
             changes[start][view_row] += count
             if end < len(vectors):
@@ -192,7 +192,7 @@ class Oracle:
         (What follows at `source` is left out: it may undo rows the left-out part wrote.)"""
         log = list(self.history[source][:dsv - self.start[source]])
         log[-1] = replace(log[-1], changes=tuple(c for c in log[-1].changes if c.relation in relations))
-        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.engine, self.terms,
+        return Oracle(self.catalog, self.view_sql, self.initial, {**self.history, source: log}, self.backend, self.terms,
                       self.start)
 
     def transaction(self, source: str, dsv: int) -> Notification | None:
@@ -236,13 +236,13 @@ def _aggregate_kind(tree: exp.Select) -> str | None:
     return "grand total" if any(tree.find_all(exp.AggFunc)) else None
 
 
-def _empty_row(tree: exp.Select, tables: dict[str, pa.Table], engine: Engine) -> tuple:
+def _empty_row(tree: exp.Select, tables: dict[str, pa.Table], backend: Backend) -> tuple:
     """The one row an aggregate without GROUP BY has over relations with no rows."""
     empty = {name: table.slice(0, 0) for name, table in tables.items()}
     sql = tree.copy()
     for identifier in sql.find_all(exp.Identifier):
         identifier.set("this", identifier.this.lower())
-    (row,) = engine.query(sql.sql(dialect=engine.dialect, identify=True), empty)
+    (row,) = backend.query(sql.sql(dialect=backend.dialect, identify=True), empty)
     return tuple(_plain(v) for v in row)
 
 
@@ -263,10 +263,10 @@ def temporal_sql(view_sql: str, catalog: Catalog, dialect: str, terms: bool = Fa
 
     Each relation is joined with the state table on its source's column (`__s<n>`, n its source's
     place in the catalog) so that only the rows alive at that DSV take part. Identifiers are
-    lower-cased and quoted, matching the tables' names in every engine. The view's columns are
+    lower-cased and quoted, matching the tables' names in every backend. The view's columns are
     renamed by position (`__c<k>`), since a view may select two columns of the same name.
     Division by zero is NULL, as the project defines it (fedmodel.predicates, whose rewrite this
-    one repeats so as to share no code with it), whatever the engine does on its own: each divisor
+    one repeats so as to share no code with it), whatever the backend does on its own: each divisor
     of `/` and `%` is wrapped in NULLIF(divisor, 0), where PostgreSQL would raise and DuckDB 2.0
     return infinity (`/`) or raise (`%`).
 
@@ -523,7 +523,7 @@ def _plain(v):
 def comparable(v):
     """A value as the checker compares it: a float to 12 significant digits, since a sum of DOUBLE
     values (an aggregate view's SUM or AVG) depends in its last bits on the order it was added in,
-    which neither the warehouse nor the SQL engine promises; anything else as it is.
+    which neither the warehouse nor the SQL backend promises; anything else as it is.
 
     >>> comparable(0.1 + 0.2) == comparable(0.3), comparable(2.5), comparable("x")
     (True, 2.5, 'x')

@@ -1,10 +1,10 @@
-"""The oracle's PostgreSQL engine: the versioned relations copied into temporary tables of one
+"""The oracle's PostgreSQL backend: the versioned relations copied into temporary tables of one
 session, the view's temporal SQL (checker.oracle, in the postgres dialect) run there.
 
 Temporary tables are private to the session, so any number of checkers may share a server, and
 nothing of a database the DSN names is read or written. Text columns use the "C" collation, byte
 order like DuckDB's, whatever the database's locale: a selection such as `name < 'M'` must mean
-the same in both engines.
+the same in both backends.
 """
 
 from __future__ import annotations
@@ -22,21 +22,21 @@ _TYPES = {pa.int64(): "bigint", pa.float64(): "double precision", pa.string(): '
 
 
 @contextlib.contextmanager
-def postgres_engine(dsn: str | None) -> Iterator["PostgresEngine"]:
-    """An engine on the server at `dsn`; without one, on a throwaway server removed afterwards."""
+def postgres_backend(dsn: str | None) -> Iterator["PostgresBackend"]:
+    """A backend on the server at `dsn`; without one, on a throwaway server removed afterwards."""
     if dsn:
-        with PostgresEngine(dsn) as engine:
-            yield engine
+        with PostgresBackend(dsn) as backend:
+            yield backend
         return
     try:
         server = PostgresServer.start()
     except PostgresServerError as err:
         raise OracleError(f"postgres oracle: cannot start a private server: {err}") from None
-    with server, PostgresEngine(server.dsn) as engine:
-        yield engine
+    with server, PostgresBackend(server.dsn) as backend:
+        yield backend
 
 
-class PostgresEngine:
+class PostgresBackend:
     dialect = "postgres"
 
     def __init__(self, dsn: str):
@@ -74,7 +74,7 @@ class PostgresEngine:
     def close(self) -> None:
         self._conn.close()
 
-    def __enter__(self) -> "PostgresEngine":
+    def __enter__(self) -> "PostgresBackend":
         return self
 
     def __exit__(self, *exc) -> None:

@@ -27,7 +27,7 @@ from typing import Iterable, Iterator, Protocol
 
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Notification
-from fedlab.checker.oracle import Engine, Oracle, comparable
+from fedlab.checker.oracle import Backend, Oracle, comparable
 from fedlab.checker.replay import replay
 
 WINDOW = 50_000   # view states judged together
@@ -85,7 +85,7 @@ class Complete:
 
 
 def judge(catalog: Catalog, view_sql: str, sources: dict[str, SourceLog], start_versions: dict[str, int],
-          start_view: dict[tuple, int], states: Iterable[dict], engine: Engine, terms: bool = False,
+          start_view: dict[tuple, int], states: Iterable[dict], backend: Backend, terms: bool = False,
           window: int = WINDOW) -> Complete | Shortfall:
     """Whether the run whose warehouse started from `start_view` at `start_versions` and went
     through `states` (dicts with "source", "dsv", "versions", "delta", in apply order) kept
@@ -106,7 +106,7 @@ def judge(catalog: Catalog, view_sql: str, sources: dict[str, SourceLog], start_
         top = final if last else (claims[-1] if claims else claim)
         history = {s: _of(s, read_log, sources[s], at[s] + 1, top[s]) for s in order}
         oracle = Oracle(catalog, view_sql, {name: list(rows.values()) for s in order for name, rows in live[s].items()},
-                        history, engine, terms, start=at)
+                        history, backend, terms, start=at)
         truth = oracle.changes_along([claim, *claims, top])
         walked = replay(truth, [{"delta": _comparable(st["delta"])} for st in batch], held)
         if walked.first is not None:

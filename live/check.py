@@ -53,7 +53,7 @@ from fedlab.bench.metrics import DsvTimes, clock_skew, first_receipts, percentil
 from fedlab.checker.explain import few, logged_happenings, render
 from fedlab.checker import windows
 from fedlab.checker.levels import Verdict, classify
-from fedlab.checker.oracle import ORACLES, Engine, Oracle, OracleError, engine_named
+from fedlab.checker.oracle import ORACLES, Backend, Oracle, OracleError, backend_named
 from fedlab.checker.pg_server import PostgresServer, PostgresServerError
 from fedlab.checker.points_in_time import first_off_the_line
 from fedlab.checker.windows import CHUNK, Complete, LoadedLog, LogError, Shortfall, SourceLog, read_log, relations_at
@@ -157,10 +157,10 @@ class LiveHistory:
                     times[source, n.dsv] = n.commit_time
         return times
 
-    def oracle(self, engine: Engine | None = None) -> Oracle:
+    def oracle(self, backend: Backend | None = None) -> Oracle:
         # A history of the join the warehouse maintains (history_sql) holds, for an outer-join
         # view, its terms' padded rows: the oracle derives them from the SQL on its own.
-        return Oracle(self.run.catalog, self.run.judged_sql, self.initial, self.log, engine,
+        return Oracle(self.run.catalog, self.run.judged_sql, self.initial, self.log, backend,
                       terms=self.run.history_sql is not None, start=self.start_versions)
 
 
@@ -317,25 +317,25 @@ def message_totals(run: RunFile) -> dict[str, dict[str, int]]:
 
 def judge(history: LiveHistory, oracle: str = "duckdb", pg_dsn: str | None = None,
           commits: DsvTimes | None = None) -> Verdict:
-    """The history's verdict, the oracle evaluated by the engine named `oracle` (ORACLES): a
+    """The history's verdict, the oracle evaluated by the backend named `oracle` (ORACLES): a
     complete run's a window of states at a time (checker.windows), in memory bounded by
     the data and the window; a run that falls short somewhere judged again whole
     (checker.levels), which says what went wrong. `commits`: the sources' commit times
     (LiveHistory.commit_times), read here when not given."""
     try:
-        with engine_named(oracle, pg_dsn) as engine:
+        with backend_named(oracle, pg_dsn) as backend:
             try:
                 judged = windows.judge(history.run.catalog, history.run.judged_sql, history.sources,
-                                       history.start_versions, history.start_view, history.read_states(), engine,
+                                       history.start_versions, history.start_view, history.read_states(), backend,
                                        terms=history.run.history_sql is not None)
                 if isinstance(judged, Shortfall):
-                    verdict = classify(history.oracle(engine), history.states, history.final_view,
+                    verdict = classify(history.oracle(backend), history.states, history.final_view,
                                        history.start_versions, history.start_view)
             except LogError as err:
                 raise HistoryError(str(err)) from None
             except (ModelError, duckdb.Error, ValueError) as err:
                 raise HistoryError(f"cannot evaluate the view over the sources' histories: {err}") from None
-    except OracleError as err:   # the engine itself: unknown, unreachable, would not start
+    except OracleError as err:   # the backend itself: unknown, unreachable, would not start
         raise HistoryError(str(err)) from None
     if isinstance(judged, Complete):
         verdict = Verdict("complete", judged.states, judged.transactions)
@@ -368,7 +368,7 @@ def add_arguments(parser) -> None:
                         choices=[*LEVELS, *ALIASES],
                         help="the level the run must keep (default complete; exit 1 if it does not)")
     parser.add_argument("--oracle", default="duckdb", type=str.lower,
-                        help=f"the engine that evaluates the view over the sources' states: {' or '.join(ORACLES)} "
+                        help=f"the backend that evaluates the view over the sources' states: {' or '.join(ORACLES)} "
                              "(default duckdb)")
     parser.add_argument("--pg-dsn", metavar="DSN",
                         help="with --oracle postgres: the server to use (default $FEDLAB_PG_DSN; "

@@ -1,5 +1,5 @@
 """The checker's second oracle: `fedlab check --oracle postgres` evaluates the same view SQL in
-PostgreSQL, and must reach the verdict the DuckDB oracle reaches; where the two engines' SQL could
+PostgreSQL, and must reach the verdict the DuckDB oracle reaches; where the two backends' SQL could
 differ (NULLs in joins, selections and grouping, string order, integer division, dates compared
 with string literals), both must give the view computed here by hand.
 
@@ -18,7 +18,7 @@ from test_check_cli import T1, T2, T3, make_run
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
 from fedlab.checker import pg_server
-from fedlab.checker.oracle import Oracle, engine_named
+from fedlab.checker.oracle import Oracle, backend_named
 from fedlab.cli import main
 
 
@@ -47,7 +47,7 @@ def test_both_oracles_reach_the_same_verdict(tmp_path, capsys, postgres_dsn, his
     code_pg, oracle, by_postgres = verdict_of(run, capsys, "--oracle", "postgres", "--pg-dsn", postgres_dsn)
     assert oracle == "postgres"
     assert (code_pg, by_postgres) == (code, by_duckdb)
-    # Not two engines agreeing on nothing: the verdict is the one the history calls for.
+    # Not two backends agreeing on nothing: the verdict is the one the history calls for.
     expected = ("complete", []) if history == "complete" else ("none", ["ds1:2"])
     assert (by_postgres["level"], by_postgres["lost"]) == expected
 
@@ -108,7 +108,7 @@ def test_without_postgresql_installed_the_private_server_says_so(tmp_path, capsy
     assert len(err.strip().splitlines()) == 1
 
 
-# ---- where the two engines' SQL could differ ----
+# ---- where the two backends' SQL could differ ----
 
 CATALOG = Catalog.from_dict({"sources": {
     "hr": {"emp": {"columns": ["id", "name", "dept", "salary", "hired", "active"],
@@ -142,8 +142,8 @@ AT_START = {("eng", 100.5, "2021-03-01", 2.5): 1, ("eng", None, "2020-01-01", 2.
 @pytest.mark.parametrize("database", ["duckdb", "postgres", "postgres en-US"])
 def test_nulls_selections_and_string_order_mean_the_same_in_both_engines(postgres_dsn, database):
     dsn = {"duckdb": None, "postgres": postgres_dsn, "postgres en-US": _icu_database(postgres_dsn)}[database]
-    with engine_named(database.split()[0], dsn) as engine:
-        oracle = Oracle(CATALOG, VIEW, {"emp": EMPLOYEES, "dept": DEPTS}, HISTORY, engine)
+    with backend_named(database.split()[0], dsn) as backend:
+        oracle = Oracle(CATALOG, VIEW, {"emp": EMPLOYEES, "dept": DEPTS}, HISTORY, backend)
         views = oracle.views_at([{"hr": 1, "org": 1}, {"hr": 2, "org": 1}, {"hr": 2, "org": 2}])
     assert views == [AT_START,
                      {**AT_START, (None, 3.0, "2020-06-01", 5.0): 1},
@@ -163,6 +163,6 @@ def _icu_database(dsn: str) -> str:
 def test_division_by_zero_is_null_in_both_engines_as_in_the_maintenance_path(postgres_dsn, database):
     # fedmodel.predicates: x / 0 is NULL. On their own PostgreSQL raises and DuckDB says infinity.
     view = "SELECT emp.id FROM emp JOIN dept ON emp.dept = dept.did WHERE 100 / (emp.dept - 10) > 1"
-    with engine_named(database, postgres_dsn if database == "postgres" else None) as engine:
-        oracle = Oracle(CATALOG, view, {"emp": EMPLOYEES, "dept": DEPTS}, {}, engine)
+    with backend_named(database, postgres_dsn if database == "postgres" else None) as backend:
+        oracle = Oracle(CATALOG, view, {"emp": EMPLOYEES, "dept": DEPTS}, {}, backend)
         assert oracle.view_at({}) == {(6,): 1, (7,): 1, (8,): 1, (9,): 1}

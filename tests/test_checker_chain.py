@@ -6,7 +6,7 @@ chain of claimed vectors where it exists (checker.chain), evaluates the view onc
 the whole history (Oracle.changes_along), and replays the warehouse's deltas beside the true
 view's (checker.replay). These tests pin that the two agree: the placement against its
 definition, the view along any chain (claims in order, going back, beyond the final versions)
-against the view at each of its states, in both engines; the verdict of states given by their
+against the view at each of its states, in both backends; the verdict of states given by their
 deltas (as `fedlab check` reads them) against that of states given by their whole views (as the
 simulator keeps them), and the first violation against the first state the full evaluation
 finds wrong, on the hand-built histories of tests/test_checker_levels.py, whose federation (the
@@ -31,7 +31,7 @@ from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
 from fedlab.checker.chain import state_intervals
 from fedlab.checker.levels import classify
-from fedlab.checker.oracle import Oracle, engine_named
+from fedlab.checker.oracle import Oracle, backend_named
 from fedlab.checker.replay import add, state_delta, views
 
 SELF_JOIN = "SELECT a.A, b.A FROM r1 a JOIN r1 b ON a.B = b.B"   # r1 read twice, at one DSV of x
@@ -39,10 +39,10 @@ FOREVER = 2 ** 62
 
 
 @pytest.fixture(scope="module", params=["duckdb", "postgres"])
-def engine(request):
+def backend(request):
     dsn = request.getfixturevalue("postgres_dsn") if request.param == "postgres" else None
-    with engine_named(request.param, dsn) as engine:
-        yield engine
+    with backend_named(request.param, dsn) as backend:
+        yield backend
 
 
 # ---- the state-index mapping ----
@@ -75,17 +75,17 @@ VECTORS = st.fixed_dictionaries({"x": st.integers(1, 4), "y": st.integers(1, 3),
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(VECTORS, min_size=1, max_size=8), st.sampled_from([VIEW, SELF_JOIN]))
-def test_the_view_along_any_chain_is_the_view_at_each_of_its_states(engine, chain, view):
+def test_the_view_along_any_chain_is_the_view_at_each_of_its_states(backend, chain, view):
     # Fixture A's sources end at x3 y2 z2: x4 and y3 lie beyond them, where the view stays final.
-    oracle = Oracle(CATALOG, view, INITIAL, HISTORY, engine)
+    oracle = Oracle(CATALOG, view, INITIAL, HISTORY, backend)
     changes = oracle.changes_along(chain)
     assert [changes[0], *views(changes[0], changes[1:])] == oracle.views_at(chain)
 
 
-def test_the_view_changes_along_a_chain_where_its_rows_start_and_end(engine):
+def test_the_view_changes_along_a_chain_where_its_rows_start_and_end(backend):
     chain = [{"x": 1, "y": 1, "z": 1}, {"x": 2, "y": 1, "z": 1}, {"x": 2, "y": 2, "z": 1},
              {"x": 3, "y": 2, "z": 2}]
-    oracle = Oracle(CATALOG, VIEW, INITIAL, HISTORY, engine)
+    oracle = Oracle(CATALOG, VIEW, INITIAL, HISTORY, backend)
     assert oracle.changes_along(chain) == [{}, {}, {}, {(5, 2, 3, 4): 1}]
     # (1, 2) of r1 exists at x1 only; (1, 2, 3, 4) needs it and U1's (2, 3) of r2 from y2 on: never.
     back = [{"x": 1, "y": 2, "z": 1}, {"x": 2, "y": 2, "z": 1}, {"x": 1, "y": 2, "z": 1}]
@@ -126,8 +126,8 @@ HISTORIES = {   # name: (states, the level they keep), each state as tests/test_
 
 
 @pytest.fixture
-def oracle(engine):
-    return Oracle(CATALOG, VIEW, INITIAL, HISTORY, engine)
+def oracle(backend):
+    return Oracle(CATALOG, VIEW, INITIAL, HISTORY, backend)
 
 
 def by_deltas(states: list[dict], start: dict) -> list[dict]:

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Notification, RelationChange
 from fedlab.checker.levels import _at_or_above, _reachable_frontiers, _walk_back, classify
-from fedlab.checker.oracle import Oracle, engine_named
+from fedlab.checker.oracle import Oracle, backend_named
 
 CATALOG = Catalog.from_dict({"sources": {
     "x": {"r1": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]}},
@@ -54,8 +54,8 @@ BOTH = {(1, 2, 3, 4): 1, (5, 2, 3, 4): 1}   # the view at no source state: x nev
 @pytest.fixture(params=["duckdb", "postgres"])
 def oracle(request):
     dsn = request.getfixturevalue("postgres_dsn") if request.param == "postgres" else None
-    with engine_named(request.param, dsn) as engine:
-        yield Oracle(CATALOG, VIEW, INITIAL, HISTORY, engine)
+    with backend_named(request.param, dsn) as backend:
+        yield Oracle(CATALOG, VIEW, INITIAL, HISTORY, backend)
 
 
 def state(transaction, x, y, z, view) -> dict:

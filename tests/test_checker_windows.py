@@ -10,7 +10,7 @@ from scenario_support import QUICK
 from test_checker_levels import CATALOG, HISTORY, INITIAL, VIEW
 
 from fedlab.checker.levels import classify
-from fedlab.checker.oracle import DuckDBEngine, Oracle
+from fedlab.checker.oracle import DuckDBBackend, Oracle
 from fedlab.checker.windows import Complete, LoadedLog, LogError, Shortfall, judge
 from fedlab.simulation.scenario import parse_scenario
 from fedlab.simulation.simulator import Simulator
@@ -55,14 +55,14 @@ def test_windows_call_a_run_complete_exactly_when_the_whole_history_does(seed):
     sim = Simulator(scenario, "lazy" if seed % 4 == 3 else None)   # lazy's states reflect several at once
     sim.execute()
     history = sim.history()
-    engine = DuckDBEngine()
-    oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, history, engine)
+    backend = DuckDBBackend()
+    oracle = Oracle(scenario.catalog, scenario.view.sql, scenario.initial, history, backend)
     start = {s: 1 for s in scenario.catalog.sources}
     whole = classify(oracle, sim.run.states, sim.final_view())
     states = deltas(sim.run.states, oracle.views_at([start])[0])
     for window in (1, 3, 1000):
         windowed = judge(scenario.catalog, scenario.view.sql, logs(scenario.catalog, scenario.initial, history), start,
-                         oracle.views_at([start])[0], iter(states), engine, window=window)
+                         oracle.views_at([start])[0], iter(states), backend, window=window)
         assert isinstance(windowed, Complete) == (whole.level == "complete"), (seed, window, whole.level, windowed)
         if isinstance(windowed, Complete):
             assert (windowed.states, windowed.transactions) == (whole.states, whole.transactions)
@@ -79,7 +79,7 @@ def state(source, dsv, x, y, z, delta):
 
 
 def windowed(states, history=HISTORY, window=2):
-    return judge(CATALOG, VIEW, logs(CATALOG, INITIAL, history), START, {}, iter(states), DuckDBEngine(), window=window)
+    return judge(CATALOG, VIEW, logs(CATALOG, INITIAL, history), START, {}, iter(states), DuckDBBackend(), window=window)
 
 
 def test_a_run_that_falls_short_is_named_at_its_state():
