@@ -9,7 +9,7 @@ one by hand on the local cluster (docs/kubernetes.md, "The nemesis from the node
   nsenter), iptables drops what comes from the other side's pod IPs; connections hang with no
   error. `X->Y`: only Y's pods drop, so X cannot reach Y while Y's packets still reach X;
 - `clock S +N at A` (or `-N`): source S's wall clock set N seconds off from A on, through the
-  clock shim the chart preloads into source pods under `chaos.engine: node`
+  clock shim the chart preloads into source pods under `chaos.applier: node`
   (helm/image/clock_offset.c). The monotonic clock is not moved. A later clause on S sets another
   offset (the clock jumps); the end of the schedule sets it back to 0;
 - `kill T at A`: every process of T's containers SIGKILLed, as a crash (the kubelet starts the

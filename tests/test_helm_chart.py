@@ -765,7 +765,7 @@ def test_load_job_and_optional_chaos_job(rendered):
     assert {k["schedule"] for k in plan["kills"]} == {"every:20s", "once@45s", "every:60s@30s"}
 
 
-# ---- the nemesis schedule as Chaos Mesh resources (chaos.engine: chaos-mesh) ----
+# ---- the nemesis schedule as Chaos Mesh resources (chaos.applier: chaos-mesh) ----
 
 # Chaos Mesh 2.8.3's documented fields: chaos-mesh/website versioned_docs/version-2.8.3/
 # (create-chaos-mesh-workflow.md, simulate-network-chaos-on-kubernetes.md,
@@ -825,7 +825,7 @@ CLOCK_HELD_FOR = 120   # load.duration's default: a clock offset lasts the run's
 @pytest.fixture(scope="session")
 def chaos_mesh_values(tmp_path_factory):
     path = tmp_path_factory.mktemp("chaos-mesh") / "chaos-mesh-values.yaml"
-    path.write_text(yaml.safe_dump({"chaos": {"engine": "chaos-mesh", "nemesis": NEMESIS}}))
+    path.write_text(yaml.safe_dump({"chaos": {"applier": "chaos-mesh", "nemesis": NEMESIS}}))
     return path
 
 
@@ -861,16 +861,16 @@ def chaos_mesh_picks(selector, doc, namespace="fedlab") -> bool:
 
 
 def render_nemesis(helm, helm_home, tmp_path, nemesis, chaos=(), **values) -> subprocess.CompletedProcess:
-    """`helm template` with engine chaos-mesh, the schedule `nemesis`, further `chaos` settings and
+    """`helm template` with applier chaos-mesh, the schedule `nemesis`, further `chaos` settings and
     further top-level `values`."""
     path = tmp_path / "v.yaml"
-    path.write_text(yaml.safe_dump({"chaos": {"engine": "chaos-mesh", "nemesis": nemesis, **dict(chaos)}, **values}))
+    path.write_text(yaml.safe_dump({"chaos": {"applier": "chaos-mesh", "nemesis": nemesis, **dict(chaos)}, **values}))
     return helm.run_helm(["template", "fedlab", str(CHART), "-f", str(path)], helm_home, check=False)
 
 
-def test_the_builtin_chaos_engine_is_the_default_and_renders_no_chaos_mesh_resource(rendered):
+def test_the_builtin_chaos_applier_is_the_default_and_renders_no_chaos_mesh_resource(rendered):
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert (values["chaos"]["engine"], values["chaos"]["nemesis"]) == ("builtin", "")
+    assert (values["chaos"]["applier"], values["chaos"]["nemesis"]) == ("builtin", "")
     for name, docs in rendered.items():
         assert not [d for d in docs if d["apiVersion"].startswith("chaos-mesh.org/")], name
     one(rendered["tls"], "Job", "fedlab-chaos")   # chaos.enabled there: the builtin Job as before
@@ -1036,7 +1036,7 @@ def test_the_chart_accepts_and_refuses_schedules_as_parse_does(helm, helm_home, 
      "chaos.nemesis: 'kill load at 5s': load.enabled is false, so there is no load generator pod"),
     (" ; ", {}, "chaos.nemesis: the schedule is empty"),
     ("kill s1 at 5s", {"chaos": {"enabled": True}}, "chaos.enabled: the builtin chaos Job"),
-    ("kill s1 at 5s", {"chaos": {"engine": "builtin"}}, "chaos.nemesis: only chaos.engine chaos-mesh runs"),
+    ("kill s1 at 5s", {"chaos": {"applier": "builtin"}}, "chaos.nemesis: only chaos.applier chaos-mesh runs"),
 ])
 def test_a_bad_nemesis_fails_the_render_with_one_line_naming_it(helm, helm_home, tmp_path, nemesis, values, line):
     values = dict(values)
@@ -1172,15 +1172,15 @@ def test_the_dockerfile_builds_one_plain_image_for_every_role(rendered):
         assert pod_spec(doc)["containers"][0]["command"] == ["fedlab-entrypoint"]
 
 
-def test_under_the_node_engine_only_source_processes_read_their_clock_through_the_shim(rendered):
+def test_under_the_node_applier_only_source_processes_read_their_clock_through_the_shim(rendered):
     """The node nemesis's clock faults (nemesis/node.py) need the shim preloaded at the
     sources; nothing else, and nothing under the other engines, carries it."""
     for name, docs in rendered.items():
-        node_engine = name == "e2e"
+        node_applier = name == "e2e"
         for doc in (d for d in docs if d["kind"] in POD_KINDS):
             for container in pod_spec(doc)["containers"]:
                 env = {e["name"]: e.get("value") for e in container.get("env", [])}
-                shimmed = pod_labels(doc).get("app.kubernetes.io/component") == "source" and node_engine
+                shimmed = pod_labels(doc).get("app.kubernetes.io/component") == "source" and node_applier
                 assert ("LD_PRELOAD" in env) == shimmed, (name, doc["metadata"]["name"])
                 if shimmed:
                     assert env["LD_PRELOAD"] == "/opt/fedlab/lib/clock_offset.so"
