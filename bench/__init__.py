@@ -6,7 +6,7 @@
 - ramp: the search for the highest sustained rate;
 - resources: peak memory and CPU seconds of every process, sampled with psutil;
 - profile: where the warehouse's maintenance loop and the load's commits spend their time
-  (reservoir: the bounded sample of times each part keeps);
+  (each part's times a bounded sample: loadgen.reservoir);
 - growth: a long run's costs interval by interval, and its last tenth against its first;
 - metrics: percentiles, staleness per source transaction and cost on the wire, from the files a
   run leaves (warehouse history, message logs, the sources' logs);

@@ -8,7 +8,7 @@ each source commit RPC the driver makes (timed in the driver's process; its call
 `transactions` counts what they held). Times are wall-clock seconds summed over threads, so overlapping threads can sum to more
 than the run lasted; what matters is which one is largest.
 An attribute that is not there (a reworked warehouse) is skipped, not an error. Each part keeps
-a bounded sample of its times for its percentiles (bench.reservoir: the core's handle()
+a bounded sample of its times for its percentiles (loadgen.reservoir: the core's handle()
 runs a thousand times a second, and an hour's every time would be the warehouse's growth), in
 call order until it is full: the growth's readings count the Delta batch commits by it.
 """
@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Callable
 
-from fedlab.bench.reservoir import Reservoir
+from fedlab.loadgen.reservoir import Reservoir
 from fedlab.bench.resources import stat_cpu_seconds
 from fedlab.warehouse.spark_session import jvm_pid
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.errors import ModelError
 from fedlab.bench.metrics import percentiles
-from fedlab.live.environment import prepare_environment, set_faults, tpch_data, warehouse_spark
+from fedlab.live.environment import prepare_environment, set_faults, warehouse_spark
 from fedlab.live.outside_writers import (
     OutsideWriters,
     add_outside_writers_argument,
@@ -44,7 +44,7 @@ def main(args) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fedlab.live.federation import Federation
-    from fedlab.loadgen.tpch import load_view, tpch_catalog
+    from fedlab.loadgen.tpch import load_view, tpch_catalog, tpch_data
     from fedlab.loadgen.workload import Workload
     from fedlab.source_node.ray_runtime import stop_ray
 

@@ -1,6 +1,5 @@
 """What every live command (`fedlab run`, `fedlab demo`, `fedlab bench`) does before and around
-a Federation: the process environment, the cached TPC-H data, the warehouse's Spark session, the
-sources' fault rates.
+a Federation: the process environment, the warehouse's Spark session, the sources' fault rates.
 """
 
 from __future__ import annotations
@@ -12,26 +11,12 @@ from pathlib import Path
 
 from fedlab.fedmodel.errors import ModelError
 
-DEFAULT_DATA_DIR = ".cache/tpch"
-
 
 def prepare_environment() -> None:
     """Spark on the loopback address (it warns otherwise) and Ray without token auth (which would
     write ~/.ray); set before either starts."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-
-
-def tpch_data(scale: float, data_dir: str | None = None) -> dict[str, list[tuple]]:
-    """TPC-H rows at `scale`, generated once into <data_dir>/sf<scale> and reused."""
-    from fedlab.loadgen.tpch import generate
-
-    return generate(scale, tpch_folder(scale, data_dir))
-
-
-def tpch_folder(scale: float, data_dir: str | None = None) -> Path:
-    """Where the TPC-H generation at `scale` is cached (loadgen.tpch.ensure_generated fills it)."""
-    return Path(data_dir or DEFAULT_DATA_DIR).resolve() / f"sf{scale}"
 
 
 def warehouse_spark(run_dir: str | Path, object_store: bool = False):

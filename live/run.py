@@ -48,7 +48,7 @@ from fedlab.fedmodel import change_history
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.messages import DEFAULT_SUBSCRIBER
-from fedlab.live.environment import NO_FAULTS, prepare_environment, set_faults, tpch_data, warehouse_spark
+from fedlab.live.environment import NO_FAULTS, prepare_environment, set_faults, warehouse_spark
 from fedlab.nemesis import effects, local, schedule
 from fedlab.roles.chaos_k8s import ChaosError, parse_duration
 from fedlab.roles.process import (
@@ -128,7 +128,7 @@ def main(args) -> int:
     from fedlab.live.check import judge, open_history
     from fedlab.live.federation import Federation
     from fedlab.loadgen.driver import drive
-    from fedlab.loadgen.tpch import tpch_catalog
+    from fedlab.loadgen.tpch import tpch_catalog, tpch_data
     from fedlab.loadgen.workload import Workload
     from fedlab.source_node.ray_runtime import stop_ray
 

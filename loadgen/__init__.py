@@ -5,7 +5,8 @@
 - synthetic, synthetic_load: random federations and their update streams; federation_shapes and
   many_views: generated federations of any size, of many views;
 - pgbench/*.sql: the pgbench-like transactions of `fedlab bench-postgres`;
-- driver, driver_process: the load driver, open-loop at a target rate, in this process or its own.
+- driver, driver_process: the load driver, open-loop at a target rate, in this process or its own;
+  reservoir: the bounded sample of times it keeps of its commits (and the bench's profile of each part).
 
 The process that runs it in a deployment is fedlab.roles.load (`fedlab load`).
 """

@@ -24,7 +24,7 @@ from typing import Callable
 
 from fedlab.fedio.channels import TlsFiles
 from fedlab.fedmodel.catalog import Catalog
-from fedlab.bench.reservoir import Reservoir
+from fedlab.loadgen.reservoir import Reservoir
 from fedlab.loadgen.driver import DriveResult
 from fedlab.loadgen.federation_shapes import ShapedFederation, shaped_federation
 
@@ -42,16 +42,14 @@ class DataRecipe:
 
     def data(self) -> dict[str, list[tuple]]:
         """The initial rows, every one in memory (for writing the sources' databases)."""
-        from fedlab.live.environment import tpch_data
-        from fedlab.loadgen.tpch import sample_orders
+        from fedlab.loadgen.tpch import sample_orders, tpch_data
 
         data = tpch_data(self.scale, self.data_dir)
         return sample_orders(data, self.orders) if self.orders > 0 else data
 
     def rows(self):
         """The initial rows for an update stream, read from the cached .tbl files on demand."""
-        from fedlab.live.environment import tpch_folder
-        from fedlab.loadgen.tpch import TblRows, ensure_generated
+        from fedlab.loadgen.tpch import TblRows, ensure_generated, tpch_folder
 
         return TblRows(ensure_generated(self.scale, tpch_folder(self.scale, self.data_dir)), self.orders)
 
@@ -64,7 +62,7 @@ class DataRecipe:
 
 class CommitTimings:
     """One source's group commit calls in a drive: how many, their seconds, the transactions they
-    held, and a bounded sample of each call's seconds (bench.reservoir)."""
+    held, and a bounded sample of each call's seconds (loadgen.reservoir)."""
 
     def __init__(self):
         self.calls, self.seconds, self.transactions = 0, 0.0, 0

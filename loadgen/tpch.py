@@ -8,7 +8,8 @@ a source can enforce constraints over its own relations only.
 
 `generate(scale, out_dir)` runs the `tpchgen-cli` console script installed next to the Python
 interpreter, caches its output in `out_dir`, and returns the rows as tuples in catalog column
-order (DECIMAL as float, DATE as an ISO string). `load_view(name)` returns one of the view
+order (DECIMAL as float, DATE as an ISO string); `tpch_data(scale)` is that, cached under
+.cache/tpch/sf<scale> for every live run and load driver. `load_view(name)` returns one of the view
 definitions in loadgen/views/.
 """
 
@@ -129,6 +130,7 @@ def tpchgen_path() -> str:
 
 
 MARKER = "fedlab-tpch.json"
+DEFAULT_DATA_DIR = ".cache/tpch"   # the cache of generations, one folder per scale
 
 
 def generate(scale: float, out_dir: str, seed: int | None = None) -> dict[str, list[tuple]]:
@@ -142,6 +144,16 @@ def generate(scale: float, out_dir: str, seed: int | None = None) -> dict[str, l
     del seed  # dbgen's data depends on the scale factor only
     out = ensure_generated(scale, out_dir)
     return {name: list(_unique_keys(name, read_tbl(out / f"{name}.tbl", name))) for name in TABLES}
+
+
+def tpch_data(scale: float, data_dir: str | None = None) -> dict[str, list[tuple]]:
+    """TPC-H rows at `scale`, generated once into <data_dir>/sf<scale> and reused."""
+    return generate(scale, tpch_folder(scale, data_dir))
+
+
+def tpch_folder(scale: float, data_dir: str | None = None) -> Path:
+    """Where the TPC-H generation at `scale` is cached (ensure_generated fills it)."""
+    return Path(data_dir or DEFAULT_DATA_DIR).resolve() / f"sf{scale}"
 
 
 def ensure_generated(scale: float, out_dir: str | os.PathLike) -> Path:

@@ -20,11 +20,11 @@ from fedlab.fedmodel.terms_sql import maintained_sql
 from fedlab.checker.oracle import Oracle
 from fedlab.live import delta_view
 from fedlab.live.check import judge, load_history
-from fedlab.live.environment import NO_FAULTS, set_faults, tpch_data
+from fedlab.live.environment import NO_FAULTS, set_faults
 from fedlab.live.federation import Federation
 from fedlab.simulation.scenario import parse_scenario
 from fedlab.loadgen.driver import drive
-from fedlab.loadgen.tpch import load_view, tpch_catalog
+from fedlab.loadgen.tpch import load_view, tpch_catalog, tpch_data
 from fedlab.loadgen.workload import Workload
 from fedlab.warehouse.core.recompute import recompute
 from fedlab.warehouse.core.registry import Settings

@@ -389,10 +389,10 @@ def test_pgbench_writing_from_outside_reaches_the_view_complete(spark, ray_runti
     from pathlib import Path
 
     from fedlab.live.check import check
-    from fedlab.live.environment import set_faults, tpch_data
+    from fedlab.live.environment import set_faults
     from fedlab.live.federation import Federation
     from fedlab.live.outside_writers import OutsideWriters, written_source
-    from fedlab.loadgen.tpch import load_view, sample_orders, tpch_catalog
+    from fedlab.loadgen.tpch import load_view, sample_orders, tpch_catalog, tpch_data
 
     catalog = tpch_catalog()
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
