@@ -12,7 +12,7 @@ relation), offered RATE source transactions a second in all, spread evenly over 
 through the network profile (loadgen.simulation.network: lan, wan) with LOSS of every kind of
 message lost, each view kept by a warehouse of its own running ALGORITHM, every source on a
 machine of one core and every warehouse on one of two (its Python and its Spark JVM), timed by
-the calibration (loadgen.simulation.calibration; the shipped default, still provisional, unless
+the calibration (loadgen.simulation.calibration; the shipped default, fitted here, unless
 --calibration names another). It runs WARMUP seconds, then DURATION seconds in which it measures,
 then up to SETTLE more for what those committed to be reflected. For each point it reports
 staleness p50/p99 (to the core's view and to Delta, over every view's transactions), messages
