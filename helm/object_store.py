@@ -80,6 +80,13 @@ def weed_path() -> Path:
     return cache_dir() / f"seaweedfs-{SEAWEEDFS_VERSION}" / "weed"
 
 
+def build_problem() -> str | None:
+    """Why weed can be neither found nor built, or None (fedlab/preflight.py asks before `make test`)."""
+    if weed_path().is_file() or shutil.which("go"):
+        return None
+    return "is not on PATH, and SeaweedFS's weed is not built yet"
+
+
 def build() -> Path:
     """Builds weed at the pinned version into the cache, once (another process building it
     meanwhile is waited for); returns its path. Prints progress and the time it took."""
@@ -367,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     halt.add_argument("--data", required=True, metavar="DIR")
     args = p.parse_args(argv)
     try:
-        if args.command == "build" and args.optional and shutil.which("go") is None and not weed_path().is_file():
+        if args.command == "build" and args.optional and build_problem():
             log(f"not built: {GO_MISSING}")
         elif args.command == "build":
             print(build())

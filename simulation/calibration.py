@@ -4,7 +4,8 @@ process, the loopback's latency, and the cores and idle floor of the machine it 
 A calibration file is JSON (`fedlab calibrate BENCH_DIR` writes one from a `fedlab bench
 --profile` run: simulation.calibrate); the timed mode reads it (`--calibration FILE`), and
 without one takes the default that ships with the project (calibration/default.json, whose
-`about` names what it was measured on: for now provisional, read off docs/results.md, not fitted). Every process of the model is a server whose
+`about` names what it was measured on: this machine, fitted to a profiled bench, docs/results.md
+"The timed simulator"). Every process of the model is a server whose
 jobs cost these CPU seconds (simulation.machines): a fixed part per call and a part per
 item it carries, so that batching at a high rate costs less per transaction, as it does live.
 

@@ -1,6 +1,7 @@
 """`fedlab predict`: the timed simulator at scales this machine cannot hold, and against live runs.
 
     fedlab predict                                  # the sweep below, about an hour
+    fedlab predict --part 'algorithms part'         # one part of it
     fedlab predict --sources 10_000 --views 1000 --rates 10000 --networks wan --losses 0.01
     fedlab predict --sources 8 --views 1 --shapes chain --algorithms sze-ling,sweep --networks lan,wan
     fedlab predict --against runs/bench-TIMESTAMP    # each live run of a bench, predicted beside it
@@ -11,7 +12,7 @@ relation), offered RATE source transactions a second in all, spread evenly over 
 through the network profile (simulation.network: lan, wan) with LOSS of every kind of
 message lost, each view kept by a warehouse of its own running ALGORITHM, every source on a
 machine of one core and every warehouse on one of two (its Python and its Spark JVM), timed by
-the calibration (simulation.calibration; the shipped default, still provisional, unless
+the calibration (simulation.calibration; the shipped default, fitted here, unless
 --calibration names another). It runs WARMUP seconds, then DURATION seconds in which it measures,
 then up to SETTLE more for what those committed to be reflected. For each point it reports
 staleness p50/p99 (to the core's view and to Delta, over every view's transactions), messages
@@ -106,8 +107,17 @@ def sweep() -> list[Point]:
 
 
 def grid(args) -> list[Point]:
-    """The points of the options given (every combination), or the sweep when none is."""
+    """The points of the options given (every combination), or the sweep (or one --part of it)
+    when none is."""
     given = {name: getattr(args, name) for name in ("sources", "views", "shapes", "rates", "networks", "losses", "algorithms")}
+    if args.part is not None:
+        if any(given.values()):
+            raise ModelError("--part picks points of the sweep: give it no --sources, --views, ... beside it")
+        points = [p for p in sweep() if p.sweep == args.part]
+        if not points:
+            parts = list(dict.fromkeys(p.sweep for p in sweep()))
+            raise ModelError(f"--part: no part of the sweep is called {args.part!r} (one of {', '.join(parts)})")
+        return points
     if not any(given.values()):
         return sweep()
     values = {"sources": _numbers(given["sources"], int, "--sources") or [BASE["sources"]],
@@ -271,6 +281,8 @@ def add_arguments(parser) -> None:
                        ("algorithms", "registered algorithms (`fedlab algorithms`)")):
         parser.add_argument(f"--{name}", metavar="LIST", help=f"comma-separated {what}; every combination is a point "
                                                                 "(none of these: the issue's sweep)")
+    parser.add_argument("--part", help="one part of the issue's sweep instead of all of it: 'axis: sources' (views, "
+                                        "shape, rate, network, loss, algorithm), 'largest' or 'algorithms part'")
     parser.add_argument("--warmup", type=float, default=2.0, help="simulated seconds before measuring (default 2)")
     parser.add_argument("--duration", type=float, default=5.0, help="simulated seconds measured (default 5)")
     parser.add_argument("--settle", type=float, default=30.0,

@@ -150,17 +150,15 @@ def _validation_table(summary: dict) -> list[str]:
 
 def _validation_plots(summary: dict, folder: Path) -> dict[str, Path]:
     fig, ax = plt.subplots(figsize=(7, 6))
-    shown = False
+    values = []
     for name in next(iter(summary["runs"]), {}).get("figures", {}):
         pairs = [(f["measured"], f["predicted"]) for run in summary["runs"] for n, f in run["figures"].items()
                  if n == name and f["measured"] and f["predicted"]]
         if pairs:
             ax.scatter([m for m, _ in pairs], [p for _, p in pairs], label=name, s=28)
-            shown = True
-    if shown:
-        low, high = ax.get_xlim()
-        low, high = min(low, ax.get_ylim()[0]), max(high, ax.get_ylim()[1])
-        xs = [max(low, 1e-3), high]
+            values += [v for pair in pairs for v in pair]
+    if values:
+        xs = [min(values) / 1.5, max(values) * 1.5]   # the diagonal over the figures, not the axes' padding
         ax.plot(xs, xs, "k-", lw=0.8)
         ax.fill_between(xs, [x * 0.75 for x in xs], [x * 1.25 for x in xs], color="0.85", zorder=0, label="±25%")
         ax.set_xscale("log")

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import os
 
+import prerequisite_audit
 import pytest
 from background_bench import DECLARED, make_folder, start_all, stop_all
+from k8s_support import load_fedlab_helm
 from object_store_support import object_store  # noqa: F401  (the session's object store, started on first use)
 from postgres_support import postgres_dsn  # noqa: F401  (the session's PostgreSQL server, started on first use)
+from prerequisites import require
+
+from fedlab.preflight import HELM, JAVA
 
 # fixture -> the markers of what a test that uses it needs (`bench`: tests/test_bench*.py's
 # `fedlab bench` run, in a subprocess with Spark and Ray)
@@ -29,6 +34,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 def spark(tmp_path_factory):
     from fedlab.warehouse.spark_session import spark_session
 
+    require(JAVA)
     # with the object-store packages, for tests/test_object_store.py: one session serves every test
     session = spark_session(warehouse_dir=str(tmp_path_factory.mktemp("spark-warehouse")), object_store=True)
     yield session
@@ -44,11 +50,19 @@ def ray_runtime(tmp_path_factory):
     stop_ray()
 
 
+@pytest.fixture(scope="session")
+def helm():
+    """helm/fedlab_helm.py, with the official helm binary it finds or fetches."""
+    require(HELM)
+    return load_fedlab_helm()
+
+
 HEAVY = ("spark", "ray", "postgres", "helm", "objectstore", "slow")   # tests that keep both cores busy while they run
 SHARED = "shared"   # their pytest-xdist group: one worker runs them all, on one Spark, Ray, PostgreSQL and object store
 
 
 def pytest_configure(config):
+    config.pluginmanager.register(prerequisite_audit)
     if not hasattr(config, "workerinput"):   # the main process, not a pytest-xdist worker
         make_folder()
 

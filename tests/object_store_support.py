@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 from k8s_support import load_helm_script
-from postgres_support import missing
+from prerequisites import missing
 
 BUCKET = "fedlab-test"
 

@@ -2,15 +2,13 @@
 socket, started on first use and removed at the end of the session.
 
 PostgreSQL is a test requirement, not an optional extra: when its programs are missing, a test
-that asks for the server is skipped with the reason on a developer's machine and fails under
-CI=true (.ci/run sets it), so that CI never passes by skipping.
+that asks for the server is skipped or fails as tests/prerequisites.py says.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from prerequisites import missing
 
 from fedlab.checker.pg_server import PostgresServer, PostgresServerError
 
@@ -21,16 +19,9 @@ def postgres_dsn():
     try:
         server = PostgresServer.start()
     except PostgresServerError as err:
-        missing(f"these tests need PostgreSQL (the checker's second oracle): {err}")
+        missing(f"these tests need a PostgreSQL server: {err}")
     yield server.dsn
     server.stop()
-
-
-def missing(reason: str) -> None:
-    """A prerequisite is missing: fail under CI=true, skip (saying why) elsewhere."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
 
 
 def fresh_database(dsn: str, name: str) -> str:

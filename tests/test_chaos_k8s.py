@@ -11,7 +11,7 @@ import copy
 import json
 
 import pytest
-from k8s_support import FakeKubeAPI, Recorded, fake_core_api, load_fedlab_helm, recorded, split_manifests
+from k8s_support import FakeKubeAPI, Recorded, fake_core_api, recorded, split_manifests
 
 from fedlab.fedmodel.errors import ModelError
 from fedlab.live.run import parse_chaos
@@ -346,9 +346,8 @@ def test_main_rejects_bad_arguments_before_touching_the_cluster(argv, message, c
     assert untouched.requests == []
 
 
-def test_the_charts_chaos_job_and_plan_are_understood_by_the_client(tmp_path):
+def test_the_charts_chaos_job_and_plan_are_understood_by_the_client(helm, tmp_path):
     """The arguments and the plan the chart renders parse with this client's parser and plan loader."""
-    helm = load_fedlab_helm()
     docs = split_manifests(helm.template([helm.CHART / "ci" / "tls-values.yaml"], home=tmp_path))
     job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"].endswith("-chaos"))
     container = job["spec"]["template"]["spec"]["containers"][0]

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from test_check_cli import T1, T2, T3, make_run
 
+from fedlab import preflight
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.transactions import Modification, Notification, RelationChange
 from fedlab.checker import pg_server
@@ -99,12 +100,13 @@ def test_a_bad_oracle_choice_exits_2_with_one_line(tmp_path, capsys, flags, mess
 def test_without_postgresql_installed_the_private_server_says_so(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("FEDLAB_PG_DSN", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
-    monkeypatch.setattr(pg_server, "SEARCHED", str(tmp_path / "nothing" / "*" / "bin"))
+    monkeypatch.setattr(preflight, "POSTGRES_SEARCHED", str(tmp_path / "nothing" / "*" / "bin"))
     run = make_run(tmp_path, [T1, T2, T3])
     code, out, err = check(run, "--oracle", "postgres", capsys=capsys)
     assert (code, out) == (2, "")
     assert err.startswith("fedlab check: postgres oracle: cannot start a private server: "
-                          "PostgreSQL's server programs (initdb, pg_ctl, postgres) are not installed")
+                          "PostgreSQL is not installed (no initdb, pg_ctl, postgres on PATH or in ")
+    assert "install postgresql-15" in err
     assert len(err.strip().splitlines()) == 1
 
 

@@ -433,10 +433,12 @@ def test_the_retention_removes_the_folded_journal_and_old_files_but_no_read_chan
     assert store.compact() is True and store.checkpoint() and first_checkpoint == ["journal", "view"]
     time.sleep(1.1)
     store._vacuumed = float("-inf")
-    assert store.retain()["vacuumed"] is True
+    # Removed a minute from now, the folded batches 5-8 are tombstones younger than the retention
+    # whenever VACUUM runs, however slowly this machine gets there; the older tombstones are not.
+    assert store.retain(now=time.time() + 60) == {"removed": 4, "vacuumed": True}
     journal = root / "journal"
     files = {p.name for p in journal.glob("*.parquet")}
-    assert len(files) == 2 + 4, files   # batch 0's (no statistics: never removed), 9's and those not yet a retention old
+    assert len(files) == 2 + 4, files   # batch 0's (no statistics: never removed), 9's and the four just removed
     # the log's commits and checkpoints that the newer checkpoint replaces, written a retention
     # ago: gone (Delta itself would keep them until the next day)
     kept = sorted(int(p.name.split(".")[0]) for p in (journal / "_delta_log").glob("*.json"))

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 import yaml
-from k8s_support import CHART, KUBE_VERSIONS, REPO, load_fedlab_helm, load_render_k8s, split_manifests, validate_strict
+from k8s_support import CHART, KUBE_VERSIONS, REPO, load_render_k8s, split_manifests, validate_strict
 
 from fedlab.nemesis.node import CLOCK_FILE
 
@@ -29,11 +29,6 @@ CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 VALUE_SETS = {"default": []} | {p.name.removesuffix("-values.yaml"): [p] for p in CI_VALUES}
 POD_KINDS = {"Deployment", "StatefulSet", "Job", "Pod", "DaemonSet"}
 FULL_CATALOG_SOURCE = {"name": "s1", "relations": {"r": {"columns": ["a"]}}}
-
-
-@pytest.fixture(scope="session")
-def helm():
-    return load_fedlab_helm()
 
 
 @pytest.fixture(scope="session")
@@ -1087,7 +1082,7 @@ def test_the_chaos_client_accepts_the_charts_flags():
 
 # ---- k8s/: generated from the chart, kept in sync ----
 
-def test_k8s_manifests_are_in_sync_with_the_chart(tmp_path):
+def test_k8s_manifests_are_in_sync_with_the_chart(helm, tmp_path):
     render = load_render_k8s()
     fresh = tmp_path / "k8s"
     render.generate(fresh, str(tmp_path / "helm-home"))

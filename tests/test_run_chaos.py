@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.slow]
-
-
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.ray
 def test_run_with_chaos_and_restarts_stays_completely_consistent(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "fedlab.cli", "run", "--duration", "10s", "--rate", "8", "--json",

@@ -121,6 +121,26 @@ def test_predict_writes_its_figures_summary_and_plots(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "fedlab predict: --shapes: unknown shape 'ring' (one of chain, star, random, mixed)"
 
 
+def test_predict_runs_one_part_of_the_sweep(capsys):
+    """--part picks the sweep's points of one part (here where the algorithms part: every
+    built-in algorithm on one chain over 2, 4 and 8 sources, LAN and WAN); a part that does not
+    exist, or grid options beside it, are one line and exit 2."""
+    from argparse import Namespace
+
+    from fedlab.simulation.predict import builtin_algorithms, grid
+
+    none = dict.fromkeys(("sources", "views", "shapes", "rates", "networks", "losses", "algorithms"))
+    points = grid(Namespace(part="algorithms part", **none))
+    assert {(p.sources, p.width, p.views, p.shape, p.network) for p in points} == \
+        {(w, w, 1, "chain", n) for w in (2, 4, 8) for n in ("lan", "wan")}
+    assert len(points) == 6 * len(builtin_algorithms()) and {p.sweep for p in points} == {"algorithms part"}
+    assert main(["predict", "--part", "largest", "--sources", "10"]) == 2
+    assert "--part picks points of the sweep" in capsys.readouterr().err
+    assert main(["predict", "--part", "smallest"]) == 2
+    assert capsys.readouterr().err.strip().startswith("fedlab predict: --part: no part of the sweep is called 'smallest' "
+                                                      "(one of axis: sources, ")
+
+
 def test_the_nemesis_acts_in_the_timed_mode_and_its_run_still_replays():
     """A pause holds a source's commits and answers, a kill restarts it (a `restart` step), a
     partition loses what crosses it; the run still reflects every transaction, completely, and
