@@ -36,15 +36,18 @@ CORE_EXCEPTIONS = {("fedlab.warehouse.core.registry", "importlib.metadata")}
 # source logs them, the message logs' format. Not viewdef's join graph, condense, as_of, subquery
 # and the rest, which compute maintenance.
 CHECKER_READS = {"fedlab.fedmodel.catalog", "fedlab.fedmodel.codec", "fedlab.fedmodel.errors",
-                 "fedlab.fedmodel.message_log", "fedlab.fedmodel.transactions"}
+                 "fedlab.fedmodel.message_log", "fedlab.fedmodel.transactions", "fedlab.preflight"}
 
 # Lowest first; a package imports from lower layers only, and from its own layer only in the
 # tooling that runs the federation, whose packages use each other (the bench runs live
 # federations and the simulator, the simulator reports with the bench's metrics). The sources and
 # the warehouse meet on the wire only; the load and the checker know nothing of the tools that use
-# them. "fedlab" is the command (fedlab.cli and its subcommands in fedlab/), above everything.
+# them. "fedlab" is the command (fedlab.cli and its subcommands in fedlab/), above everything;
+# fedlab.preflight, where the machine's programs are (PostgreSQL's for the checker's server), below
+# everything: it imports nothing of fedlab, as it runs before fedlab is installed.
 RUNNING = {"simulation", "bench", "live", "roles", "nemesis"}
-LAYERS = [{"fedmodel"}, {"fedio"}, {"source_node", "warehouse"}, {"loadgen", "checker"}, RUNNING, {"fedlab"}]
+LAYERS = [{"preflight"}, {"fedmodel"}, {"fedio"}, {"source_node", "warehouse"}, {"loadgen", "checker"}, RUNNING,
+          {"fedlab"}]
 
 
 @dataclass(frozen=True)
@@ -254,4 +257,4 @@ def test_each_rule_names_the_file_line_and_rule_of_a_violating_import(tmp_path):
     # the bench may use a live run, the load may not use the bench
     up = upward(modules, tmp_path)
     assert sorted(line.split(": ")[0] for line in up) == ["fedmodel/rows.py:1", "loadgen/driver.py:1"]
-    assert "nothing imports upward (fedmodel < fedio < source_node, warehouse < checker, loadgen < bench, " in up[0]
+    assert "nothing imports upward (preflight < fedmodel < fedio < source_node, warehouse < checker, loadgen < bench, " in up[0]
