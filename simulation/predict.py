@@ -113,9 +113,10 @@ def grid(args) -> list[Point]:
     if args.part is not None:
         if any(given.values()):
             raise ModelError("--part picks points of the sweep: give it no --sources, --views, ... beside it")
-        points = [p for p in sweep() if p.sweep == args.part]
+        swept = sweep()
+        points = [p for p in swept if p.sweep == args.part]
         if not points:
-            parts = list(dict.fromkeys(p.sweep for p in sweep()))
+            parts = list(dict.fromkeys(p.sweep for p in swept))
             raise ModelError(f"--part: no part of the sweep is called {args.part!r} (one of {', '.join(parts)})")
         return points
     if not any(given.values()):

@@ -9,11 +9,12 @@ the reason on a developer's machine and fails under CI=true, so that CI never pa
 from __future__ import annotations
 
 import secrets
-import shutil
 
 import pytest
 from k8s_support import load_helm_script
-from prerequisites import missing
+from prerequisites import missing, require
+
+from fedlab.preflight import GO
 
 BUCKET = "fedlab-test"
 
@@ -27,9 +28,9 @@ def object_store(tmp_path_factory):
     """A running store (helm/object_store.py's ObjectStore) with the bucket BUCKET."""
     helper = object_store_module()
     if not helper.weed_path().is_file():
-        missing("these tests need SeaweedFS's weed (the object store): " + (
-            helper.GO_MISSING if shutil.which("go") is None
-            else "it is not built yet: `make objectstore` builds it (7-10 minutes)"))
+        require(GO)   # without Go it cannot be built: the preflight's line
+        missing("these tests need SeaweedFS's weed (the object store): it is not built yet: "
+                "`make objectstore` builds it (7-10 minutes)")
     store = helper.start(tmp_path_factory.mktemp("object-store"), access_key="fedlab-test",
                          secret_key=secrets.token_hex(16), bucket=BUCKET)
     yield store

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -47,7 +48,7 @@ def test_a_test_that_uses_the_postgres_server_is_marked_and_make_check_leaves_it
 @pytest.fixture
 def bare_machine(tmp_path, monkeypatch):
     """A PATH with java and nothing else, no PostgreSQL where Debian puts it, no helm or weed cached."""
-    java = Path(os.path.realpath(preflight.shutil.which("java")))
+    java = Path(os.path.realpath(shutil.which("java")))
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "java").symlink_to(java)
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
