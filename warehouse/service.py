@@ -598,15 +598,7 @@ class Warehouse:
         except grpc.RpcError as err:
             log.warning("resend request to %s failed (%s); the core will ask again", source, err.code())
             return
-        if reply.oldest_available <= request.from_dsv:
-            return
-        with self._edge:
-            # What the source no longer holds may have reached this process while the request
-            # travelled (a Notify call overtaken by a later one), not yet queued for the core:
-            # then nothing is lost. The simulator hands the core a notification as it arrives, so
-            # there the core's own check (a refusal below what it holds) sees it.
-            gone = self.batches.missing(source, request.from_dsv, reply.oldest_available - 1)
-        if gone is not None:
+        if reply.oldest_available > request.from_dsv:
             self._queue("event", source, [ResendRefused(source, request.from_dsv, reply.oldest_available,
                                                         time.monotonic())])
 
