@@ -657,7 +657,13 @@ class Warehouse:
         took, between MIN_BATCH_SPACING and `batch_interval`. A commit costs the JVM about the
         same whatever it holds, so this keeps Delta to a bounded share of the time: on a quiet
         warehouse batches follow closely (a fresh Delta view), under load they take longer and
-        hold more. The core never waits for Delta; an idle warehouse's committer sleeps."""
+        hold more. The core never waits for Delta; an idle warehouse's committer sleeps.
+        It first readies the store's commits (DeltaViewStore.prepare_commits), which a restore
+        leaves to it: the core runs meanwhile, and only the batches wait."""
+        try:
+            self.store.prepare_commits()
+        except Exception:  # Spark's errors are many kinds; the first batch tries again
+            log.exception("readying the Delta journal's commits failed; the first batch tries again")
         started, took = float("-inf"), 0.0
         while True:
             self._batch_due.wait()
