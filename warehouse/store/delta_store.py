@@ -80,7 +80,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -91,6 +91,7 @@ from fedlab.fedmodel import json_text
 from fedlab.fedmodel.errors import first_line
 from fedlab.fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
 from fedlab.warehouse.core.registry import not_reflected
+from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_append import DeltaAppender, delta_log, remove_json, table_files
 from fedlab.warehouse.store.delta_reader import DeltaTable, UnsupportedTable, open_table
 from fedlab.warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
@@ -170,10 +171,14 @@ class DeltaViewStore:
     """The warehouse's durable state under `root_dir`; see the module docstring for the tables."""
 
     def __init__(self, spark, root_dir: str, view_columns: list[str], view_types: list[str],
-                 session_conf: Mapping[str, str] | None = None, retention: float | None = None):
-        """`retention`: seconds the journal keeps the batches the view's base folded, and both
+                 session_conf: Mapping[str, str] | None = None, retention: float | None = None,
+                 hadoop: Callable[[str], str | None] | None = None):
+        """`spark`: a SparkSession, or a Future of one still starting (warehouse.spark_session.
+        start_beside): a restart (`load`) reads without it, whatever else waits for it.
+        `retention`: seconds the journal keeps the batches the view's base folded, and both
         tables their superseded files and log (`retain`; None: for ever, what a reader that
-        writes nothing opens)."""
+        writes nothing opens). `hadoop`: a Hadoop setting by name, for reading s3a:// without
+        Spark (default: the session's Hadoop configuration)."""
         if any(c.lower() == _COUNT for c in view_columns):
             raise StoreError("view_columns must not include 'count': the store adds the multiplicity")
         if len(view_columns) != len(view_types) or not view_columns:
@@ -184,13 +189,13 @@ class DeltaViewStore:
         self.columns = list(view_columns)
         self.types = validate_types(view_types)
         self.retention = retention
-        # A child session: same SparkContext, but its SQL conf and temp views stay private.
-        self._spark = spark.newSession()
+        self._session, self._child = spark, None
+        self._session_lock = threading.Lock()
         # Tables created with a retention keep their log and removed files as long from the start:
         # setting it on a table later is a commit that fails a batch committed beside it.
         kept = {} if retention is None else {_DEFAULT + p.removeprefix("delta."): _interval(retention) for p in _KEPT}
-        for key, value in {**SESSION_CONF, **kept, **(session_conf or {})}.items():
-            self._spark.conf.set(key, value)
+        self._session_conf = {**SESSION_CONF, **kept, **(session_conf or {})}
+        self._hadoop = hadoop
         self._lock = threading.RLock()
         self._last_batch: int | None = None   # None: unknown, recover from Delta first
         self._last_seq = -1
@@ -211,6 +216,18 @@ class DeltaViewStore:
                   if f.name.lower() != _COUNT]
         names = {spark_type: name for name, spark_type in SPARK_TYPES.items()}
         return cls(spark, root_dir, [f.name for f in fields], [names[f.dataType] for f in fields])
+
+    @property
+    def _spark(self):
+        """The store's child session of `spark` (the SparkContext shared, its SQL conf and temp
+        views private), made on first use, once a session still starting is up."""
+        with self._session_lock:
+            if self._child is None:
+                child = started(self._session).newSession()
+                for key, value in self._session_conf.items():
+                    child.conf.set(key, value)
+                self._child = child
+            return self._child
 
     # ------------------------------------------------------------------ tables
     def path(self, table: str) -> str:
@@ -395,10 +412,11 @@ class DeltaViewStore:
                       [tuple(from_spark(v) for v in r) for r in self._read("view", base.version).collect()])
 
     def _table(self, table: str) -> DeltaTable:
-        """`table` as the log reader reads it; on s3a:// with the S3A settings of Spark's Hadoop
-        configuration, the ones its own reads and writes take."""
+        """`table` as the log reader reads it; on s3a:// with the S3A settings `hadoop` gives, by
+        default those of Spark's Hadoop configuration, which its own reads and writes take."""
         if table not in self._tables:
-            self._tables[table] = open_table(self.path(table), self._spark._jsc.hadoopConfiguration().get)
+            setting = self._hadoop or (lambda key: self._spark._jsc.hadoopConfiguration().get(key))
+            self._tables[table] = open_table(self.path(table), setting)
         return self._tables[table]
 
     def _logged_seq(self) -> int:
