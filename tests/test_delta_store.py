@@ -403,10 +403,8 @@ def test_the_retention_removes_the_folded_journal_and_old_files_but_no_read_chan
     root = tmp_path / "retained"
     with pytest.raises(StoreError, match="retention is a positive number of seconds"):
         DeltaViewStore(spark, str(root), COLUMNS, TYPES, retention=0)
-    # A retention long enough for a retain() on a busy machine to reach its VACUUM within it: the
-    # files it has just removed must stay (5-10 s a retain() here, with another test suite beside it).
-    kept = 3.0
-    store = DeltaViewStore(spark, str(root), COLUMNS, TYPES, retention=kept)
+    retention = 1.0   # seconds; the last retain() below holds however long it takes (its `now`)
+    store = DeltaViewStore(spark, str(root), COLUMNS, TYPES, retention=retention)
     store.initialize(INITIAL, state(0))
     for batch_id, applied in BATCHES:
         commit(store, batch_id, applied, [notification("ds2", 5)] if batch_id == 2 else [])
@@ -416,9 +414,9 @@ def test_the_retention_removes_the_folded_journal_and_old_files_but_no_read_chan
     assert store.retain(now=time.time() - 60)["removed"] == 0
     properties = dict(spark.sql(f"SHOW TBLPROPERTIES delta.`{root}/journal`").collect())
     assert properties["delta.logRetentionDuration"] == properties["delta.deletedFileRetentionDuration"] == \
-        "interval 3 seconds"
+        "interval 1 seconds"
     # past it, the batches below the one the base's tag names go, ds2's notification's (batch 2) stays
-    time.sleep(kept + 0.1)
+    time.sleep(retention + 0.1)
     assert store.retain()["removed"] == 1
     assert [e.batch_id for e in store.read_change_log()] == [2, 2, 3, 3]
     restored = DeltaViewStore(spark, str(root), COLUMNS, TYPES).load()
@@ -429,12 +427,12 @@ def test_the_retention_removes_the_folded_journal_and_old_files_but_no_read_chan
     store.commit_batch(5, [txn(7, 8, [])], [], reflecting)
     assert store.compact() is True
     first_checkpoint = store.checkpoint()
-    time.sleep(kept + 0.1)
+    time.sleep(retention + 0.1)
     assert store.retain()["removed"] == 3
     for batch_id in range(6, 10):
         commit(store, batch_id, [txn(batch_id + 2, batch_id + 3, [])])
     assert store.compact() is True and store.checkpoint() and first_checkpoint == ["journal", "view"]
-    time.sleep(kept + 0.1)
+    time.sleep(retention + 0.1)
     store._vacuumed = float("-inf")
     # Removed a minute from now, the folded batches 5-8 are tombstones younger than the retention
     # whenever VACUUM runs, however slowly this machine gets there; the older tombstones are not.
