@@ -54,21 +54,18 @@ class UnsupportedTable(Exception):
 
 @dataclass(frozen=True)
 class AddFile:
-    """One data file of a snapshot: its path (relative to the table), size and statistics."""
+    """One data file of a snapshot: its path (relative to the table) and statistics."""
 
     path: str
-    size: int
     stats: dict | None   # "Per-file Statistics": numRecords, minValues, maxValues, nullCount
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A table at one version: its schema's columns (a struct's as [name, [field names]]), its
-    configuration and its data files."""
+    """A table at one version: its schema and its data files."""
 
     version: int
     schema: dict          # the metaData's schemaString, parsed
-    configuration: dict
     adds: tuple[AddFile, ...]
 
     @property
@@ -93,7 +90,7 @@ class Snapshot:
         return kept
 
 
-class DeltaTable:
+class TableLog:
     """The Delta table at `path` on the pyarrow file system `fs` (`open_table` makes both from a URI)."""
 
     def __init__(self, fs: pafs.FileSystem, path: str):
@@ -158,8 +155,7 @@ class DeltaTable:
         if protocol is None or metadata is None:
             raise UnsupportedTable(f"{self.path}: no protocol or metaData up to version {version}")
         _check_supported(self.path, protocol, metadata)
-        return Snapshot(version, json.loads(metadata["schemaString"]), dict(metadata.get("configuration") or {}),
-                        tuple(_add_file(self.path, a) for a in files.values()))
+        return Snapshot(version, json.loads(metadata["schemaString"]), tuple(_add_file(self.path, a) for a in files.values()))
 
     def read(self, files: list[AddFile], columns: list[str]) -> pa.Table | None:
         """The rows of `files`, their `columns` only, in one table (None: no files)."""
@@ -184,8 +180,6 @@ def _checkpoint(fs: pafs.FileSystem, path: str) -> tuple[dict | None, dict | Non
     table = pq.read_table(path, filesystem=fs, columns=["add", "metaData", "protocol"])
     files = {add["path"]: add for add in table.column("add").to_pylist() if add is not None}
     metadata = next((m for m in table.column("metaData").to_pylist() if m is not None), None)
-    if metadata is not None:   # Parquet gives a map as a list of pairs, a JSON commit as an object
-        metadata = {**metadata, "configuration": dict(metadata.get("configuration") or ())}
     protocol = next((p for p in table.column("protocol").to_pylist() if p is not None), None)
     return protocol, metadata, files
 
@@ -207,17 +201,17 @@ def _add_file(table: str, add: Mapping) -> AddFile:
     if "://" in path or path.startswith("/") or ":" in path.split("/", 1)[0]:
         raise UnsupportedTable(f"{table}: file {path} lies outside the table")
     stats = add.get("stats")
-    return AddFile(path, int(add["size"]), json.loads(stats) if stats else None)
+    return AddFile(path, json.loads(stats) if stats else None)
 
 
-def open_table(uri: str, setting: Callable[[str], str | None] = lambda key: None) -> DeltaTable:
+def open_table(uri: str, setting: Callable[[str], str | None] = lambda key: None) -> TableLog:
     """The Delta table at `uri`: a local path, or s3a://bucket/key reached with the S3A settings
     `setting(key)` gives (`s3_filesystem`); UnsupportedTable for any other scheme."""
     parts = urlsplit(uri)
     if parts.scheme in ("", "file"):
-        return DeltaTable(pafs.LocalFileSystem(), parts.path if parts.scheme else uri)
+        return TableLog(pafs.LocalFileSystem(), parts.path if parts.scheme else uri)
     if parts.scheme == "s3a":
-        return DeltaTable(s3_filesystem(parts.netloc, setting), f"{parts.netloc}{parts.path}")
+        return TableLog(s3_filesystem(parts.netloc, setting), f"{parts.netloc}{parts.path}")
     raise UnsupportedTable(f"{uri}: no reader for {parts.scheme}:// here")
 
 

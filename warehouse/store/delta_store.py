@@ -93,7 +93,7 @@ from fedlab.fedmodel.transactions import Notification, notification_from_dict, n
 from fedlab.warehouse.core.registry import not_reflected
 from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_append import DeltaAppender, delta_log, remove_json, table_files
-from fedlab.warehouse.store.delta_reader import DeltaTable, UnsupportedTable, open_table
+from fedlab.warehouse.store.delta_reader import TableLog, UnsupportedTable, open_table
 from fedlab.warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ class DeltaViewStore:
         self._needed = _Needed()              # what of the journal a restart still reads beyond the base
         self._counts: dict[tuple, int] = {}   # the view as of _last_batch: refuses a count below 0
         self._appender: DeltaAppender | None = None   # the journal's batches (warehouse.store.delta_append)
-        self._tables: dict[str, DeltaTable] = {}       # each table's log, read without Spark (`_found_in_log`)
+        self._tables: dict[str, TableLog] = {}       # each table's log, read without Spark (`_found_in_log`)
         self._checkpointed: dict[str, int] = {}        # table -> the version of this store's last checkpoint
         self._vacuumed = float("-inf")                 # when this store last vacuumed (time.time())
         self._logs_kept = False                        # both tables' log retention is the store's (retain)
@@ -411,7 +411,7 @@ class DeltaViewStore:
         return _Found(self._read("view").columns, self._read("journal").schema[_ROW].dataType.fieldNames(), base, tail,
                       [tuple(from_spark(v) for v in r) for r in self._read("view", base.version).collect()])
 
-    def _table(self, table: str) -> DeltaTable:
+    def _table(self, table: str) -> TableLog:
         """`table` as the log reader reads it; on s3a:// with the S3A settings `hadoop` gives, by
         default those of Spark's Hadoop configuration, which its own reads and writes take."""
         if table not in self._tables:
