@@ -107,6 +107,8 @@ def read_view(stub, view: str | None = None) -> dict:
     return out
 
 
+@pytest.mark.spark
+@pytest.mark.ray
 def test_warehouse_killed_mid_run_keeps_complete_consistency(tmp_path):
     scenario = parse_scenario(random_scenario(38, relations=(2, 2), sources=(2, 2)), "process chaos")
     catalog = scenario.catalog
