@@ -350,7 +350,8 @@ class Run:
         for pod in (pod for pod in self.warehouse_pods() if pod in started):
             text = self.kube.logs(pod)
             took = [found[-1] for found in (re.findall(r"up in [^\n]*", text),
-                                            re.findall(r"restored from Delta[^\n]*", text)) if found]
+                                            re.findall(r"restored from Delta[^\n]*", text),
+                                            re.findall(r"Spark session started in [^\n]*", text)) if found]
             if took:
                 self.figures[f"  {pod}'s last start"] = "; ".join(took)
                 log(f"  {pod}'s last start: {'; '.join(took)}")

@@ -222,8 +222,10 @@ class Federation:
         self._write_run_file()
         if subscriber == DEFAULT_SUBSCRIBER:
             self.warehouse_address = address
+            # A source killed beside the warehouse may still be restarting (a restore takes well
+            # under a second): _call waits for its new address and tries again.
             for source in self.actors:
-                self.control(source).set_warehouse(address)
+                self._call(source, lambda stub, s=source: SourceControl(self.addresses[s], stub=stub).set_warehouse(address))
         else:
             self._subscribe(subscriber, address)
         return group

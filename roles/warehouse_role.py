@@ -5,7 +5,10 @@ directory), starts Spark (--spark-master; local[2] by default) and warehouse.ser
 with its Delta tables under --data (a directory or an object-store URI), and serves gRPC on
 --port. The first start materialises the view from the sources' snapshots, waiting for the
 sources to come up; a later start on the same --data restores the view, its version state and
-the notifications not yet applied from Delta. SIGTERM (or SIGINT) commits the last batch and
+the notifications not yet applied from Delta, without Spark, while the Spark session starts
+beside it (warehouse.spark_session.start_beside): it serves once restored, and its Delta batches,
+which the sources' acknowledgements follow, wait for the session. It says when it serves (`up in
+N s`) and when the session is up (`Spark session started in N s`), both from the process's start. SIGTERM (or SIGINT) commits the last batch and
 stops. With `recompute` in the run configuration, --recompute-period sets the seconds between its
 rounds (each round's view evaluation is a Spark job on the warehouse's Spark).
 
@@ -96,17 +99,22 @@ def main(args) -> int:
     foreground = Foreground()
 
     from fedlab.warehouse.service import Warehouse
-    from fedlab.warehouse.spark_session import on_object_store, spark_session
+    from fedlab.warehouse.spark_session import hadoop_settings, on_object_store, start_beside
     from fedlab.warehouse.view_group import ViewGroup
 
-    spark = spark_session(warehouse_dir=_spark_warehouse_dir(data), master=master, object_store=on_object_store(data))
-    spark_ready = time.monotonic()
+    # The JVM starts beside the restore, which reads Delta without it; a first start's
+    # materialisation, and every Delta batch, wait for it.
+    spark = start_beside(warehouse_dir=_spark_warehouse_dir(data), master=master, object_store=on_object_store(data))
+    spark.add_done_callback(lambda done: _session_up(done, began, foreground))
+    hadoop = hadoop_settings().get
     try:
         views = {v.name: Warehouse(config.catalog, v.view.sql, _view_data(data, v.name), config.addresses, spark,
-                                   settings[v.name], history_dir=_history(config, v.name), tls=tls)
+                                   settings[v.name], history_dir=_history(config, v.name), tls=tls, hadoop=hadoop)
                  for v in kept}
         group = ViewGroup(views, tls)
         if not _open(group, args.wait_sources, foreground, None if first else config.address_of(args.name)):
+            if spark.done() and spark.exception() is not None:
+                return fail("warehouse", RoleError(f"the Spark session did not start: {spark.exception()}"))
             return 1 if not foreground.stopping.is_set() else 0
         port = group.serve(args.port, args.host or default_host())
         if first:
@@ -115,15 +123,27 @@ def main(args) -> int:
         # Where a restart's time went, for the e2e's recovery figures (docs/kubernetes.md).
         up = time.monotonic()
         print(f"warehouse serving on {args.host or default_host()}:{port} ({shown}; Delta under {data}); "
-              f"up in {up - began:.1f} s: Spark session {spark_ready - began:.1f} s, "
-              f"views restored or materialised {up - spark_ready:.1f} s", flush=True)
+              f"up in {up - began:.1f} s: views restored or materialised, Spark session "
+              f"{'up' if spark.done() else 'still starting'}", flush=True)
         foreground.wait()
-        group.close()
+        group.close(commit=spark.exception() is None)
+        if spark.exception() is not None:
+            return fail("warehouse", RoleError(f"the Spark session did not start: {spark.exception()}"))
     except ModelError as err:
         return fail("warehouse", err)
     finally:
-        spark.stop()
+        if spark.exception() is None:   # waits for a session still starting, to stop it
+            spark.result().stop()
     return 0
+
+
+def _session_up(spark, began: float, foreground: Foreground) -> None:
+    """Says when the Spark session came up (the e2e's recovery figures, docs/kubernetes.md); one
+    that failed to start stops the warehouse, which cannot make anything durable without it."""
+    if spark.exception() is None:
+        print(f"Spark session started in {time.monotonic() - began:.1f} s", flush=True)
+    else:
+        foreground.stopping.set()
 
 
 def write_run_file(config: RunConfig, data: str, address: str | None = None) -> None:

@@ -3,7 +3,8 @@ under s3a:// on SeaweedFS's S3 gateway (helm/object_store.py, the shared `object
 through the jars warehouse.spark_session brings (hadoop-aws and the AWS SDK modules it needs).
 
 Batches are committed, the store is stopped and started again on its data, and a new store object
-restores the view, the version state, the change log and the notifications from it; `fedlab view`
+restores the view, the version state, the change log and the notifications from it (its restart
+reading the tables' logs with pyarrow's S3 client: warehouse.store.delta_reader); `fedlab view`
 reads the view there. Expected contents are recomputed independently (tests/test_delta_store.py's
 Counter of the batches). The suite's one Spark session reaches the store through per-bucket S3A
 settings set on its Hadoop configuration (fs.s3a.bucket.<bucket>.*), before its first s3a:// path.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import pyspark
 import pytest
 from k8s_support import REPO
 from object_store_support import BUCKET, object_store_module
+from test_delta_reader import same_as_spark
 from test_delta_store import BATCHES, COLUMNS, INITIAL, TYPES, commit, expected_view, notification, run_dir_for, state
 
 from fedlab.warehouse.spark_session import AWS_SDK_VERSION, HADOOP_AWS
@@ -80,7 +83,7 @@ def test_a_second_store_on_the_same_data_is_refused(object_store):
         helper.start(object_store.data, object_store.access_key, object_store.secret_key)
 
 
-def test_delta_batches_on_s3a_survive_a_restart_of_the_store(spark, object_store, tmp_path, capsys):
+def test_delta_batches_on_s3a_survive_a_restart_of_the_store(spark, object_store, tmp_path, capsys, caplog):
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in object_store.hadoop_conf(BUCKET).items():
         hadoop.set(key, value)
@@ -96,7 +99,10 @@ def test_delta_batches_on_s3a_survive_a_restart_of_the_store(spark, object_store
     assert restarted.pid != object_store.pid
 
     again = DeltaViewStore(spark, root, COLUMNS, TYPES)
-    restored = again.load()
+    with caplog.at_level(logging.WARNING, logger="fedlab.warehouse.store.delta_store"):
+        restored = again.load()
+    assert caplog.records == []   # read from the logs with pyarrow's S3 client, not through Spark
+    same_as_spark(again)
     assert restored.view == expected_view(3)
     assert (restored.state, restored.last_seq, restored.last_batch) == (state(6), 5, 3)   # seqs 0..5
     assert restored.pending == []   # each notification is reflected by the state of its batch

@@ -51,6 +51,7 @@ import uuid
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import grpc
 
@@ -91,6 +92,7 @@ from fedlab.warehouse.core.salem.timeline import PointError
 from fedlab.warehouse.fifo_order import FifoOrder
 from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from fedlab.warehouse.settings import WarehouseSettings
+from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
 from fedlab.warehouse.store.materialize import materialize
 
@@ -137,11 +139,15 @@ def delta_dir(data_dir: str) -> str:
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, settings: WarehouseSettings = WarehouseSettings(), history_dir: str | Path | None = None,
-                 tls: TlsFiles | None = None):
+                 tls: TlsFiles | None = None, hadoop: Callable[[str], str | None] | None = None):
         """`sources`: each source's address; `data_dir`: a directory or an object-store URI
-        (s3a://...) for the Delta tables; `settings`: the algorithm and its settings, Delta's
+        (s3a://...) for the Delta tables; `spark`: a SparkSession, or a Future of one still
+        starting (warehouse.spark_session.start_beside: a restart restores from Delta without it,
+        and its batches wait for it); `settings`: the algorithm and its settings, Delta's
         intervals (warehouse.settings); `history_dir`: where the plain-file history goes (default
-        <data_dir>/history); `tls`: mutual TLS on its server and its channels to the sources."""
+        <data_dir>/history); `tls`: mutual TLS on its server and its channels to the sources;
+        `hadoop`: the Hadoop settings by name that reach s3a:// before the session is up
+        (warehouse.spark_session.hadoop_settings; default: the session's)."""
         self.catalog = catalog
         self.tls = tls
         # The user's view; the algorithm maintains its join (itself, unless it is an aggregate view,
@@ -161,7 +167,7 @@ class Warehouse:
         self.data_dir = str(data_dir)
         self.epoch = 0                 # salem: which propagation of the view delta this process is
         self.store = DeltaViewStore(spark, delta_dir(self.data_dir), list(join.output_names),
-                                    list(join.output_types), retention=settings.journal_retention)
+                                    list(join.output_types), retention=settings.journal_retention, hadoop=hadoop)
         self.algorithm = None   # the algorithm (warehouse.core.algorithm.Algorithm), once opened
         self.fifo: FifoOrder | None = None   # per-source message order, for algorithms that assume it
         self.history = ChangeHistory(Path(history_dir) if history_dir is not None else Path(self.data_dir) / "history",
@@ -293,7 +299,7 @@ class Warehouse:
         # The Strobe family maintains the view widened with every relation's key; its
         # view_rows() are the join's again.
         join = self.view.join
-        maintained = materialize(self.spark, maintained_sql(self.plugin.maintained_view(join)), snapshots)
+        maintained = materialize(started(self.spark), maintained_sql(self.plugin.maintained_view(join)), snapshots)
         self.algorithm = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
         self.batches = BatchLedger(dsv)
         rows = self.algorithm.view_rows()
@@ -645,7 +651,7 @@ class Warehouse:
                 snapshots = {name: (list(rel.columns), list(rel.types), rows) for name, rows in job.relations.items()
                              for rel in [self.catalog.relation(name)]}
                 try:
-                    rows = materialize(self.spark, maintained_sql(job.view), snapshots)
+                    rows = materialize(started(self.spark), maintained_sql(job.view), snapshots)
                 except Exception:  # Spark's errors are many kinds; whichever it is, the round is lost
                     log.exception("recomputation of round %d failed; the next round tries again", job.round)
                     rows = None
@@ -657,7 +663,13 @@ class Warehouse:
         took, between MIN_BATCH_SPACING and `batch_interval`. A commit costs the JVM about the
         same whatever it holds, so this keeps Delta to a bounded share of the time: on a quiet
         warehouse batches follow closely (a fresh Delta view), under load they take longer and
-        hold more. The core never waits for Delta; an idle warehouse's committer sleeps."""
+        hold more. The core never waits for Delta; an idle warehouse's committer sleeps.
+        It first readies the store's commits (DeltaViewStore.prepare_commits), which a restore
+        leaves to it: the core runs meanwhile, and only the batches wait."""
+        try:
+            self.store.prepare_commits()
+        except Exception:  # Spark's errors are many kinds; the first batch tries again
+            log.exception("readying the Delta journal's commits failed; the first batch tries again")
         started, took = float("-inf"), 0.0
         while True:
             self._batch_due.wait()

@@ -61,8 +61,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -289,6 +291,49 @@ def spark_session(warehouse_dir: str | None = None, master: str = "local[2]", ob
     if not jars:
         jars = ensure_delta_jars(object_store)
     return _start(_with_jars(_builder(warehouse_dir, master, jars), master, jars))
+
+
+def start_beside(**arguments) -> Future:
+    """`spark_session(**arguments)` on a thread of its own, as a Future of the session: a
+    restarting warehouse restores from Delta without Spark (warehouse.store.delta_reader) while
+    the JVM starts, and what needs the session waits for it (`started`)."""
+    future: Future = Future()
+
+    def start() -> None:
+        try:
+            future.set_result(spark_session(**arguments))
+        except BaseException as err:   # the caller waiting on the Future gets it, whatever it is
+            future.set_exception(err)
+    threading.Thread(target=start, name="spark-start", daemon=True).start()
+    return future
+
+
+def started(spark):
+    """The session `spark` is, or that it gives once up when it is a Future of one (`start_beside`)."""
+    return spark.result() if isinstance(spark, Future) else spark
+
+
+def hadoop_settings(environ=os.environ) -> dict[str, str]:
+    """The Hadoop settings a session started here gets from Spark's configuration file
+    ($SPARK_CONF_DIR/spark-defaults.conf: the chart's) and from FEDLAB_SPARK_CONF, the
+    `spark.hadoop.` prefix dropped: how the Delta log reader reaches s3a:// before the session
+    is up (warehouse.store.delta_reader.s3_filesystem).
+
+    >>> hadoop_settings({"FEDLAB_SPARK_CONF": "spark.hadoop.fs.s3a.endpoint=http://h:1,spark.ui.enabled=false"})
+    {'fs.s3a.endpoint': 'http://h:1'}
+    """
+    found = {}
+    folder = environ.get("SPARK_CONF_DIR")
+    defaults = Path(folder) / "spark-defaults.conf" if folder else None
+    lines = defaults.read_text().splitlines() if defaults is not None and defaults.is_file() else []
+    for line in lines:   # Java properties, as Spark reads the file: "key value" or "key=value"
+        match = re.match(r"([^\s=:#!]+)\s*[=:\s]\s*(.*)", line.strip())
+        if match:
+            found[match[1]] = match[2].strip()
+    for item in filter(None, environ.get("FEDLAB_SPARK_CONF", "").split(",")):
+        key, _, value = item.partition("=")
+        found[key.strip()] = value.strip()
+    return {key.removeprefix("spark.hadoop."): value for key, value in found.items() if key.startswith("spark.hadoop.")}
 
 
 def _with_jars(builder, master: str, jars: list[str]):

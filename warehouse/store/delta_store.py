@@ -71,6 +71,7 @@ extra Spark jobs and ~2-4 s per write -- while the batch-id column costs nothing
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -79,17 +80,23 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from fedlab.fedmodel import json_text
+from fedlab.fedmodel.errors import first_line
 from fedlab.fedmodel.transactions import Notification, notification_from_dict, notification_to_dict
 from fedlab.warehouse.core.registry import not_reflected
+from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_append import DeltaAppender, delta_log, remove_json, table_files
+from fedlab.warehouse.store.delta_reader import TableLog, UnsupportedTable, open_table
 from fedlab.warehouse.store.sparktypes import SPARK_TYPES, create_df, from_spark, quote, spark_schema, to_arrow, validate_types
+
+log = logging.getLogger(__name__)
 
 INITIAL_BATCH = 0
 _TAG = "fedlab-batch="
@@ -102,6 +109,8 @@ _LOG_FILE = re.compile(r"(\d{20})\.(?:json|crc|checkpoint(?:\.\d+\.\d+)?\.parque
 _DEFAULT = "spark.databricks.delta.properties.defaults."   # a new table's property, from the session
 # Commits that change no row of their table, untagged: the view's constraint, a table property.
 _ROWS_UNCHANGED = ("ADD CONSTRAINT", "SET TBLPROPERTIES")
+# The newest commits of a table among which its newest tagged one is looked for (`_tagged`).
+_HISTORY = 10
 
 _JOURNAL = (("batch_id", "BIGINT"), ("kind", "VARCHAR"), ("seq", "BIGINT"), ("source", "VARCHAR"),
             ("dsv", "BIGINT"), ("txn_id", "VARCHAR"), ("commit_time", "DOUBLE"), ("applied_time", "DOUBLE"),
@@ -162,10 +171,14 @@ class DeltaViewStore:
     """The warehouse's durable state under `root_dir`; see the module docstring for the tables."""
 
     def __init__(self, spark, root_dir: str, view_columns: list[str], view_types: list[str],
-                 session_conf: Mapping[str, str] | None = None, retention: float | None = None):
-        """`retention`: seconds the journal keeps the batches the view's base folded, and both
+                 session_conf: Mapping[str, str] | None = None, retention: float | None = None,
+                 hadoop: Callable[[str], str | None] | None = None):
+        """`spark`: a SparkSession, or a Future of one still starting (warehouse.spark_session.
+        start_beside): a restart (`load`) reads without it, whatever else waits for it.
+        `retention`: seconds the journal keeps the batches the view's base folded, and both
         tables their superseded files and log (`retain`; None: for ever, what a reader that
-        writes nothing opens)."""
+        writes nothing opens). `hadoop`: a Hadoop setting by name, for reading s3a:// without
+        Spark (default: the session's Hadoop configuration)."""
         if any(c.lower() == _COUNT for c in view_columns):
             raise StoreError("view_columns must not include 'count': the store adds the multiplicity")
         if len(view_columns) != len(view_types) or not view_columns:
@@ -176,13 +189,13 @@ class DeltaViewStore:
         self.columns = list(view_columns)
         self.types = validate_types(view_types)
         self.retention = retention
-        # A child session: same SparkContext, but its SQL conf and temp views stay private.
-        self._spark = spark.newSession()
+        self._session, self._child = spark, None
+        self._session_lock = threading.Lock()
         # Tables created with a retention keep their log and removed files as long from the start:
         # setting it on a table later is a commit that fails a batch committed beside it.
         kept = {} if retention is None else {_DEFAULT + p.removeprefix("delta."): _interval(retention) for p in _KEPT}
-        for key, value in {**SESSION_CONF, **kept, **(session_conf or {})}.items():
-            self._spark.conf.set(key, value)
+        self._session_conf = {**SESSION_CONF, **kept, **(session_conf or {})}
+        self._hadoop = hadoop
         self._lock = threading.RLock()
         self._last_batch: int | None = None   # None: unknown, recover from Delta first
         self._last_seq = -1
@@ -190,6 +203,7 @@ class DeltaViewStore:
         self._needed = _Needed()              # what of the journal a restart still reads beyond the base
         self._counts: dict[tuple, int] = {}   # the view as of _last_batch: refuses a count below 0
         self._appender: DeltaAppender | None = None   # the journal's batches (warehouse.store.delta_append)
+        self._tables: dict[str, TableLog] = {}       # each table's log, read without Spark (`_found_in_log`)
         self._checkpointed: dict[str, int] = {}        # table -> the version of this store's last checkpoint
         self._vacuumed = float("-inf")                 # when this store last vacuumed (time.time())
         self._logs_kept = False                        # both tables' log retention is the store's (retain)
@@ -202,6 +216,18 @@ class DeltaViewStore:
                   if f.name.lower() != _COUNT]
         names = {spark_type: name for name, spark_type in SPARK_TYPES.items()}
         return cls(spark, root_dir, [f.name for f in fields], [names[f.dataType] for f in fields])
+
+    @property
+    def _spark(self):
+        """The store's child session of `spark` (the SparkContext shared, its SQL conf and temp
+        views private), made on first use, once a session still starting is up."""
+        with self._session_lock:
+            if self._child is None:
+                child = started(self._session).newSession()
+                for key, value in self._session_conf.items():
+                    child.conf.set(key, value)
+                self._child = child
+            return self._child
 
     # ------------------------------------------------------------------ tables
     def path(self, table: str) -> str:
@@ -279,11 +305,19 @@ class DeltaViewStore:
             return True
 
     def _journal_appender(self) -> DeltaAppender:
-        """The journal's appender, made once the journal exists: at initialization or recovery,
-        so that its set-up (DeltaAppender) is not paid by the first batch."""
+        """The journal's appender, made once the journal exists: at initialization, by
+        `prepare_commits`, or else by the first batch."""
         if self._appender is None:
             self._appender = DeltaAppender(self._spark, self.path("journal"))
         return self._appender
+
+    def prepare_commits(self) -> None:
+        """Readies the journal's appender (DeltaAppender: delta-spark's log of the journal, its
+        snapshot, Jackson warmed), so that the first batch does not pay for it. A restart does
+        not (`load` reads without Spark): a restarted warehouse calls this beside its core, whose
+        batches wait for it; on Kubernetes it is the first Spark job, on an executor still starting."""
+        with self._lock:
+            self._journal_appender()
 
     def _add_count_constraint(self) -> None:
         try:
@@ -307,32 +341,33 @@ class DeltaViewStore:
         Three reads, none of the journal's history: the base's tag (the batch B it folded, and
         the batch P from which the journal held what a restart needs then: `compact`), the base,
         and the journal's batches from min(B, P) on -- B's own for its state, should none follow.
-        The journal's batch files carry their bounds (delta_append.file_stats), so Delta skips
-        the rest of it (tests/test_delta_store.py counts the files a restart reads)."""
+        The journal's batch files carry their bounds (delta_append.file_stats), so the read skips
+        the rest of it (tests/test_delta_store.py counts the files a restart reads). They are read
+        from the tables' logs and files in Python (`_found_in_log`: no Spark job, no executor to
+        wait for); through Spark (`_found_by_spark`) when that reader cannot, which it logs."""
         self._last_batch = None
-        if not self._exists("journal"):
-            raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
+        try:
+            found = self._found_in_log()
+        except (UnsupportedTable, OSError) as err:
+            log.warning("reading the Delta tables under %s through Spark: %s", self.root, first_line(err))
+            found = self._found_by_spark()
         want = [c.lower() for c in self.columns]
-        stored = self._read("view").columns
-        logged = self._read("journal").schema[_ROW].dataType.fieldNames()
-        if [c.lower() for c in stored] != want + [_COUNT] or [c.lower() for c in logged] != want:
-            raise StoreError(f"the view under {self.root} has columns {stored}, "
+        if [c.lower() for c in found.stored] != want + [_COUNT] or [c.lower() for c in found.logged] != want:
+            raise StoreError(f"the view under {self.root} has columns {found.stored}, "
                              f"not {self.columns} + count")
-        base = self._base()
-        tail = self._read("journal").where((F.col("batch_id") >= min(base.batch, base.needed_from))
-                                           & (F.col("kind") != _TXN)).collect()
+        base, tail = found.base, found.tail
         batches = [r["batch_id"] for r in tail if r["kind"] == _STATE]
         if not batches:
             raise StoreError(f"the journal under {self.root} holds no state of batch {base.batch} or later")
         last = max(batches)
         state_row = next(r for r in tail if r["kind"] == _STATE and r["batch_id"] == last)
         state = json_text.loads(state_row["body"])
-        counts = Counter({tuple(from_spark(v) for v in r[:-1]): int(r[-1]) for r in self._read("view", base.version).collect()})
+        counts = Counter({row[:-1]: int(row[-1]) for row in found.view})
         needed = _Needed()
         notifications = []
         for r in tail:
             if r["kind"] == _DELTA and r["batch_id"] > base.batch:
-                counts[tuple(from_spark(v) for v in r[_ROW])] += r[_COUNT]
+                counts[r[_ROW]] += r[_COUNT]
             elif r["kind"] == _NOTIFICATION and r["batch_id"] >= base.needed_from:
                 notifications.append(notification_from_dict(json_text.loads(r["body"])))
                 needed.add(r["batch_id"], notifications[-1:])
@@ -343,8 +378,46 @@ class DeltaViewStore:
         self._last_seq = state_row["seq"] if state_row["seq"] is not None else self._logged_seq()
         self._applied, self._needed = _applied_dsv(state), needed
         self._last_batch = last
-        self._journal_appender()
         return state, pending
+
+    def _found_in_log(self) -> "_Found":
+        """What `_recover` reads, from the tables' logs and Parquet files (warehouse.store.delta_reader)."""
+        journal, view = self._table("journal"), self._table("view")
+        if not journal.exists():
+            raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
+        base = _newest_tagged([(v, c.get("userMetadata"), c.get("operation")) for v, c in view.history(_HISTORY)],
+                              f"the view under {self.root}")
+        newest, at_base = journal.snapshot(), view.snapshot(base.version)
+        start = min(base.batch, base.needed_from)
+        tail = journal.read(newest.files("batch_id", start), list(_TAIL))
+        tail = tail.filter((pc.field("batch_id") >= start) & (pc.field("kind") != _TXN)).to_pylist()
+        for r in tail:
+            r[_ROW] = None if r[_ROW] is None else tuple(from_spark(v) for v in r[_ROW].values())
+        rows = view.read(at_base.files(), at_base.columns)
+        return _Found(view.snapshot().columns, newest.field_names(_ROW), base, tail,
+                      [] if rows is None else [tuple(from_spark(v) for v in r.values()) for r in rows.to_pylist()])
+
+    def _found_by_spark(self) -> "_Found":
+        """What `_recover` reads, through Spark."""
+        if not self._exists("journal"):
+            raise StoreError(f"no initialized view store under {self.root}; call initialize() first")
+        base = self._base()
+        tail = []
+        for r in self._read("journal").where((F.col("batch_id") >= min(base.batch, base.needed_from))
+                                             & (F.col("kind") != _TXN)).select(*_TAIL).collect():
+            record = r.asDict()
+            record[_ROW] = None if record[_ROW] is None else tuple(from_spark(v) for v in record[_ROW])
+            tail.append(record)
+        return _Found(self._read("view").columns, self._read("journal").schema[_ROW].dataType.fieldNames(), base, tail,
+                      [tuple(from_spark(v) for v in r) for r in self._read("view", base.version).collect()])
+
+    def _table(self, table: str) -> TableLog:
+        """`table` as the log reader reads it; on s3a:// with the S3A settings `hadoop` gives, by
+        default those of Spark's Hadoop configuration, which its own reads and writes take."""
+        if table not in self._tables:
+            setting = self._hadoop or (lambda key: self._spark._jsc.hadoopConfiguration().get(key))
+            self._tables[table] = open_table(self.path(table), setting)
+        return self._tables[table]
 
     def _logged_seq(self) -> int:
         """The change log's last seq, from the whole journal: for a journal whose state rows do not
@@ -610,15 +683,9 @@ class DeltaViewStore:
         that change no row lie above the tagged one, the newest's version is the one read, the
         same rows: Delta keeps the newest version's snapshot, and rebuilds an older one on each
         read (a second here)."""
-        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name(table)} LIMIT 10")
-        above = []   # the untagged commits newer than the tagged one, newest first
-        for version, meta, operation in history.select("version", "userMetadata", "operation").collect():
-            tag = _parse_tag(meta)
-            if tag is not None:
-                rows_unchanged = above and all(op in _ROWS_UNCHANGED for _, op in above)
-                return _Base(above[0][0] if rows_unchanged else int(version), *tag)
-            above.append((int(version), operation))
-        raise StoreError(f"the {table} under {self.root} has no commit tagged with a batch")
+        history = self._spark.sql(f"DESCRIBE HISTORY {self._sql_name(table)} LIMIT {_HISTORY}")
+        return _newest_tagged([(int(v), m, op) for v, m, op in history.select("version", "userMetadata", "operation").collect()],
+                              f"the {table} under {self.root}")
 
     def _snapshot(self, version: int, base_batch: int, upto: int | None = None, also=None):
         """The base at `version` plus the deltas of the batches in (base_batch, upto], summed per
@@ -783,6 +850,37 @@ class _Base:
     version: int
     batch: int
     needed_from: int
+
+
+def _newest_tagged(history: Iterable[tuple[int, str | None, str | None]], what: str) -> _Base:
+    """The newest tagged commit among `history`'s (version, userMetadata, operation), newest
+    first (see `DeltaViewStore._tagged`); StoreError naming `what` when none is."""
+    above = []   # the untagged commits newer than the tagged one, newest first
+    for version, meta, operation in history:
+        tag = _parse_tag(meta)
+        if tag is not None:
+            rows_unchanged = above and all(op in _ROWS_UNCHANGED for _, op in above)
+            return _Base(above[0][0] if rows_unchanged else version, *tag)
+        above.append((version, operation))
+    raise StoreError(f"{what} has no commit tagged with a batch")
+
+
+# The journal's columns a restart reads (`_recover`).
+_TAIL = ("batch_id", "kind", "seq", "source", "dsv", "body", _ROW, _COUNT)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What a restart reads of the tables (`DeltaViewStore._recover`), by either reader: the
+    view's and the journal's view columns now, the base's tag, the journal's rows of its batches
+    from the one the tag names on (but the change log's), as {column: value} with `row` a tuple,
+    and the base's rows, its count last (values as the federation's rows carry them: from_spark)."""
+
+    stored: list[str]
+    logged: list[str]
+    base: _Base
+    tail: list[dict]
+    view: list[tuple]
 
 
 @dataclass(frozen=True)
