@@ -351,7 +351,8 @@ class Run:
             text = self.kube.logs(pod)
             took = [found[-1] for found in (re.findall(r"up in [^\n]*", text),
                                             re.findall(r"restored from Delta[^\n]*", text),
-                                            re.findall(r"Spark session started in [^\n]*", text)) if found]
+                                            re.findall(r"Spark session started in [^\n]*", text),
+                                            re.findall(r"Delta journal ready for batches in [^\n]*", text)) if found]
             if took:
                 self.figures[f"  {pod}'s last start"] = "; ".join(took)
                 log(f"  {pod}'s last start: {'; '.join(took)}")

@@ -54,7 +54,8 @@ def test_live_federation_keeps_the_view_equal_to_recomputation(spark, ray_runtim
 
 def assert_a_delta_commit_that_keeps_failing_shows_in_status_until_it_holds(fed, load):
     """Storage that refuses the journal's commits (its log folder made read-only) fails batch after
-    batch, each retried, and Status says how many and why; once it accepts again the next batch holds."""
+    batch, each retried, and Status says how many and why, and that what is applied is not durable;
+    once it accepts again the next batch holds, and what is durable catches up."""
     from fedlab.fedmodel.wire import pb, rpc
 
     stub = rpc.WarehouseStub(client_channel(fed.warehouse_address, None))
@@ -64,7 +65,10 @@ def assert_a_delta_commit_that_keeps_failing_shows_in_status_until_it_holds(fed,
         failing = wait_for(status, lambda s: s.commits_failing >= 2, timeout=120)
         assert failing.last_commit_error, failing
         assert failing.commit_failures >= failing.commits_failing
+        assert any(failing.durable_dsv.get(s, 0) < dsv for s, dsv in failing.applied_dsv.items()), failing
     held = wait_for(status, lambda s: s.commits_failing == 0, timeout=120)
+    caught_up = wait_for(status, lambda s: dict(s.durable_dsv) == dict(s.applied_dsv), timeout=120)
+    assert set(caught_up.durable_dsv) == set(fed.actors), caught_up
     # The last error stays shown. A commit under way when the folder was made writable again may
     # have failed once more, with another Py4J object in its message: the kind is what must match.
     kind = failing.last_commit_error.split(":")[0]

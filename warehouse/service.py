@@ -666,8 +666,11 @@ class Warehouse:
         hold more. The core never waits for Delta; an idle warehouse's committer sleeps.
         It first readies the store's commits (DeltaViewStore.prepare_commits), which a restore
         leaves to it: the core runs meanwhile, and only the batches wait."""
+        began = time.monotonic()
         try:
             self.store.prepare_commits()
+            # Until then nothing is durable: the e2e's recovery figures (docs/kubernetes.md) read this.
+            log.info("Delta journal ready for batches in %.1f s", time.monotonic() - began)
         except Exception:  # Spark's errors are many kinds; the first batch tries again
             log.exception("readying the Delta journal's commits failed; the first batch tries again")
         started, took = float("-inf"), 0.0

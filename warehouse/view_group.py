@@ -181,7 +181,7 @@ class _Servicer(rpc.WarehouseServicer):
         return pb.StatusReply(algorithm=s["algorithm"], applied=s["applied"], in_flight=s["in_flight"],
                               applied_dsv=s["applied_dsv"], view_rows=s["view_rows"],
                               commit_failures=s["commit_failures"], commits_failing=s["commits_failing"],
-                              last_commit_error=s["last_commit_error"])
+                              last_commit_error=s["last_commit_error"], durable_dsv=s["durable"])
 
     def _view(self, context) -> Warehouse:
         self.group.running.wait()
