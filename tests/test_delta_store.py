@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -521,6 +522,28 @@ def test_initializing_a_store_readies_the_journal_appender_without_writing(spark
     journal = tmp_path / "store" / "journal"
     history = spark.sql(f"DESCRIBE HISTORY delta.`{journal}`").select("version").collect()
     assert [h[0] for h in history] == [0]
+
+
+def test_a_batch_commits_from_a_thread_without_an_active_session(spark, tmp_path):
+    """Delta reads a snapshot's state in the committing thread's active session when a prefetch
+    of it failed; the appender makes its session the active one of the thread it commits from,
+    as a restarted warehouse's committer, which makes no DataFrame before its first batch, needs
+    (DeltaAppender._activate)."""
+    store = DeltaViewStore(spark, str(tmp_path / "store"), COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+    sessions = getattr(spark._jvm, "org.apache.spark.sql.classic.SparkSession")
+    active = {}
+
+    def committer():
+        sessions.clearActiveSession()
+        active["before"] = sessions.getActiveSession().isDefined()
+        commit(store, *BATCHES[0])
+        active["after"] = sessions.getActiveSession().isDefined()
+    thread = threading.Thread(target=committer)
+    thread.start()
+    thread.join()
+    assert active == {"before": False, "after": True}
+    assert store.read_view() == expected_view(1)
 
 
 def test_a_batch_commit_starts_no_process_in_the_jvm(spark, tmp_path):

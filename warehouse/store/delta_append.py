@@ -51,6 +51,8 @@ class DeltaAppender:
     def __init__(self, spark, path: str):
         jvm = spark._jvm
         self._path = path
+        self._session = spark._jsparkSession
+        self._sessions = _scala_object(jvm.org.apache.spark.sql.classic, "SparkSession")
         self._log = delta_log(spark, path)
         self._hadoop_path = jvm.org.apache.hadoop.fs.Path
         self._fs = self._hadoop_path(path).getFileSystem(spark._jsc.hadoopConfiguration())
@@ -90,7 +92,17 @@ class DeltaAppender:
         # journal has one writer; another's commit in between would fail this one's put-if-absent
         # and Delta would check the two for conflicts, as for any stale snapshot).
         snapshot = self._some(self._log.unsafeVolatileSnapshot())
+        self._activate()
         return self._log.startTransaction(none, snapshot).commit(actions, operation)
+
+    def _activate(self) -> None:
+        """Makes the session the calling thread's active one in the JVM. Delta reads a snapshot's
+        state in the committing thread's active session when a prefetch of it failed
+        (NonFateSharingFuture: DELTA_SPARK_SESSION_NOT_SET otherwise), and only PySpark's own
+        entry points (createDataFrame, a session's start) set one: a warehouse whose committer
+        made no DataFrame, as after a restore without Spark, failed its batches on the cluster
+        until one did."""
+        self._sessions.setActiveSession(self._session)
 
     def remove(self, removals: list[str]) -> int:
         """Commits the RemoveFile actions `removals` (JSON, `remove_json`), without a Spark job and
@@ -101,6 +113,7 @@ class DeltaAppender:
             actions.add(self._action.fromJson(removal))
         operation = self._manual_update
         none = self._none
+        self._activate()
         snapshot = self._some(self._log.update(False, none, none))
         return self._log.startTransaction(none, snapshot).commit(self._to_seq(actions).toList(), operation)
 
