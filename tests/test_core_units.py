@@ -1,8 +1,11 @@
-"""Unit tests of the maintenance core's pieces, each against a small case worked out by hand."""
+"""Unit tests of the maintenance core's pieces, each against a small case worked out by hand or
+against a plain model of the piece."""
 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.errors import ModelError
@@ -367,3 +370,31 @@ def test_a_refused_resend_rebuilds_the_view_from_a_snapshot_read_at_one_state_pe
     # A refusal of an ask sent before the snapshot read past the gap: nothing is missing now.
     assert engine.handle(ResendRefused("ds1", 2, 4, 1.0)) == []
     assert engine.counters.resynchronisations == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["send", "answer", "overdue"]), st.integers(0, 7),
+                          st.floats(0.0, 3.0, allow_nan=False)), max_size=60))
+def test_unanswered_next_due_is_the_earliest_sending_still_unanswered(steps):
+    """Unanswered keeps its dues in a heap with superseded sendings left in (next_due is asked
+    after every step); what it answers is the minimum over the sub-queries unanswered, each timed
+    from its last sending, kept here as a plain dict."""
+    from fedlab.fedmodel.subquery import Subquery
+    from fedlab.warehouse.core.baselines.unanswered import Unanswered
+
+    timeout, now = 1.5, 0.0
+    unanswered, last_sent = Unanswered(timeout), {}
+    for op, n, wait in steps:
+        now += wait
+        sid = f"q{n}"
+        if op == "send" and sid not in last_sent:
+            unanswered.sent(Subquery(sid, "ds1", (), ()), now)
+            last_sent[sid] = now
+        elif op == "answer":
+            unanswered.answered(sid)
+            last_sent.pop(sid, None)
+        elif op == "overdue":
+            again = {a.subquery.id for a in unanswered.overdue(now)}
+            assert again == {s for s, t in last_sent.items() if now - t >= timeout}
+            last_sent.update({s: now for s in again})
+        assert unanswered.next_due() == min((t + timeout for t in last_sent.values()), default=None)
