@@ -13,7 +13,9 @@ ratio, the ratio the figure may reach (its bound) and whether it went past it. T
 issue's targets for an hour at 200 txn/s ("An hour like a minute"): CPU per transaction and
 resident memory within 10%, staleness and Delta's commit time within 20%; disk may grow only by
 what the retention settings keep (`disk_bound`). A figure measured in neither tenth (no compaction
-in a short load) has no ratio and is not judged.
+in a short load) has no ratio and is not judged. Intervals a nemesis fault touched (`mark_faults`)
+are left out of the tenths' rates: a warehouse killed in the first tenth would otherwise make its
+staleness the bound every later tenth is held to; what the faults did is `fault_phases`' to say.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ MEMORY_BOUND = 1.10
 STALENESS_BOUND = 1.20
 DELTA_BOUND = 1.20
 MARGIN = 1.10          # what disk_bound allows beyond what the retention keeps
+SETTLE = 30.0          # seconds after a fault's end its effects are taken to last (a local restart takes <10)
 CPU_SHARE = 0.05       # a process's CPU per transaction is judged from this share of the whole on
 TIMED = {"delta_commit": "Delta batch commit", "compaction": "Delta compaction", "checkpoint": "Delta checkpoint"}
 
@@ -151,6 +154,20 @@ def series(probe: GrowthProbe, lags: list[tuple[float, float]], delta_lags: list
     return out
 
 
+def mark_faults(entries: list[dict], windows: list[tuple[float, float]], settle: float = SETTLE) -> list[dict]:
+    """`fault: true` on each interval that overlaps a fault's window (`began`, `ended`: seconds
+    from the load's start) or the `settle` seconds after it.
+
+    >>> entries = [{"from_s": 60.0 * i, "to_s": 60.0 * (i + 1)} for i in range(4)]
+    >>> [e.get("fault", False) for e in mark_faults(entries, [(100.0, 100.0), (170.0, 170.0)])]
+    [False, True, True, True]
+    """
+    for e in entries:
+        if any(e["from_s"] < ended + settle and began < e["to_s"] for began, ended in windows):
+            e["fault"] = True
+    return entries
+
+
 def _per_txn(seconds: float, committed: int) -> float | None:
     return round(1000 * seconds / committed, 3) if committed else None
 
@@ -185,12 +202,14 @@ def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -
 
     CPU per transaction is the tenth's CPU over its commits; staleness, the p50 and p99 of the
     intervals' (the intervals' own percentiles, weighted alike: a tenth is one to six of them);
-    Delta's commit and compaction times their intervals' mean; memory and disk their value at the
+    Delta's commit and compaction times their intervals' mean, all of these from the intervals no
+    fault touched (`mark_faults`; none left: not judged); memory and disk their value at the
     tenth's end. The CPU of a process under CPU_SHARE of the whole is left out: its ratio is noise.
     """
     tenth = duration / 10
-    first = [e for e in entries if e["to_s"] <= tenth + 1e-6] or entries[:1]
-    last = [e for e in entries if e["from_s"] >= duration - tenth - 1e-6] or entries[-1:]
+    first_all = [e for e in entries if e["to_s"] <= tenth + 1e-6] or entries[:1]
+    last_all = [e for e in entries if e["from_s"] >= duration - tenth - 1e-6] or entries[-1:]
+    first, last = ([e for e in tenth_entries if not e.get("fault")] for tenth_entries in (first_all, last_all))
     figures: dict[str, dict] = {}
 
     def judged(name: str, a, b, bound: float) -> None:
@@ -220,12 +239,14 @@ def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -
         judged(name.replace("_s", " s"), _mean([e[name] for e in first if e[name] is not None]),
                _mean([e[name] for e in last if e[name] is not None]), DELTA_BOUND)
     for role in sorted({role for e in entries for role in e["rss_mb"]}):
-        judged(f"resident MB: {role}", first[-1]["rss_mb"].get(role), last[-1]["rss_mb"].get(role), MEMORY_BOUND)
-    for part in sorted(first[-1]["disk_mb"]):
-        judged(f"disk MB: {part}", first[-1]["disk_mb"][part], last[-1]["disk_mb"][part],
+        judged(f"resident MB: {role}", first_all[-1]["rss_mb"].get(role), last_all[-1]["rss_mb"].get(role),
+               MEMORY_BOUND)
+    for part in sorted(first_all[-1]["disk_mb"]):
+        judged(f"disk MB: {part}", first_all[-1]["disk_mb"][part], last_all[-1]["disk_mb"][part],
                disk_bound(duration, kept.get(part)))
     return {"tenth_s": round(tenth, 1), "figures": figures,
-            "exceeded": [name for name, f in figures.items() if f["exceeded"]]}
+            "exceeded": [name for name, f in figures.items() if f["exceeded"]],
+            "left_out_s": [[e["from_s"], e["to_s"]] for e in first_all + last_all if e.get("fault")]}
 
 
 def kept_seconds(journal_retention: float | None, history_retention: float | None,

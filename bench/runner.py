@@ -528,6 +528,8 @@ def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict,
                         "load_seconds": load_until - load_from}
     if probe is not None and len(probe.readings) > 1:
         entries = growth.series(probe, lags, to_delta, load_from)
+        faults = record.get("nemesis", {}).get("applied") or []
+        growth.mark_faults(entries, [(a["began"] - load_from, a["ended"] - load_from) for a in faults])
         kept = growth.kept_seconds(settings.journal_retention, settings.history_retention, settings.compact_interval)
         record["growth"] = {**growth.judge(entries, load_until - load_from, kept), "series": entries}
     if record.get("nemesis", {}).get("applied"):
