@@ -35,6 +35,7 @@ from fedlab.source_node.control import SourceControl, wait_for_address
 from fedlab.source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from fedlab.source_node.probes import probed_columns
 from fedlab.source_node.ray_runtime import start_ray
+from fedlab.source_node.settings import SourceSettings
 from fedlab.warehouse.service import Warehouse, delta_dir, from_pb_rows
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.store.materialize import materialize
@@ -148,10 +149,11 @@ class Federation:
         for source in self.catalog.sources:
             if self.postgres is None:
                 self._write_source_file(source)
-            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), tls=self.tls,
-                                                     engine=self.source_engine, probes=probes, home=self.run_dir,
-                                                     log_retention=self.log_retention.get(source),
-                                                     log_keep_seconds=source_log_keep(self.settings))
+            settings = SourceSettings(tls=self.tls, engine=self.source_engine, probes=probes,
+                                      log_retention=self.log_retention.get(source),
+                                      log_keep_seconds=source_log_keep(self.settings))
+            self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), settings=settings,
+                                                     home=self.run_dir)
         self.addresses = {source: wait_for_address(source, self.tls) for source in self.actors}
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
         self._committer = grpc_committer(self.catalog, self.stubs, reconnect=self.refresh_address)

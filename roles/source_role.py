@@ -96,14 +96,21 @@ def main(args) -> int:
     return _run_node(args, catalog, initial, faults, seed, host, tls)
 
 
+def _settings(args, host: str, tls):
+    """How the node runs (source_node.settings), from the command line and so the chart's values."""
+    from fedlab.source_node.settings import SourceSettings
+
+    return SourceSettings(engine=args.source_engine, host=host, port=args.port, tls=tls,
+                          prune_applied=args.prune_applied, log_keep_seconds=args.log_keep)
+
+
 def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
     from fedlab.source_node.faults import FaultInjector
     from fedlab.source_node.node import SourceNode
 
     try:
-        node = SourceNode(catalog, args.name, args.db, initial, warehouse_address=args.warehouse,
-                          faults=FaultInjector(seed), host=host, port=args.port, tls=tls, engine=args.source_engine,
-                          prune_applied=args.prune_applied, log_keep_seconds=args.log_keep,
+        node = SourceNode(catalog, args.name, args.db, initial, settings=_settings(args, host, tls),
+                          warehouse_address=args.warehouse, faults=FaultInjector(seed),
                           message_log=source_log_path(Path(args.home) / args.name) if args.home else None)
     except (ModelError, OSError) as err:
         return fail("source", err)
@@ -134,9 +141,8 @@ def _run_actor(args, catalog, initial, faults, host: str, tls) -> int:
     options = {"lifetime": "detached", "get_if_exists": True}
     if args.ray_resource:
         options["resources"] = {args.ray_resource: 1}
-    actor = start_source_actor(catalog, args.name, args.db, initial, args.warehouse, host=host, port=args.port,
-                               tls=tls, engine=args.source_engine, prune_applied=args.prune_applied, home=args.home,
-                               log_keep_seconds=args.log_keep, **options)
+    start_source_actor(catalog, args.name, args.db, initial, args.warehouse,
+                       settings=_settings(args, host, tls), home=args.home, **options)
     # A found actor keeps its constructor's settings: point it at this run's warehouse and faults.
     # Found while Ray restarts it on this node (its old node died with its raylet), it answers
     # once it is back. Pinned to this container's node, its server is reached on the loopback

@@ -28,39 +28,34 @@ from pathlib import Path
 
 import ray
 
-from fedlab.fedio.channels import TlsFiles
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.message_log import source_log_path
-from fedlab.source_node.engines import DEFAULT_ENGINE, is_dsn
+from fedlab.source_node.engines import is_dsn
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.control import publish_address
 from fedlab.source_node.node import SourceNode
 from fedlab.source_node.ray_runtime import NAMESPACE
 from fedlab.source_node.run_settings import RunSettings
+from fedlab.source_node.settings import SourceSettings
 
 
 @ray.remote(max_restarts=-1, max_task_retries=3)
 class SourceActor:
-    def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None = None,
-                 warehouse_address: str | None = None, host: str = "127.0.0.1", port: int = 0,
-                 tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE, probes: list | None = None,
-                 home: str | None = None, prune_applied: bool = False, log_retention: int | None = None,
-                 log_keep_seconds: float | None = None):
-        """`host` and `port` are where the gRPC server listens: the loopback address on a free port
-        on a laptop; on a cluster, all interfaces on the port its Service forwards to. `tls` (the
-        PEM contents travel with it) makes its server and its channel to the warehouse mutual TLS.
-        `engine`, `probes`, `prune_applied`, `log_retention`, `log_keep_seconds`: as for
-        source_node.node.SourceNode. `home`: where the actor keeps
-        its settings and message log when its database is not a file (PostgreSQL)."""
+    def __init__(self, catalog_dict: dict, source: str, db_path: str, initial: dict | None,
+                 warehouse_address: str | None, settings: SourceSettings, home: str | None):
+        """`settings` as for source_node.node.SourceNode: its `host` and `port` are where the gRPC
+        server listens (the loopback address on a free port on a laptop; on a cluster, all
+        interfaces on the port its Service forwards to), its `tls` (the PEM contents travel with
+        it) makes the server and the channel to the warehouse mutual TLS. `home`: where the actor
+        keeps its run settings and message log when its database is not a file (PostgreSQL)."""
         beside = Path(db_path) if not is_dsn(db_path) else Path(home or ".") / source
-        settings = RunSettings(f"{beside}.settings.json", warehouse_address, _was_restarted())
-        self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial,
-                               warehouse_address=settings.warehouse_address,
-                               faults=FaultInjector(**settings.faults), host=host, port=port, tls=tls,
-                               engine=engine, probes=probes or (), message_log=source_log_path(beside),
-                               prune_applied=prune_applied, log_retention=log_retention, settings=settings,
-                               log_keep_seconds=log_keep_seconds)
+        run_settings = RunSettings(f"{beside}.settings.json", warehouse_address, _was_restarted())
+        self.node = SourceNode(Catalog.from_dict(catalog_dict), source, db_path, initial, settings=settings,
+                               warehouse_address=run_settings.warehouse_address,
+                               faults=FaultInjector(**run_settings.faults), message_log=source_log_path(beside),
+                               run_settings=run_settings)
         self.node.start()
+        host = settings.host
         reachable = host if host not in ("0.0.0.0", "::", "") else ray.util.get_node_ip_address()
         publish_address(source, f"{reachable}:{self.node.port}")
         # Runs once the constructor has returned, and holds the main thread until the node stops.
@@ -85,10 +80,8 @@ def _was_restarted() -> bool:
 
 def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike,
                        initial: dict | None = None, warehouse_address: str | None = None, *,
-                       host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
-                       engine: str = DEFAULT_ENGINE, probes: list | None = None, home: str | os.PathLike | None = None,
-                       prune_applied: bool = False, log_retention: int | None = None,
-                       log_keep_seconds: float | None = None, **actor_options):
+                       settings: SourceSettings = SourceSettings(), home: str | os.PathLike | None = None,
+                       **actor_options):
     """Creates the named actor for `source` (name = source, namespace "fedlab"); returns its handle.
 
     `actor_options` go to Ray's `.options` (a cluster deployment passes e.g. lifetime="detached",
@@ -96,6 +89,5 @@ def start_source_actor(catalog: Catalog, source: str, db_path: str | os.PathLike
     """
     location = str(db_path) if is_dsn(db_path) else str(Path(db_path).resolve())
     return SourceActor.options(name=source, namespace=NAMESPACE, **actor_options).remote(
-        catalog.to_dict(), source, location, initial, warehouse_address, host, port, tls,
-        engine, probes, str(Path(home).resolve()) if home is not None else None, prune_applied, log_retention,
-        log_keep_seconds)
+        catalog.to_dict(), source, location, initial, warehouse_address, settings,
+        str(Path(home).resolve()) if home is not None else None)

@@ -10,8 +10,9 @@ one directly:
     node.stop()
 
 Its operator's calls (set_warehouse, subscribe, unsubscribe, set_faults, stop) also arrive as
-calls of its gRPC server (source_node.control); with `settings`, what they set is kept for a
-restart (source_node.run_settings).
+calls of its gRPC server (source_node.control); with `run_settings`, what they set is kept for a
+restart (source_node.run_settings). How it runs (engine, address, TLS, retention) is one
+SourceSettings (source_node.settings).
 
 It serves any number of warehouses, each a subscriber (source_node.subscriptions) with its own
 sender: `set_warehouse` points the default subscriber's, `subscribe` adds another (or points
@@ -19,7 +20,7 @@ it elsewhere; a warehouse also subscribes itself through the Subscribe call), `u
 removes one and releases what was kept for it. The others' addresses outlive the node
 (source_node.subscriber_addresses): a node opening the same database sends to them again.
 
-The store is SQLite unless `engine` says "duckdb" or "postgres" (source_node.engines; for
+The store is SQLite unless its settings' `engine` says "duckdb" or "postgres" (source_node.engines; for
 PostgreSQL `db_path` is a connection string). Its message log (fedmodel.message_log) is
 `<db stem>.messages.jsonl` beside the database file unless `message_log` names another file
 (runs/x/ds1.sqlite -> runs/x/ds1.messages.jsonl); a PostgreSQL source keeps one only there.
@@ -29,49 +30,41 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Iterable, Sequence
+from typing import Sequence
 
-from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles
 from fedlab.fedio.message_log import MessageLog
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.message_log import source_log_path
-from fedlab.source_node.engines import DEFAULT_ENGINE, is_dsn, open_store
+from fedlab.source_node.engines import is_dsn, open_store
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.run_settings import RunSettings
 from fedlab.source_node.sender import NotificationSender, wake_all
 from fedlab.source_node.server import SourceServicer, serve
+from fedlab.source_node.settings import SourceSettings
 from fedlab.source_node.subscriber_addresses import SubscriberAddresses, beside_message_log
 from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 
 class SourceNode:
     def __init__(self, catalog: Catalog, source: str, db_path: str | os.PathLike,
-                 initial: dict[str, list[tuple]] | None = None, *, warehouse_address: str | None = None,
-                 faults: FaultInjector | None = None, log_retention: int | None = None,
-                 resend_interval: float = 2.0, max_message_bytes: int = MAX_MESSAGE_BYTES,
-                 host: str = "127.0.0.1", port: int = 0, message_log: str | os.PathLike | None = None,
-                 tls: TlsFiles | None = None, engine: str = DEFAULT_ENGINE,
-                 probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False,
-                 settings: RunSettings | None = None, log_keep_seconds: float | None = None):
+                 initial: dict[str, list[tuple]] | None = None, *, settings: SourceSettings = SourceSettings(),
+                 warehouse_address: str | None = None, faults: FaultInjector | None = None,
+                 message_log: str | os.PathLike | None = None, run_settings: RunSettings | None = None):
         """Opens (or creates) the store at once, so that it can be inspected before `start`.
-        With `tls`, its server and its channel to the warehouse use mutual TLS. `engine`: "sqlite",
-        "duckdb" or "postgres"; `probes`: the column sets to index at once (source_node.probes);
-        `prune_applied`: a PostgreSQL source empties its change tables as the warehouse applies them;
-        `settings`: where the warehouse address and fault rates set at run time are kept;
-        `log_keep_seconds`: its log and its message log keep that many seconds of what they wrote
-        (and the log what a subscriber has not acknowledged: source_node.subscriber_outbox)."""
+        `settings`: how it runs (source_node.settings: engine, address, TLS, retention, ...);
+        `run_settings`: where the warehouse address and fault rates set at run time are kept."""
         self.catalog = catalog
         self.source = source
-        self.host, self.port = host, port
-        self.max_message_bytes = max_message_bytes
+        self.host, self.port = settings.host, settings.port
+        self.max_message_bytes = settings.max_message_bytes
         self.faults = faults or FaultInjector()
-        self.tls = tls
-        self.store = open_store(catalog, source, db_path, engine, initial, log_retention, probes, prune_applied,
-                                log_keep_seconds)
+        self.tls = settings.tls
+        self.store = open_store(catalog, source, db_path, settings.engine, initial, settings.log_retention,
+                                settings.probes, settings.prune_applied, settings.log_keep_seconds)
         if message_log is None and not is_dsn(db_path):
             message_log = source_log_path(db_path)
-        self.messages = MessageLog(message_log, source, log_keep_seconds)
-        self.resend_interval = resend_interval
+        self.messages = MessageLog(message_log, source, settings.log_keep_seconds)
+        self.resend_interval = settings.resend_interval
         self.senders: dict[str, NotificationSender] = {}   # by subscriber, shared with the servicer
         self._started = False
         self.addresses = SubscriberAddresses(beside_message_log(self.messages.path))
@@ -84,7 +77,7 @@ class SourceNode:
                 self.addresses.forget(name)
         self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
-        self.settings = settings
+        self.run_settings = run_settings
         self.stopped = threading.Event()   # set once `stop` has closed everything
         self._stopping = threading.Lock()
 
@@ -115,14 +108,14 @@ class SourceNode:
             self.senders[DEFAULT_SUBSCRIBER].set_warehouse(address)
         else:
             self.subscribe(DEFAULT_SUBSCRIBER, address)
-        if self.settings is not None:
-            self.settings.set_warehouse(address)
+        if self.run_settings is not None:
+            self.run_settings.set_warehouse(address)
 
     def set_faults(self, **rates: float) -> dict:
         """Changes fault rates at run time (source_node.faults.FaultInjector.configure); returns those in force."""
         self.faults.configure(**rates)
-        if self.settings is not None:
-            self.settings.add_faults(rates)
+        if self.run_settings is not None:
+            self.run_settings.add_faults(rates)
         return self.faults.rates()
 
     def subscribe(self, name: str, address: str | None, relations: Sequence[str] | None = None) -> None:

@@ -28,6 +28,11 @@ from fedlab.fedmodel.round_trip import RoundTrip
 from fedlab.fedmodel.transactions import Notification
 
 
+# Seconds an unacknowledged notification waits before it goes again: the live sources' default.
+# The deterministic simulator's sources resend every timer round instead (simulation.simulator).
+RESEND_INTERVAL = 2.0
+
+
 class ResendPolicy:
     def __init__(self, resend_interval: float, safety_interval: float | None = None):
         """`resend_interval`: how long an unacknowledged notification the warehouse has not

@@ -56,7 +56,7 @@ from fedlab.fedmodel.messages import to_pb
 from fedlab.fedmodel.transactions import Notification
 from fedlab.fedmodel.wire import pb, rpc
 from fedlab.source_node.faults import FaultInjector
-from fedlab.source_node.resend_policy import ResendPolicy
+from fedlab.source_node.resend_policy import RESEND_INTERVAL, ResendPolicy
 from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the wareh
 
 class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
-                 resend_interval: float = 0.5, max_batch_bytes: int = 4 << 20,
+                 resend_interval: float = RESEND_INTERVAL, max_batch_bytes: int = 4 << 20,
                  max_message_bytes: int = MAX_MESSAGE_BYTES, messages: MessageLog | None = None,
                  tls: TlsFiles | None = None, safety_interval: float | None = None,
                  subscriber: str = DEFAULT_SUBSCRIBER):

@@ -21,6 +21,7 @@ from fedlab.fedmodel.transactions import TransactionRequest
 from fedlab.fedmodel.wire import pb, rpc
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.node import SourceNode
+from fedlab.source_node.settings import SourceSettings
 
 CATALOG = Catalog.from_dict({"sources": {"ds1": {
     "R": {"columns": ["A", "B"], "types": ["BIGINT", "BIGINT"], "key": ["A"]},
@@ -110,7 +111,8 @@ def test_each_answer_copy_and_fault_names_the_versions_it_was_read_at(tmp_path):
 def test_each_notification_copy_sent_and_dropped_is_logged_with_its_dsv(tmp_path):
     warehouse = FakeWarehouse()
     node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=warehouse.address,
-                      faults=FaultInjector(seed=1, notification_drop=1.0), resend_interval=0.2)
+                      faults=FaultInjector(seed=1, notification_drop=1.0),
+                      settings=SourceSettings(resend_interval=0.2))
     node.start()
     try:
         node.store.commit(TransactionRequest("t1", inserts={"R": [(3, 30)]}, deletes={"S": [(30,)]}))

@@ -25,6 +25,7 @@ from fedlab.fedmodel.wire import pb, rpc
 from fedlab.live.remote_source import RemoteSource, read_history
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.node import SourceNode
+from fedlab.source_node.settings import SourceSettings
 
 CATALOG = Catalog.from_dict({"sources": {
     "ds1": {
@@ -40,7 +41,7 @@ MAX_MESSAGE = 1 << 20  # small, so that the oversized message in the test is qui
 @pytest.fixture
 def node(tmp_path):
     n = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, faults=FaultInjector(seed=1),
-                   resend_interval=0.3, max_message_bytes=MAX_MESSAGE)
+                   settings=SourceSettings(resend_interval=0.3, max_message_bytes=MAX_MESSAGE))
     n.start()
     yield n
     n.stop()
@@ -284,7 +285,7 @@ def test_notifications_arrive_in_dsv_order_and_are_acknowledged(node, stub, ware
 def test_unacknowledged_notifications_are_resent(tmp_path):
     warehouse = FakeWarehouse(ignore_first_delivery=True)
     node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=warehouse.address,
-                      resend_interval=0.3)
+                      settings=SourceSettings(resend_interval=0.3))
     node.start()
     try:
         for i in range(3):
@@ -366,7 +367,7 @@ def test_the_checker_waits_for_a_source_that_is_not_listening_yet_only_when_aske
         read_history(CATALOG, "ds1", RemoteSource(where))                 # no wait: at once
     with pytest.raises(ModelError, match="no connection within 0.5 s"):
         read_history(CATALOG, "ds1", RemoteSource(where, connect_wait=0.5))
-    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, port=port)
+    node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, settings=SourceSettings(port=port))
     later = threading.Timer(1.0, node.start)   # a source pod coming back while the checker waits
     later.start()
     try:

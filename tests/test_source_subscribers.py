@@ -16,6 +16,7 @@ from fedlab.fedio.channels import client_channel
 from fedlab.fedmodel.transactions import TransactionRequest
 from fedlab.fedmodel.wire import pb, rpc
 from fedlab.source_node.node import SourceNode
+from fedlab.source_node.settings import SourceSettings
 
 
 def settle(condition, timeout: float = 10.0) -> None:
@@ -35,7 +36,7 @@ def commit(node: SourceNode, i: int, relation: str = "S") -> None:
 def two(tmp_path):
     first, second = FakeWarehouse(), FakeWarehouse()
     node = SourceNode(CATALOG, "ds1", tmp_path / "ds1.sqlite", INITIAL, warehouse_address=first.address,
-                      resend_interval=0.2)
+                      settings=SourceSettings(resend_interval=0.2))
     node.subscribe("w2", second.address, ["S"])
     node.start()
     yield node, first, second

@@ -33,6 +33,7 @@ from fedlab.live.check import committed_history
 from fedlab.live.remote_source import RemoteSource
 from fedlab.roles.certs import write_certificates
 from fedlab.source_node.node import SourceNode
+from fedlab.source_node.settings import SourceSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = Catalog.from_dict({"sources": {
@@ -53,7 +54,8 @@ def certs(tmp_path_factory) -> dict[str, TlsFiles]:
 
 @pytest.fixture
 def node(tmp_path, certs):
-    n = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": INITIAL["customer"]}, tls=certs["ours"])
+    n = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": INITIAL["customer"]},
+                   settings=SourceSettings(tls=certs["ours"]))
     n.start()
     yield n
     n.stop()
@@ -101,7 +103,8 @@ def test_a_client_certificate_from_another_ca_is_refused(node, certs):
 
 
 def test_a_server_certificate_that_does_not_name_the_host_is_refused(tmp_path, certs):
-    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": []}, tls=certs["elsewhere"])
+    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": []},
+                      settings=SourceSettings(tls=certs["elsewhere"]))
     node.start()
     try:
         assert refused(node.address, certs["elsewhere"]) == grpc.StatusCode.UNAVAILABLE
@@ -112,7 +115,7 @@ def test_a_server_certificate_that_does_not_name_the_host_is_refused(tmp_path, c
 def test_notifications_reach_the_warehouse_over_mutual_tls(tmp_path, certs):
     warehouse = FakeWarehouse(tls=certs["ours"])
     node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": []}, warehouse_address=warehouse.address,
-                      resend_interval=0.3, tls=certs["ours"])
+                      settings=SourceSettings(resend_interval=0.3, tls=certs["ours"]))
     node.start()
     try:
         for i in range(3):
@@ -127,7 +130,8 @@ def test_notifications_reach_the_warehouse_over_mutual_tls(tmp_path, certs):
 # ---- the history RPC ----
 
 def test_the_history_rpc_returns_what_the_file_holds(tmp_path, certs):
-    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": INITIAL["customer"]}, tls=certs["ours"])
+    node = SourceNode(CATALOG, "s1", tmp_path / "s1.sqlite", {"customer": INITIAL["customer"]},
+                   settings=SourceSettings(tls=certs["ours"]))
     node.start()
     try:
         node.store.commit(TransactionRequest("t1", inserts={"customer": [(3, "cy")]}))
