@@ -28,7 +28,7 @@ message taking a network profile's latency (simulation.network):
 - the core's timer fires when the algorithm says (`next_timer`), or every `tick` for one that
   does not; each source's sender sends again what its resend policy says is overdue;
 - a committer per warehouse takes a Delta batch when something is due, spaced as live
-  (warehouse.service: three times the last commit's duration, between 0.25 s and the batch
+  (warehouse.committer: three times the last commit's duration, between 0.25 s and the batch
   interval), and the warehouse's Python and the Spark JVM each spend their part of it; every
   compact interval, if a batch was committed since, the JVM folds the journal into the view and
   writes the checkpoints due (a Spark job of seconds of CPU, which a 2-core machine feels).
@@ -72,7 +72,7 @@ from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.memory_store import MemoryStore
 from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 from fedlab.warehouse.answered_recently import AnsweredRecently
-from fedlab.warehouse.service import BATCH_SPACING, MIN_BATCH_SPACING
+from fedlab.warehouse.committer import BATCH_SPACING, MIN_BATCH_SPACING
 from fedlab.warehouse.settings import WarehouseSettings
 
 GROUP_MOST = 256            # transactions a client commits as one group (loadgen.driver)
@@ -791,7 +791,7 @@ class _Warehouse:
                            "committer")
 
     def _compact(self) -> None:
-        """The compactor's turn (warehouse.service._compactor): a Spark job when batches were
+        """The compactor's turn (warehouse.committer.Compactor): a Spark job when batches were
         committed since the last."""
         batches = self.sim.durable.last_batch
         if batches > self.compacted_through:

@@ -86,16 +86,18 @@ def test_sweep_keeps_its_claim_live_with_each_sources_messages_in_the_order_sent
 
 
 def test_recompute_converges_live_with_a_spark_job_every_period(spark, ray_runtime, tmp_path, monkeypatch):
+    import fedlab.warehouse.evaluator
     import fedlab.warehouse.service
 
     jobs = []
     spark_job = fedlab.warehouse.service.materialize
 
-    def counted(*args, **kwargs):   # the service's Spark evaluation, counted
+    def counted(*args, **kwargs):   # the warehouse's Spark evaluations, counted
         jobs.append(args[1])
         return spark_job(*args, **kwargs)
 
-    monkeypatch.setattr(fedlab.warehouse.service, "materialize", counted)
+    monkeypatch.setattr(fedlab.warehouse.service, "materialize", counted)     # the first materialisation
+    monkeypatch.setattr(fedlab.warehouse.evaluator, "materialize", counted)   # each round's recomputation
     run = run_live(tmp_path, spark, "recompute", single_update=False, period=1.0)
     verdict = run["verdict"]
     assert run["view"] == run["recomputed"]

@@ -17,16 +17,18 @@ one subscriber to the sources), which hands it what is meant for its view:
   again while the reply was on its way, and that reply answered, stays home
   (warehouse.answered_recently), one whose reply came back without its answer (lost) goes again
   at once, and a resend request asks only for what has still not arrived.
-- A timer thread hands the core the time when the core said it would next need it (a sub-query
-  to send again, a gap to ask for: the algorithm's `next_timer`), or every `tick` for an
+- A timer (warehouse.timer) hands the core the time when the core said it would next need it (a
+  sub-query to send again, a gap to ask for: the algorithm's `next_timer`), or every `tick` for an
   algorithm that does not say; an idle warehouse's threads all sleep.
-- A committer thread writes what the core applied to Delta in batches: one journal append per
-  batch holds the batch's net view delta and each transaction's own delta (its change log); the
-  spacing of batches follows how long a commit takes, up to `batch_interval`.
-- A compactor thread folds those deltas into the Delta view's base every `compact_interval`
-  seconds (warehouse.store.delta_store: the view is merge-on-read).
-- An evaluator thread runs periodic recomputation's view evaluations (EvaluateView) as Spark jobs
-  over the relations the core gathered, and hands the rows back (ViewEvaluated).
+- A committer (warehouse.committer) writes what the core applied to Delta in batches: one journal
+  append per batch holds the batch's net view delta and each transaction's own delta (its change
+  log); the spacing of batches follows how long a commit takes, up to `batch_interval`.
+- A compactor (warehouse.committer.Compactor) folds those deltas into the Delta view's base every
+  `compact_interval` seconds (warehouse.store.delta_store: the view is merge-on-read).
+- An evaluator (warehouse.evaluator) runs periodic recomputation's view evaluations (EvaluateView)
+  as Spark jobs over the relations the core gathered, and hands the rows back (ViewEvaluated).
+Each of those four owns its lock and its thread; this module composes them with the core thread
+and the dispatchers.
 - With `salem`, each batch also holds the timed view delta rows propagated since the last one
   (ViewDeltaPropagated), tagged with this warehouse's epoch (restarts re-propagate from the view's
   point, and a reader takes only the newest epoch's rows), and Refresh may name a point in time
@@ -48,7 +50,8 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter, deque
+from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -60,7 +63,7 @@ from fedlab.fedio.message_log import MessageLog
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.change_history import ChangeHistory
-from fedlab.fedmodel.errors import ModelError, first_line
+from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, answer_fields, notification_fields, subquery_fields
 from fedlab.fedmodel.messages import from_pb, to_pb
 from fedlab.fedmodel.subquery import Subquery
@@ -69,7 +72,8 @@ from fedlab.fedmodel.wire import pb, rpc
 from fedlab.warehouse.answered_recently import AnsweredRecently
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.aggregate_state import aggregate_of
-from fedlab.warehouse.core.batches import Batch, BatchLedger, Marks
+from fedlab.warehouse.committer import Committer, Compactor
+from fedlab.warehouse.core.batches import BatchLedger, Marks
 from fedlab.warehouse.core.events import (
     Acknowledge,
     AnswerArrived,
@@ -82,29 +86,22 @@ from fedlab.warehouse.core.events import (
     StateApplied,
     TimerFired,
     ViewDeltaPropagated,
-    ViewEvaluated,
     ViewQueried,
     ViewReady,
 )
 from fedlab.warehouse.core.ports import drive
 from fedlab.warehouse.core.salem.propagate import SalemOptions
 from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.evaluator import Evaluator
 from fedlab.warehouse.fifo_order import FifoOrder
 from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
 from fedlab.warehouse.store.materialize import materialize
+from fedlab.warehouse.timer import CoreTimer
 
 log = logging.getLogger("fedlab.warehouse")
-# Delta batches (_committer): the next starts BATCH_SPACING times the previous commit's duration
-# after it (Delta busies the committer at most a third of the time), never sooner than this: a
-# commit costs the JVM 20-30 ms of CPU however little it holds, so at 100 txn/s batches 0.1 s
-# apart took 1.5 ms of JVM CPU per transaction and 0.25 s apart 1.2 (the whole federation's CPU
-# per transaction 12.6-12.7 -> 11.5-11.9 ms), for 20-40 ms more staleness to Delta at the p50
-# (167-169 -> 182-213 ms; fedlab bench at 100 txn/s, two trials each, docs/results.md).
-BATCH_SPACING = 3.0
-MIN_BATCH_SPACING = 0.25
 STALENESS_KEPT = 100_000   # the demo's staleness figure: its minute, not a long run's every transaction
 
 
@@ -196,20 +193,15 @@ class Warehouse:
         self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
         self.withheld_resends = 0                     # resend requests for what arrived meanwhile
         self.resent_lost = 0                          # sub-queries whose reply lacked their answer, sent again
-        self.commit_failures = 0                      # Delta batch commits that failed, and how many of them in
-        self.commits_failing = 0                      # a row up to now, so that Status shows a commit that keeps
-        self.last_commit_error = ""                   # failing (the committer retries each)
         self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
         self._stop = threading.Event()
-        self._timer_wake = threading.Condition(threading.Lock())
-        self._timer_at: float | None = time.monotonic()   # the core's next timer; the first at once
-        self._timer_queued = False                         # a TimerFired is in the inbox
-        self._batch_due = threading.Event()          # something applied or received since the last batch
-        self._evaluations: list[EvaluateView] = []   # recomputations for the evaluator thread (Spark)
-        self._evaluate_wake = threading.Condition(self.lock)
         self._readers: list[threading.Event] = []    # reads waiting for the core's ViewReady
-        self._durable_wake = threading.Condition(self.lock)   # a batch commit made applied states durable
-        self.durable_seq = 0                          # every applied state up to this seq is in Delta
+        self.timer = CoreTimer(lambda: self._queue("event", None, [TimerFired(time.monotonic())]))
+        self.evaluator = Evaluator(catalog, lambda: started(self.spark),
+                                   lambda evaluated: self._queue("event", None, [evaluated]))
+        self.committer = Committer(self.store, self.history, settings.batch_interval, self._ledger,
+                                   self._version_state)
+        self.compactor = Compactor(self.store, settings.compact_interval, lambda: self.batches.last_batch)
         self._threads: list[threading.Thread] = []
         self.running = threading.Event()   # its view group's: cleared while the group is paused
         self.running.set()
@@ -225,7 +217,7 @@ class Warehouse:
             self._materialise()
         else:
             self._restore(restored, began=began)
-        self.durable_seq = self.seq   # what was restored or materialised is in Delta
+        self.committer.durable_through(self.seq)   # what was restored or materialised is in Delta
         # A source whose notifications failed while no warehouse answered retries on a timer that
         # backed off meanwhile (up to a minute): asking each for everything after what this one
         # holds brings what was committed in the outage now, not when those timers run out.
@@ -239,31 +231,26 @@ class Warehouse:
         """Starts its threads; its gRPC service is the view group's (warehouse.view_group), which
         hands it the notifications and the reads meant for its view."""
         for name, target in [*((f"dispatch-{s}", lambda s=s: self._dispatch(s)) for s in self.sources),
-                             ("core", self._core), ("timer", self._timer), ("committer", self._committer),
-                             ("compactor", self._compactor), ("evaluator", self._evaluator)]:
+                             ("core", self._core)]:
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
+        for part in (self.timer, self.committer, self.compactor, self.evaluator):
+            part.start()
 
     def close(self, commit: bool = True) -> None:
         self._stop.set()
-        self._batch_due.set()
-        with self._timer_wake:
-            self._timer_wake.notify_all()
         with self.lock:
             for cond in self._wake.values():
                 cond.notify_all()
-            self._evaluate_wake.notify_all()
         with self._inbox_wake:
             self._inbox_wake.notify_all()
+        for part in (self.timer, self.committer, self.compactor, self.evaluator):
+            part.stop()
         for t in self._threads:
-            # The committer is waited for however long its batch takes (a loaded machine: tens of
-            # seconds): a batch still being written when the last one (or a successor warehouse on
-            # the same tables) starts would commit the same batch id twice. The compactor too: its
-            # Spark job would outlive the warehouse on a session others go on using.
-            t.join(timeout=None if t.name in ("committer", "compactor") else 10)
+            t.join(timeout=10)
         if commit and self.algorithm is not None:   # a warehouse that never opened holds nothing
-            self._commit_batch()
+            self.committer.commit_now()
         for stream in list(self._query_streams.values()):
             stream.close()
         self.messages.close()
@@ -387,7 +374,7 @@ class Warehouse:
         with self._edge:
             self.batches.apply(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                           now, dict(action.versions), list(action.delta.items())))
-        self._note_batch_due()
+        self.committer.note_due()
         if self.aggregate_state is not None:
             self.aggregate_state.apply(action.delta)
         if action.commit_time:
@@ -396,13 +383,7 @@ class Warehouse:
     def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
         with self._edge:
             self.batches.keep_timed([(*row, self.epoch) for row in action.rows])
-        self._note_batch_due()
-
-    def _note_batch_due(self) -> None:
-        """Something for the next Delta batch: the committer wakes (once per batch is enough:
-        setting an Event takes its lock, and this runs for every applied transaction)."""
-        if not self._batch_due.is_set():
-            self._batch_due.set()
+        self.committer.note_due()
 
     def view_ready(self, action: ViewReady) -> None:
         for reader in self._readers:
@@ -410,10 +391,7 @@ class Warehouse:
         self._readers.clear()
 
     def evaluate_view(self, action: EvaluateView) -> None:
-        # Periodic recomputation's or a resynchronisation's Spark job takes seconds: it runs on the
-        # evaluator thread, not under the lock.
-        self._evaluations.append(action)
-        self._evaluate_wake.notify()
+        self.evaluator.submit(action)   # a Spark job of seconds: not under the core's lock
 
     def record(self, trace: list[dict]) -> None:
         """The core's trace explains a simulated run; live, only its resynchronisations are kept
@@ -438,7 +416,7 @@ class Warehouse:
         with self._edge:
             for n in notes:
                 if self.batches.receive(n):
-                    self._note_batch_due()
+                    self.committer.note_due()
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             marks = {s: self.batches.marks(s) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
@@ -608,153 +586,18 @@ class Warehouse:
             self._queue("event", source, [ResendRefused(source, request.from_dsv, reply.oldest_available,
                                                         time.monotonic())])
 
-    def _timer(self) -> None:
-        """Hands the core the time when its algorithm said a timer is due (`next_timer`), or
-        every `tick` for one that does not say; one TimerFired at a time, the next armed once
-        the core has handled it. While nothing waits on time the thread sleeps."""
-        while True:
-            with self._timer_wake:
-                while not self._stop.is_set():
-                    now = time.monotonic()
-                    if not self._timer_queued and self._timer_at is not None and self._timer_at <= now:
-                        break
-                    self._timer_wake.wait(None if self._timer_queued or self._timer_at is None
-                                          else self._timer_at - now)
-                if self._stop.is_set():
-                    return
-                self._timer_queued, self._timer_at = True, None
-            self._queue("event", None, [TimerFired(time.monotonic())])
-
     def _arm_timer(self, fired: bool = False) -> None:
         """After the core handled events (`fired`: a TimerFired among them): when the next timer
         is due. Called with the core's lock held."""
         next_timer = getattr(self.algorithm, "next_timer", None)
-        at = next_timer() if next_timer is not None else time.monotonic() + self.settings.tick
-        with self._timer_wake:
-            if fired:
-                self._timer_queued = False
-            earlier = at is not None and (self._timer_at is None or at < self._timer_at)
-            self._timer_at = at
-            if earlier or fired:
-                self._timer_wake.notify()
+        self.timer.arm(next_timer() if next_timer is not None else time.monotonic() + self.settings.tick, fired)
 
-    def _evaluator(self) -> None:
-        """Runs periodic recomputation's EvaluateView as a Spark job over the relations the core
-        gathered (docs/architecture.md 5: full recomputation is a Spark job over source snapshots) and hands
-        the rows back; a failed job is logged and reported as such (the core's next round tries again)."""
-        while not self._stop.is_set():
-            with self.lock:
-                while not self._evaluations and not self._stop.is_set():
-                    self._evaluate_wake.wait()
-                jobs, self._evaluations = self._evaluations, []
-            for job in jobs:
-                snapshots = {name: (list(rel.columns), list(rel.types), rows) for name, rows in job.relations.items()
-                             for rel in [self.catalog.relation(name)]}
-                try:
-                    rows = materialize(started(self.spark), maintained_sql(job.view), snapshots)
-                except Exception:  # Spark's errors are many kinds; whichever it is, the round is lost
-                    log.exception("recomputation of round %d failed; the next round tries again", job.round)
-                    rows = None
-                self._queue("event", None, [ViewEvaluated(job.round, rows, time.monotonic())])
-
-    def _committer(self) -> None:
-        """Commits a batch once something is there to commit, its start at least `spacing`
-        seconds after the previous one's: BATCH_SPACING times as long as the previous commit
-        took, between MIN_BATCH_SPACING and `batch_interval`. A commit costs the JVM about the
-        same whatever it holds, so this keeps Delta to a bounded share of the time: on a quiet
-        warehouse batches follow closely (a fresh Delta view), under load they take longer and
-        hold more. The core never waits for Delta; an idle warehouse's committer sleeps.
-        It first readies the store's commits (DeltaViewStore.prepare_commits), which a restore
-        leaves to it: the core runs meanwhile, and only the batches wait."""
-        began = time.monotonic()
-        try:
-            self.store.prepare_commits()
-            # Until then nothing is durable: the e2e's recovery figures (docs/kubernetes.md) read this.
-            log.info("Delta journal ready for batches in %.1f s", time.monotonic() - began)
-        except Exception:  # Spark's errors are many kinds; the first batch tries again
-            log.exception("readying the Delta journal's commits failed; the first batch tries again")
-        started, took = float("-inf"), 0.0
-        while True:
-            self._batch_due.wait()
-            spacing = min(self.settings.batch_interval, max(MIN_BATCH_SPACING, BATCH_SPACING * took))
-            if self._stop.wait(max(0.0, spacing - (time.monotonic() - started))):
-                return
-            self._batch_due.clear()
-            started = time.monotonic()
-            try:
-                self._commit_batch()
-                self.commits_failing = 0
-            except Exception as err:  # a failed batch is retried at the next interval
-                log.exception("batch commit failed; it will be retried")
-                with self.lock:   # Status reads the three together
-                    self.commit_failures += 1
-                    self.commits_failing += 1
-                    self.last_commit_error = f"{type(err).__name__}: {first_line(err)}"
-                self._batch_due.set()
-            took = time.monotonic() - started
-
-    def _compactor(self) -> None:
-        """Compacts the Delta view every `compact_interval` seconds, beside the committer, when
-        batches were committed since the last time: reads of the view (base plus the journal's
-        deltas above it) stay short, and a reader of the view table alone is at most that far behind.
-        Then writes the tables' checkpoints that are due (DeltaViewStore.checkpoint): here, so that
-        no batch commit waits for one; and applies the journal's retention (DeltaViewStore.retain)."""
-        compacted = None
-        while not self._stop.wait(self.settings.compact_interval):
-            if self.batches.last_batch == compacted:
-                continue
-            try:
-                batch = self.batches.last_batch
-                self.store.compact()
-                compacted = batch
-                self.store.checkpoint()
-                self.store.retain()
-            except Exception:  # the deltas stay in the journal; the next interval folds them
-                log.exception("compacting the Delta view failed; the next interval tries again")
-
-    def _commit_batch(self) -> None:
-        """Writes the ledger's next batch (warehouse.core.batches) as one Delta commit. A commit
-        that failed may still have made its batch durable (Delta committed, the reply was lost):
-        the store, recovered, says so, and then the batch counts as committed."""
-        with self.lock, self._edge:   # the state and the ledger at one moment
-            batch = self.batches.take(self._version_state())
-        if batch is None:
-            return
-        net = Counter()
-        for a in batch.applied:
-            net.update(dict(a.delta))
-        try:
-            self.store.commit_batch(batch.id, batch.applied, list(net.items()), batch.state, batch.notifications,
-                                    timed=batch.timed)
-        except Exception:
-            if self._durable_after_all(batch):
-                self._made_durable(batch, durable_time=None)   # when it became durable is not known
-            raise
+    @contextmanager
+    def _ledger(self):
+        """The batch ledger for the committer, with the core's lock and its own: a batch's version
+        state and what the ledger holds are of one moment."""
         with self.lock, self._edge:
-            self.batches.committed(batch)
-        self._made_durable(batch, durable_time=time.time())
-
-    def _durable_after_all(self, batch: Batch) -> bool:
-        try:
-            last_batch = self.store.load().last_batch
-        except Exception:
-            log.exception("the store could not recover; the next batch will try again")
-            return False
-        with self.lock, self._edge:
-            return self.batches.failed(batch, last_batch)
-
-    def _made_durable(self, batch: Batch, durable_time: float | None) -> None:
-        """The history gets the batch's states (with a history retention, every half of it a base
-        too: the durable view, which is the history's after them), and refreshes waiting for them
-        to be durable go on."""
-        self.history.append(batch.applied, durable_time=durable_time)
-        now = time.time()
-        if self.history.rotation_due(now):
-            self.history.rotate(self.store.view(), now)
-        with self.lock:
-            if batch.applied:
-                self.durable_seq = max(self.durable_seq, batch.applied[-1].seq)
-            self._durable_wake.notify_all()
+            yield self.batches
 
     # ---- reading ----
 
@@ -796,9 +639,9 @@ class Warehouse:
                 raise TimeoutError(f"the view did not catch up with what was received within {timeout:g} s")
         with self.lock:
             seq, applied = self.seq, self.algorithm.applied_dsv()
-            while durable and self.durable_seq < seq:
-                if not self._durable_wake.wait(deadline - time.monotonic()) and time.monotonic() >= deadline:
-                    raise TimeoutError(f"the refreshed view was not durable in Delta within {timeout:g} s")
+        if durable and not self.committer.wait_durable(seq, deadline):
+            raise TimeoutError(f"the refreshed view was not durable in Delta within {timeout:g} s")
+        with self.lock:
             high_water = {s: v["high_water"] for s, v in self.algorithm.version_state()["sources"].items() if "high_water" in v}
             return {"applied_dsv": applied, "seq": seq, "batch": self.batches.last_batch, "high_water": high_water}
 
@@ -809,8 +652,7 @@ class Warehouse:
                     "durable": {s: self.batches.acked(s) for s in self.sources},
                     "counters": self.algorithm.counters.as_dict(),
                     "withheld": self.withheld, "withheld_resends": self.withheld_resends,
-                    "resent_lost": self.resent_lost, "commit_failures": self.commit_failures,
-                    "commits_failing": self.commits_failing, "last_commit_error": self.last_commit_error,
+                    "resent_lost": self.resent_lost, **self.committer.health(),
                     "resynchronisations": list(self.resyncs)}
 
 
