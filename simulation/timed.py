@@ -496,7 +496,7 @@ class _Sender:
 
 class _Dispatcher:
     """A warehouse's dispatcher to one source: what the core queued, sent as one batch, one
-    batch at a time, resend requests first (warehouse.service._dispatch); the source answers
+    batch at a time, resend requests first (warehouse.dispatcher); the source answers
     every sub-query of a batch at one state."""
 
     def __init__(self, warehouse: "_Warehouse", source: _Source):
@@ -525,7 +525,7 @@ class _Dispatcher:
                  len(self.streaming) * cal["warehouse.subquery"], lambda: self._send(batch), cal.lock_share)
 
     def _goes(self, item: tuple[str, str, int]) -> bool:
-        """Whether a queued request goes, as the live dispatcher decides (warehouse.service): a
+        """Whether a queued request goes, as the live dispatcher decides (warehouse.dispatcher): a
         resend request only for what has still not arrived, a sub-query only if no copy of it is
         on its way or was answered; one that stays home is dropped here."""
         kind, name, _ = item

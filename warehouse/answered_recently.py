@@ -3,7 +3,7 @@ sent again meanwhile stays home (a slow answer is not a lost one).
 
 The core sends a sub-query again when its answer is later than the smoothed round trip allows
 (fedmodel.round_trip). Live, a source's sub-queries travel in one Query batch at a time
-(warehouse.service), so a copy sent again while the first was in that batch waits in the queue
+(warehouse.dispatcher), so a copy sent again while the first was in that batch waits in the queue
 until its answers are in: if the reply answered it, the copy would only make the source answer it
 twice, and a loaded source, answering more slowly still, would get more copies (measured on a
 PostgreSQL source under pgbench: 5,485 of 6,121 copies went after their answer had arrived).

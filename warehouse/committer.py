@@ -107,7 +107,7 @@ class Committer:
         except Exception:  # Spark's errors are many kinds; the first batch tries again
             log.exception("readying the Delta journal's commits failed; the first batch tries again")
         started, took = float("-inf"), 0.0
-        while True:
+        while not self._stop.is_set():   # checked here too: `stop` may come while a batch commits
             self._due.wait()
             spacing = min(self.batch_interval, max(MIN_BATCH_SPACING, BATCH_SPACING * took))
             if self._stop.wait(max(0.0, spacing - (time.monotonic() - started))):

@@ -1,7 +1,7 @@
 """The warehouse's end of one source's Query stream (service Source, rpc Query): its sub-query
 batches out, their answers back, on one gRPC stream for as long as both ends are up.
 
-The source's dispatcher thread (warehouse.service) sends one batch at a time and waits for the
+The source's dispatcher thread (warehouse.dispatcher) sends one batch at a time and waits for the
 batch's first reply, which carries every answer read at once; what the core asks meanwhile goes
 in the next batch. Copies of answers that the source's fault injector delays follow in later
 replies of the same batch (`AnswerBatch.later` counts them), interleaved with the replies to

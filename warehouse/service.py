@@ -11,12 +11,12 @@ one subscriber to the sources), which hands it what is meant for its view:
 - One core thread takes everything that arrived (notifications, answers, timer ticks, evaluated
   views) from one queue, in arrival order and in batches, and hands it to the maintenance core:
   no RPC waits for the core, and the core is never entered by two threads.
-- One dispatcher thread per source sends the core's sub-queries, several tasks' at once in one
-  batch (beyond the paper: fewer round trips) on the source's Query stream
-  (warehouse.query_stream), and its resend requests; a copy the core sent
-  again while the reply was on its way, and that reply answered, stays home
-  (warehouse.answered_recently), one whose reply came back without its answer (lost) goes again
-  at once, and a resend request asks only for what has still not arrived.
+- A dispatcher per source (warehouse.dispatcher) sends the core's sub-queries, several tasks' at
+  once in one batch (beyond the paper: fewer round trips) on the source's Query stream
+  (warehouse.query_stream), and its resend requests; a copy the core sent again while the reply
+  was on its way, and that reply answered, stays home (warehouse.answered_recently), one whose
+  reply came back without its answer (lost) goes again at once, and a resend request asks only
+  for what has still not arrived.
 - A timer (warehouse.timer) hands the core the time when the core said it would next need it (a
   sub-query to send again, a gap to ask for: the algorithm's `next_timer`), or every `tick` for an
   algorithm that does not say; an idle warehouse's threads all sleep.
@@ -27,8 +27,7 @@ one subscriber to the sources), which hands it what is meant for its view:
   `compact_interval` seconds (warehouse.store.delta_store: the view is merge-on-read).
 - An evaluator (warehouse.evaluator) runs periodic recomputation's view evaluations (EvaluateView)
   as Spark jobs over the relations the core gathered, and hands the rows back (ViewEvaluated).
-Each of those four owns its lock and its thread; this module composes them with the core thread
-and the dispatchers.
+Each of those owns its lock and its thread; this module composes them with the core thread.
 - With `salem`, each batch also holds the timed view delta rows propagated since the last one
   (ViewDeltaPropagated), tagged with this warehouse's epoch (restarts re-propagate from the view's
   point, and a reader takes only the newest epoch's rows), and Refresh may name a point in time
@@ -52,11 +51,9 @@ import time
 import uuid
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-
-import grpc
 
 from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedlab.fedio.message_log import MessageLog
@@ -64,24 +61,19 @@ from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.change_history import ChangeHistory
 from fedlab.fedmodel.errors import ModelError
-from fedlab.fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, answer_fields, notification_fields, subquery_fields
-from fedlab.fedmodel.messages import from_pb, to_pb
-from fedlab.fedmodel.subquery import Subquery
+from fedlab.fedmodel.message_log import WAREHOUSE_LOG, WAREHOUSE_NODE, notification_fields
 from fedlab.fedmodel.terms_sql import maintained_sql
 from fedlab.fedmodel.wire import pb, rpc
-from fedlab.warehouse.answered_recently import AnsweredRecently
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.aggregate_state import aggregate_of
 from fedlab.warehouse.committer import Committer, Compactor
 from fedlab.warehouse.core.batches import BatchLedger, Marks
 from fedlab.warehouse.core.events import (
     Acknowledge,
-    AnswerArrived,
     EvaluateView,
     NotificationArrived,
     RefreshRequested,
     RequestResend,
-    ResendRefused,
     SendSubquery,
     StateApplied,
     TimerFired,
@@ -92,9 +84,9 @@ from fedlab.warehouse.core.events import (
 from fedlab.warehouse.core.ports import drive
 from fedlab.warehouse.core.salem.propagate import SalemOptions
 from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.dispatcher import Dispatcher, Peer
 from fedlab.warehouse.evaluator import Evaluator
 from fedlab.warehouse.fifo_order import FifoOrder
-from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
@@ -103,15 +95,6 @@ from fedlab.warehouse.timer import CoreTimer
 
 log = logging.getLogger("fedlab.warehouse")
 STALENESS_KEPT = 100_000   # the demo's staleness figure: its minute, not a long run's every transaction
-
-
-@dataclass
-class _RoundTrip:
-    """One batch of sub-queries on its way: what its replies answered so far."""
-
-    subqueries: list
-    answered: set = field(default_factory=set)
-    replied: bool = False
 
 
 @dataclass(frozen=True)
@@ -184,16 +167,10 @@ class Warehouse:
         # (applied time, seconds since commit) of the latest STALENESS_KEPT applied transactions
         self.staleness: deque[tuple[float, float]] = deque(maxlen=STALENESS_KEPT)
         self.resyncs: list[str] = []
-        self._queues: dict[str, list] = {s: [] for s in self.sources}
-        self._wake = {s: threading.Condition(self.lock) for s in self.sources}
-        self._answered = {s: AnsweredRecently() for s in self.sources}
-        self._query_streams: dict[str, QueryStream] = {}   # per source, once a batch went (warehouse.query_stream)
-        self._streaming: dict[str, set[str]] = {s: set() for s in self.sources}   # sub-query ids of batches owed replies
-        self._resent: dict[str, set[str]] = {s: set() for s in self.sources}   # lost answers asked again, unanswered
-        self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
-        self.withheld_resends = 0                     # resend requests for what arrived meanwhile
-        self.resent_lost = 0                          # sub-queries whose reply lacked their answer, sent again
-        self._stubs = {s: rpc.SourceStub(client_channel(a, tls, _channel_options())) for s, a in self.sources.items()}
+        peer = Peer(catalog, self.messages, settings.subscriber, self.incarnation, self.plugin.assumptions.fifo,
+                    self._queue, self._missing)
+        self.dispatchers = {s: Dispatcher(s, rpc.SourceStub(client_channel(a, tls, _channel_options())), peer)
+                            for s, a in self.sources.items()}
         self._stop = threading.Event()
         self._readers: list[threading.Event] = []    # reads waiting for the core's ViewReady
         self.timer = CoreTimer(lambda: self._queue("event", None, [TimerFired(time.monotonic())]))
@@ -202,7 +179,7 @@ class Warehouse:
         self.committer = Committer(self.store, self.history, settings.batch_interval, self._ledger,
                                    self._version_state)
         self.compactor = Compactor(self.store, settings.compact_interval, lambda: self.batches.last_batch)
-        self._threads: list[threading.Thread] = []
+        self._core_thread = threading.Thread(target=self._core, name="core", daemon=True)
         self.running = threading.Event()   # its view group's: cleared while the group is paused
         self.running.set()
 
@@ -230,35 +207,28 @@ class Warehouse:
     def start(self) -> None:
         """Starts its threads; its gRPC service is the view group's (warehouse.view_group), which
         hands it the notifications and the reads meant for its view."""
-        for name, target in [*((f"dispatch-{s}", lambda s=s: self._dispatch(s)) for s in self.sources),
-                             ("core", self._core)]:
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
-        for part in (self.timer, self.committer, self.compactor, self.evaluator):
+        self._core_thread.start()
+        for part in self._parts():
             part.start()
 
     def close(self, commit: bool = True) -> None:
         self._stop.set()
-        with self.lock:
-            for cond in self._wake.values():
-                cond.notify_all()
         with self._inbox_wake:
             self._inbox_wake.notify_all()
-        for part in (self.timer, self.committer, self.compactor, self.evaluator):
+        for part in self._parts():
             part.stop()
-        for t in self._threads:
-            t.join(timeout=10)
+        if self._core_thread.is_alive():
+            self._core_thread.join(timeout=10)
         if commit and self.algorithm is not None:   # a warehouse that never opened holds nothing
             self.committer.commit_now()
-        for stream in list(self._query_streams.values()):
-            stream.close()
         self.messages.close()
+
+    def _parts(self) -> list:
+        return [*self.dispatchers.values(), self.timer, self.committer, self.compactor, self.evaluator]
 
     def source_stub(self, source: str):
         """The Source stub `source`'s calls go through (it changes with set_source_address)."""
-        with self.lock:
-            return self._stubs[source]
+        return self.dispatchers[source].stub
 
     def set_source_address(self, source: str, address: str) -> None:
         """Sends `source`'s sub-queries and resend requests to `address` from now on (a restarted
@@ -267,15 +237,12 @@ class Warehouse:
             raise ModelError(f"unknown source {source!r}")
         with self.lock:
             self.sources[source] = address
-            self._stubs[source] = rpc.SourceStub(client_channel(address, self.tls, _channel_options()))
-            stream = self._query_streams.pop(source, None)
-        if stream is not None:
-            stream.close()   # its batches are reported cut short, and go again to the new address
+        self.dispatchers[source].set_stub(rpc.SourceStub(client_channel(address, self.tls, _channel_options())))
 
     def _materialise(self) -> None:
         snapshots, brv, dsv = {}, {}, {}
-        for source, stub in self._stubs.items():
-            for chunk in stub.Snapshot(pb.SnapshotRequest(), timeout=600):
+        for source, dispatcher in self.dispatchers.items():
+            for chunk in dispatcher.stub.Snapshot(pb.SnapshotRequest(), timeout=600):
                 rel = self.catalog.relation(chunk.relation)
                 rows = from_pb_rows(rel, chunk.rows)
                 snapshots.setdefault(rel.name, (list(rel.columns), list(rel.types), []))[2].extend(rows)
@@ -356,12 +323,10 @@ class Warehouse:
     # ---- the ports (warehouse.core.ports): the core's actions carried out live ----
 
     def send_subquery(self, action: SendSubquery) -> None:
-        self._queues[action.subquery.source].append(action.subquery)
-        self._wake[action.subquery.source].notify()
+        self.dispatchers[action.subquery.source].send(action.subquery)
 
     def request_resend(self, action: RequestResend) -> None:
-        self._queues[action.source].append(action)
-        self._wake[action.source].notify()
+        self.dispatchers[action.source].send(action)
 
     def acknowledge(self, action: Acknowledge) -> None:
         # The core no longer needs some DSVs it never received (a resynchronisation read past them).
@@ -420,171 +385,16 @@ class Warehouse:
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             marks = {s: self.batches.marks(s) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
-            self._arrived(source, events)
+            self._queue("arrived", source, events)
         return marks
 
-    # ---- threads ----
-
-    def _dispatch(self, source: str) -> None:
-        while not self._stop.is_set():
-            with self.lock:
-                while not self._queues[source] and not self._stop.is_set():
-                    self._wake[source].wait()
-                items, self._queues[source] = self._queues[source], []
-                stub = self._stubs[source]   # read each time: set_source_address may swap it
-                # A retry of a sub-query still waiting here would only travel twice; one whose
-                # answer came back meanwhile, or whose first is in a reply still streaming, not at
-                # all: a slow answer is not a lost one, and the reply's end says what was lost.
-                queued = {i.id: i for i in items if isinstance(i, Subquery)}
-                subqueries = [sq for sid, sq in queued.items()
-                              if not self._answered[source].answered(sid) and sid not in self._streaming[source]]
-                self._streaming[source].update(sq.id for sq in subqueries)
-                self.withheld += len(queued) - len(subqueries)
-            # Resends first: a lost notification holds back every later transaction of its source
-            # (Theorem 2's order), and a resend is served from the source's memory, quickly.
-            for r in self._still_missing(source, [i for i in items if isinstance(i, RequestResend)]):
-                self._resend(source, stub, r)
-            if subqueries:
-                self._query(source, stub, subqueries)
-
-    def _still_missing(self, source: str, requests: list[RequestResend]) -> list[RequestResend]:
-        """The resend requests narrowed to the DSVs that have still not reached this process, one
-        per span: a request waits here behind the Query RPC in flight, and the notifications it
-        asks for often arrive meanwhile (under pgbench, 657 of 802 asked only for those), each
-        one a round trip that holds the source's sub-queries back and a read of its log."""
-        spans = []
+    def _missing(self, source: str, from_dsv: int, through_dsv: int | None) -> tuple[int, int | None] | None:
+        """The span of `source`'s DSVs from `from_dsv` (through `through_dsv`) that have not reached
+        this process, for a dispatcher's resend request (warehouse.core.batches)."""
         with self._edge:
-            for r in requests:
-                span = self.batches.missing(source, r.from_dsv, r.through_dsv)
-                if span is not None and span not in spans:
-                    spans.append(span)
-            self.withheld_resends += len(requests) - len(spans)
-        return [RequestResend(source, *span) for span in spans]
+            return self.batches.missing(source, from_dsv, through_dsv)
 
-    def _query(self, source: str, stub, subqueries) -> None:
-        """Sends one batch of sub-queries on the source's Query stream and returns once the source
-        has read its answers (the batch's first reply); the copies the fault injector delays come
-        later on the same stream (warehouse.query_stream), so the next batch does not wait for them,
-        as it would not on a network. A stream found failed before the batch went is replaced by a
-        new one, which takes the batch."""
-        batch = pb.SubqueryBatch(subqueries=[to_pb(sq, self.catalog) for sq in subqueries])
-        for msg, sq in zip(batch.subqueries, subqueries):
-            self.messages.record("subquery", "sent", source, bytes=msg.ByteSize(), batch=len(subqueries),
-                                 **subquery_fields(sq))
-        if self.fifo is not None:
-            self._queue("query_sent", source, [])
-        for _ in range(2):
-            stream = self._query_stream(source, stub)
-            try:
-                stream.exchange(batch, _RoundTrip(subqueries))
-                return
-            except StreamClosed:
-                self._drop_query_stream(source, stream)
-            except StreamFailed:
-                self._drop_query_stream(source, stream)
-                return
-
-    def _query_stream(self, source: str, stub) -> QueryStream:
-        """The source's open Query stream on `stub`'s channel, opened now if there is none."""
-        with self.lock:
-            stream = self._query_streams.get(source)
-            if stream is None or stream.stub is not stub:
-                if stream is not None:
-                    stream.close()
-                stream = self._query_streams[source] = QueryStream(
-                    stub, source, self.settings.subscriber, lambda trip, reply: self._replied(source, trip, reply),
-                    lambda trips, err: self._cut_short(source, trips, err))
-            return stream
-
-    def _drop_query_stream(self, source: str, stream: QueryStream) -> None:
-        with self.lock:
-            if self._query_streams.get(source) is stream:
-                del self._query_streams[source]
-        stream.close()
-
-    def _replied(self, source: str, trip: "_RoundTrip | None", reply: pb.AnswerBatch) -> None:
-        """One reply of a batch: its answers to the core; after the batch's last, the round trip
-        is over and what it did not answer may go again."""
-        last = reply.later == 0
-        answered = self._answers(source, reply, last)
-        if trip is None:   # a batch the stream no longer owed
-            return
-        trip.answered |= answered
-        trip.replied = True
-        if last:
-            self._round_trip_over(source, trip.subqueries, done=True, answered=trip.answered)
-
-    def _cut_short(self, source: str, trips: list["_RoundTrip"], err: grpc.RpcError | None) -> None:
-        """The stream failed owing these batches replies: the core retries what they did not answer."""
-        if trips:
-            log.warning("sub-queries to %s cut short (%s); the core will retry them", source,
-                        err.code() if err is not None else "the stream ended")
-        for trip in trips:
-            self._round_trip_over(source, trip.subqueries, done=False, answered=trip.answered if trip.replied else None)
-
-    def _round_trip_over(self, source: str, subqueries, done: bool, answered: set[str] | None) -> None:
-        """One Query batch's round trip has ended: the core hears so unless its last message (`done`)
-        said it, and its sub-queries may go again; `answered` None: it failed before any reply, and
-        the core's timer retries them."""
-        if not done:
-            self._arrived(source, [], query_done=True)
-        # The reply came back without these answers: they were lost, not slow. They go again in
-        # the next Query, after one round trip rather than the core's timeout (as TCP's fast
-        # retransmit does for a segment the acknowledgements show missing); once: if that copy's
-        # answer is lost too, the core's timer sends the next (a source dropping every answer
-        # is not asked in a loop).
-        with self.lock:
-            self._streaming[source].difference_update(sq.id for sq in subqueries)
-            if answered is None:
-                return
-            again = self._resent[source]
-            again -= answered
-            lost = [sq for sq in subqueries if sq.id not in answered and sq.id not in again]
-            again.update(sq.id for sq in lost)
-            if lost:
-                self._queues[source][:0] = lost
-                self._wake[source].notify()
-                self.resent_lost += len(lost)
-
-    def _answers(self, source: str, reply: pb.AnswerBatch, last: bool) -> set[str]:
-        """Queues the answers of one message of a Query reply for the core (with the note that the
-        round trip is over, when it is the `last`); returns their ids."""
-        answers = []
-        now = time.monotonic()
-        for msg in reply.answers:
-            try:
-                answer = from_pb(msg, self.catalog)
-            except ModelError as err:
-                log.error("bad answer from %s: %s", source, err)
-                continue
-            self.messages.record("answer", "received", source, bytes=msg.ByteSize(), **answer_fields(answer))
-            answers.append(AnswerArrived(answer, now))
-        answered = {a.answer.id for a in answers}
-        with self.lock:   # the dispatcher reads it under the lock
-            self._answered[source].replied(answered)
-        if answers or last:
-            self._arrived(source, answers, query_done=last)
-        return answered
-
-    def _arrived(self, source: str, events: list, query_done: bool = False) -> None:
-        """Queues arrived notifications and answers for the core; for an algorithm that assumes
-        FIFO channels, the core thread hands them on in the order their source sent them
-        (warehouse.fifo_order)."""
-        self._queue("arrived", source, events, query_done)
-
-    def _resend(self, source: str, stub, request: RequestResend) -> None:
-        message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0,
-                                   incarnation=self.incarnation, subscriber=self.settings.subscriber)
-        self.messages.record("resend_request", "sent", source, bytes=message.ByteSize(), from_dsv=request.from_dsv,
-                             through_dsv=request.through_dsv)
-        try:
-            reply = stub.Resend(message, timeout=30)
-        except grpc.RpcError as err:
-            log.warning("resend request to %s failed (%s); the core will ask again", source, err.code())
-            return
-        if reply.oldest_available > request.from_dsv:
-            self._queue("event", source, [ResendRefused(source, request.from_dsv, reply.oldest_available,
-                                                        time.monotonic())])
+    # ---- the timer ----
 
     def _arm_timer(self, fired: bool = False) -> None:
         """After the core handled events (`fired`: a TimerFired among them): when the next timer
@@ -651,8 +461,9 @@ class Warehouse:
                     "applied_dsv": self.algorithm.applied_dsv(), "view_rows": len(self.algorithm.view_rows()),
                     "durable": {s: self.batches.acked(s) for s in self.sources},
                     "counters": self.algorithm.counters.as_dict(),
-                    "withheld": self.withheld, "withheld_resends": self.withheld_resends,
-                    "resent_lost": self.resent_lost, **self.committer.health(),
+                    **{counter: sum(getattr(d, counter) for d in self.dispatchers.values())
+                       for counter in ("withheld", "withheld_resends", "resent_lost")},
+                    **self.committer.health(),
                     "resynchronisations": list(self.resyncs)}
 
 
