@@ -95,8 +95,8 @@ class Nemesis:
             self.events.append(f"the nemesis stopped: {err}")
         finally:
             self.close()
-            for _, window in undos.values():   # stopped while applied: reverted now
-                window["ended"] = time.time()
+            for window in self.applied:   # stopped while applied, or failed as it began: reverted now
+                window.setdefault("ended", time.time())
 
     def _begin(self, fault: Fault, elapsed: float) -> Undo | None:
         """Applies `fault`; returns what ends it after its length, or None if nothing has to."""

@@ -55,6 +55,9 @@ def test_a_fault_that_fails_ends_the_schedule_reverts_and_is_kept():
     assert nemesis.start().wait(10)
     assert nemesis.events == ["begin fail s1 at 0s", "the nemesis stopped: no pod"]
     assert isinstance(nemesis.error, RuntimeError) and nemesis.closed.is_set()
+    # its window ends too: what each fault did is still reported (nemesis.effects reads `ended`)
+    assert [w["fault"] for w in nemesis.applied] == ["fail s1 at 0s"]
+    assert nemesis.applied[0]["ended"] >= nemesis.applied[0]["began"]
 
 
 def test_stopping_mid_fault_reverts_and_applies_nothing_more():
