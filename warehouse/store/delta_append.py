@@ -32,6 +32,10 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from delta.exceptions import ConcurrentAppendException
+
+# Tries of a removal that Delta finds in conflict with a batch appended meanwhile (`remove`).
+REMOVE_ATTEMPTS = 10
 
 
 class DeltaAppender:
@@ -107,15 +111,28 @@ class DeltaAppender:
     def remove(self, removals: list[str]) -> int:
         """Commits the RemoveFile actions `removals` (JSON, `remove_json`), without a Spark job and
         without rewriting a file (a "Manual Update" in the table's history). Returns the table
-        version committed. It reads no file, so it never conflicts with an append beside it."""
-        actions = self._array_list()
+        version committed.
+
+        It touches no file an append adds, yet Delta finds it in conflict with a batch appended
+        between its snapshot and its commit: the tables are Serializable (what delta-spark's
+        commits record here), under which a transaction that removes files without naming what
+        it read is taken to have read the whole table, and a blind append beside it to have
+        changed what it read. Each conflict is tried again on a fresh snapshot, up to
+        REMOVE_ATTEMPTS times: without that, 20 of the 34 retention passes of an hour's bench at
+        200 txn/s failed, and the journal kept every file from its eleventh minute on."""
+        listed = self._array_list()
         for removal in removals:
-            actions.add(self._action.fromJson(removal))
-        operation = self._manual_update
+            listed.add(self._action.fromJson(removal))
+        actions = self._to_seq(listed).toList()
         none = self._none
-        self._activate()
-        snapshot = self._some(self._log.update(False, none, none))
-        return self._log.startTransaction(none, snapshot).commit(self._to_seq(actions).toList(), operation)
+        for attempt in range(1, REMOVE_ATTEMPTS + 1):
+            self._activate()
+            snapshot = self._some(self._log.update(False, none, none))
+            try:
+                return self._log.startTransaction(none, snapshot).commit(actions, self._manual_update)
+            except ConcurrentAppendException:
+                if attempt == REMOVE_ATTEMPTS:
+                    raise
 
 
 def _add_json(name: str, size: int, stats: dict | None = None) -> str:
