@@ -24,7 +24,6 @@ message log.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -41,6 +40,7 @@ from fedlab.fedmodel.wire import pb
 from fedlab.warehouse.answered_recently import AnsweredRecently
 from fedlab.warehouse.core.events import AnswerArrived, RequestResend, ResendRefused
 from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
+from fedlab.warehouse.worker import Worker
 
 log = logging.getLogger("fedlab.warehouse")
 
@@ -69,12 +69,11 @@ class _RoundTrip:
     replied: bool = False
 
 
-class Dispatcher:
+class Dispatcher(Worker):
     def __init__(self, source: str, stub, peer: Peer):
+        super().__init__(f"dispatch-{source}")
         self.source, self.peer = source, peer
         self._stub = stub
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
         self._queued: list = []                       # sub-queries and resend requests, in the core's order
         self._answered = AnsweredRecently()
         self._stream: QueryStream | None = None       # once a batch went
@@ -83,18 +82,9 @@ class Dispatcher:
         self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
         self.withheld_resends = 0                     # resend requests for what arrived meanwhile
         self.resent_lost = 0                          # sub-queries whose reply lacked their answer, sent again
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name=f"dispatch-{source}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            self._wake.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
+        super().stop()
         with self._lock:
             stream, self._stream = self._stream, None
         if stream is not None:

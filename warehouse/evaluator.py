@@ -10,7 +10,6 @@ as such (rows None): the core's next round tries again.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Callable
 
@@ -18,28 +17,17 @@ from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.terms_sql import maintained_sql
 from fedlab.warehouse.core.events import EvaluateView, ViewEvaluated
 from fedlab.warehouse.store.materialize import materialize
+from fedlab.warehouse.worker import Worker
 
 log = logging.getLogger("fedlab.warehouse")
 
 
-class Evaluator:
+class Evaluator(Worker):
     def __init__(self, catalog: Catalog, spark: Callable[[], object], done: Callable[[ViewEvaluated], None]):
         """`spark`: the Spark session, once started; `done`: hands a job's outcome to the core."""
+        super().__init__("evaluator")
         self.catalog, self._spark, self._done = catalog, spark, done
         self._jobs: list[EvaluateView] = []
-        self._wake = threading.Condition(threading.Lock())
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="evaluator", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._wake.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
 
     def submit(self, job: EvaluateView) -> None:
         with self._wake:

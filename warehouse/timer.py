@@ -9,30 +9,19 @@ time, the thread sleeps.
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Callable
 
+from fedlab.warehouse.worker import Worker
 
-class CoreTimer:
+
+class CoreTimer(Worker):
     def __init__(self, fire: Callable[[], None]):
         """`fire`: queues a TimerFired for the core (called on the timer's thread)."""
+        super().__init__("timer")
         self._fire = fire
-        self._wake = threading.Condition(threading.Lock())
         self._at: float | None = time.monotonic()   # the core's next timer; the first at once
         self._queued = False                         # a TimerFired is in the core's inbox
-        self._stopped = False
-        self._thread = threading.Thread(target=self._run, name="timer", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._wake:
-            self._stopped = True
-            self._wake.notify_all()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
 
     def arm(self, at: float | None, fired: bool = False) -> None:
         """After the core handled events (`fired`: a TimerFired among them): its next timer is
