@@ -183,8 +183,8 @@ class SzeLingMaintenance:
             return []
         self._measure_round_trip(answer.id, now)
         self.missing.answered(answer.source, answer.dsv)
+        self._routes.pop(answer.id, None)   # answered: a later copy is a duplicate, parked or not
         if comp.on_answer(answer):
-            self._routes.pop(answer.id, None)
             return self._advance(comp, now)
         heapq.heappush(self._parked.setdefault(answer.source, []), (answer.dsv, next(self._arrivals), comp))
         # Read at a state whose notifications have not all arrived: if that lasts until the
