@@ -28,7 +28,7 @@ WAREHOUSE_PARTS = {
     "core handle()": ("algorithm", "handle"),
     "Delta batch commit": ("store", "commit_batch"),
     "history file append": ("history", "append"),
-    "sub-query RPC + answers": (None, "_query"),
+    "sub-query RPC + answers": ("dispatchers", "_query"),   # each source's (warehouse.dispatcher)
     "Delta compaction": ("store", "compact"),
     "Delta checkpoint": ("store", "checkpoint"),
     "Delta retention": ("store", "retain"),
@@ -77,12 +77,14 @@ class Stopwatches:
             store.commit_batch = self.timed(JVM_BATCH_CPU, store.commit_batch, keep=True,
                                             clock=lambda: stat_cpu_seconds(f"/proc/{pid}/stat"))
         for name, (holder, method) in WAREHOUSE_PARTS.items():
-            target = getattr(warehouse, holder, None) if holder else warehouse
-            fn = getattr(target, method, None) if target is not None else None
-            if fn is None:
+            target = getattr(warehouse, holder, None)
+            targets = list(target.values()) if isinstance(target, dict) else [target]   # one per source
+            found = [(t, getattr(t, method, None)) for t in targets if t is not None]
+            if not found or any(fn is None for _, fn in found):
                 missing.append(name)
                 continue
-            setattr(target, method, self.timed(name, fn, keep=True))
+            for t, fn in found:
+                setattr(t, method, self.timed(name, fn, keep=True))
         return missing
 
     def add_commits(self, timings: dict[str, dict]) -> None:

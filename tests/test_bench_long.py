@@ -53,7 +53,12 @@ def test_a_long_run_reports_its_growth_figure_by_figure(bench):
     assert figures["disk MB: message logs"]["bound"] == pytest.approx(1.1 * 240 / 30, abs=0.01)
     assert figures["disk MB: journal"]["bound"] == pytest.approx(1.1 * 210 / 30, abs=0.01)
     series = run["growth"]["series"]
-    assert 9 <= len(series) <= 11 and all(set(e) == INTERVAL for e in series)
+    assert 9 <= len(series) <= 11 and all(set(e) - {"fault"} == INTERVAL for e in series)
+    # the kill's interval, and what it touched after, are marked and left out of the tenths' rates
+    killed = [e for e in series if e["from_s"] <= 255 < e["to_s"]]
+    assert killed and all(e.get("fault") for e in killed)
+    assert [[e["from_s"], e["to_s"]] for e in series if e.get("fault") and e["from_s"] >= 270] == \
+        [w for w in growth["left_out_s"] if w[0] >= 270]
     assert [e["from_s"] for e in series[1:]] == [e["to_s"] for e in series[:-1]]
     assert all(e["committed"] > 0 and e["cpu_ms_per_txn"]["all"] > 0 for e in series)
     assert (out / summary["plots"][f"growth {run['folder']}"]).is_file()
