@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -42,10 +43,26 @@ START_TIMEOUT = 300
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and not given before, below the kernel's ephemeral range (32768-60999
+    here): a port from bind(0) lies in that range, where the suite's other processes (Spark's,
+    Ray's, another worker's) take theirs, and one was taken before the warehouse bound it (CI,
+    6 December 2026: "Address already in use")."""
+    for _ in range(1000):
+        port = random.randrange(20000, 32000)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.add(port)
+        return port
+    raise RuntimeError("no free port between 20000 and 32000")
 
 
 class Processes:
