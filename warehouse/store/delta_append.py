@@ -118,8 +118,8 @@ class DeltaAppender:
         commits record here), under which a transaction that removes files without naming what
         it read is taken to have read the whole table, and a blind append beside it to have
         changed what it read. Each conflict is tried again on a fresh snapshot, up to
-        REMOVE_ATTEMPTS times: without that, 20 of the 34 retention passes of an hour's bench at
-        200 txn/s failed, and the journal kept every file from its eleventh minute on."""
+        REMOVE_ATTEMPTS times: without that, 30 of the ~49 retention passes from the eleventh minute
+        of an hour's bench at 200 txn/s failed, each skipping its VACUUM and log trim too."""
         listed = self._array_list()
         for removal in removals:
             listed.add(self._action.fromJson(removal))
