@@ -279,12 +279,18 @@ class Federation:
     def _call(self, source: str, rpc_call):
         """One RPC to a source; if its server is unreachable, the actor may have been restarted on
         a new port: ask Ray for its address, re-point this client and the warehouse, try once more.
+        The address may have been refreshed by another thread (the load) since this call failed:
+        the call goes again whenever the stub it failed on is no longer the source's.
         UNAVAILABLE from a server that is gone means the request never reached it; a crash in the
         middle of a commit can also end in UNAVAILABLE, so callers kill actors between commits."""
+        stub = self.stubs[source]
         try:
-            return rpc_call(self.stubs[source])
+            return rpc_call(stub)
         except grpc.RpcError as err:
-            if err.code() != grpc.StatusCode.UNAVAILABLE or not self.refresh_address(source):
+            if err.code() != grpc.StatusCode.UNAVAILABLE:
+                raise
+            self.refresh_address(source)
+            if self.stubs[source] is stub:
                 raise
         return rpc_call(self.stubs[source])
 

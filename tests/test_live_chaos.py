@@ -25,6 +25,7 @@ from live_support import MirroredLoad, refuses
 from fedlab.fedio import message_log as log_files
 from fedlab.fedmodel import message_log
 from fedlab.fedmodel.transactions import TransactionRequest
+from fedlab.fedmodel.wire import pb
 from fedlab.live.check import check
 from fedlab.live.environment import NO_FAULTS, set_faults
 from fedlab.live.federation import Federation
@@ -185,8 +186,18 @@ def test_sze_ling_stays_complete_under_all_faults_and_restarts(spark, ray_runtim
         while not refuses(before):
             assert time.monotonic() < deadline, "the killed actor still answers"
             time.sleep(0.2)
+        # A call that failed on the old address goes again on the new one even when another
+        # thread found that first (here the call itself, as the load does beside a warehouse
+        # restart, whose telling each source where to send once stopped at this one).
+        found_by_another = []
+
+        def health_after_another_found_the_address(stub):
+            if not found_by_another:
+                found_by_another.append(fed.refresh_address(victim))
+            return stub.Health(pb.HealthRequest(), timeout=30)
+        assert fed._call(victim, health_after_another_found_the_address).source == victim
+        assert found_by_another == [True] and fed.addresses[victim] != before
         load.commit(TRANSACTIONS // 2, pause=0.05)
-        assert fed.addresses[victim] != before
         restarted_at = time.time()
         fed.restart_warehouse()                           # as a crash: nothing more committed
         load.commit(TRANSACTIONS // 2, pause=0.05)
