@@ -317,6 +317,38 @@ def test_compaction_folds_the_deltas_into_the_base_and_reads_stay_exact(spark, t
     assert collected(spark.sql(readme_sql(spark, root))) == after
 
 
+def test_a_crash_cancels_a_compaction_before_its_commit_and_the_next_folds_the_same_deltas(spark, tmp_path):
+    """A crash's stop cancels the compactor's Spark jobs rather than waiting for them
+    (Compactor.stop): the compaction commits nothing, the base stays whole and reads exact, and
+    the next compactor folds the same deltas. Cancelled after its first job began, a compaction
+    can still have reached its commit (the driver's, which no cancel stops): then its base is
+    whole too; tried until one is caught before it."""
+    from fedlab.warehouse.committer import Compactor
+
+    root = str(tmp_path / "cancel")
+    store = DeltaViewStore(spark, root, COLUMNS, TYPES)
+    store.initialize(INITIAL, state(0))
+    tracker = spark.sparkContext.statusTracker()
+    caught = 0
+    for batch_id, applied in BATCHES:
+        commit(store, batch_id, applied)
+        compactor = Compactor(store, 0.01, lambda b=batch_id: b)
+        compactor.start()
+        deadline = time.monotonic() + 60
+        while not tracker.getJobIdsForGroup(compactor.jobs):
+            assert time.monotonic() < deadline, "the compactor started no Spark job"
+            time.sleep(0.001)
+        compactor.stop(crash=True)
+        base = read_optimized(spark, root)
+        assert base in (expected_view(batch_id - 1), expected_view(batch_id))   # never half a compaction
+        assert store.read_view() == expected_view(batch_id)
+        caught += base == expected_view(batch_id - 1)
+        if caught:
+            break
+    assert caught, "every compaction reached its commit before the cancel"
+    assert store.compact() is True and read_optimized(spark, root) == store.read_view() == expected_view(batch_id)
+
+
 def test_checkpoints_are_written_beside_the_commits_and_read_back(spark, tmp_path, monkeypatch):
     """No batch commit writes a checkpoint (it was a Spark job that held the next batch back);
     `checkpoint` writes one per table once CHECKPOINT_EVERY commits have accrued, and a store

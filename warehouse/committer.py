@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections import Counter
 from contextlib import AbstractContextManager
 from typing import Callable
@@ -179,23 +180,33 @@ class Compactor:
     tables' checkpoints that are due (DeltaViewStore.checkpoint): here, so that no batch commit
     waits for one; and applies the journal's retention (DeltaViewStore.retain)."""
 
+    # How often a crash's stop cancels the compactor's Spark jobs until its thread ends: a step
+    # may start a job after the previous cancel (a compaction reads, then writes).
+    CANCEL_EVERY = 0.2
+
     def __init__(self, store: DeltaViewStore, interval: float, last_batch: Callable[[], int]):
         """`last_batch`: the id of the last batch committed."""
         self.store, self.interval, self._last_batch = store, interval, last_batch
         self._stop = threading.Event()
+        self.jobs = f"compactor-{uuid.uuid4().hex}"   # its Spark jobs' group, which a crash cancels
         self._thread = threading.Thread(target=self._run, name="compactor", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, crash: bool = False) -> None:
         """Waits for a compaction under way: its Spark job would outlive the warehouse on a session
-        others go on using."""
+        others go on using. A `crash` cancels its jobs instead (a killed process's would die with
+        it): a compaction half done commits nothing, and the next warehouse's compactor folds the
+        same deltas; the step under way is the last (a commit in progress ends first)."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        while self._thread.is_alive():
+            if crash:
+                self.store.cancel_jobs(self.jobs)
+            self._thread.join(self.CANCEL_EVERY if crash else None)
 
     def _run(self) -> None:
+        self.store.tag_jobs(self.jobs)
         compacted = None
         while not self._stop.wait(self.interval):
             batch = self._last_batch()
@@ -204,7 +215,12 @@ class Compactor:
             try:
                 self.store.compact()
                 compacted = batch
-                self.store.checkpoint()
-                self.store.retain()
+                for step in (self.store.checkpoint, self.store.retain):
+                    if self._stop.is_set():
+                        return
+                    step()
             except Exception:  # the deltas stay in the journal; the next interval folds them
+                if self._stop.is_set():
+                    log.info("compaction stopped by a crash before its commit")
+                    return
                 log.exception("compacting the Delta view failed; the next interval tries again")

@@ -215,6 +215,7 @@ class Warehouse:
         self._stop.set()
         with self._inbox_wake:
             self._inbox_wake.notify_all()
+        self.compactor.stop(crash=not commit)   # a crash cancels a compaction rather than waiting
         for part in self._parts():
             part.stop()
         if self._core_thread.is_alive():

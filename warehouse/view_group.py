@@ -111,7 +111,7 @@ class ViewGroup:
         for view in self.views.values():
             view.close(commit)
         if self._server is not None:
-            self._server.stop(grace=1).wait()
+            self._server.stop(grace=1 if commit else None).wait()   # a crash cuts calls in flight
 
     def set_source_address(self, source: str, address: str) -> None:
         for view in self.views.values():

@@ -560,6 +560,16 @@ class DeltaViewStore:
         self._write("view", self._snapshot(base.version, base.batch, upto), _tag(upto, needed_from), "overwrite")
         return True
 
+    def tag_jobs(self, group: str) -> None:
+        """The Spark jobs the calling thread starts from now on belong to `group` (cancel_jobs)."""
+        self._spark.sparkContext.setJobGroup(group, f"{self.root}: {group}")
+
+    def cancel_jobs(self, group: str) -> None:
+        """Cancels the running Spark jobs of `group`: the operation that started them fails before
+        its Delta commit (a commit is the driver's, not a job), so it leaves no trace but files
+        out of the table, which VACUUM deletes."""
+        self._spark.sparkContext.cancelJobGroup(group)
+
     def checkpoint(self) -> list[str]:
         """Writes a Delta checkpoint of each table whose log grew by CHECKPOINT_EVERY commits
         since this store's last one; returns the tables it checkpointed.
