@@ -93,7 +93,7 @@ class GrowthProbe:
 
     def start(self) -> "GrowthProbe":
         self._since = time.monotonic()
-        self.readings.append(self._read())
+        self.readings.append(self._read(self._since))
         self._thread.start()
         return self
 
@@ -113,11 +113,13 @@ class GrowthProbe:
         while not self._stop.wait(self._since + self.interval * len(self.readings) - time.monotonic()):
             self.readings.append(self._read())
 
-    def _read(self) -> dict:
+    def _read(self, now: float | None = None) -> dict:
+        """A reading, timed when it began (`now`, time.monotonic(); the first one's is the start)."""
+        now = time.monotonic() if now is None else now
         self.before_reading()
         with self.watches._lock:
             timed = {name: len(self.watches.samples.get(part, [])) for name, part in TIMED.items()}
-        return {"t": round(time.monotonic() - self._since, 3), "cpu": self.sampler.cpu_seconds(),
+        return {"t": round(now - self._since, 3), "cpu": self.sampler.cpu_seconds(),
                 "rss_mb": self.sampler.resident_mb(), "committed": self.committed(), "timed": timed,
                 "disk_mb": disk_mb(self.parts, self.leave_out)}
 
