@@ -238,11 +238,13 @@ class Spilled(MutableMapping):
     """Values by integer key in a SQLite file of this process's own (removed with it), pickled:
     a few tens of microseconds a read or write, and the page cache's memory however many there are."""
 
-    def __init__(self):
+    def __init__(self, items: Iterable[tuple] = ()):
+        """`items`: (key, value) pairs to start with."""
         self._folder = tempfile.TemporaryDirectory(prefix="fedlab-stream-")
         self._db = sqlite3.connect(os.path.join(self._folder.name, "rows.sqlite"), check_same_thread=False)
         self._db.executescript("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
                                "CREATE TABLE kept (key INTEGER PRIMARY KEY, value BLOB NOT NULL)")
+        self._db.executemany("INSERT INTO kept VALUES (?, ?)", ((k, pickle.dumps(v)) for k, v in items))
 
     def __getitem__(self, key):
         row = self._db.execute("SELECT value FROM kept WHERE key = ?", (key,)).fetchone()
@@ -290,19 +292,22 @@ class UpdateStream:
     def _load(self, initial: InitialRows) -> None:
         """The key pools and the small relations' rows at once; orders and line items on demand."""
         cust, ps, part = self._rel["customer"], self._rel["partsupp"], self._rel["part"]
-        self._customers = {cust.key_of(r)[0]: r for r in initial.rows("customer")}
+        customers = {cust.key_of(r)[0]: r for r in initial.rows("customer")}
         at = [ps.index(c) for c in ("ps_partkey", "ps_suppkey")]
         self._supply = [tuple(r[i] for i in at) for r in initial.rows("partsupp")]
         self._nations = sorted(self._rel["nation"].key_of(r)[0] for r in initial.rows("nation"))
-        for name, rows in (("customer", self._customers), ("partsupp", self._supply), ("nation", self._nations)):
+        for name, rows in (("customer", customers), ("partsupp", self._supply), ("nation", self._nations)):
             if not rows:
                 raise ModelError(f"workload: the initial data has no {name} rows; the streams need some")
-        self._customer_pool = KeyPool(sorted(self._customers))
+        self._customer_pool = KeyPool(sorted(customers))
+        self._next_custkey = max(customers) + 1
+        # new_parent adds customers for as long as the stream runs (an hour at 200 txn/s: 36,000,
+        # twice SF 0.1's): a stream over files on disk spills them, as it does orders.
+        self._customers: MutableMapping = Spilled(customers.items()) if initial.on_disk else customers
         order_keys = sorted(initial.order_keys())
         self._order_pool = KeyPool(order_keys)
         self._orders = Fetched(initial.order, spill=initial.on_disk)
         self._lines = Fetched(initial.lines, spill=initial.on_disk)
-        self._next_custkey = max(self._customers) + 1
         self._next_orderkey = max(order_keys, default=0) + 1
         self._next_partkey = max((part.key_of(r)[0] for r in initial.rows("part")), default=0) + 1
 

@@ -191,6 +191,7 @@ def test_a_stream_reading_the_tbl_files_on_demand_is_the_stream_over_the_rows_in
     assert [lazy.next() for _ in range(3000)] == [eager.next() for _ in range(3000)]
     assert len(lazy._orders) < len(data["orders"])   # only what the stream touched was read
     assert isinstance(lazy._orders._kept, Spilled)    # and is kept in a file: the driver's memory stays flat
+    assert isinstance(lazy._customers, Spilled)       # so are the customers, which new_parent adds to
 
 
 def test_tbl_rows_refuse_a_file_out_of_order_key_order(tmp_path, tpch_dir, sf001):
