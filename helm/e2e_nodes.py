@@ -136,8 +136,12 @@ class Nodes:
         import object_store
 
         self.access_key, self.secret_key = secrets.token_hex(8), secrets.token_hex(20)
+        # Each run starts from an empty store, as from new nodes: what an interrupted run left goes.
+        data = cluster.LOCAL_ROOT / "object-store"
+        object_store.stop(data)
+        shutil.rmtree(data, ignore_errors=True)
         try:
-            self.store = object_store.start(cluster.LOCAL_ROOT / "object-store", self.access_key, self.secret_key,
+            self.store = object_store.start(data, self.access_key, self.secret_key,
                                             host=BRIDGE, port=STORE_PORT, bucket=BUCKET)
         except object_store.ObjectStoreError as err:
             raise E2EFailure(f"the object store did not start: {err}") from None

@@ -9,7 +9,8 @@ copied somewhere writable and built with `go build ./weed` inside it. That needs
 go.mod names, 1.26.6 for the pinned one; Debian bookworm's golang-go is 1.19, too old).
 
 A store is one `weed server` process: master, volume server, filer and S3 gateway, with its data in
-one folder. Only the S3 gateway listens on the address asked for (127.0.0.1 for a test, the host's
+one folder; started again on that folder (after a stop or a kill) it keeps its objects and its
+master's ports. Only the S3 gateway listens on the address asked for (127.0.0.1 for a test, the host's
 end of a cluster's bridge such as 10.250.0.1 for pods on every node); the others listen on
 loopback. Its identities config (SeaweedFS's `-s3.config`) holds one admin identity with the given
 access key and secret. Telemetry to seaweedfs.com is off.
@@ -195,14 +196,15 @@ def start(data: str | Path, access_key: str, secret_key: str, host: str = "127.0
     _write_private(identities, {"identities": [{
         "name": "fedlab", "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
         "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]})
-    ports = _free_ports([host] * (not port) + ["127.0.0.1"] * 7)
+    master, master_grpc = _master_ports(data)
+    ports = _free_ports([host] * (not port) + ["127.0.0.1"] * 5, avoid=(master, master_grpc))
     s3_port = port or ports.pop(0)
-    master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3_grpc = ports
+    volume, volume_grpc, filer, filer_grpc, s3_grpc = ports
     # Volumes of 256 MB, as many as the disk holds (-volume.max=0), rather than weed's 30 GB and 8:
     # every bucket takes volumes of its own. No 10 s wait at stop for masters to stop routing
     # writes to the volume server: here they stop with it.
     cmd = [str(exe), "server", f"-dir={data / 'objects'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-           "-master.telemetry=false", f"-master.port={master}", f"-master.port.grpc={master_grpc}",
+           "-master.telemetry=false", "-master.electionTimeout=1s", f"-master.port={master}", f"-master.port.grpc={master_grpc}",
            "-master.volumeSizeLimitMB=256", "-volume.max=0", "-volume.preStopSeconds=0", f"-volume.port={volume}",
            f"-volume.port.grpc={volume_grpc}", "-filer", f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
            "-s3", f"-s3.port={s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.ip.bind={host}",
@@ -265,14 +267,15 @@ def _wait_ready(store: ObjectStore, proc: subprocess.Popen, deadline: float) -> 
                            f"weed.log: {_log_tail(store)}")
 
 
-def _s3(store: ObjectStore, method: str, path: str, ok: tuple[int, ...]) -> int:
-    """One S3 request without a body, signed with AWS Signature Version 4; its status."""
+def _s3(store: ObjectStore, method: str, path: str, ok: tuple[int, ...], body: bytes = b"",
+        timeout: float = 10.0) -> int:
+    """One S3 request, signed with AWS Signature Version 4; its status."""
     now = datetime.datetime.now(datetime.timezone.utc)
     stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
-    empty = hashlib.sha256(b"").hexdigest()
-    headers = {"host": f"{store.host}:{store.port}", "x-amz-content-sha256": empty, "x-amz-date": stamp}
+    digest = hashlib.sha256(body).hexdigest()
+    headers = {"host": f"{store.host}:{store.port}", "x-amz-content-sha256": digest, "x-amz-date": stamp}
     names = ";".join(sorted(headers))
-    canonical = "\n".join([method, path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", names, empty])
+    canonical = "\n".join([method, path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", names, digest])
     scope = f"{day}/{REGION}/s3/aws4_request"
     key = ("AWS4" + store.secret_key).encode()
     for part in (day, REGION, "s3", "aws4_request"):
@@ -281,9 +284,9 @@ def _s3(store: ObjectStore, method: str, path: str, ok: tuple[int, ...]) -> int:
     signature = hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
     headers["Authorization"] = (f"AWS4-HMAC-SHA256 Credential={store.access_key}/{scope}, "
                                 f"SignedHeaders={names}, Signature={signature}")
-    request = urllib.request.Request(store.endpoint + path, method=method, headers=headers)
+    request = urllib.request.Request(store.endpoint + path, data=body or None, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
             status, body = reply.status, b""
     except urllib.error.HTTPError as err:
         status, body = err.code, err.read()
@@ -294,10 +297,35 @@ def _s3(store: ObjectStore, method: str, path: str, ok: tuple[int, ...]) -> int:
     return status
 
 
-def _free_ports(hosts: list[str]) -> list[int]:
-    """A port free now on each host, all distinct, below the kernel's ephemeral range: there the
-    outgoing connections of weed's own services, which start one after the other, could take a
-    port before the service meant to listen on it."""
+def _master_ports(data: Path) -> tuple[int, int]:
+    """The master's HTTP and gRPC ports: those of the store's first start, kept in the data folder.
+
+    weed keeps the master's state (its Raft log, the cluster's topology id) in <dir>/m<port>, with
+    the master's address in it. A master restarted on other ports starts a new cluster whose
+    topology id the volumes on disk do not carry, and weed then freezes volume growth: every write
+    that needs a new volume fails with HTTP 500."""
+    kept = data / "master-ports.json"
+    try:
+        ports = tuple(json.loads(kept.read_text()))
+    except FileNotFoundError:
+        ports = tuple(_free_ports(["127.0.0.1"] * 2))
+        kept.write_text(json.dumps(ports))
+        return ports
+    for number in ports:
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as Go's listeners: TIME_WAIT is free
+            try:
+                probe.bind(("127.0.0.1", number))
+            except OSError:
+                raise ObjectStoreError(f"{data}: port {number} is taken, and this store's master keeps its "
+                                       f"state under it (see {kept})") from None
+    return ports
+
+
+def _free_ports(hosts: list[str], avoid: tuple[int, ...] = ()) -> list[int]:
+    """A port free now on each host, all distinct and none in `avoid`, below the kernel's
+    ephemeral range: there the outgoing connections of weed's own services, which start one after
+    the other, could take a port before the service meant to listen on it."""
     ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     pick, ports = random.SystemRandom(), []
     while len(ports) < len(hosts):
@@ -307,7 +335,7 @@ def _free_ports(hosts: list[str]) -> list[int]:
                 probe.bind((hosts[len(ports)], port))
             except OSError:
                 continue
-        if port not in ports:
+        if port not in ports and port not in avoid:
             ports.append(port)
     return ports
 
