@@ -205,8 +205,10 @@ def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -
     CPU per transaction is the tenth's CPU over its commits; staleness, the p50 and p99 of the
     intervals' (the intervals' own percentiles, weighted alike: a tenth is one to six of them);
     Delta's commit and compaction times their intervals' mean, all of these from the intervals no
-    fault touched (`mark_faults`; none left: not judged); memory and disk their value at the
-    tenth's end. The CPU of a process under CPU_SHARE of the whole is left out: its ratio is noise.
+    fault touched (`mark_faults`; none left: not judged); memory its value at the end of the
+    tenth's last interval no fault touched (a warehouse restarted in the bench's process holds the
+    old one's garbage for a while: that is the fault's cost, not the run's), disk at the tenth's
+    end. The CPU of a process under CPU_SHARE of the whole is left out: its ratio is noise.
     """
     tenth = duration / 10
     first_all = [e for e in entries if e["to_s"] <= tenth + 1e-6] or entries[:1]
@@ -241,8 +243,8 @@ def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -
         judged(name.replace("_s", " s"), _mean([e[name] for e in first if e[name] is not None]),
                _mean([e[name] for e in last if e[name] is not None]), DELTA_BOUND)
     for role in sorted({role for e in entries for role in e["rss_mb"]}):
-        judged(f"resident MB: {role}", first_all[-1]["rss_mb"].get(role), last_all[-1]["rss_mb"].get(role),
-               MEMORY_BOUND)
+        judged(f"resident MB: {role}", (first or first_all)[-1]["rss_mb"].get(role),
+               (last or last_all)[-1]["rss_mb"].get(role), MEMORY_BOUND)
     for part in sorted(first_all[-1]["disk_mb"]):
         judged(f"disk MB: {part}", first_all[-1]["disk_mb"][part], last_all[-1]["disk_mb"][part],
                disk_bound(duration, kept.get(part)))

@@ -141,13 +141,17 @@ def test_the_report_and_the_plot_name_what_grew_past_its_bound(tmp_path):
 
 def test_intervals_a_fault_touched_are_left_out_of_the_tenths_rates():
     """A warehouse killed in the first tenth: its restart's staleness and CPU must not become the
-    bound the last tenth is held to, nor hide a growth; memory and disk are read as they are."""
-    entries = [entry(60 * i, 60 * (i + 1), p99=100.0 + 30 * (i >= 50)) for i in range(60)]
+    bound the last tenth is held to, nor hide a growth. Killed in the last tenth, the old
+    warehouse's memory is not the run's growth: memory is read before the fault, disk as it is."""
+    entries = [entry(60 * i, 60 * (i + 1), p99=100.0 + 30 * (i >= 50), disk=10.0 + (i >= 59)) for i in range(60)]
     entries[1].update(entry(60, 120, p99=9000.0, cpu_ms=50.0))
-    growth.mark_faults(entries, [(61.0, 61.0)])
-    assert [e.get("fault", False) for e in entries[:3]] == [False, True, False]
+    entries[59].update(entry(3540, 3600, p99=100.0 + 30, rss=900.0, disk=11.0))
+    growth.mark_faults(entries, [(61.0, 61.0), (3541.0, 3541.0)])
+    assert [e.get("fault", False) for e in entries[:3] + entries[-2:]] == [False, True, False, False, True]
     g = judge(entries, 3600, {})
-    assert g["left_out_s"] == [[60, 120]]
+    assert g["left_out_s"] == [[60, 120], [3540, 3600]]
+    assert g["figures"]["resident MB: spark JVM"]["last"] == 500.0
+    assert g["figures"]["disk MB: journal"]["last"] == 11.0
     assert g["figures"]["staleness p99 ms"]["first"] == 100.0 and "staleness p99 ms" in g["exceeded"]
     assert g["figures"]["cpu_ms_per_txn"]["first"] == 5.0
     # a tenth that only faults touched has no rate to judge
