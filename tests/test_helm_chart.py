@@ -195,6 +195,26 @@ def test_ray_settings_reach_every_ray_node_as_ray_variables(helm, helm_home):
         assert env["RAY_health_check_period_ms"] == "1000" and env["RAY_gcs_rpc_server_reconnect_timeout_s"] == "10"
 
 
+@pytest.mark.parametrize("storage", ["rocksdb", "memory"])
+def test_the_gcs_keeps_its_state_on_the_head_pods_volume_with_rocksdb(helm, helm_home, storage):
+    """A head container that crashed and was started again resumes the cluster from the volume
+    (the e2e's `kill ray-head`); the sources' Ray nodes take no part in it."""
+    docs = split_manifests(helm.run_helm(["template", "x", str(CHART), "--set", f"ray.head.gcsStorage={storage}"],
+                                         helm_home).stdout)
+    head = pod_spec(one(docs, "Deployment", "x-fedlab-ray-head"))
+    env = {e["name"]: e.get("value") for e in head["containers"][0]["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in head["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in head["volumes"]}
+    if storage == "memory":
+        assert "RAY_gcs_storage" not in env and "gcs-storage" not in mounts and "gcs-storage" not in volumes
+        return
+    assert env["RAY_gcs_storage"] == "rocksdb" and env["RAY_gcs_storage_path"] == mounts["gcs-storage"]
+    assert volumes["gcs-storage"] == {"name": "gcs-storage", "emptyDir": {}}   # outlives the container, not the pod
+    for doc in workloads(docs):
+        if pod_labels(doc).get("app.kubernetes.io/component") == "source":
+            assert not [e for e in pod_spec(doc)["containers"][0]["env"] if e["name"].startswith("RAY_gcs_storage")]
+
+
 def test_a_source_without_relations_is_rejected(helm, helm_home, tmp_path):
     values = tmp_path / "v.yaml"
     values.write_text(yaml.safe_dump({"sources": [{"name": "s1"}]}))
