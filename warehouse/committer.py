@@ -188,6 +188,7 @@ class Compactor:
         """`last_batch`: the id of the last batch committed."""
         self.store, self.interval, self._last_batch = store, interval, last_batch
         self._stop = threading.Event()
+        self._cancelled = False   # by a crash's stop: a step that then fails was cancelled, not broken
         self.jobs = f"compactor-{uuid.uuid4().hex}"   # its Spark jobs' group, which a crash cancels
         self._thread = threading.Thread(target=self._run, name="compactor", daemon=True)
 
@@ -199,6 +200,7 @@ class Compactor:
         others go on using. A `crash` cancels its jobs instead (a killed process's would die with
         it): a compaction half done commits nothing, and the next warehouse's compactor folds the
         same deltas; the step under way is the last (a commit in progress ends first)."""
+        self._cancelled = crash
         self._stop.set()
         while self._thread.is_alive():
             if crash:
@@ -206,13 +208,13 @@ class Compactor:
             self._thread.join(self.CANCEL_EVERY if crash else None)
 
     def _run(self) -> None:
-        self.store.tag_jobs(self.jobs)
         compacted = None
         while not self._stop.wait(self.interval):
             batch = self._last_batch()
             if batch == compacted:
                 continue
             try:
+                self.store.tag_jobs(self.jobs)
                 self.store.compact()
                 compacted = batch
                 for step in (self.store.checkpoint, self.store.retain):
@@ -220,7 +222,7 @@ class Compactor:
                         return
                     step()
             except Exception:  # the deltas stay in the journal; the next interval folds them
-                if self._stop.is_set():
+                if self._cancelled:
                     log.info("compaction stopped by a crash before its commit")
                     return
                 log.exception("compacting the Delta view failed; the next interval tries again")

@@ -217,7 +217,8 @@ class Warehouse:
             self._inbox_wake.notify_all()
         self.compactor.stop(crash=not commit)   # a crash cancels a compaction rather than waiting
         for part in self._parts():
-            part.stop()
+            if part is not self.compactor:
+                part.stop()
         if self._core_thread.is_alive():
             self._core_thread.join(timeout=10)
         if commit and self.algorithm is not None:   # a warehouse that never opened holds nothing
