@@ -202,7 +202,8 @@ def start(data: str | Path, access_key: str, secret_key: str, host: str = "127.0
     volume, volume_grpc, filer, filer_grpc, s3_grpc = ports
     # Volumes of 256 MB, as many as the disk holds (-volume.max=0), rather than weed's 30 GB and 8:
     # every bucket takes volumes of its own. No 10 s wait at stop for masters to stop routing
-    # writes to the volume server: here they stop with it.
+    # writes to the volume server: here they stop with it. One master: a resumed one need not wait
+    # weed's 10 s election timeout to lead.
     cmd = [str(exe), "server", f"-dir={data / 'objects'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
            "-master.telemetry=false", "-master.electionTimeout=1s", f"-master.port={master}", f"-master.port.grpc={master_grpc}",
            "-master.volumeSizeLimitMB=256", "-volume.max=0", "-volume.preStopSeconds=0", f"-volume.port={volume}",
