@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ sys.path.insert(0, str(HERE / "image"))
 import e2e_cluster as cluster  # noqa: E402
 import e2e_k8s  # noqa: E402
 import fedlab_helm  # noqa: E402
+import object_store  # noqa: E402
 from build_local import IMAGE, local_k8s, tool_env  # noqa: E402
 from e2e_cluster import E2EFailure, Kube, log  # noqa: E402
 
@@ -133,13 +133,10 @@ class Nodes:
         if agent.returncode != 0:
             raise E2EFailure("the NetworkPolicy agents did not start")
         # Beside the cluster, as a cloud's object store is: the host, on the bridge every node reaches.
-        import object_store
-
         self.access_key, self.secret_key = secrets.token_hex(8), secrets.token_hex(20)
         # Each run starts from an empty store, as from new nodes: what an interrupted run left goes.
         data = cluster.LOCAL_ROOT / "object-store"
-        object_store.stop(data)
-        shutil.rmtree(data, ignore_errors=True)
+        object_store.discard(data)
         try:
             self.store = object_store.start(data, self.access_key, self.secret_key,
                                             host=BRIDGE, port=STORE_PORT, bucket=BUCKET)
@@ -160,8 +157,7 @@ class Nodes:
     def down(self) -> None:
         subprocess.run([sys.executable, str(HERE / "netpol_agent.py"), "stop"], capture_output=True)
         if self.store is not None:
-            self.store.stop()
-            shutil.rmtree(self.store.data, ignore_errors=True)
+            object_store.discard(self.store.data)
         if self.node1:
             self.kube.run("taint", "node", self.node1, f"{CONTROL_PLANE_TAINT}:NoSchedule-", namespaced=False,
                           check=False, quiet=True)

@@ -298,6 +298,12 @@ def _s3(store: ObjectStore, method: str, path: str, ok: tuple[int, ...], body: b
     return status
 
 
+def discard(data: str | Path) -> None:
+    """Stops the store whose data is in `data`, if one runs, and deletes the folder."""
+    stop(data)
+    shutil.rmtree(data, ignore_errors=True)
+
+
 def _master_ports(data: Path) -> tuple[int, int]:
     """The master's HTTP and gRPC ports: those of the store's first start, kept in the data folder.
 
@@ -313,13 +319,9 @@ def _master_ports(data: Path) -> tuple[int, int]:
         kept.write_text(json.dumps(ports))
         return ports
     for number in ports:
-        with socket.socket() as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as Go's listeners: TIME_WAIT is free
-            try:
-                probe.bind(("127.0.0.1", number))
-            except OSError:
-                raise ObjectStoreError(f"{data}: port {number} is taken, and this store's master keeps its "
-                                       f"state under it (see {kept})") from None
+        if not _bindable("127.0.0.1", number, reuse_address=True):   # as Go's listeners: TIME_WAIT is free
+            raise ObjectStoreError(f"{data}: port {number} is taken, and this store's master keeps its "
+                                   f"state under it (see {kept})")
     return ports
 
 
@@ -331,14 +333,21 @@ def _free_ports(hosts: list[str], avoid: tuple[int, ...] = ()) -> list[int]:
     pick, ports = random.SystemRandom(), []
     while len(ports) < len(hosts):
         port = pick.randrange(10000, ephemeral)
-        with socket.socket() as probe:
-            try:
-                probe.bind((hosts[len(ports)], port))
-            except OSError:
-                continue
-        if port not in ports and port not in avoid:
+        if _bindable(hosts[len(ports)], port) and port not in ports and port not in avoid:
             ports.append(port)
     return ports
+
+
+def _bindable(host: str, port: int, reuse_address: bool = False) -> bool:
+    """Whether a socket can be bound to host:port now."""
+    with socket.socket() as probe:
+        if reuse_address:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def _write_private(path: Path, doc: dict) -> None:
