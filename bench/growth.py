@@ -196,11 +196,12 @@ def disk_bound(duration: float, kept: float | None) -> float:
     return round(MARGIN * span(duration) / span(tenth), 3)
 
 
-def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -> dict:
+def judge(entries: list[dict], duration: float, kept: dict[str, float | None], warm_s: float = 0.0) -> dict:
     """The growth object: the load's first and last tenth (`tenth_s` seconds each) compared,
     figure by figure, {name: {first, last, ratio, bound, exceeded}}, and `exceeded`, the names of
     those that grew past their bound. `kept`: per part of the run's directory, the seconds of
-    writing its retention keeps (None: all), which sets its bound (`disk_bound`).
+    writing its retention keeps (None: all), which sets its bound (`disk_bound`). `warm_s`: when
+    every periodic task has run once (`warm_seconds`), which memory is judged from.
 
     CPU per transaction is the tenth's CPU over its commits; staleness, the p50 and p99 of the
     intervals' (the intervals' own percentiles, weighted alike: a tenth is one to six of them);
@@ -209,11 +210,21 @@ def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -
     tenth's last interval no fault touched (a warehouse restarted in the bench's process holds the
     old one's garbage for a while: that is the fault's cost, not the run's), disk at the tenth's
     end. The CPU of a process under CPU_SHARE of the whole is left out: its ratio is noise.
+
+    Memory is a level, not a rate: an allocator (G1's heap, Python's arenas) keeps what the
+    largest task so far took, and the journal's retention first removes files only a retention
+    into the run. So memory's first tenth is the first that begins at `warm_s` or later, where
+    one ends before the last tenth begins (`memory_from_s`); else the load's first tenth.
     """
     tenth = duration / 10
     first_all = [e for e in entries if e["to_s"] <= tenth + 1e-6] or entries[:1]
     last_all = [e for e in entries if e["from_s"] >= duration - tenth - 1e-6] or entries[-1:]
-    first, last = ([e for e in tenth_entries if not e.get("fault")] for tenth_entries in (first_all, last_all))
+    warm_from = min((e["from_s"] for e in entries if e["from_s"] >= warm_s - 1e-6), default=0.0)
+    warm_all = [e for e in entries if warm_from <= e["from_s"] and e["to_s"] <= warm_from + tenth + 1e-6]
+    if not warm_all or warm_all[-1]["to_s"] > duration - tenth + 1e-6:
+        warm_from, warm_all = 0.0, first_all
+    first, last, warm = ([e for e in tenth_entries if not e.get("fault")]
+                         for tenth_entries in (first_all, last_all, warm_all))
     figures: dict[str, dict] = {}
 
     def judged(name: str, a, b, bound: float) -> None:
@@ -243,14 +254,24 @@ def judge(entries: list[dict], duration: float, kept: dict[str, float | None]) -
         judged(name.replace("_s", " s"), _mean([e[name] for e in first if e[name] is not None]),
                _mean([e[name] for e in last if e[name] is not None]), DELTA_BOUND)
     for role in sorted({role for e in entries for role in e["rss_mb"]}):
-        judged(f"resident MB: {role}", (first or first_all)[-1]["rss_mb"].get(role),
+        judged(f"resident MB: {role}", (warm or warm_all)[-1]["rss_mb"].get(role),
                (last or last_all)[-1]["rss_mb"].get(role), MEMORY_BOUND)
     for part in sorted(first_all[-1]["disk_mb"]):
         judged(f"disk MB: {part}", first_all[-1]["disk_mb"][part], last_all[-1]["disk_mb"][part],
                disk_bound(duration, kept.get(part)))
-    return {"tenth_s": round(tenth, 1), "figures": figures,
+    return {"tenth_s": round(tenth, 1), "memory_from_s": warm_from, "figures": figures,
             "exceeded": [name for name, f in figures.items() if f["exceeded"]],
             "left_out_s": [[e["from_s"], e["to_s"]] for e in first_all + last_all if e.get("fault")]}
+
+
+def warm_seconds(journal_retention: float | None, compact_interval: float) -> float:
+    """Seconds into a run by which every periodic task of the warehouse has run once: the first
+    compaction whose retention finds journal files older than the retention to remove.
+
+    >>> warm_seconds(600, 60), warm_seconds(None, 60)
+    (660, 60)
+    """
+    return (journal_retention or 0) + compact_interval
 
 
 def kept_seconds(journal_retention: float | None, history_retention: float | None,
@@ -269,11 +290,15 @@ def kept_seconds(journal_retention: float | None, history_retention: float | Non
 
 
 def summary_line(growth: dict) -> str:
-    """One sentence naming what grew past its bound, or that nothing did."""
+    """One sentence naming what grew past its bound, or that nothing did, and where memory's
+    first tenth began when not at the load's start."""
+    warm = growth.get("memory_from_s")
+    memory = f" (memory from the tenth {warm:g} s in, once every periodic task had run)" if warm else ""
     if not growth["exceeded"]:
-        return f"Nothing grew past its bound from the load's first tenth ({growth['tenth_s']:g} s) to its last."
+        return f"Nothing grew past its bound from the load's first tenth ({growth['tenth_s']:g} s){memory} to its last."
     said = [f"{name} ({_ratio(growth['figures'][name])})" for name in growth["exceeded"]]
-    return f"Grew past its bound from the load's first tenth ({growth['tenth_s']:g} s) to its last: {'; '.join(said)}."
+    return (f"Grew past its bound from the load's first tenth ({growth['tenth_s']:g} s){memory} to its last: "
+            f"{'; '.join(said)}.")
 
 
 def _ratio(figure: dict) -> str:

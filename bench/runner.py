@@ -531,7 +531,8 @@ def _figures(record: dict, run_dir: Path, subscriber: str, start_versions: dict,
         faults = record.get("nemesis", {}).get("applied") or []
         growth.mark_faults(entries, [(a["began"] - load_from, a["ended"] - load_from) for a in faults])
         kept = growth.kept_seconds(settings.journal_retention, settings.history_retention, settings.compact_interval)
-        record["growth"] = {**growth.judge(entries, load_until - load_from, kept), "series": entries}
+        warm = growth.warm_seconds(settings.journal_retention, settings.compact_interval)
+        record["growth"] = {**growth.judge(entries, load_until - load_from, kept, warm), "series": entries}
     if record.get("nemesis", {}).get("applied"):
         plot = "faults.png" if subscriber == DEFAULT_SUBSCRIBER else f"faults-{subscriber}.png"
         state_times = [s["applied_time"] for s in change_history.applied_states(run.warehouse_history)]

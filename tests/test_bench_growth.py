@@ -157,3 +157,25 @@ def test_intervals_a_fault_touched_are_left_out_of_the_tenths_rates():
     # a tenth that only faults touched has no rate to judge
     every = growth.mark_faults([entry(60 * i, 60 * (i + 1)) for i in range(10)], [(0.0, 600.0)])
     assert judge(every, 600, {})["figures"]["staleness p99 ms"]["ratio"] is None
+
+
+def test_memory_is_judged_from_the_first_tenth_after_every_periodic_task_ran():
+    """The hour's shape: the JVM's heap steps up at the retention's first removal, 11 minutes in,
+    and holds. From the load's first tenth that step reads as growth; from the tenth after the
+    warm-up, the run holds. A leak after the warm-up is still named, and a load too short to have
+    a tenth after it is judged from its first."""
+    def hour(rss_of):
+        return [entry(60 * i, 60 * (i + 1), rss=rss_of(i)) for i in range(60)]
+
+    stepped = judge(hour(lambda i: 1500.0 if i < 11 else 2500.0), 3600, {}, growth.warm_seconds(600, 60))
+    assert judge(hour(lambda i: 1500.0 if i < 11 else 2500.0), 3600, {})["figures"]["resident MB: spark JVM"]["exceeded"]
+    jvm = stepped["figures"]["resident MB: spark JVM"]
+    assert stepped["memory_from_s"] == 660 and (jvm["first"], jvm["last"], jvm["exceeded"]) == (2500.0, 2500.0, False)
+    assert "660 s in" in growth.summary_line(stepped)
+    leaking = judge(hour(lambda i: 1500.0 + 20 * i), 3600, {}, 660)
+    assert "resident MB: spark JVM" in leaking["exceeded"]
+    assert leaking["figures"]["resident MB: spark JVM"]["first"] == 1500.0 + 20 * 16
+    # CPU and staleness are rates of their tenth: still the load's first
+    assert stepped["figures"]["cpu_ms_per_txn"]["first"] == 5.0
+    short = judge([entry(30 * i, 30 * (i + 1), rss=500.0 + i) for i in range(10)], 300, {}, 660)
+    assert short["memory_from_s"] == 0.0 and short["figures"]["resident MB: spark JVM"]["first"] == 500.0
