@@ -614,7 +614,7 @@ class DeltaViewStore:
                           & (F.col("modificationTime") < int((now - self.retention) * 1000)))
         removed = [remove_json(r["path"], r["size"], now) for r in old.select("path", "size").collect()]
         if removed:
-            self._journal_appender().remove(removed)
+            self._journal_appender().remove(removed, exclusive=self._lock)
         vacuumed = now - self._vacuumed >= self.retention / 2
         if vacuumed:
             for table in ("journal", "view"):
