@@ -24,7 +24,7 @@ from fedlab.warehouse.core.salem.propagate import SalemOptions
 from fedlab.warehouse.core.sze_ling.deferral import Deferral
 
 STEP_KINDS = ("commit", "deliver", "drop", "duplicate", "hold", "answer", "release", "expect_view", "run", "random",
-              "restart", "read", "tick", "queries", "refresh", "fail_batch", "receive")
+              "restart", "read", "tick", "queries", "refresh", "fail_batch", "receive", "again", "narrow")
 # What a deliver, drop or duplicate step names: a notification by its transaction, a sub-query by
 # its id, an answer by the sub-query it answers, a resend request by the source it goes to.
 MESSAGE_KINDS = ("notification", "subquery", "answer", "resend")
@@ -238,6 +238,15 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
         if not isinstance(args, dict) or set(args) != {"notification"}:
             raise ScenarioError(f"{where}: receive names a notification: {{notification: ID}}")
         return _message(scenario, kind, args, committed, where)
+    if kind == "again":
+        if not isinstance(args, dict) or set(args) != {"subquery"} or not isinstance(args["subquery"], str):
+            raise ScenarioError(f"{where}: again names a sub-query sent before: {{subquery: ID}}")
+        return {"name": args["subquery"]}
+    if kind == "narrow":
+        if not isinstance(args, dict) or set(args) != {"resend", "from", "to"} or args["resend"] not in scenario.catalog.sources:
+            raise ScenarioError(f"{where}: narrow needs {{resend: SOURCE, from: SPAN, to: SPAN}} naming a known "
+                                "source, each SPAN [FROM DSV, THROUGH DSV or null]")
+        return {"source": args["resend"], "from": _span(args["from"], where), "to": _span(args["to"], where)}
     if kind == "queries":
         if args not in ("in-flight", "at-once"):
             raise ScenarioError(f"{where}: queries takes 'in-flight' or 'at-once'")
@@ -293,6 +302,14 @@ def _arguments(scenario: Scenario, kind: str, args, committed: set[str], where: 
     if transactions not in TRANSACTION_SCENARIOS:
         raise ScenarioError(f"{where}: random.transactions must be one of {', '.join(TRANSACTION_SCENARIOS)}")
     return {"seed": seed, "steps": steps, **rates, "transactions": transactions}
+
+
+def _span(value, where: str) -> tuple[int, int | None]:
+    """A resend request's span: [FROM DSV, THROUGH DSV] (null: through the newest)."""
+    if (not isinstance(value, (list, tuple)) or len(value) != 2 or not _is_integer(value[0])
+            or not (value[1] is None or _is_integer(value[1]))):
+        raise ScenarioError(f"{where}: a resend request's span is [FROM DSV, THROUGH DSV or null], got {value!r}")
+    return int(value[0]), None if value[1] is None else int(value[1])
 
 
 def _message(scenario: Scenario, kind: str, args, committed: set[str], where: str) -> dict:

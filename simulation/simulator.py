@@ -235,6 +235,7 @@ class Simulator:
         self.fifo_repair = scenario.fifo_repair and plugin.assumptions.fifo
         self.fifo: FifoOrder | None = None
         self.round_trips: Counter = Counter()   # sub-query id -> copies sent whose round trip is not over
+        self.asked: dict[str, Subquery] = {}    # sub-queries sent whose answer has not arrived (`again`)
         self.inbox: list | None = None          # arrived during the core's turn, not yet taken (as live: the inbox)
         self._start_fifo_order()
         self.run = Run() if recording else Run(trace=_Untraced())
@@ -310,6 +311,10 @@ class Simulator:
             self.batch_failure = a["failure"]
         elif step.kind == "refresh":
             self.refresh(RefreshRequested(a.get("as_of"), a.get("vector"), self.now))
+        elif step.kind == "again":
+            self.send_again(a["name"], step)
+        elif step.kind == "narrow":
+            self.narrow(a["source"], a["from"], a["to"], step)
 
     def refresh(self, request: RefreshRequested) -> None:
         """Salem's point-in-time refresh; a point it cannot reach is traced with its reason."""
@@ -513,6 +518,7 @@ class Simulator:
             self._log("drop", msg)
         for queue in self.held.values():
             queue.clear()
+        self.asked.clear()   # the new process's dispatchers know none of them
         for policy in self.policies.values():
             policy.forget()   # their calls to the lost process failed: all unacknowledged goes again
         self.fifo = None   # as live, the durable notifications go to the algorithm before FIFO order starts
@@ -545,6 +551,7 @@ class Simulator:
         elif msg.kind == "subquery":
             self._handle_all(self._query_arrives(msg.payload))
         elif msg.kind == "answer":
+            self.asked.pop(msg.payload.id, None)
             self._handle_all(self._arrived(msg.source, [AnswerArrived(msg.payload, self.now)],
                                            self._round_trip_over(msg.payload.id)))
         elif msg.kind == "resend":
@@ -579,6 +586,7 @@ class Simulator:
                 m.source == sq.source and m.kind in ("notification", "answer") for m in self.flight)):
             self._in_flight(Message("answer", sq.source, answer))
             return []
+        self.asked.pop(sq.id, None)
         return self._arrived(sq.source, [AnswerArrived(answer, self.now)], self._round_trip_over(sq.id))
 
     # ---- per-source FIFO processing (warehouse.fifo_order), for the algorithms that assume it ----
@@ -638,19 +646,42 @@ class Simulator:
 
     def send_subquery(self, action: SendSubquery) -> list:
         sq = action.subquery
+        self.asked[sq.id] = sq
+        self.run.trace.append({"t": self.now, "event": "subquery", "id": sq.id, "source": sq.source,
+                               "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe],
+                               "for": action.serves})
+        return self._send_subquery(sq)
+
+    def send_again(self, subquery_id: str, step: Step) -> None:
+        """The dispatcher sends a sub-query again whose batch's reply lacked its answer
+        (warehouse.dispatch_rules): a copy of the core's, now rather than at the core's timer."""
+        sq = self.asked.get(subquery_id)
+        if sq is None:
+            raise ScenarioError(f"{step.where}: sub-query {subquery_id} was not sent, or its answer has arrived")
+        self.run.trace.append({"t": self.now, "event": "subquery-again", "id": sq.id, "source": sq.source})
+        self._handle_all(self._send_subquery(sq))
+
+    def _send_subquery(self, sq: Subquery) -> list:
         if self.fifo is not None:
             self.fifo.query_sent(sq.source)
             self.round_trips[sq.id] += 1
         self.run.counters["subqueries"] += 1
         self.run.counters["messages"] += 1
         self._count_rows(None, sq.probe)
-        self.run.trace.append({"t": self.now, "event": "subquery", "id": sq.id, "source": sq.source,
-                               "relations": list(sq.relation_names), "probe": [list(p) for p in sq.probe],
-                               "for": action.serves})
         if self.queued_queries:
             self._in_flight(Message("subquery", sq.source, sq))
             return []
         return self._query_arrives(sq)
+
+    def narrow(self, source: str, asked: tuple, to: tuple, step: Step) -> None:
+        """The dispatcher narrows a resend request to `source` still in flight, asking for
+        `asked`, to the DSVs that have still not arrived, `to` (warehouse.dispatch_rules)."""
+        msg = next((m for m in self.flight if m.kind == "resend" and m.source == source and m.payload == asked), None)
+        if msg is None:
+            raise ScenarioError(f"{step.where}: no resend request to {source} for {list(asked)} is in flight")
+        msg.payload = to
+        self.run.trace.append({"t": self.now, "event": "resend-narrowed", "source": source,
+                               "from": list(asked), "to": list(to)})
 
     def request_resend(self, action: RequestResend) -> None:
         self.run.counters["resends"] += 1

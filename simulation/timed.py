@@ -19,11 +19,11 @@ message taking a network profile's latency (simulation.network):
   warehouse's Notify thread decodes the batch (the source hears which reached the process:
   `receive`) and the core takes each notification in its turn;
 - the core's sub-queries and resend requests go to a dispatcher per source, which sends what is
-  queued as one batch, one at a time, resend requests first, and withholds what the live one
-  withholds (a request for what arrived meanwhile, a copy of a sub-query whose answer came:
-  warehouse.answered_recently); the source reads every answer of a batch at one state, its
-  fault injector decides each answer's fate, and the warehouse decodes the reply before the core
-  takes each answer;
+  queued as one batch, one at a time, resend requests first, by the live dispatcher's own rules
+  (warehouse.dispatch_rules: a request narrowed to what has not arrived, or withheld; a copy of a
+  sub-query on its way or answered withheld; one whose answer the reply lacked sent again at
+  once); the source reads every answer of a batch at one state, its fault injector decides each
+  answer's fate, and the warehouse decodes the reply before the core takes each answer;
 - the core's thread takes everything queued for it in turns (warehouse.service._core);
 - the core's timer fires when the algorithm says (`next_timer`), or every `tick` for one that
   does not; each source's sender sends again what its resend policy says is overdue;
@@ -71,7 +71,7 @@ from fedlab.simulation.simulator import Message, Simulator, _Untraced
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.memory_store import MemoryStore
 from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
-from fedlab.warehouse.answered_recently import AnsweredRecently
+from fedlab.warehouse.dispatch_rules import DispatchRules
 from fedlab.warehouse.committer import BATCH_SPACING, MIN_BATCH_SPACING
 from fedlab.warehouse.settings import WarehouseSettings
 
@@ -496,16 +496,18 @@ class _Sender:
 
 class _Dispatcher:
     """A warehouse's dispatcher to one source: what the core queued, sent as one batch, one
-    batch at a time, resend requests first (warehouse.dispatcher); the source answers
-    every sub-query of a batch at one state."""
+    batch at a time, resend requests first, by the live dispatcher's rules (warehouse.dispatcher,
+    warehouse.dispatch_rules: what stays home leaves the network by a drop step, a narrowed
+    resend request by a narrow step, a lost answer's sub-query goes again by an again step); the
+    source answers every sub-query of a batch at one state."""
 
     def __init__(self, warehouse: "_Warehouse", source: _Source):
         self.warehouse, self.source = warehouse, source
         self.queued: list[tuple[str, str, int]] = []   # (kind, name, bytes): resend requests and sub-queries
         self.exchanging = False
         self.answers: list[tuple[str, int, int]] = []  # the batch being read: (sub-query id, rows, bytes)
-        self.streaming: set[str] = set()               # the sub-queries of the batch on its way
-        self.recent = AnsweredRecently()
+        self.trip: list[str] = []                      # the sub-queries of the batch last sent
+        self.rules = DispatchRules()
 
     def left(self, kind: str, name: str, size: int) -> None:
         self.queued.append((kind, name, size))
@@ -514,32 +516,50 @@ class _Dispatcher:
     def _next(self) -> None:
         if self.exchanging or not self.queued:
             return
-        batch = [item for item in sorted(self.queued, key=lambda item: item[0] != "resend") if self._goes(item)]
-        self.queued = []
+        queued, self.queued = self.queued, []
+        batch = (self._resends([item for item in queued if item[0] == "resend"])
+                 + self._subqueries([item for item in queued if item[0] == "subquery"]))
         if not batch:
             return
         self.exchanging = True
-        w, run, cal = self.warehouse, self.warehouse.run, self.warehouse.run.cal
-        self.streaming = {name for kind, name, _ in batch if kind == "subquery"}
+        w, cal = self.warehouse, self.warehouse.run.cal
+        subqueries = sum(kind == "subquery" for kind, _, _ in batch)
         exchange(w.python, f"dispatch {self.source.name}", cal["warehouse.dispatch_call"],
-                 len(self.streaming) * cal["warehouse.subquery"], lambda: self._send(batch), cal.lock_share)
+                 subqueries * cal["warehouse.subquery"], lambda: self._send(batch), cal.lock_share)
 
-    def _goes(self, item: tuple[str, str, int]) -> bool:
-        """Whether a queued request goes, as the live dispatcher decides (warehouse.dispatcher): a
-        resend request only for what has still not arrived, a sub-query only if no copy of it is
-        on its way or was answered; one that stays home is dropped here."""
-        kind, name, _ = item
-        w = self.warehouse
-        if kind == "resend":
-            stays = w.sim.batches.missing(self.source.name, *w.sim.flight.oldest(kind, name).payload) is None
-        else:
-            stays = self.recent.answered(name) or name in self.streaming
-        if stays:
-            w.step({"drop": {kind: name}})
-        return not stays
+    def _subqueries(self, items: list) -> list:
+        """The queued sub-queries that go; a copy that stays home leaves the network."""
+        going = set(self.rules.subqueries_to_send([name for _, name, _ in items]))
+        batch = []
+        for item in items:
+            if item[1] in going:
+                going.discard(item[1])
+                batch.append(item)
+            else:
+                self.warehouse.step({"drop": {"subquery": item[1]}})
+        return batch
+
+    def _resends(self, items: list) -> list:
+        """The queued resend requests, each narrowed to the DSVs still missing, or left home."""
+        if not items:
+            return []
+        w, source = self.warehouse, self.source.name
+        # The queued ones are the last to have left for this source: flight keeps their order.
+        asked = [m.payload for m in w.sim.flight if m.kind == "resend" and m.source == source][-len(items):]
+        spans = self.rules.resends_to_send(asked, lambda first, last: w.sim.batches.missing(source, first, last))
+        batch = []
+        for item, was, span in zip(items, asked, spans):
+            if span is None:
+                w.step({"drop": {"resend": source}})
+                continue
+            if tuple(span) != tuple(was):
+                w.step({"narrow": {"resend": source, "from": list(was), "to": list(span)}})
+            batch.append(item)
+        return batch
 
     def _send(self, batch) -> None:
         w, run = self.warehouse, self.warehouse.run
+        self.trip = [name for kind, name, _ in batch if kind == "subquery"]
         arriving = []
         for kind, name, size in batch:
             w.sent(kind, size, 1)
@@ -548,6 +568,7 @@ class _Dispatcher:
             else:
                 arriving.append((kind, name))
         if not arriving:
+            self.rules.round_trip_over(self.trip, None)   # no reply: the core's timer retries them
             self._done()
             return
         size = sum(size for _, _, size in batch)
@@ -584,7 +605,7 @@ class _Dispatcher:
         self.answers.append((sq_id, rows, size))
 
     def _reply(self, answers) -> None:
-        w, run, cal = self.warehouse, self.warehouse.run, self.warehouse.run.cal
+        w, run = self.warehouse, self.warehouse.run
         now = run.clock.now
         copies: dict[float, list] = {}
         for sq_id, rows, size in answers:
@@ -594,33 +615,54 @@ class _Dispatcher:
                 continue
             w.sent("answer", size * len(delays), len(delays))
             copies.setdefault(min(delays), []).append((sq_id, rows, size, len(delays)))
+        trip = self.trip
+        answered = {sq_id for group in copies.values() for sq_id, _, _, _ in group}
         if not copies.get(0.0):
-            self._done_after(now)
+            self._done_after(now, None if copies else (trip, answered))
+        last = max(copies, default=None)
         for delay, group in sorted(copies.items()):
             size = sum(g[2] for g in group)
-            first = delay == 0.0
-            run.clock.at(now + delay, lambda group=group, size=size, first=first: run.clock.after(
-                run.network.to_warehouse(self.source.name, size), lambda: self._arrived(group, first)))
+            over = (trip, answered) if delay == last else None
+            run.clock.at(now + delay, lambda group=group, size=size, first=delay == 0.0, over=over: run.clock.after(
+                run.network.to_warehouse(self.source.name, size), lambda: self._arrived(group, first, over)))
 
-    def _done_after(self, sent: float) -> None:
-        """A reply without answers (every one lost or delayed) still ends the exchange."""
+    def _done_after(self, sent: float, over: tuple | None) -> None:
+        """A reply without answers (every one lost or delayed) still ends the exchange (and,
+        `over`, the round trip)."""
         run = self.warehouse.run
-        run.clock.at(sent + run.network.to_warehouse(self.source.name, 0), self._done)
 
-    def _arrived(self, group, first: bool) -> None:
+        def done():
+            if over is not None:
+                self._round_trip_over(*over)
+            self._done()
+        run.clock.at(sent + run.network.to_warehouse(self.source.name, 0), done)
+
+    def _arrived(self, group, first: bool, over: tuple | None) -> None:
         w, cal = self.warehouse, self.warehouse.run.cal
         if self.stale:
             return
-        self.recent.replied({sq_id for sq_id, _, _, _ in group})
+        self.rules.replied({sq_id for sq_id, _, _, _ in group})
+        if over is not None:
+            self._round_trip_over(*over)
         if first:
             self._done()
         w.python.submit(len(group) * cal["warehouse.answer"],
                         lambda: [w.take("answer", sq_id, copies, rows) for sq_id, rows, _, copies in group],
                         f"query stream {self.source.name}")
 
+    def _round_trip_over(self, trip: list[str], answered: set[str]) -> None:
+        """The batch's last reply is in: what it came back without goes again, once."""
+        if self.stale:
+            return
+        w = self.warehouse
+        for sq_id in self.rules.round_trip_over(trip, answered):
+            if sq_id in w.sim.asked:
+                w.step({"again": {"subquery": sq_id}})
+            else:   # answered by another copy meanwhile: live, it is queued and withheld
+                self.rules.withheld += 1
+
     def _done(self) -> None:
         self.exchanging = False
-        self.streaming = set()
         self._next()
 
 

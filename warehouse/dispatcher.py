@@ -6,15 +6,10 @@ Theorem 2's order, and a resend is served from the source's memory, quickly), th
 sub-queries, several tasks' at once in one batch (beyond the paper: fewer round trips) on the
 source's Query stream (warehouse.query_stream), one batch at a time.
 
-Two rules keep what is asked already from going again:
-- A copy of a sub-query that the core sent again while the first was in a batch still streaming,
-  or whose reply answered it, stays home (warehouse.answered_recently): a slow answer is not a
-  lost one, and the reply's end says what was lost. One whose reply came back without its answer
-  (lost) goes again at once, once (as TCP's fast retransmit does for a segment the
-  acknowledgements show missing); if that copy's answer is lost too, the core's timer sends the next.
-- A resend request asks only for the DSVs that have still not reached the warehouse, one per span
-  (`missing`): it waits here behind the Query in flight, and what it asks for often arrives
-  meanwhile (under pgbench, 657 of 802 asked only for those).
+Two rules keep what is asked already from going again (warehouse.dispatch_rules, which the timed
+simulator drives too): a copy of a sub-query still on its way or answered stays home, one whose
+answer was lost goes again at once, once; a resend request asks only for the DSVs that have still
+not reached the warehouse (`missing`).
 
 Arrived answers, and the end of each round trip, go to the core through its inbox (`to_core`).
 Every sub-query and resend request sent, and every answer received, gets a line in the warehouse's
@@ -37,7 +32,7 @@ from fedlab.fedmodel.message_log import answer_fields, subquery_fields
 from fedlab.fedmodel.messages import from_pb, to_pb
 from fedlab.fedmodel.subquery import Subquery
 from fedlab.fedmodel.wire import pb
-from fedlab.warehouse.answered_recently import AnsweredRecently
+from fedlab.warehouse.dispatch_rules import DispatchRules
 from fedlab.warehouse.core.events import AnswerArrived, RequestResend, ResendRefused
 from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from fedlab.warehouse.worker import Worker
@@ -75,13 +70,8 @@ class Dispatcher(Worker):
         self.source, self.peer = source, peer
         self._stub = stub
         self._queued: list = []                       # sub-queries and resend requests, in the core's order
-        self._answered = AnsweredRecently()
+        self.rules = DispatchRules()                  # what goes of what is queued; under the lock
         self._stream: QueryStream | None = None       # once a batch went
-        self._streaming: set[str] = set()             # sub-query ids of batches owed replies
-        self._resent: set[str] = set()                # lost answers asked again, unanswered
-        self.withheld = 0                             # copies of sub-queries answered meanwhile, not sent
-        self.withheld_resends = 0                     # resend requests for what arrived meanwhile
-        self.resent_lost = 0                          # sub-queries whose reply lacked their answer, sent again
 
     def stop(self) -> None:
         super().stop()
@@ -119,28 +109,19 @@ class Dispatcher(Worker):
                     return
                 items, self._queued = self._queued, []
                 stub = self._stub   # read each time: set_stub may swap it
-                # A retry of a sub-query still waiting here would only travel twice; one whose
-                # answer came back meanwhile, or whose first is in a reply still streaming, not at all.
                 queued = {i.id: i for i in items if isinstance(i, Subquery)}
-                subqueries = [sq for sid, sq in queued.items()
-                              if not self._answered.answered(sid) and sid not in self._streaming]
-                self._streaming.update(sq.id for sq in subqueries)
-                self.withheld += len(queued) - len(subqueries)
+                subqueries = [queued[sid] for sid in self.rules.subqueries_to_send(queued)]
             for request in self._still_missing([i for i in items if isinstance(i, RequestResend)]):
                 self._resend(stub, request)
             if subqueries:
                 self._query(stub, subqueries)
 
     def _still_missing(self, requests: list[RequestResend]) -> list[RequestResend]:
-        """The resend requests narrowed to the DSVs that have still not arrived, one per span."""
-        spans = []
-        for r in requests:
-            span = self.peer.missing(self.source, r.from_dsv, r.through_dsv)
-            if span is not None and span not in spans:
-                spans.append(span)
-        with self._lock:
-            self.withheld_resends += len(requests) - len(spans)
-        return [RequestResend(self.source, *span) for span in spans]
+        """The resend requests narrowed to the DSVs that have still not arrived, one per span.
+        Outside the lock: `missing` takes the core's, under which the core's ports call `send`."""
+        spans = self.rules.resends_to_send([(r.from_dsv, r.through_dsv) for r in requests],
+                                           lambda first, last: self.peer.missing(self.source, first, last))
+        return [RequestResend(self.source, *span) for span in spans if span is not None]
 
     def _query(self, stub, subqueries) -> None:
         """Sends one batch of sub-queries on the source's Query stream and returns once the source
@@ -211,16 +192,10 @@ class Dispatcher(Worker):
         if not done:
             self.peer.to_core("arrived", self.source, [], True)
         with self._lock:
-            self._streaming.difference_update(sq.id for sq in subqueries)
-            if answered is None:
-                return
-            self._resent -= answered
-            lost = [sq for sq in subqueries if sq.id not in answered and sq.id not in self._resent]
-            self._resent.update(sq.id for sq in lost)
-            if lost:
-                self._queued[:0] = lost
+            again = set(self.rules.round_trip_over([sq.id for sq in subqueries], answered))
+            if again:
+                self._queued[:0] = [sq for sq in subqueries if sq.id in again]
                 self._wake.notify()
-                self.resent_lost += len(lost)
 
     def _answers(self, reply: pb.AnswerBatch, last: bool) -> set[str]:
         """Queues the answers of one message of a Query reply for the core (with the note that the
@@ -237,7 +212,7 @@ class Dispatcher(Worker):
             answers.append(AnswerArrived(answer, now))
         answered = {a.answer.id for a in answers}
         with self._lock:   # the dispatcher's thread reads it under the lock
-            self._answered.replied(answered)
+            self.rules.replied(answered)
         if answers or last:
             self.peer.to_core("arrived", self.source, answers, last)
         return answered

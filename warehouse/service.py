@@ -14,7 +14,7 @@ one subscriber to the sources), which hands it what is meant for its view:
 - A dispatcher per source (warehouse.dispatcher) sends the core's sub-queries, several tasks' at
   once in one batch (beyond the paper: fewer round trips) on the source's Query stream
   (warehouse.query_stream), and its resend requests; a copy the core sent again while the reply
-  was on its way, and that reply answered, stays home (warehouse.answered_recently), one whose
+  was on its way, and that reply answered, stays home (warehouse.dispatch_rules), one whose
   reply came back without its answer (lost) goes again at once, and a resend request asks only
   for what has still not arrived.
 - A timer (warehouse.timer) hands the core the time when the core said it would next need it (a
@@ -463,7 +463,7 @@ class Warehouse:
                     "applied_dsv": self.algorithm.applied_dsv(), "view_rows": len(self.algorithm.view_rows()),
                     "durable": {s: self.batches.acked(s) for s in self.sources},
                     "counters": self.algorithm.counters.as_dict(),
-                    **{counter: sum(getattr(d, counter) for d in self.dispatchers.values())
+                    **{counter: sum(getattr(d.rules, counter) for d in self.dispatchers.values())
                        for counter in ("withheld", "withheld_resends", "resent_lost")},
                     **self.committer.health(),
                     "resynchronisations": list(self.resyncs)}
