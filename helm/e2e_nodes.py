@@ -70,9 +70,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=WORKERS, help=f"worker nodes beside node 1 (default {WORKERS})")
     p.add_argument("--node-nemesis", default=NODE_NEMESIS, help="the whole-node faults of the third load")
     p.add_argument("--keep", action="store_true", help="leave the release, the nodes and the object store up")
-    p.add_argument("--recovery", action="store_true",
-                   help="instead of the three loads, one load under RECOVERY_NEMESIS: how long each pod's "
-                        "restart takes to bring the view back to moving")
+    p.add_argument("--recovery", nargs="?", const=RECOVERY_NEMESIS, metavar="SCHEDULE",
+                   help="instead of the three loads, one load under SCHEDULE (RECOVERY_NEMESIS by default): "
+                        "how long each pod's restart takes to bring the view back to moving")
     args, rest = p.parse_known_args(argv)
     if os.geteuid() != 0:
         print("e2e-nodes: FAILED: it needs root (it adds nodes, network namespaces and iptables rules)")
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
         nodes.up()
         run = NodesRun(e2e_args, kube, helm, nodes, args.node_nemesis)
         if args.recovery:
-            run.phases = run.recovery_phases
+            run.phases = lambda: run.recovery_phases(args.recovery)
         return run.run()
     except E2EFailure as failure:
         print(f"e2e-nodes: FAILED: {failure}", flush=True)
@@ -202,11 +202,11 @@ class NodesRun(e2e_k8s.Run):
             raise E2EFailure(f"a load committed nothing: {first['transactions']}, {second['transactions']}, "
                              f"{third['transactions']} transactions after each")
 
-    def recovery_phases(self) -> None:
+    def recovery_phases(self, schedule: str) -> None:
         self.install()
         self.check_placement("after the install")
         self.helm_test("after the install")
-        nemesis, window = self.load_under(RECOVERY_NEMESIS, ["--set", f"load.duration={RECOVERY_LOAD}", "--set",
+        nemesis, window = self.load_under(schedule, ["--set", f"load.duration={RECOVERY_LOAD}", "--set",
                                                              f"chaos.duration={self.values['load']['duration']}"])
         self.helm_test("after the pods' restarts")
         self.report_faults(nemesis, window)

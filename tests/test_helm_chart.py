@@ -195,6 +195,23 @@ def test_ray_settings_reach_every_ray_node_as_ray_variables(helm, helm_home):
         assert env["RAY_health_check_period_ms"] == "1000" and env["RAY_gcs_rpc_server_reconnect_timeout_s"] == "10"
 
 
+def test_a_source_pods_restart_is_not_held_back_by_ray_defaults(helm, helm_home):
+    """What a killed raylet's restart waited on (docs/kubernetes.md, "Recovery"): the GCS's
+    health checks every 1 s rather than Ray's 3 s; the source's actor at the raylet's own
+    priority, not Ray's nice 15; and no `ray stop` before the container's first `ray start`."""
+    docs = split_manifests(helm.run_helm(["template", "x", str(CHART)], helm_home).stdout)
+    sources = [d for d in workloads(docs) if pod_labels(d).get("app.kubernetes.io/component") == "source"]
+    head = [d for d in workloads(docs) if pod_labels(d).get("app.kubernetes.io/component") == "ray-head"]
+    assert sources and len(head) == 1
+    for doc in sources + head:
+        env = {e["name"]: e.get("value") for e in pod_spec(doc)["containers"][0]["env"]}
+        assert env["RAY_health_check_period_ms"] == "1000"
+        assert env.get("RAY_worker_niceness") == ("0" if doc in sources else None)
+    for doc in sources:
+        script = pod_spec(doc)["containers"][0]["args"][-1]
+        assert script.index("until ray start") < script.index("ray stop --force")   # only between tries
+
+
 @pytest.mark.parametrize("storage", ["rocksdb", "memory"])
 def test_the_gcs_keeps_its_state_on_the_head_pods_volume_with_rocksdb(helm, helm_home, storage):
     """A head container that crashed and was started again resumes the cluster from the volume
