@@ -656,10 +656,7 @@ class _Dispatcher:
             return
         w = self.warehouse
         for sq_id in self.rules.round_trip_over(trip, answered):
-            if sq_id in w.sim.asked:
-                w.step({"again": {"subquery": sq_id}})
-            else:   # answered by another copy meanwhile: live, it is queued and withheld
-                self.rules.withheld += 1
+            w.step({"again": {"subquery": sq_id}})
 
     def _done(self) -> None:
         self.exchanging = False

@@ -6,8 +6,9 @@ threads or I/O. The live dispatcher keeps it under its lock; the timed simulator
 1. A sub-query goes unless a copy of it is in a batch still owed replies, or a recent reply
    answered it (warehouse.answered_recently): a slow answer is not a lost one. One that its
    batch's replies came back without was lost: it goes again at once, once (as TCP's fast
-   retransmit does for a segment the acknowledgements show missing); if that copy's answer is
-   lost too, the core's timer sends the next.
+   retransmit does for a segment the acknowledgements show missing), unless another copy's
+   reply answered it meanwhile; if that copy's answer is lost too, the core's timer sends the
+   next.
 2. A resend request goes narrowed to the DSVs that have still not arrived, one request per span,
    and not at all when every one has: it waits behind the Query in flight, and what it asks for
    often arrives meanwhile (under pgbench, 657 of 802 asked only for those).
@@ -23,6 +24,11 @@ threads or I/O. The live dispatcher keeps it under its lock; the timed simulator
 >>> rules.subqueries_to_send(["q2", "q1"])               # q1 was answered
 ['q2']
 >>> rules.round_trip_over(["q2"], answered=set())        # lost again: left to the core's timer
+[]
+>>> rules.subqueries_to_send(["q3"])
+['q3']
+>>> rules.replied({"q3"})                                # a message outside its batch's replies
+>>> rules.round_trip_over(["q3"], answered=set())        # answered meanwhile: nothing to send
 []
 >>> missing = {(3, 5): (4, 5), (4, 5): (4, 5), (6, 6): None}
 >>> rules.resends_to_send([(3, 5), (4, 5), (6, 6)], lambda first, last: missing[(first, last)])
@@ -76,12 +82,14 @@ class DispatchRules:
     def round_trip_over(self, subqueries: Sequence[str], answered: set[str] | None) -> list[str]:
         """A batch's round trip has ended, its replies having answered `answered` of its
         `subqueries` (None: it failed before any reply, and the core's timer retries them).
-        Returns those to send again now: lost, and not lost once already."""
+        Returns those to send again now: lost, not lost once already, and not answered by
+        another copy's reply meanwhile."""
         self._streaming.difference_update(subqueries)
         if answered is None:
             return []
         self._resent -= answered
-        lost = [sid for sid in subqueries if sid not in answered and sid not in self._resent]
+        lost = [sid for sid in subqueries
+                if sid not in answered and sid not in self._resent and not self._answered.answered(sid)]
         self._resent.update(lost)
         self.resent_lost += len(lost)
         return lost
