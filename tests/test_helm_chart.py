@@ -91,6 +91,13 @@ def command_line(container) -> list[str]:
     return args
 
 
+def fedlab_command(container) -> list[str]:
+    """The container's command line without a `nice -n N` before it (a source's supervisor runs
+    below its actor's priority)."""
+    argv = command_line(container)
+    return argv[3:] if argv[:2] == ["nice", "-n"] else argv
+
+
 # ---- helm itself ----
 
 def test_the_helm_binary_is_the_official_one(helm):
@@ -198,7 +205,9 @@ def test_ray_settings_reach_every_ray_node_as_ray_variables(helm, helm_home):
 def test_a_source_pods_restart_is_not_held_back_by_ray_defaults(helm, helm_home):
     """What a killed raylet's restart waited on (docs/kubernetes.md, "Recovery"): the GCS's
     health checks every 1 s rather than Ray's 3 s; the source's actor at the raylet's own
-    priority, not Ray's nice 15; and no `ray stop` before the container's first `ray start`."""
+    priority, not Ray's nice 15; no `ray stop` before the container's first `ray start`; and
+    nothing beside the actor's start taking its CPU: no worker prestarted for the supervising
+    driver, which runs at nice 10."""
     docs = split_manifests(helm.run_helm(["template", "x", str(CHART)], helm_home).stdout)
     sources = [d for d in workloads(docs) if pod_labels(d).get("app.kubernetes.io/component") == "source"]
     head = [d for d in workloads(docs) if pod_labels(d).get("app.kubernetes.io/component") == "ray-head"]
@@ -207,9 +216,11 @@ def test_a_source_pods_restart_is_not_held_back_by_ray_defaults(helm, helm_home)
         env = {e["name"]: e.get("value") for e in pod_spec(doc)["containers"][0]["env"]}
         assert env["RAY_health_check_period_ms"] == "1000"
         assert env.get("RAY_worker_niceness") == ("0" if doc in sources else None)
+        assert env.get("RAY_prestart_worker_first_driver") == ("0" if doc in sources else None)
     for doc in sources:
         script = pod_spec(doc)["containers"][0]["args"][-1]
         assert script.index("until ray start") < script.index("ray stop --force")   # only between tries
+        assert "exec nice -n 10 fedlab source " in script
 
 
 @pytest.mark.parametrize("storage", ["rocksdb", "memory"])
@@ -548,7 +559,7 @@ def source_role_args(container):
 
     from fedlab.roles import source_role
 
-    argv = command_line(container)
+    argv = fedlab_command(container)
     assert argv[:2] == ["fedlab", "source"]
     parser = argparse.ArgumentParser()
     source_role.add_arguments(parser)
@@ -1098,7 +1109,7 @@ def test_the_chart_uses_only_the_documented_cli_flags(rendered, name):
     for doc in rendered[name]:
         if doc["kind"] not in POD_KINDS:
             continue
-        argv = command_line(pod_spec(doc)["containers"][0])
+        argv = fedlab_command(pod_spec(doc)["containers"][0])
         if argv and argv[0] == "fedlab":
             used.setdefault(argv[1], set()).update(a for a in argv[2:] if a.startswith("--"))
     for role, flags in used.items():
