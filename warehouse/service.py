@@ -167,7 +167,7 @@ class Warehouse:
         # (applied time, seconds since commit) of the latest STALENESS_KEPT applied transactions
         self.staleness: deque[tuple[float, float]] = deque(maxlen=STALENESS_KEPT)
         self.resyncs: list[str] = []
-        peer = Peer(catalog, self.messages, settings.subscriber, self.incarnation, self.plugin.assumptions.fifo,
+        peer = Peer(catalog, self.messages, settings.subscriber, lambda: self.incarnation, self.plugin.assumptions.fifo,
                     self._queue, self._missing)
         self.dispatchers = {s: Dispatcher(s, rpc.SourceStub(client_channel(a, tls, _channel_options())), peer)
                             for s, a in self.sources.items()}
