@@ -8,11 +8,11 @@ gRPC whose seeded fault injector loses DSVs 2 and 4 and lets 3 and 5 through.
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
+from fedlab.fedio.message_log import read
 from fedlab.fedmodel.catalog import Catalog, Relation
 from fedlab.fedmodel.message_log import WAREHOUSE_LOG
 from fedlab.fedmodel.transactions import TransactionRequest
@@ -59,7 +59,7 @@ def test_a_resend_request_gets_only_what_the_warehouse_lacks(spark, tmp_path):
         # A new warehouse first asks for everything past its view's DSVs; served after the commits,
         # that request would send them all, and the faults would decide again.
         wait_until(lambda: "the warehouse's first resend request did not come",
-                   lambda: any(m["kind"] == "resend_request" for m in messages(source_log)))
+                   lambda: any(m["kind"] == "resend_request" for m in read([source_log])))
         time.sleep(0.5)   # the source reads its log after it logs the request
         for k, name in COMMITTED:
             node.store.commit(TransactionRequest(f"t{k}", inserts={"R1": [(k, name)]}))
@@ -72,17 +72,10 @@ def test_a_resend_request_gets_only_what_the_warehouse_lacks(spark, tmp_path):
     finally:
         group.close()
         node.stop()
-    requests = [(m["from_dsv"], m["through_dsv"]) for m in messages(log) if m["kind"] == "resend_request"]
+    requests = [(m["from_dsv"], m["through_dsv"]) for m in read([log]) if m["kind"] == "resend_request"]
     assert (2, 4) in requests   # besides a new warehouse's first, from its view's DSV on
     assert arrivals(log) == [2, 3, 4, 5], "the source sent again what the warehouse had reported received"
 
 
-def messages(log) -> list[dict]:
-    """The warehouse's message log so far (fedio.message_log), without a line still being written."""
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines(keepends=True) if line.endswith("\n")]
-
-
 def arrivals(log) -> list[int]:
-    return sorted(m["dsv"] for m in messages(log) if m["kind"] == "notification" and m["event"] == "received")
+    return sorted(m["dsv"] for m in read([log]) if m["kind"] == "notification" and m["event"] == "received")
