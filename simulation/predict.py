@@ -17,8 +17,8 @@ the calibration (simulation.calibration; the shipped default, fitted here, unles
 then up to SETTLE more for what those committed to be reflected. For each point it reports
 staleness p50/p99 (to the core's view and to Delta, over every view's transactions), messages
 and bytes per source transaction, each kind of process's utilisation, the rate at which the
-warehouses saturate, and how many warehouses of one interpreter each would keep the views at
-70% busy.
+warehouses saturate, how many warehouses of one interpreter each would keep the views at 70%
+busy, and the cores their Spark JVMs use in all.
 
 With no grid given, the sweep is the issue's: one axis at a time from a base point (100 sources,
 100 views of random shape, 1,000 txn/s, WAN, no loss, sze-ling): sources 10, 100, 1,000, 10,000;
@@ -36,6 +36,7 @@ import json
 import math
 import multiprocessing
 import multiprocessing.connection
+import os
 import resource
 import sys
 import time
@@ -173,12 +174,13 @@ def _words(text):
 
 def run_point(point: Point, calibration_path: str | None, warmup: float, duration: float, settle: float,
               seed: int, budget: float = math.inf, progress: Callable[[str, float], None] = lambda phase, done: None,
-              faults: str = "", nemesis: str = "", check: bool = False) -> dict:
+              faults: str = "", nemesis: str = "", check: bool = False, memory_mb: float = math.inf) -> dict:
     """The figures of one point (see the module docstring), with its run time and peak memory;
-    `progress(phase, share done)` as it goes. A point that takes more than `budget` seconds
-    stops where its clock got to (an algorithm far behind keeps the simulator as busy as the
-    warehouse) and reports what it measured so far. With `check`, every view's states are kept
-    and judged by the checker (checker), the weakest level reported."""
+    `progress(phase, share done)` as it goes. A point that takes more than `budget` seconds, or
+    more than `memory_mb` megabytes, stops where its clock got to (an algorithm far behind keeps
+    the simulator as busy as the warehouse, and holds what the warehouse would) and reports what
+    it measured so far. With `check`, every view's states are kept and judged by the checker
+    (checker), the weakest level reported."""
     from fedlab.fedmodel.aggregate_view import parse_query
     from fedlab.fedmodel.catalog import Catalog
     from fedlab.nemesis.schedule import read
@@ -210,7 +212,7 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
                    recording=check)
     built = time.monotonic() - started
     total = warmup + duration
-    over = lambda: time.monotonic() - started > budget   # noqa: E731
+    over = Limits(started, budget, memory_mb)
     run.offer(point.rate, warmup, "warm-up")
     finished = run.run(warmup, lambda t: progress("warm-up", t / total), over)
     before = run.backlog()
@@ -227,13 +229,14 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     jvm = [u for name, u in busy.items() if name.startswith("spark JVM ")]
     sources = [u for name, u in busy.items() if name.startswith("source ")]
     committed = pooled["transactions"]
+    # the backlog counts a transaction once for each view it reaches: so is it judged
+    reaching = sum(v["transactions"] for v in figures["views"].values())
     grew = after - before
-    sustained = grew <= 0.25 * max(committed, 1) + 5
+    sustained = grew <= 0.25 * max(reaching, 1) + 5
     busiest = max(python + jvm)
     saturates = point.rate / busiest if busiest else None
     if not sustained:   # the backlog grew: what the views took in is the ceiling, whatever the CPU says
-        reflected = committed - grew
-        saturates = min(saturates or math.inf, point.rate * reflected / max(committed, 1))
+        saturates = min(saturates or math.inf, point.rate * max(reaching - grew, 0) / max(reaching, 1))
     if check:
         progress("checking", 1.0)
         levels = [judge(w.sim).level for w in run.warehouses.values()]
@@ -242,7 +245,7 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
             "staleness_ms": pooled["staleness_ms"], "staleness_delta_ms": pooled["staleness_delta_ms"],
             "per_txn": pooled["per_txn"], "transactions": committed, "reflected": pooled["reflected"],
             "caught_up": caught_up, "sustained": sustained and finished, "backlog": {"before": before, "after": after},
-            **({} if finished else {"stopped": f"after {budget:g} s of run time, at {run.clock.now:.2f} simulated s"}),
+            **({} if finished else {"stopped": f"{over.reason}, at {run.clock.now:.2f} simulated s"}),
             "utilisation": {"warehouse python": _spread(python), "warehouse JVM": _spread(jvm),
                             "source": _spread(sources)},
             "saturates_at": round(saturates, 1) if saturates else None,
@@ -250,7 +253,42 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
             "jvm_cores_needed": round(sum(jvm), 2),
             "seconds": round(time.monotonic() - started, 1), "build_seconds": round(built, 1),
             "simulated_seconds": round(run.clock.now, 2),
-            "peak_memory_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "peak_memory_mb": round(peak_memory_mb(), 1)}
+
+
+class Limits:
+    """What a point may take of this machine, asked before every action of its clock: `budget`
+    seconds of run time from `started` (time.monotonic) and `memory_mb` megabytes at its peak
+    (read a few times a second: a read costs more than an action). Once true, it says why."""
+
+    CHECK_EVERY = 0.25   # seconds of run time between reads of the peak memory
+
+    def __init__(self, started: float, budget: float, memory_mb: float):
+        self.started, self.budget, self.memory_mb = started, budget, memory_mb
+        self.reason: str | None = None
+        self._next_check = started
+
+    def __call__(self) -> bool:
+        if self.reason is None:
+            now = time.monotonic()
+            if now - self.started > self.budget:
+                self.reason = f"after {self.budget:g} s of run time"
+            elif now >= self._next_check:
+                self._next_check = now + self.CHECK_EVERY
+                if peak_memory_mb() > self.memory_mb:
+                    self.reason = f"at {self.memory_mb:,.0f} MB of memory"
+        return self.reason is not None
+
+
+def peak_memory_mb() -> float:
+    """This process's peak resident memory (Linux reports kilobytes)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_share_mb(jobs: int) -> float:
+    """Each of `jobs` points' share of four fifths of this machine's memory."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    return 0.8 * total / max(1, jobs)
 
 
 def _spread(values: list[float]) -> dict:
@@ -260,12 +298,12 @@ def _spread(values: list[float]) -> dict:
 
 
 def _run_in_child(conn, point: Point, calibration: str | None, warmup: float, duration: float, settle: float,
-                  seed: int, budget: float, faults: str, nemesis: str, check: bool) -> None:
+                  seed: int, budget: float, faults: str, nemesis: str, check: bool, memory_mb: float) -> None:
     """A point in a process of its own (spawned by the sweep, so that its peak memory is its
     own): its progress and then its figures go back through `conn`."""
     try:
         result = run_point(point, calibration, warmup, duration, settle, seed, budget,
-                           lambda phase, done: conn.send(("progress", phase, done)), faults, nemesis, check)
+                           lambda phase, done: conn.send(("progress", phase, done)), faults, nemesis, check, memory_mb)
     except Exception as err:   # one failed point is reported; the sweep goes on
         result = {"point": asdict(point), "label": point.label, "error": f"{type(err).__name__}: {err}"}
     conn.send(("done", result))
@@ -292,6 +330,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--budget", type=float, default=600.0,
                         help="seconds of run time a point may take before it stops where it got to (default 600; "
                              f"{SMALL_BUDGET:g} at most where the sweep compares algorithms)")
+    parser.add_argument("--memory", type=float, metavar="MB",
+                        help="megabytes of memory a point may take before it stops where it got to (default: four "
+                             "fifths of this machine's, shared among --jobs)")
     parser.add_argument("--chaos", default="", metavar="RATES",
                         help="message faults at every point's sources, as `fedlab run --chaos` takes them (default none)")
     parser.add_argument("--nemesis", default="", metavar="SCHEDULE",
@@ -317,6 +358,8 @@ def main(args) -> int:
     try:
         calibration = load(args.calibration)
         points = [] if args.against else grid(args)
+        if args.memory is not None and not args.memory > 0:
+            raise ModelError(f"--memory: {args.memory:g} MB leaves a point nothing (give megabytes above 0)")
         if args.chaos:
             parse_rates(args.chaos)
         if args.nemesis and points:   # checked against the largest point's sources
@@ -359,6 +402,7 @@ def _sweep(points: list[Point], args, console) -> dict:
     console.print(f"[bold]fedlab predict[/]: {len(points)} points, {args.warmup:g} s of warm-up and "
                   f"{args.duration:g} s measured each")
     results: dict[int, dict] = {}
+    memory = args.memory if args.memory is not None else memory_share_mb(args.jobs)
     context = multiprocessing.get_context("spawn")
     waiting, running = list(enumerate(points)), {}   # running: connection -> (index, task, process)
     with _progress(console) as progress:
@@ -371,7 +415,8 @@ def _sweep(points: list[Point], args, console) -> dict:
                 budget = min(args.budget, SMALL_BUDGET) if point.sweep in COMPARED else args.budget
                 child = context.Process(target=_run_in_child, args=(theirs, point, args.calibration, args.warmup,
                                                                     args.duration, args.settle, args.seed, budget,
-                                                                    args.chaos, args.nemesis, args.check), daemon=True)
+                                                                    args.chaos, args.nemesis, args.check, memory),
+                                        daemon=True)
                 child.start()
                 theirs.close()
                 running[mine] = (i, progress.add_task(f"  {point.label}"[:90], total=1.0, info="starting"), child)
@@ -396,7 +441,8 @@ def _sweep(points: list[Point], args, console) -> dict:
     return {"kind": "sweep", "settings": {"warmup": args.warmup, "duration": args.duration, "settle": args.settle,
                                           "seed": args.seed, "rows_per_relation": ROWS, "target_busy": TARGET_BUSY,
                                           "chaos": args.chaos or "none", "nemesis": args.nemesis or "none",
-                                          "checked": args.check},
+                                          "checked": args.check, "budget_s": args.budget,
+                                          "memory_mb": round(memory)},
             "points": [results[i] for i in range(len(points))]}
 
 

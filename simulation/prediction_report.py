@@ -46,14 +46,15 @@ def markdown(summary: dict) -> str:
 # ---- a sweep ----
 
 SWEEP_COLUMNS = ("point", "staleness p50 / p99 ms", "to Delta p99 ms", "msgs/txn", "bytes/txn", "sub-queries/txn",
-                 "busiest warehouse / JVM / source", "saturates at txn/s", "warehouses", "run s", "memory MB")
+                 "busiest warehouse / JVM / source", "saturates at txn/s", "warehouses / JVM cores", "run s",
+                 "memory MB")
 
 
 def _sweep_tables(summary: dict) -> list[str]:
     s = summary["settings"]
     lines = [f"Each point: {s['warmup']:g} s of warm-up, {s['duration']:g} s measured, {s['rows_per_relation']} rows "
              f"per relation, seed {s['seed']}; warehouses: how many of one interpreter keep the views at "
-             f"{s['target_busy']:.0%} busy.", ""]
+             f"{s['target_busy']:.0%} busy; JVM cores: what their Spark JVMs use in all.", ""]
     parts: dict[str, list[dict]] = {}
     for p in summary["points"]:
         parts.setdefault(p["point"]["sweep"], []).append(p)
@@ -68,11 +69,12 @@ def _sweep_row(p: dict) -> list[str]:
     if "error" in p:
         return [p["label"], f"failed: {p['error']}", *[""] * (len(SWEEP_COLUMNS) - 2)]
     st, delta, per, u = p["staleness_ms"], p["staleness_delta_ms"], p["per_txn"], p["utilisation"]
-    behind = "" if p["sustained"] else " (falling behind)"
+    behind = f" (stopped {p['stopped']})" if "stopped" in p else "" if p["sustained"] else " (falling behind)"
     return [p["label"], f"{_num(st['p50'])} / {_num(st['p99'])}{behind}", _num(delta["p99"]), _num(per["messages"]),
             _num(per["bytes"]), _num(per["subqueries"]),
             f"{_pct(u['warehouse python']['max'])} / {_pct(u['warehouse JVM']['max'])} / {_pct(u['source']['max'])}",
-            _num(p["saturates_at"]), _num(p["warehouses_needed"]), _num(p["seconds"]), _num(p["peak_memory_mb"])]
+            _num(p["saturates_at"]), f"{_num(p['warehouses_needed'])} / {_num(p['jvm_cores_needed'])}", _num(p["seconds"]),
+            _num(p["peak_memory_mb"])]
 
 
 def _sweep_plots(summary: dict, folder: Path) -> dict[str, Path]:

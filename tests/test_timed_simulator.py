@@ -118,11 +118,27 @@ def test_predict_writes_its_figures_summary_and_plots(tmp_path, capsys):
     for p in (lan, wan):
         assert p["transactions"] > 50 and p["reflected"] > 0 and p["per_txn"]["bytes"] > 0
         assert 0 < p["utilisation"]["warehouse python"]["max"] < 1 and p["peak_memory_mb"] > 0
+        jvm = p["utilisation"]["warehouse JVM"]["mean"]
+        assert jvm > 0 and abs(p["jvm_cores_needed"] - 2 * jvm) <= 0.01   # the two views' JVMs, in all
         assert p["consistency"] == "complete"   # each view judged by the checker's oracle
     assert wan["staleness_ms"]["p50"] > 5 * lan["staleness_ms"]["p50"]   # round trips of 20-200 ms against 0.2-0.5
     assert (tmp_path / "summary.md").read_text().count("| sze-ling, 6 sources") == 2
     assert main(["predict", "--shapes", "ring"]) == 2
     assert capsys.readouterr().err.strip() == "fedlab predict: --shapes: unknown shape 'ring' (one of chain, star, random, mixed)"
+
+
+def test_a_point_stops_at_its_memory_bound_and_says_so(tmp_path, capsys):
+    """A point whose process passes --memory stops where its clock got to (as one past its
+    budget does: an algorithm far behind holds ever more), and its row says why; a bound of
+    nothing is one line and exit 2."""
+    assert main(["predict", "--sources", "4", "--views", "1", "--rates", "50", "--memory", "1", "--out", str(tmp_path),
+                 "--json"]) == 0
+    [point] = json.loads(capsys.readouterr().out)["points"]
+    assert point["stopped"].startswith("at 1 MB of memory, at ") and not point["sustained"]
+    assert point["peak_memory_mb"] > 1
+    assert "(stopped at 1 MB of memory, at " in (tmp_path / "summary.md").read_text()
+    assert main(["predict", "--memory", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "fedlab predict: --memory: 0 MB leaves a point nothing (give megabytes above 0)"
 
 
 def test_predict_runs_one_part_of_the_sweep(capsys):
