@@ -237,6 +237,8 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     saturates = point.rate / busiest if busiest else None
     if not sustained:   # the backlog grew: what the views took in is the ceiling, whatever the CPU says
         saturates = min(saturates or math.inf, point.rate * max(reaching - grew, 0) / max(reaching, 1))
+    if not finished:    # stopped short of its window's end: neither figure has a window to stand on
+        saturates = None
     if check:
         progress("checking", 1.0)
         levels = [judge(w.sim).level for w in run.warehouses.values()]
