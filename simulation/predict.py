@@ -38,7 +38,9 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import resource
+import signal
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -214,14 +216,14 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
     total = warmup + duration
     over = Limits(started, budget, memory_mb)
     run.offer(point.rate, warmup, "warm-up")
-    finished = run.run(warmup, lambda t: progress("warm-up", t / total), over)
+    finished = over.within(lambda: run.run(warmup, lambda t: progress("warm-up", t / total), over))
     before = run.backlog()
     run.schedule_nemesis(warmup)
     run.offer(point.rate, duration, "load")
-    finished = finished and run.run(total, lambda t: progress("measuring", t / total), over)
+    finished = finished and over.within(lambda: run.run(total, lambda t: progress("measuring", t / total), over))
     after = run.backlog()
     progress("settling", 1.0)
-    caught_up = finished and run.settle(settle, over)
+    caught_up = finished and over.within(lambda: run.settle(settle, over))
     figures = run.figures("load")
     pooled = figures.get("all views") or next(iter(figures["views"].values()))
     busy = figures["utilisation"]
@@ -258,10 +260,16 @@ def run_point(point: Point, calibration_path: str | None, warmup: float, duratio
             "peak_memory_mb": round(peak_memory_mb(), 1)}
 
 
+class PointStopped(Exception):
+    """A limit stopped a point inside one action of its clock."""
+
+
 class Limits:
-    """What a point may take of this machine, asked before every action of its clock: `budget`
-    seconds of run time from `started` (time.monotonic) and `memory_mb` megabytes at its peak
-    (read a few times a second: a read costs more than an action). Once true, it says why."""
+    """What a point may take of this machine: `budget` seconds of run time from `started`
+    (time.monotonic) and `memory_mb` megabytes. The clock asks before every action (the peak
+    memory read a few times a second: a read costs more than an action); `within` also stops the
+    action itself, since one can run for minutes and build gigabytes (SWEEP's join of an answer
+    into its partial derivations, far behind). Once a limit is passed, it says which."""
 
     CHECK_EVERY = 0.25   # seconds of run time between reads of the peak memory
 
@@ -280,6 +288,51 @@ class Limits:
                 if peak_memory_mb() > self.memory_mb:
                     self.reason = f"at {self.memory_mb:,.0f} MB of memory"
         return self.reason is not None
+
+    def within(self, phase: Callable[[], bool]) -> bool:
+        """Runs a phase of the point (which asks this object between actions) under a timer at
+        the budget and an address-space limit at the memory bound, in the main thread (signals
+        reach no other); whether it got through."""
+        if self.reason is not None:
+            return False
+        main = threading.current_thread() is threading.main_thread()
+        timed = main and math.isfinite(self.budget)
+        unresident = unresident_mb() if main and math.isfinite(self.memory_mb) else None
+        if timed:
+            handler, began = signal.signal(signal.SIGALRM, self._alarm), time.monotonic()
+            earlier = signal.setitimer(signal.ITIMER_REAL, max(self.budget - (began - self.started), 0.001))
+        if unresident is not None:
+            # what is mapped but not resident (libraries, arenas) comes on top of the bound
+            limit = resource.getrlimit(resource.RLIMIT_AS)
+            ceiling = int((self.memory_mb + unresident) * 2**20)
+            resource.setrlimit(resource.RLIMIT_AS, (ceiling if limit[1] < 0 else min(ceiling, limit[1]), limit[1]))
+        try:
+            return phase()
+        except PointStopped:
+            return False
+        except MemoryError:
+            self.reason = f"at {self.memory_mb:,.0f} MB of memory"
+            return False
+        finally:
+            if timed:   # a timer set before (a test runner's timeout) goes on as it was
+                left = max(earlier[0] - (time.monotonic() - began), 0.001) if earlier[0] else 0
+                signal.setitimer(signal.ITIMER_REAL, left)
+                signal.signal(signal.SIGALRM, handler)
+            if unresident is not None:
+                resource.setrlimit(resource.RLIMIT_AS, limit)
+
+    def _alarm(self, signum, frame) -> None:
+        self.reason = f"after {self.budget:g} s of run time"
+        raise PointStopped(self.reason)
+
+
+def unresident_mb() -> float | None:
+    """This process's address space less its resident memory (None where /proc does not say)."""
+    try:
+        size, resident = Path("/proc/self/statm").read_text().split()[:2]
+    except OSError:
+        return None
+    return (int(size) - int(resident)) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def peak_memory_mb() -> float:

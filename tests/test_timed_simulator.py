@@ -6,6 +6,8 @@ the steps it takes (their times, a timer round's parts) in a file; `fedlab predi
 from __future__ import annotations
 
 import json
+import math
+import time
 
 import pytest
 
@@ -139,6 +141,23 @@ def test_a_point_stops_at_its_memory_bound_and_says_so(tmp_path, capsys):
     assert "(stopped at 1 MB of memory, at " in (tmp_path / "summary.md").read_text()
     assert main(["predict", "--memory", "0"]) == 2
     assert capsys.readouterr().err.strip() == "fedlab predict: --memory: 0 MB leaves a point nothing (give megabytes above 0)"
+
+
+def test_a_limit_stops_a_point_inside_one_long_action():
+    """One action of a point can run for minutes and build gigabytes (SWEEP far behind joins an
+    answer into its partial derivations): the budget's timer and the memory bound stop it there,
+    not only between actions, and say which stopped it."""
+    from fedlab.simulation.predict import Limits
+
+    timed = Limits(time.monotonic(), budget=0.3, memory_mb=math.inf)
+    assert not timed.within(lambda: time.sleep(30) or True)
+    assert timed.reason == "after 0.3 s of run time"
+    assert not timed.within(lambda: True)   # a later phase of a stopped point does not run
+    sized = Limits(time.monotonic(), budget=math.inf, memory_mb=300)
+    assert not sized.within(lambda: len(bytearray(2**31)) > 0)
+    assert sized.reason == "at 300 MB of memory"
+    assert Limits(time.monotonic(), budget=5, memory_mb=300).within(lambda: len(bytearray(2**20)) > 0)
+    assert len(bytearray(2**31)) == 2**31   # the limit ends with the phase
 
 
 def test_predict_runs_one_part_of_the_sweep(capsys):
