@@ -85,8 +85,9 @@ def _sweep_plots(summary: dict, folder: Path) -> dict[str, Path]:
     if axes:
         fig, panels = plt.subplots(1, len(axes), figsize=(3.2 * len(axes), 3.4), squeeze=False)
         for ax, axis in zip(panels[0], axes):
-            points = [p for p in ok if p["point"]["sweep"] == f"axis: {axis}"]
-            xs = [str(p["point"][axis]) for p in points]
+            points = _along(ok, axis)
+            xs = [f"{p['point'][axis]:g}" if isinstance(p["point"][axis], float) else str(p["point"][axis])
+                  for p in points]
             for key, style in (("p50", "o-"), ("p99", "s--")):
                 ax.plot(xs, [p["staleness_ms"][key] for p in points], style, label=f"staleness {key}")
             ax.set_yscale("log")
@@ -94,7 +95,7 @@ def _sweep_plots(summary: dict, folder: Path) -> dict[str, Path]:
             ax.set_xlabel(axis)
         panels[0][0].set_ylabel("ms (to the core's view)")
         panels[0][0].legend(fontsize=8)
-        fig.suptitle("One axis at a time from the base point (sze-ling)")
+        fig.suptitle("One axis at a time from the base point (sze-ling)", y=1.04)
         out["axes"] = _save(fig, folder / "axes.png")
     algorithms = [p for p in ok if p["point"]["sweep"] == "axis: algorithm"]
     if algorithms:
@@ -127,6 +128,17 @@ def _sweep_plots(summary: dict, folder: Path) -> dict[str, Path]:
         panels[0][1].legend(fontsize=7, ncol=2)
         out["parting"] = _save(fig, folder / "parting.png")
     return out
+
+
+def _along(points: list[dict], axis: str) -> list[dict]:
+    """The sweep's points along `axis` with the base point (which the sweep runs once, in the
+    first axis), by the axis's value where it is a number, else as the axis gave them."""
+    mine = [p for p in points if p["point"]["sweep"] == f"axis: {axis}"]
+    fixed = lambda p: {k: v for k, v in p["point"].items() if k not in (axis, "sweep")}   # noqa: E731
+    along = mine + [p for p in points if p not in mine and p["point"]["sweep"].startswith("axis: ")
+                    and mine and fixed(p) == fixed(mine[0])]
+    numeric = all(isinstance(p["point"][axis], (int, float)) for p in along)
+    return sorted(along, key=lambda p: p["point"][axis]) if numeric else along
 
 
 # ---- against live runs ----

@@ -160,6 +160,21 @@ def test_a_limit_stops_a_point_inside_one_long_action():
     assert len(bytearray(2**31)) == 2**31   # the limit ends with the phase
 
 
+def test_each_axis_of_the_sweeps_plot_holds_the_base_point():
+    """The sweep runs the base point once, in its first axis; every axis's panel shows it
+    beside that axis's own points, numbers in order."""
+    from fedlab.simulation.prediction_report import _along
+
+    def point(sweep, sources=100, views=100, network="wan"):
+        return {"point": {"sources": sources, "views": views, "network": network, "sweep": sweep}}
+
+    swept = [point("axis: sources", 10), point("axis: sources"), point("axis: sources", 1000),
+             point("axis: views", views=1), point("axis: views", views=1000), point("axis: network", network="lan")]
+    assert [p["point"]["views"] for p in _along(swept, "views")] == [1, 100, 1000]
+    assert [p["point"]["network"] for p in _along(swept, "network")] == ["lan", "wan"]
+    assert [p["point"]["sources"] for p in _along(swept, "sources")] == [10, 100, 1000]
+
+
 def test_predict_runs_one_part_of_the_sweep(capsys):
     """--part picks the sweep's points of one part (here where the algorithms part: every
     built-in algorithm on one chain over 2, 4 and 8 sources, LAN and WAN); a part that does not
