@@ -36,6 +36,7 @@ from fedlab.source_node.engines import DEFAULT_ENGINE, file_name, open_store
 from fedlab.source_node.probes import probed_columns
 from fedlab.source_node.ray_runtime import start_ray
 from fedlab.source_node.settings import SourceSettings
+from fedlab.warehouse.incarnation import Incarnation
 from fedlab.warehouse.service import Warehouse, delta_dir, from_pb_rows
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.store.materialize import materialize
@@ -209,8 +210,9 @@ class Federation:
     def _start_group(self, subscriber: str) -> ViewGroup:
         """Starts the warehouse `subscriber` with its views: each restores from its Delta tables
         or materialises from the sources' snapshots; once it serves, the sources send to it."""
-        group = ViewGroup({name: Warehouse(self.catalog, sql, self.run_dir / name, self.addresses,
-                                           self.spark, replace(settings, subscriber=subscriber), tls=self.tls)
+        incarnation = Incarnation()
+        group = ViewGroup({name: Warehouse(self.catalog, sql, self.run_dir / name, self.addresses, self.spark,
+                                           replace(settings, subscriber=subscriber), tls=self.tls, incarnation=incarnation)
                            for name, (settings, sql) in self._plans[subscriber].items()}, self.tls)
         # Registered before it opens, which takes seconds: a source actor restarted meanwhile on a
         # new port reaches it by refresh_address, and one restarted while it was built, here.

@@ -98,6 +98,7 @@ def main(args) -> int:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     foreground = Foreground()
 
+    from fedlab.warehouse.incarnation import Incarnation
     from fedlab.warehouse.service import Warehouse
     from fedlab.warehouse.spark_session import hadoop_settings, on_object_store, start_beside
     from fedlab.warehouse.view_group import ViewGroup
@@ -107,9 +108,11 @@ def main(args) -> int:
     spark = start_beside(warehouse_dir=_spark_warehouse_dir(data), master=master, object_store=on_object_store(data))
     spark.add_done_callback(lambda done: _session_up(done, began, foreground))
     hadoop = hadoop_settings().get
+    incarnation = Incarnation()
     try:
         views = {v.name: Warehouse(config.catalog, v.view.sql, _view_data(data, v.name), config.addresses, spark,
-                                   settings[v.name], history_dir=_history(config, v.name), tls=tls, hadoop=hadoop)
+                                   settings[v.name], history_dir=_history(config, v.name), tls=tls, hadoop=hadoop,
+                                   incarnation=incarnation)
                  for v in kept}
         group = ViewGroup(views, tls)
         if not _open(group, args.wait_sources, foreground, None if first else config.address_of(args.name)):

@@ -9,17 +9,20 @@ gRPC whose seeded fault injector loses DSVs 2 and 4 and lets 3 and 5 through.
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 
 import pytest
 
 from fedlab.fedio.message_log import read
 from fedlab.fedmodel.catalog import Catalog, Relation
+from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.message_log import WAREHOUSE_LOG
 from fedlab.fedmodel.transactions import TransactionRequest
 from fedlab.source_node.faults import FaultInjector
 from fedlab.source_node.node import SourceNode
 from fedlab.source_node.settings import SourceSettings
 from fedlab.warehouse.core.registry import Settings
+from fedlab.warehouse.incarnation import Incarnation
 from fedlab.warehouse.service import Warehouse
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.view_group import ViewGroup
@@ -75,6 +78,26 @@ def test_a_resend_request_gets_only_what_the_warehouse_lacks(spark, tmp_path):
     requests = [(m["from_dsv"], m["through_dsv"]) for m in read([log]) if m["kind"] == "resend_request"]
     assert (2, 4) in requests   # besides a new warehouse's first, from its view's DSV on
     assert arrivals(log) == [2, 3, 4, 5], "the source sent again what the warehouse had reported received"
+
+
+def test_a_view_group_is_one_incarnation_its_views_were_built_with(tmp_path):
+    """The views of one process are built with its incarnation, so no part of any view can hold
+    an id the process no longer answers by; the group pauses them all through it, and refuses
+    views built apart, in one line. Nothing here starts: the session never comes."""
+    never: Future = Future()
+    incarnation = Incarnation()
+    views = {name: Warehouse(CATALOG, VIEW, tmp_path / name, {"ds1": "127.0.0.1:1"}, never, incarnation=incarnation)
+             for name in ("a", "b")}
+    group = ViewGroup(views)
+    assert group.incarnation is incarnation
+    assert {d.peer.incarnation.id for v in views.values() for d in v.dispatchers.values()} == {incarnation.id}
+    group.pause()
+    assert not any(v.incarnation.running.is_set() for v in views.values())
+    group.resume()
+    apart = Warehouse(CATALOG, VIEW, tmp_path / "c", {"ds1": "127.0.0.1:1"}, never)
+    with pytest.raises(ModelError, match=r"^the views of one warehouse are built with one incarnation "
+                                         r"\(warehouse.incarnation\)$"):
+        ViewGroup({**views, "c": apart})
 
 
 def arrivals(log) -> list[int]:

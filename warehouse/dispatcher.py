@@ -33,6 +33,7 @@ from fedlab.fedmodel.messages import from_pb, to_pb
 from fedlab.fedmodel.subquery import Subquery
 from fedlab.fedmodel.wire import pb
 from fedlab.warehouse.dispatch_rules import DispatchRules
+from fedlab.warehouse.incarnation import Incarnation
 from fedlab.warehouse.core.events import AnswerArrived, RequestResend, ResendRefused
 from fedlab.warehouse.query_stream import QueryStream, StreamClosed, StreamFailed
 from fedlab.warehouse.worker import Worker
@@ -47,10 +48,9 @@ class Peer:
     catalog: Catalog
     messages: MessageLog
     subscriber: str        # the name the warehouse subscribed by (the source's message log names it)
-    # incarnation(): this warehouse process, as its Notify replies name it (resend requests carry
-    # it, and a source trusts its reports of what arrived only from the incarnation that made them);
-    # read at each request: a view group names its process after its views are built
-    incarnation: Callable[[], str]
+    # this warehouse process, as its Notify replies name it: resend requests carry its id, and a
+    # source trusts its reports of what arrived only from the incarnation that made them
+    incarnation: Incarnation
     fifo: bool             # its algorithm assumes FIFO channels: the core hears when sub-queries left
     # to_core(kind, source, events, query_done): into the core's inbox (warehouse.service.Inbound)
     to_core: Callable[..., None]
@@ -222,7 +222,7 @@ class Dispatcher(Worker):
 
     def _resend(self, stub, request: RequestResend) -> None:
         message = pb.ResendRequest(from_dsv=request.from_dsv, through_dsv=request.through_dsv or 0,
-                                   incarnation=self.peer.incarnation(), subscriber=self.peer.subscriber)
+                                   incarnation=self.peer.incarnation.id, subscriber=self.peer.subscriber)
         self.peer.messages.record("resend_request", "sent", self.source, bytes=message.ByteSize(),
                                   from_dsv=request.from_dsv, through_dsv=request.through_dsv)
         try:

@@ -48,7 +48,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,6 +86,7 @@ from fedlab.warehouse.core.salem.timeline import PointError
 from fedlab.warehouse.dispatcher import Dispatcher, Peer
 from fedlab.warehouse.evaluator import Evaluator
 from fedlab.warehouse.fifo_order import FifoOrder
+from fedlab.warehouse.incarnation import Incarnation
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
@@ -119,7 +119,8 @@ def delta_dir(data_dir: str) -> str:
 class Warehouse:
     def __init__(self, catalog: Catalog, view_sql: str, data_dir: str | Path, sources: dict[str, str],
                  spark, settings: WarehouseSettings = WarehouseSettings(), history_dir: str | Path | None = None,
-                 tls: TlsFiles | None = None, hadoop: Callable[[str], str | None] | None = None):
+                 tls: TlsFiles | None = None, hadoop: Callable[[str], str | None] | None = None,
+                 incarnation: Incarnation | None = None):
         """`sources`: each source's address; `data_dir`: a directory or an object-store URI
         (s3a://...) for the Delta tables; `spark`: a SparkSession, or a Future of one still
         starting (warehouse.spark_session.start_beside: a restart restores from Delta without it,
@@ -127,7 +128,8 @@ class Warehouse:
         intervals (warehouse.settings); `history_dir`: where the plain-file history goes (default
         <data_dir>/history); `tls`: mutual TLS on its server and its channels to the sources;
         `hadoop`: the Hadoop settings by name that reach s3a:// before the session is up
-        (warehouse.spark_session.hadoop_settings; default: the session's)."""
+        (warehouse.spark_session.hadoop_settings; default: the session's); `incarnation`: the
+        process's, which every view of a view group shares (default: a process of its own)."""
         self.catalog = catalog
         self.tls = tls
         # The user's view; the algorithm maintains its join (itself, unless it is an aggregate view,
@@ -160,14 +162,12 @@ class Warehouse:
         self._inbox_wake = threading.Condition(threading.Lock())
         # What the next Delta batch holds and what sources are told is durable (set by open).
         self.batches: BatchLedger | None = None
-        # Names this process's memory: a source trusts received_dsv marks only of the incarnation
-        # that gave them, since a restarted warehouse has lost what it held and not committed.
-        self.incarnation = uuid.uuid4().hex
+        self.incarnation = incarnation or Incarnation()
         self.seq = 0
         # (applied time, seconds since commit) of the latest STALENESS_KEPT applied transactions
         self.staleness: deque[tuple[float, float]] = deque(maxlen=STALENESS_KEPT)
         self.resyncs: list[str] = []
-        peer = Peer(catalog, self.messages, settings.subscriber, lambda: self.incarnation, self.plugin.assumptions.fifo,
+        peer = Peer(catalog, self.messages, settings.subscriber, self.incarnation, self.plugin.assumptions.fifo,
                     self._queue, self._missing)
         self.dispatchers = {s: Dispatcher(s, rpc.SourceStub(client_channel(a, tls, _channel_options())), peer)
                             for s, a in self.sources.items()}
@@ -180,8 +180,6 @@ class Warehouse:
                                    self._version_state)
         self.compactor = Compactor(self.store, settings.compact_interval, lambda: self.batches.last_batch)
         self._core_thread = threading.Thread(target=self._core, name="core", daemon=True)
-        self.running = threading.Event()   # its view group's: cleared while the group is paused
-        self.running.set()
 
     # ---- start and stop ----
 
@@ -293,7 +291,7 @@ class Warehouse:
         """The core thread: everything queued since it last looked, in arrival order (none while
         its view group holds it: warehouse.view_group.ViewGroup.pause)."""
         while not self._stop.is_set():
-            self.running.wait()
+            self.incarnation.running.wait()
             with self._inbox_wake:
                 while not self._inbox and not self._stop.is_set():
                     self._inbox_wake.wait()

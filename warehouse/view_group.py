@@ -4,7 +4,8 @@ Each view is a Warehouse of its own (warehouse.service: its algorithm, core, ver
 tables, history and message log); what they share is what the sources see:
 - one subscriber name, so a source sends each notification once to this process, on one Notify
   stream, and the group hands every view its copy;
-- one incarnation, so a restart of the process is one restart to the sources;
+- one incarnation (warehouse.incarnation), so a restart of the process is one restart to the
+  sources, and a pause holds every view: it is made first, and each view is built with it;
 - one Notify reply per batch, whose marks hold for every view (warehouse.core.batches
   for_every_view): a source's outbox keeps a notification until every view has it durably, and
   a view that is slow holds back only this subscriber's acknowledgements, never another's;
@@ -23,9 +24,7 @@ the others (nemesis.local, `pause warehouse`).
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
 
 import grpc
 
@@ -50,14 +49,11 @@ class ViewGroup:
         subscribers = {v.settings.subscriber for v in views.values()}
         if len(subscribers) > 1:
             raise ModelError(f"the views of one warehouse subscribe by one name, not {sorted(subscribers)}")
+        if len({id(v.incarnation) for v in views.values()}) > 1:
+            raise ModelError("the views of one warehouse are built with one incarnation (warehouse.incarnation)")
         self.views = dict(views)
         self.tls = tls
-        self.incarnation = uuid.uuid4().hex
-        self.running = threading.Event()   # cleared while paused: its calls and its views' cores wait
-        self.running.set()
-        for view in self.views.values():   # one process: one incarnation to the sources, one pause
-            view.incarnation = self.incarnation
-            view.running = self.running
+        self.incarnation = self.first.incarnation
         self._server = None
 
     @property
@@ -99,10 +95,10 @@ class ViewGroup:
 
     def pause(self) -> None:
         """Holds every call and every view's core until resume()."""
-        self.running.clear()
+        self.incarnation.running.clear()
 
     def resume(self) -> None:
-        self.running.set()
+        self.incarnation.running.set()
 
     def close(self, commit: bool = True) -> None:
         """Stops every view (committing its last batch, unless not `commit`: as a crash would),
@@ -140,7 +136,7 @@ class _Servicer(rpc.WarehouseServicer):
         """A source's stream of notification batches, each answered in turn (a garbled one ends the
         stream with INVALID_ARGUMENT: the source opens another and sends it again, losing nothing)."""
         for request in requests:
-            self.group.running.wait()
+            self.group.incarnation.running.wait()
             yield self._notified(request, context)
 
     def _notified(self, request: pb.NotificationBatch, context) -> pb.NotifyReply:
@@ -154,7 +150,7 @@ class _Servicer(rpc.WarehouseServicer):
                               received_dsv={s: m.reached.dsv for s, m in marks.items()},
                               received_beyond={s: pb.Dsvs(dsv=m.reached.beyond) for s, m in marks.items()
                                                if m.reached.beyond},
-                              incarnation=self.group.incarnation,
+                              incarnation=self.group.incarnation.id,
                               applied_dsv={s: m.view_dsv for s, m in marks.items()})
 
     def ReadView(self, request, context):
@@ -184,7 +180,7 @@ class _Servicer(rpc.WarehouseServicer):
                               last_commit_error=s["last_commit_error"], durable_dsv=s["durable"])
 
     def _view(self, context) -> Warehouse:
-        self.group.running.wait()
+        self.group.incarnation.running.wait()
         try:
             return self.group.view(dict(context.invocation_metadata()).get(VIEW_METADATA))
         except ModelError as err:
