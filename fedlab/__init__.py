@@ -17,3 +17,12 @@ One import name over the folders at the top of the repository (setup.py maps the
 - fedlab.nemesis: faults applied from outside the processes under test, on a schedule;
 - fedlab.cli: the `fedlab` command, and fedlab.algorithm_list its `algorithms` subcommand.
 """
+
+import os
+
+# fedlab forks only to exec (Spark's JVM, the roles, tools), never to go on with gRPC in the child.
+# gRPC's own fork handlers restart its poller in such a child, on a descriptor that subprocess
+# has just closed, and the child can die before its exec (grpc/grpc#43055): a warehouse's JVM then
+# failed to start beside its gRPC calls, as "JAVA_GATEWAY_EXITED". Set before any gRPC import; a
+# process's children inherit it.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
