@@ -31,9 +31,13 @@ COMMANDS = {
     "bench-postgres": ("fedlab.bench.postgres_maintenance", "Vinh 2020's Table 1 in PostgreSQL: synchronous against "
                                                                     "asynchronous view maintenance, and what change capture "
                                                                     "costs a writer"),
+    "bench-scrape": ("fedlab.bench.scrape_cost", "what a Prometheus scrape costs each process of a running "
+                                                 "federation (CPU per scrape, share of a core at an interval)"),
     "check": ("fedlab.live.check", "classify a live run's consistency from its run directory"),
     "view": ("fedlab.live.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
     "refresh": ("fedlab.live.refresh", "roll a running salem warehouse's view forward to a point in time"),
+    "top": ("fedlab.live.top", "a live terminal view of a running federation's metrics: lag, staleness, rates, "
+                               "faults"),
     "tls-certs": ("fedlab.roles.certs", "write a throwaway CA and a certificate for mutual TLS (ca.crt, tls.crt, "
                                                 "tls.key: a Secret for the chart's tls)"),
     "source": ("fedlab.roles.source_role", "run one source node (in this process, or as a Ray actor) until SIGTERM"),

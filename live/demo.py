@@ -30,7 +30,7 @@ from fedlab.live.outside_writers import (
     source_written,
 )
 from fedlab.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
-from fedlab.loadgen.driver import drive
+from fedlab.loadgen.driver import DriveResult, drive
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.registry import Settings
 from fedlab.warehouse.settings import WarehouseSettings
@@ -86,11 +86,14 @@ def main(args) -> int:
                 set_faults(fed, DEFAULT_CHAOS)
         console.print(f"view materialised: {len(fed.warehouse.view_rows())} rows; sources {fed.addresses}; "
                       f"warehouse {fed.warehouse_address}")
+        load = DriveResult()
+        fed.serve_load_metrics(load)
+        console.print("\n".join(fed.metrics_lines()), highlight=False)
         stream = Workload.named("mixed").stream(catalog, data, seed=args.seed)
         if written is not None:
             writers = OutsideWriters.start(fed.postgres.bin_dir, fed.postgres.dsn_for(written),
                                            args.outside_writers, args.duration, args.scale)
-        load = _drive(fed, stream, args.rate, args.duration, Progress(
+        _drive(fed, stream, load, args.rate, args.duration, Progress(
             TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), console=console))
         outside = writers.finish() if writers is not None else None
@@ -120,7 +123,7 @@ def main(args) -> int:
     return 0 if summary["converged"] and verdict.level == "complete" and not failed else 1
 
 
-def _drive(fed, stream, rate: float, duration: float, progress):
+def _drive(fed, stream, load: DriveResult, rate: float, duration: float, progress) -> None:
     with progress:
         task = progress.add_task("load", total=duration, info="")
 
@@ -129,7 +132,7 @@ def _drive(fed, stream, rate: float, duration: float, progress):
             progress.update(task, completed=min(elapsed, duration),
                             info=f"committed {result.committed}/{result.offered}  applied {status['applied']}  "
                                  f"in flight {status['in_flight']}")
-        return drive(fed.commit_batch, stream, fed.catalog.sources, rate, duration, show)
+        drive(fed.commit_batch, stream, fed.catalog.sources, rate, duration, show, result=load)
 
 
 def _summary(fed, load, caught_up: bool, view: dict, recomputed: dict, run_dir: Path) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ import grpc
 import ray
 
 from fedlab.fedio.channels import TlsFiles, client_channel
+from fedlab.fedio.metrics_endpoint import MetricsEndpoint, new_registry
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.codec import decode_rows
@@ -30,6 +32,7 @@ from fedlab.checker.pg_server import PostgresServer
 from fedlab.live.environment import stderr_to
 from fedlab.live.runfile import RunFile, Subscriber, history_sql
 from fedlab.loadgen.driver import grpc_committer
+from fedlab.loadgen.metrics import LoadCollector
 from fedlab.source_node.actor import start_source_actor
 from fedlab.source_node.control import SourceControl, wait_for_address
 from fedlab.source_node.engines import DEFAULT_ENGINE, file_name, open_store
@@ -113,6 +116,10 @@ class Federation:
             DEFAULT_SUBSCRIBER: {DEFAULT_SUBSCRIBER: (warehouse, view_sql)}}
         self.groups: dict[str, ViewGroup] = {}   # the warehouses running, by subscriber name
         self._addresses: dict[str, str] = {}     # where each serves
+        # where each process serves its Prometheus metrics (the run file's `metrics`)
+        self.metrics: dict = {"sources": {}, "warehouses": {}}
+        self._load_metrics: MetricsEndpoint | None = None
+        self._run_file_lock = threading.Lock()
 
     @property
     def warehouse(self) -> Warehouse | None:
@@ -152,11 +159,13 @@ class Federation:
                 self._write_source_file(source)
             settings = SourceSettings(tls=self.tls, engine=self.source_engine, probes=probes,
                                       log_retention=self.log_retention.get(source),
-                                      log_keep_seconds=source_log_keep(self.settings))
+                                      log_keep_seconds=source_log_keep(self.settings), metrics_port=0)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), settings=settings,
                                                      home=self.run_dir)
         self.addresses = {source: wait_for_address(source, self.tls) for source in self.actors}
         self.stubs = {s: rpc.SourceStub(client_channel(a, self.tls)) for s, a in self.addresses.items()}
+        for source in self.actors:
+            self.metrics["sources"][source] = self.control(source).health()["metrics"]
         self._committer = grpc_committer(self.catalog, self.stubs, reconnect=self.refresh_address)
         for subscriber in self._plans:
             if subscriber != DEFAULT_SUBSCRIBER:   # subscribed before it reads the snapshots
@@ -166,17 +175,19 @@ class Federation:
 
     def _write_run_file(self) -> None:
         """The run file: the federation's view at the top level, the others beside it, each with
-        its warehouse's address once it serves (a restarted one's anew)."""
+        its warehouse's address once it serves (a restarted one's anew), and where each process
+        serves its metrics. The load's thread writes it too, when a source moved."""
         entries = {name: Subscriber(sql, settings.algorithm, self.run_dir / name / "history",
                                     delta_dir(str(self.run_dir / name)),
                                     history_sql(parse_query(sql, self.catalog)), self._addresses.get(subscriber),
                                     subscriber if subscriber != name else None)
                    for subscriber, plan in self._plans.items() for name, (settings, sql) in plan.items()}
         own = entries.pop(DEFAULT_SUBSCRIBER)
-        RunFile(self.catalog, own.view_sql, own.algorithm, {s: self._db_path(s) for s in self.catalog.sources},
-                own.warehouse_history, own.warehouse_delta, self.postgres.data if self.postgres else None,
-                history_sql=own.history_sql, warehouse_address=own.warehouse_address,
-                others=entries).write(self.run_dir)
+        with self._run_file_lock:
+            RunFile(self.catalog, own.view_sql, own.algorithm, {s: self._db_path(s) for s in self.catalog.sources},
+                    own.warehouse_history, own.warehouse_delta, self.postgres.data if self.postgres else None,
+                    history_sql=own.history_sql, warehouse_address=own.warehouse_address,
+                    others=entries, metrics=self.metrics).write(self.run_dir)
 
     def restart_warehouse(self) -> None:
         """Stops the warehouse as a crash would (nothing more committed) and starts a new one on the
@@ -222,7 +233,8 @@ class Federation:
                 group.set_source_address(source, address)
         self._write_run_file()
         group.open()
-        address = self._addresses[subscriber] = f"127.0.0.1:{group.serve()}"
+        address = self._addresses[subscriber] = f"127.0.0.1:{group.serve(metrics_port=0)}"
+        self.metrics["warehouses"][subscriber] = f"127.0.0.1:{group.metrics_port}"
         self._write_run_file()
         if subscriber == DEFAULT_SUBSCRIBER:
             self.warehouse_address = address
@@ -309,7 +321,31 @@ class Federation:
         self.stubs[source] = rpc.SourceStub(client_channel(address, self.tls))
         for group in self.groups.values():
             group.set_source_address(source, address)
+        try:   # its metrics serve on a new port too
+            self.metrics["sources"][source] = self.control(source).health()["metrics"]
+        except grpc.RpcError:   # gone again: the next refresh reads it
+            pass
+        self._write_run_file()
         return True
+
+    def metrics_lines(self) -> list[str]:
+        """Where each process serves its metrics, a line each, as run and demo print them first."""
+        m = self.metrics
+        return [*(f"metrics of source {s}: http://{a}/metrics" for s, a in m["sources"].items()),
+                *(f"metrics of warehouse {w}: http://{a}/metrics" for w, a in m["warehouses"].items()),
+                *([f"metrics of the load: http://{m['load']}/metrics"] if "load" in m else []),
+                f"watch them with: fedlab top {self.run_dir}"]
+
+    def serve_load_metrics(self, result) -> str:
+        """Serves the metrics of the load driving this federation from this process
+        (loadgen.metrics: `result` is the loadgen.driver.DriveResult it fills), named in the run
+        file; returns where."""
+        registry = new_registry()
+        registry.register(LoadCollector(result))
+        self._load_metrics = MetricsEndpoint.serve(registry, "127.0.0.1", 0)
+        self.metrics["load"] = self._load_metrics.address
+        self._write_run_file()
+        return self.metrics["load"]
 
     def wait_until_applied(self, timeout: float = 120.0, warehouse: Warehouse | None = None) -> bool:
         """Waits until the view (of `warehouse`, default the first) reflects every committed
@@ -353,6 +389,9 @@ class Federation:
         return out
 
     def stop(self) -> None:
+        if self._load_metrics is not None:
+            self._load_metrics.close()
+            self._load_metrics = None
         for group in self.groups.values():   # kept, closed: what they hold can still be read
             group.close()
         for source, actor in self.actors.items():

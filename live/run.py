@@ -127,7 +127,7 @@ def main(args) -> int:
         return 2
     from fedlab.live.check import judge, open_history
     from fedlab.live.federation import Federation
-    from fedlab.loadgen.driver import drive
+    from fedlab.loadgen.driver import DriveResult, drive
     from fedlab.loadgen.tpch import tpch_catalog, tpch_data
     from fedlab.loadgen.workload import Workload
     from fedlab.source_node.ray_runtime import stop_ray
@@ -146,12 +146,15 @@ def main(args) -> int:
     applier = local.LocalNemesis(fed, process_faults, events)
     try:
         fed.start(ray_temp_dir=str(run_dir / "ray"))
+        load = DriveResult()
+        fed.serve_load_metrics(load)
+        print("\n".join(fed.metrics_lines()), flush=True)
         if faults:
             set_faults(fed, faults)
         applier.start()
         load_from = time.time()
-        load = drive(fed.commit_batch, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
-                     catalog.sources, args.rate, duration)
+        drive(fed.commit_batch, Workload.named(args.workload).stream(catalog, data, seed=args.seed),
+              catalog.sources, args.rate, duration, result=load)
         load_until = time.time()
         applier.stop()
         if faults:   # let the last messages through, then wait for the view to catch up

@@ -28,7 +28,8 @@ subscriber in one file, and its message lines are those whose peer its warehouse
 Paths inside the run directory are stored relative to it (the directory can be copied and checked
 elsewhere), others absolute (or a URI: the Delta tables may be in an object store). A source whose
 file is not reachable from here is null; so is the Delta store in run files written before
-`fedlab view` read it. A PostgreSQL source is its connection string; when the run started a
+`fedlab view` read it. `metrics`, when present, says where each process of the run serves its
+Prometheus metrics while it runs (`fedlab top` reads them). A PostgreSQL source is its connection string; when the run started a
 private server for its sources, `postgres` names that server's data directory, which the checker
 starts again to read them (each source's database is named after it), and their message logs are
 `<source>.messages.jsonl` in the run directory. `warehouse_address` is where the run's warehouse
@@ -74,6 +75,9 @@ class RunFile:
     warehouse_address: str | None = None   # host:port of the warehouse's gRPC service, once it serves
     subscriber: str = DEFAULT_SUBSCRIBER    # the name the warehouse above subscribes to the sources by
     others: dict[str, "Subscriber"] = field(default_factory=dict)   # the other views, by name
+    # Where each process serves its Prometheus metrics while the run goes on (`fedlab top`):
+    # {"sources": {source: host:port}, "warehouses": {subscriber: host:port}, "load": host:port}
+    metrics: dict = field(default_factory=dict)
 
     @property
     def judged_sql(self) -> str:
@@ -87,7 +91,8 @@ class RunFile:
         doc = {"format": FORMAT, "catalog": self.catalog.to_dict(), **own.to_dict(run_dir),
                "sources": {s: _relative(p, run_dir) for s, p in self.sources.items()},
                "postgres": _relative(self.postgres, run_dir),
-               **({"subscribers": {name: w.to_dict(run_dir) for name, w in self.others.items()}} if self.others else {})}
+               **({"subscribers": {name: w.to_dict(run_dir) for name, w in self.others.items()}} if self.others else {}),
+               **({"metrics": self.metrics} if self.metrics else {})}
         path = run_dir / RUN_FILE
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc, indent=2) + "\n")
@@ -143,7 +148,8 @@ class RunFile:
                           own.warehouse_history, own.warehouse_delta, _absolute(doc.get("postgres"), run_dir),
                           run_dir, own.history_sql, own.warehouse_address,
                           others={str(name): Subscriber.from_dict(w, run_dir)
-                                  for name, w in doc.get("subscribers", {}).items()})
+                                  for name, w in doc.get("subscribers", {}).items()},
+                          metrics=dict(doc.get("metrics", {})))
         except (KeyError, TypeError, AttributeError) as err:
             raise RunFileError(f"{path}: missing or malformed field {err}") from None
         return run if subscriber is None else run.of(subscriber)

@@ -83,14 +83,15 @@ def rejection_reason(outcome: Exception) -> str:
 
 def drive(commit_batch: Callable, stream, sources, rate: float, duration: float,
           progress: Callable[[float, DriveResult], None] = lambda elapsed, result: None,
-          max_batch: int = 256) -> DriveResult:
-    """Offers `rate` transactions per second for `duration` seconds; returns what happened.
+          max_batch: int = 256, result: DriveResult | None = None) -> DriveResult:
+    """Offers `rate` transactions per second for `duration` seconds; returns what happened
+    (into `result`, when given, as it happens: what the load's metrics read, loadgen.metrics).
 
     `commit_batch(source, requests)` commits the requests in order as one group and returns one
     outcome per request: an Exception for a rejected one, anything else for a committed one. An
     exception raised by the call itself (the source unreachable) rejects the whole group.
     """
-    result = DriveResult()
+    result = result if result is not None else DriveResult()
     lock = threading.Lock()
     queues = {s: queue.Queue() for s in sources}
 

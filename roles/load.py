@@ -35,9 +35,9 @@ from fedlab.fedmodel.messages import VIEW_METADATA
 from fedlab.fedmodel.transactions import TransactionRequest
 from fedlab.fedmodel.wire import pb, rpc
 from fedlab.roles.chaos_k8s import ChaosError, parse_duration
-from fedlab.roles.process import RoleError, add_tls_arguments, fail, tls_files
+from fedlab.roles.process import RoleError, add_metrics_argument, add_tls_arguments, default_host, fail, tls_files
 from fedlab.roles.runconfig import RunConfig, load_config
-from fedlab.loadgen.driver import drive, grpc_committer
+from fedlab.loadgen.driver import DriveResult, drive, grpc_committer
 
 _TPCH_BATCH = 2000          # rows per initial-load transaction of the TPC-H data
 
@@ -52,6 +52,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--settle", type=float, default=600.0, metavar="SECONDS",
                         help="how long to wait for the view to catch up after the load (default 600; 0: do not wait)")
     add_tls_arguments(parser)
+    add_metrics_argument(parser)
 
 
 def main(args) -> int:
@@ -88,8 +89,10 @@ def main(args) -> int:
             reported[0] = int(elapsed) // 10
             print(f"  {elapsed:5.0f} s: offered {result.offered}, committed {result.committed}, "
                   f"rejected {result.rejected}", flush=True)
+    result = DriveResult()
+    _serve_metrics(result, args.metrics_port)
     print(f"driving {rate:g} txn/s for {duration:g} s", flush=True)   # the e2e times its faults from here
-    result = drive(commit_batch, stream, sorted(sources), rate, duration, progress)
+    drive(commit_batch, stream, sorted(sources), rate, duration, progress, result=result)
     print(f"load: offered {result.offered}, committed {result.committed}, rejected {result.rejected} in "
           f"{result.seconds:.1f} s; achieved rate {result.achieved_rate:.1f} txn/s (target {rate:g})", flush=True)
     for line in result.rejections():
@@ -105,6 +108,19 @@ def main(args) -> int:
             "rejected": result.rejected, "rejections": result.rejections(), "seconds": round(result.seconds, 3), "target_rate": rate,
             "achieved_rate": round(result.achieved_rate, 2), "caught_up": caught_up}, indent=2) + "\n")
     return 0 if caught_up is not False and result.committed else 1
+
+
+def _serve_metrics(result: DriveResult, port: int | None) -> None:
+    """The load's Prometheus endpoint (loadgen.metrics), with a port; it serves until the process ends."""
+    if port is None:
+        return
+    from fedlab.fedio.metrics_endpoint import MetricsEndpoint, new_registry
+    from fedlab.loadgen.metrics import LoadCollector
+
+    registry = new_registry()
+    registry.register(LoadCollector(result))
+    endpoint = MetricsEndpoint.serve(registry, default_host(), port)
+    print(f"load metrics on port {endpoint.port}", flush=True)
 
 
 def _workload(config: RunConfig, current: dict[str, list[tuple]], seed: int):

@@ -44,6 +44,13 @@ def add_tls_arguments(parser) -> None:
     group.add_argument("--tls-ca", metavar="FILE", help="the CA that signs every peer's certificate (PEM)")
 
 
+def add_metrics_argument(parser) -> None:
+    """--metrics-port: where the role's Prometheus endpoint serves, beside its gRPC port."""
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve Prometheus metrics on this port at /metrics (0: a free one; default: none; "
+                             "docs/operations.md)")
+
+
 def add_source_engine_argument(parser) -> None:
     parser.add_argument("--source-engine", choices=ENGINES, default=DEFAULT_ENGINE,
                         help=f"the sources' database engine (default {DEFAULT_ENGINE}; source_node/engines.py)")

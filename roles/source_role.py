@@ -31,6 +31,7 @@ from fedlab.roles.faults_file import FaultsFile
 from fedlab.roles.process import (
     Foreground,
     RoleError,
+    add_metrics_argument,
     add_source_engine_argument,
     add_tls_arguments,
     default_host,
@@ -70,6 +71,7 @@ def add_arguments(parser) -> None:
                         help="with --ray-address: exit 1 when the actor has not answered this long (default 60)")
     add_tls_arguments(parser)
     add_source_engine_argument(parser)
+    add_metrics_argument(parser)
 
 
 def main(args) -> int:
@@ -101,7 +103,8 @@ def _settings(args, host: str, tls):
     from fedlab.source_node.settings import SourceSettings
 
     return SourceSettings(engine=args.source_engine, host=host, port=args.port, tls=tls,
-                          prune_applied=args.prune_applied, log_keep_seconds=args.log_keep)
+                          prune_applied=args.prune_applied, log_keep_seconds=args.log_keep,
+                          metrics_port=args.metrics_port)
 
 
 def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
@@ -120,8 +123,9 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
     node.start()
     if faults:
         faults.watch(lambda rates: node.faults.configure(**rates))
+    metrics = f", metrics on {node.host}:{node.metrics_port}" if node.metrics_port is not None else ""
     print(f"source {args.name} serving on {node.address}{' (mutual TLS)' if tls else ''} (DSV {node.store.dsv}), "
-          f"warehouse {args.warehouse}", flush=True)
+          f"warehouse {args.warehouse}{metrics}", flush=True)
     foreground.wait()
     if faults:
         faults.stop()

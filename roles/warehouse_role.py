@@ -44,6 +44,7 @@ from fedlab.roles.faults_file import FaultsFile
 from fedlab.roles.process import (
     Foreground,
     RoleError,
+    add_metrics_argument,
     add_tls_arguments,
     add_warehouse_arguments,
     default_host,
@@ -70,6 +71,7 @@ def add_arguments(parser) -> None:
                         help="how long the first start waits for the sources to answer (default 600)")
     add_warehouse_arguments(parser)
     add_tls_arguments(parser)
+    add_metrics_argument(parser)
 
 
 def main(args) -> int:
@@ -119,13 +121,14 @@ def main(args) -> int:
             if spark.done() and spark.exception() is not None:
                 return fail("warehouse", RoleError(f"the Spark session did not start: {spark.exception()}"))
             return 1 if not foreground.stopping.is_set() else 0
-        port = group.serve(args.port, args.host or default_host())
+        port = group.serve(args.port, args.host or default_host(), args.metrics_port)
         if first:
             write_run_file(config, data, f"{args.host or default_host()}:{port}")
         shown = ", ".join(f"{name}: {w.plugin.name}, {w.status()['view_rows']} rows" for name, w in views.items())
         # Where a restart's time went, for the e2e's recovery figures (docs/kubernetes.md).
         up = time.monotonic()
-        print(f"warehouse serving on {args.host or default_host()}:{port} ({shown}; Delta under {data}); "
+        metrics = f", metrics on port {group.metrics_port}" if group.metrics_port is not None else ""
+        print(f"warehouse serving on {args.host or default_host()}:{port}{metrics} ({shown}; Delta under {data}); "
               f"up in {up - began:.1f} s: views restored or materialised, Spark session "
               f"{'up' if spark.done() else 'still starting'}", flush=True)
         foreground.wait()

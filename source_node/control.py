@@ -92,8 +92,14 @@ class SourceControl:
         reply = self.stub.Health(pb.HealthRequest(), timeout=timeout)
         return {"source": reply.source, "address": self.address, "dsv": reply.dsv, "brv": dict(reply.brv),
                 "unacknowledged": reply.unacknowledged, "subscribers": dict(reply.subscribers),
-                "pid": reply.pid, "message_log": reply.message_log or None}
+                "pid": reply.pid, "message_log": reply.message_log or None,
+                "metrics": _beside(self.address, reply.metrics_port)}
 
     def stop(self) -> None:
         """Stops the node (server, senders, store); its actor's process stays until killed."""
         self.stub.Stop(pb.StopRequest(), timeout=30)
+
+
+def _beside(address: str, port: int) -> str | None:
+    """The host of `address` with `port`: where the source's metrics serve (None: no endpoint)."""
+    return f"{address.rsplit(':', 1)[0]}:{port}" if port else None

@@ -33,10 +33,12 @@ import threading
 from typing import Sequence
 
 from fedlab.fedio.message_log import MessageLog
+from fedlab.fedio.metrics_endpoint import MetricsEndpoint, new_registry
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.message_log import source_log_path
 from fedlab.source_node.engines import is_dsn, open_store
 from fedlab.source_node.faults import FaultInjector
+from fedlab.source_node.metrics import SourceCollector
 from fedlab.source_node.run_settings import RunSettings
 from fedlab.source_node.sender import NotificationSender, wake_all
 from fedlab.source_node.server import SourceServicer, serve
@@ -77,6 +79,8 @@ class SourceNode:
                 self.addresses.forget(name)
         self.store.watch(self.wake)   # transactions other clients commit (PostgreSQL)
         self._server = None
+        self.metrics_port = settings.metrics_port
+        self._metrics: MetricsEndpoint | None = None
         self.run_settings = run_settings
         self.stopped = threading.Event()   # set once `stop` has closed everything
         self._stopping = threading.Lock()
@@ -90,7 +94,13 @@ class SourceNode:
             sender.start()
 
     def start(self) -> int:
-        """Starts the sender and the gRPC server; returns the port the server is bound to."""
+        """Starts the sender, the gRPC server and, with a metrics port, the Prometheus endpoint
+        (source_node.metrics); returns the port the gRPC server is bound to."""
+        if self.metrics_port is not None:
+            registry = new_registry()
+            registry.register(SourceCollector(self))
+            self._metrics = MetricsEndpoint.serve(registry, self.host, self.metrics_port)
+            self.metrics_port = self._metrics.port
         servicer = SourceServicer(self.store, self.catalog, self.senders, self.faults, self, self.messages)
         self._server, self.port = serve(servicer, self.host, self.port, self.max_message_bytes, tls=self.tls)
         self._started = True
@@ -156,6 +166,9 @@ class SourceNode:
             self._server = None
         for sender in list(self.senders.values()):
             sender.stop()
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
         self.store.close()
         self.messages.close()
 

@@ -63,6 +63,24 @@ log = logging.getLogger(__name__)
 MIN_BACKOFF, MAX_BACKOFF = 0.05, 2.0  # seconds between attempts while the warehouse fails
 
 
+class Delivered:
+    """What one sender has delivered, for its source's metrics (source_node.metrics). Written by
+    the sender's thread alone; a scrape reads it as it is."""
+
+    def __init__(self):
+        self.sent = 0               # notification copies handed to the Notify stream
+        self.resent = 0             # of those, copies of a DSV that had gone before
+        self.acknowledged_dsv = 0   # the subscriber holds every DSV up to this one durably
+        self._highest = 0
+
+    def went(self, dsv: int) -> None:
+        self.sent += 1
+        if dsv <= self._highest:
+            self.resent += 1
+        else:
+            self._highest = dsv
+
+
 class NotificationSender:
     def __init__(self, store, catalog: Catalog, faults: FaultInjector, warehouse_address: str | None = None,
                  resend_interval: float = RESEND_INTERVAL, max_batch_bytes: int = 4 << 20,
@@ -94,6 +112,7 @@ class NotificationSender:
         self._seq = itertools.count()
         self._backoff = 0.0
         self._retry_at = 0.0
+        self.delivered = Delivered()
         self.set_warehouse(warehouse_address)
 
     def set_warehouse(self, address: str | None) -> None:
@@ -182,6 +201,7 @@ class NotificationSender:
             for msg, note in zip(batch.notifications, notes):
                 self.messages.record("notification", "sent", self.subscriber, bytes=msg.ByteSize(),
                                      **notification_fields(note))
+                self.delivered.went(note.dsv)
             started = time.monotonic()
             try:
                 reply = self._stream_to(stub).exchange(batch)
@@ -195,6 +215,7 @@ class NotificationSender:
             acked = reply.acked_dsv.get(source, 0)
             if acked:
                 self.store.acknowledge(acked, self.subscriber)
+                self.delivered.acknowledged_dsv = max(self.delivered.acknowledged_dsv, acked)
             applied = reply.applied_dsv.get(source, 0)
             if applied:
                 self.store.applied_through(applied, self.subscriber)

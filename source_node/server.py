@@ -77,6 +77,7 @@ class Operator(Protocol):
     def set_warehouse(self, address: str | None) -> None: ...
     def set_faults(self, **rates: float) -> dict: ...
     def stop(self) -> None: ...
+    metrics_port: int | None   # where its Prometheus endpoint serves (None: none)
 
 
 def _rejecting_bad_input(method):
@@ -266,7 +267,8 @@ class SourceServicer(rpc.SourceServicer):
         behind = {name: len(self.store.unacknowledged(name)) for name in list(self.senders)}
         return pb.HealthReply(source=self.store.source, dsv=self.store.dsv, brv=self.store.brv,
                               unacknowledged=max(behind.values(), default=0), subscribers=behind,
-                              pid=os.getpid(), message_log=str(self.messages.path or ""))
+                              pid=os.getpid(), message_log=str(self.messages.path or ""),
+                              metrics_port=self.operator.metrics_port or 0)
 
     def History(self, request: pb.HistoryRequest, context):
         # Read eagerly, relations first: a commit between the two reads only adds notifications

@@ -30,3 +30,5 @@ class SourceSettings:
     #                                                    always keeps what a subscriber has not acknowledged)
     resend_interval: float = RESEND_INTERVAL           # source_node.resend_policy
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    metrics_port: int | None = None                    # its Prometheus endpoint, on `host` (0: a free port;
+    #                                                    None: none: source_node.metrics)

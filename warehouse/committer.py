@@ -25,6 +25,7 @@ from collections import Counter
 from contextlib import AbstractContextManager
 from typing import Callable
 
+from fedlab.fedio.metrics_endpoint import BucketCounts
 from fedlab.fedmodel.change_history import ChangeHistory
 from fedlab.fedmodel.errors import first_line
 from fedlab.warehouse.core.batches import Batch, BatchLedger
@@ -53,6 +54,7 @@ class Committer:
         self.failures = 0             # batch commits that failed, and how many of them in a row up to
         self.failing = 0              # now, so that Status shows a commit that keeps failing (each is
         self.last_error = ""          # retried)
+        self.commit_seconds = BucketCounts()   # each batch commit that held
         self._due = threading.Event()   # something applied or received since the last batch
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="committer", daemon=True)
@@ -139,6 +141,7 @@ class Committer:
         net = Counter()
         for a in batch.applied:
             net.update(dict(a.delta))
+        began = time.monotonic()
         try:
             self.store.commit_batch(batch.id, batch.applied, list(net.items()), batch.state, batch.notifications,
                                     timed=batch.timed)
@@ -146,6 +149,7 @@ class Committer:
             if self._durable_after_all(batch):
                 self._made_durable(batch, durable_time=None)   # when it became durable is not known
             raise
+        self.commit_seconds.observe(time.monotonic() - began)
         with self._ledger() as ledger:
             ledger.committed(batch)
         self._made_durable(batch, durable_time=time.time())

@@ -26,6 +26,7 @@ from typing import Callable
 import grpc
 
 from fedlab.fedio.message_log import MessageLog
+from fedlab.fedio.metrics_endpoint import BucketCounts
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.message_log import answer_fields, subquery_fields
@@ -65,6 +66,7 @@ class _RoundTrip:
     subqueries: list
     answered: set = field(default_factory=set)
     replied: bool = False
+    sent: float = field(default_factory=time.monotonic)
 
 
 class Dispatcher(Worker):
@@ -75,6 +77,8 @@ class Dispatcher(Worker):
         self._queued: list = []                       # sub-queries and resend requests, in the core's order
         self.rules = DispatchRules()                  # what goes of what is queued; under the lock
         self._stream: QueryStream | None = None       # once a batch went
+        self.in_flight = 0                            # sub-queries sent whose round trip is not over
+        self.round_trips = BucketCounts()             # seconds from a batch's sending to its last reply
 
     def stop(self) -> None:
         super().stop()
@@ -139,6 +143,8 @@ class Dispatcher(Worker):
                                  **subquery_fields(sq))
         if peer.fifo:
             peer.to_core("query_sent", self.source, [])
+        with self._lock:
+            self.in_flight += len(subqueries)
         for _ in range(2):
             stream = self._query_stream(stub)
             try:
@@ -177,6 +183,7 @@ class Dispatcher(Worker):
         trip.answered |= answered
         trip.replied = True
         if last:
+            self.round_trips.observe(time.monotonic() - trip.sent)
             self._round_trip_over(trip.subqueries, done=True, answered=trip.answered)
 
     def _cut_short(self, trips: list[_RoundTrip], err: grpc.RpcError | None) -> None:
@@ -195,6 +202,7 @@ class Dispatcher(Worker):
         if not done:
             self.peer.to_core("arrived", self.source, [], True)
         with self._lock:
+            self.in_flight -= len(subqueries)
             again = set(self.rules.round_trip_over([sq.id for sq in subqueries], answered))
             if again:
                 self._queued[:0] = [sq for sq in subqueries if sq.id in again]

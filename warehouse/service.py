@@ -56,6 +56,7 @@ from typing import Callable
 
 from fedlab.fedio.channels import MAX_MESSAGE_BYTES, TlsFiles, client_channel
 from fedlab.fedio.message_log import MessageLog
+from fedlab.fedio.metrics_endpoint import BucketCounts
 from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.change_history import ChangeHistory
@@ -87,6 +88,7 @@ from fedlab.warehouse.dispatcher import Dispatcher, Peer
 from fedlab.warehouse.evaluator import Evaluator
 from fedlab.warehouse.fifo_order import FifoOrder
 from fedlab.warehouse.incarnation import Incarnation
+from fedlab.warehouse.lag import Lag
 from fedlab.warehouse.settings import WarehouseSettings
 from fedlab.warehouse.spark_session import started
 from fedlab.warehouse.store.delta_store import AppliedTxn, DeltaViewStore, Restored, StoreError
@@ -166,6 +168,8 @@ class Warehouse:
         self.seq = 0
         # (applied time, seconds since commit) of the latest STALENESS_KEPT applied transactions
         self.staleness: deque[tuple[float, float]] = deque(maxlen=STALENESS_KEPT)
+        self.staleness_seconds = BucketCounts()   # every applied transaction's, for its metrics
+        self.lag: Lag | None = None               # how far behind each source it is (set by open)
         self.resyncs: list[str] = []
         peer = Peer(catalog, self.messages, settings.subscriber, self.incarnation, self.plugin.assumptions.fifo,
                     self._queue, self._missing)
@@ -193,6 +197,8 @@ class Warehouse:
         else:
             self._restore(restored, began=began)
         self.committer.durable_through(self.seq)   # what was restored or materialised is in Delta
+        with self._edge:
+            self.lag = Lag(self.algorithm.applied_dsv())
         # A source whose notifications failed while no warehouse answered retries on a timer that
         # backed off meanwhile (up to a minute): asking each for everything after what this one
         # holds brings what was committed in the outage now, not when those timers run out.
@@ -332,6 +338,7 @@ class Warehouse:
         # The core no longer needs some DSVs it never received (a resynchronisation read past them).
         with self._edge:
             self.batches.read_past(action.source, action.dsv)
+            self.lag.applied(action.source, action.dsv)
 
     def apply_state(self, action: StateApplied) -> None:
         self.seq += 1
@@ -339,11 +346,13 @@ class Warehouse:
         with self._edge:
             self.batches.apply(AppliedTxn(self.seq, action.source, action.dsv, action.txn_id, action.commit_time,
                                           now, dict(action.versions), list(action.delta.items())))
+            self.lag.applied(action.source, action.dsv)
         self.committer.note_due()
         if self.aggregate_state is not None:
             self.aggregate_state.apply(action.delta)
         if action.commit_time:
             self.staleness.append((now, now - action.commit_time))
+            self.staleness_seconds.observe(now - action.commit_time)
 
     def keep_view_delta(self, action: ViewDeltaPropagated) -> None:
         with self._edge:
@@ -382,6 +391,7 @@ class Warehouse:
             for n in notes:
                 if self.batches.receive(n):
                     self.committer.note_due()
+                self.lag.heard(n.source, n.dsv, n.commit_time)
                 by_source.setdefault(n.source, []).append(NotificationArrived(n, now))
             marks = {s: self.batches.marks(s) for s in by_source}
         for source, events in by_source.items():   # the core takes a source's batch at once
@@ -456,10 +466,14 @@ class Warehouse:
             return {"applied_dsv": applied, "seq": seq, "batch": self.batches.last_batch, "high_water": high_water}
 
     def status(self) -> dict:
+        """What the Status call and the metrics (warehouse.metrics) report, read together; "behind":
+        per source, (versions, seconds) the view is behind it (warehouse.lag)."""
+        now = time.time()
         with self.lock, self._edge:
             return {"algorithm": self.plugin.name, "applied": self.seq, "in_flight": self.algorithm.in_flight,
                     "applied_dsv": self.algorithm.applied_dsv(), "view_rows": len(self.algorithm.view_rows()),
                     "durable": {s: self.batches.acked(s) for s in self.sources},
+                    "behind": {s: self.lag.behind(s, now) for s in self.sources},
                     "counters": self.algorithm.counters.as_dict(),
                     **{counter: sum(getattr(d.rules, counter) for d in self.dispatchers.values())
                        for counter in ("withheld", "withheld_resends", "resent_lost")},

@@ -29,6 +29,7 @@ import time
 import grpc
 
 from fedlab.fedio.channels import TlsFiles, add_port, new_server
+from fedlab.fedio.metrics_endpoint import MetricsEndpoint, new_registry
 from fedlab.fedmodel.codec import encode_rows
 from fedlab.fedmodel.errors import ModelError
 from fedlab.fedmodel.messages import VIEW_METADATA, from_pb
@@ -37,6 +38,7 @@ from fedlab.fedmodel.wire import pb, rpc
 from fedlab.warehouse.core.batches import Marks, for_every_view
 from fedlab.warehouse.core.events import RefreshRequested
 from fedlab.warehouse.core.salem.timeline import PointError
+from fedlab.warehouse.metrics import ViewGroupCollector
 from fedlab.warehouse.service import Warehouse
 
 
@@ -55,6 +57,7 @@ class ViewGroup:
         self.tls = tls
         self.incarnation = self.first.incarnation
         self._server = None
+        self._metrics: MetricsEndpoint | None = None
 
     @property
     def first(self) -> Warehouse:
@@ -81,8 +84,13 @@ class ViewGroup:
         for view in self.views.values():
             view.open()
 
-    def serve(self, port: int = 0, host: str = "127.0.0.1") -> int:
-        """Starts every view's threads and the gRPC service; returns its port."""
+    def serve(self, port: int = 0, host: str = "127.0.0.1", metrics_port: int | None = None) -> int:
+        """Starts every view's threads and the gRPC service, and with `metrics_port` (0: a free
+        one) the Prometheus endpoint on `host` (warehouse.metrics); returns the gRPC port."""
+        if metrics_port is not None:
+            registry = new_registry()
+            registry.register(ViewGroupCollector(self.views))
+            self._metrics = MetricsEndpoint.serve(registry, host, metrics_port)
         sources = len(self.first.sources)
         # A thread per source for its Notify stream, and eight for the other calls.
         self._server = new_server(sources + 8)
@@ -108,6 +116,14 @@ class ViewGroup:
             view.close(commit)
         if self._server is not None:
             self._server.stop(grace=1 if commit else None).wait()   # a crash cuts calls in flight
+        if self._metrics is not None:
+            self._metrics.close()
+            self._metrics = None
+
+    @property
+    def metrics_port(self) -> int | None:
+        """Where its Prometheus endpoint serves, on the gRPC service's host (None: none)."""
+        return self._metrics.port if self._metrics is not None else None
 
     def set_source_address(self, source: str, address: str) -> None:
         for view in self.views.values():
