@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: preflight-demo preflight-test venv demo test quick soak bench image e2e-k8s e2e-nodes objectstore clean
+.PHONY: preflight-demo preflight-test venv demo test quick soak bench image e2e-k8s e2e-nodes objectstore promtool clean
 
 # What the machine lacks, one line each with its Debian package, before anything is installed
 # (fedlab/preflight.py): Python 3.11+ and Java 17+ for everything, and for the tests PostgreSQL, helm
@@ -38,7 +38,7 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 # jar set, where the Delta jars are cached: every session of the suite then starts in half the time.
 # Two pytest-xdist workers: one runs every test that needs Spark, Ray, PostgreSQL or helm, on one
 # session of each (tests/conftest.py), while the other runs the rest on the core the first leaves idle.
-test: preflight-test venv $(VENV)/.example-stamp objectstore
+test: preflight-test venv $(VENV)/.example-stamp objectstore promtool
 	@$(BIN)/python -m fedlab.warehouse.spark_session --class-archive
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 
@@ -52,6 +52,18 @@ quick: venv $(VENV)/.example-stamp
 # Go it says so, and the tests that need it say why they skip (or fail under CI=true).
 objectstore:
 	@$(PYTHON) helm/object_store.py build --optional
+
+# promtool checks the chart's alert rules and the dashboard's queries (tests/test_chart_metrics.py):
+# Debian's prometheus package, installed once where it is missing (no recommends: the node
+# exporter is not wanted). Without root or the registry it says so, and those tests skip (fail
+# under CI=true).
+promtool:
+	@test -x /usr/bin/promtool || command -v promtool >/dev/null || { \
+	  echo "promtool: apt-get install prometheus (once)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || \
+	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
+	  echo "promtool: not installed (as root: apt-get install prometheus); the tests that need it skip"; }
 
 # At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).
 soak: venv
@@ -67,13 +79,15 @@ image: venv
 
 # Installs the chart on the cluster of the current kube context, runs a short load with chaos and
 # asserts the Helm test's verdict; says "skipped: no cluster reachable" and exits 0 without one.
-e2e-k8s: venv
+# On a cluster of this machine, a Prometheus of its own scrapes the release throughout (promtool's
+# package has it).
+e2e-k8s: venv promtool
 	$(BIN)/python helm/e2e_k8s.py
 
 # The same run across worker nodes the local cluster tool adds beside node 1 (as root, with the
 # cluster up and `make image` done): Delta on an S3 object store, placement asserted, crashes,
 # partitions and drains of whole nodes under load; everything it made is taken down at the end.
-e2e-nodes: venv
+e2e-nodes: venv promtool
 	$(BIN)/python helm/e2e_nodes.py
 
 clean:

@@ -1094,10 +1094,11 @@ def test_a_bad_nemesis_fails_the_render_with_one_line_naming_it(helm, helm_home,
 # The flags the chart passes to each role; fedlab/cli.py must accept them (helm/federation/README.md).
 CLI_CONTRACT = {
     "source": {"--name", "--catalog", "--db", "--source-engine", "--prune-applied", "--home", "--port", "--warehouse",
-               "--ray-address", "--ray-resource", "--faults-file", "--tls-cert", "--tls-key", "--tls-ca"},
+               "--ray-address", "--ray-resource", "--faults-file", "--tls-cert", "--tls-key", "--tls-ca",
+               "--metrics-port"},
     "warehouse": {"--config", "--name", "--port", "--data", "--spark-master", "--faults-file",
-                  "--tls-cert", "--tls-key", "--tls-ca"},
-    "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca"},
+                  "--tls-cert", "--tls-key", "--tls-ca", "--metrics-port"},
+    "load": {"--config", "--duration", "--rate", "--tls-cert", "--tls-key", "--tls-ca", "--metrics-port"},
     "chaos-k8s": {"--namespace", "--plan", "--faults-configmap", "--wait-ready", "--start-delay", "--duration", "--seed"},
     "check": {"--expect", "--connect-wait", "--source", "--tls-cert", "--tls-key", "--tls-ca"},
 }

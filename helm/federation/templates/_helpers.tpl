@@ -174,6 +174,51 @@ fedlab.io/warehouse: {{ .warehouse }}
 {{- end -}}
 {{- end -}}
 
+{{/* Metrics (metrics.enabled): each role's process serves Prometheus's /metrics on metrics.port
+of its pod. Its flag as a YAML list fragment, and for a shell command line. */}}
+{{- define "fedlab.metricsArgs" -}}
+{{- if .Values.metrics.enabled -}}
+- --metrics-port
+- {{ .Values.metrics.port | quote }}
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.metricsShellArgs" -}}
+{{- if .Values.metrics.enabled }} --metrics-port {{ .Values.metrics.port }}{{- end }}
+{{- end -}}
+
+{{/* The annotations that annotation-based scrape configs read (the Prometheus community chart's
+kubernetes-pods job and its kind). */}}
+{{- define "fedlab.metricsAnnotations" -}}
+{{- if .Values.metrics.enabled -}}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .Values.metrics.port | quote }}
+prometheus.io/path: /metrics
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.metricsContainerPort" -}}
+{{- if .Values.metrics.enabled -}}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+{{- end -}}
+{{- end -}}
+
+{{/* A Service's metrics port, and the label the ServiceMonitor selects such a Service by. */}}
+{{- define "fedlab.metricsServicePort" -}}
+{{- if .Values.metrics.enabled -}}
+- name: metrics
+  port: {{ .Values.metrics.port }}
+  targetPort: metrics
+{{- end -}}
+{{- end -}}
+
+{{- define "fedlab.metricsServiceLabel" -}}
+{{- if .Values.metrics.enabled -}}
+fedlab.io/metrics: "true"
+{{- end -}}
+{{- end -}}
+
 {{- define "fedlab.tmpVolume" -}}
 - name: tmp
   emptyDir:
@@ -264,6 +309,15 @@ podAntiAffinity:
 {{- end -}}
 {{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
 {{- fail "tls.secretName: must name a Secret (tls.crt, tls.key, ca.crt) when tls.enabled is true" -}}
+{{- end -}}
+{{- if .Values.metrics.enabled -}}
+{{- $m := int .Values.metrics.port -}}
+{{- $r := .Values.ray.ports -}}
+{{- $taken := list (int .Values.sourceDefaults.port) (int .Values.warehouse.port) (int .Values.warehouse.spark.driverPort) (int .Values.warehouse.spark.blockManagerPort) (int $r.gcs) (int $r.nodeManager) (int $r.objectManager) (int $r.dashboardAgentGrpc) (int $r.dashboardAgentListen) (int $r.metricsExport) (int $r.runtimeEnvAgent) (int $r.dashboard) -}}
+{{- range .Values.sources -}}{{- if .port -}}{{- $taken = append $taken (int .port) -}}{{- end -}}{{- end -}}
+{{- if or (has $m $taken) (and (ge $m (int $r.minWorker)) (le $m (int $r.maxWorker))) -}}
+{{- fail (printf "metrics.port: %d is taken by another port of a fedlab pod (a source's or the warehouse's gRPC port, Spark's, or Ray's ray.ports)" $m) -}}
+{{- end -}}
 {{- end -}}
 {{- if and (eq .Values.warehouse.storage.type "objectStore") (not .Values.warehouse.storage.uri) -}}
 {{- fail "warehouse.storage.uri: must be set (s3a://..., gs://..., abfss://...) when warehouse.storage.type is objectStore" -}}
