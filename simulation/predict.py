@@ -282,12 +282,18 @@ class Limits:
         if self.reason is None:
             now = time.monotonic()
             if now - self.started > self.budget:
-                self.reason = f"after {self.budget:g} s of run time"
+                self._out_of_time()
             elif now >= self._next_check:
                 self._next_check = now + self.CHECK_EVERY
                 if peak_memory_mb() > self.memory_mb:
-                    self.reason = f"at {self.memory_mb:,.0f} MB of memory"
+                    self._out_of_memory()
         return self.reason is not None
+
+    def _out_of_time(self) -> None:
+        self.reason = f"after {self.budget:g} s of run time"
+
+    def _out_of_memory(self) -> None:
+        self.reason = f"at {self.memory_mb:,.0f} MB of memory"
 
     def within(self, phase: Callable[[], bool]) -> bool:
         """Runs a phase of the point (which asks this object between actions) under a timer at
@@ -311,7 +317,7 @@ class Limits:
         except PointStopped:
             return False
         except MemoryError:
-            self.reason = f"at {self.memory_mb:,.0f} MB of memory"
+            self._out_of_memory()
             return False
         finally:
             if timed:   # a timer set before (a test runner's timeout) goes on as it was
@@ -322,7 +328,7 @@ class Limits:
                 resource.setrlimit(resource.RLIMIT_AS, limit)
 
     def _alarm(self, signum, frame) -> None:
-        self.reason = f"after {self.budget:g} s of run time"
+        self._out_of_time()
         raise PointStopped(self.reason)
 
 

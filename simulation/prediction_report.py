@@ -134,9 +134,11 @@ def _along(points: list[dict], axis: str) -> list[dict]:
     """The sweep's points along `axis` with the base point (which the sweep runs once, in the
     first axis), by the axis's value where it is a number, else as the axis gave them."""
     mine = [p for p in points if p["point"]["sweep"] == f"axis: {axis}"]
+    if not mine:
+        return []
     fixed = lambda p: {k: v for k, v in p["point"].items() if k not in (axis, "sweep")}   # noqa: E731
     along = mine + [p for p in points if p not in mine and p["point"]["sweep"].startswith("axis: ")
-                    and mine and fixed(p) == fixed(mine[0])]
+                    and fixed(p) == fixed(mine[0])]
     numeric = all(isinstance(p["point"][axis], (int, float)) for p in along)
     return sorted(along, key=lambda p: p["point"][axis]) if numeric else along
 
