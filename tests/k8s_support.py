@@ -46,6 +46,16 @@ def load_render_k8s():
     return load_helm_script("render_k8s.py", "fedlab_render_k8s")
 
 
+def refusal(helm, home, sets: list[str]) -> str:
+    """What helm says when it refuses to render the chart with `sets` (--set each): its stderr."""
+    args = ["template", "x", str(CHART)]
+    for s in sets:
+        args += ["--set", s]
+    proc = helm.run_helm(args, home, check=False)
+    assert proc.returncode != 0, f"rendered with {sets}"
+    return proc.stderr
+
+
 # ---- strict validation (kubernetes-validate) ----
 
 _patched = False
