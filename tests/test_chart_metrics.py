@@ -13,14 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 from k8s_support import CHART, KUBE_VERSIONS, REPO, refusal, split_manifests, validate_strict
-from prerequisites import missing
+from prerequisites import require
+
+from fedlab.preflight import PROMTOOL, promtool_path
 from test_helm_chart import by_kind, fedlab_command, one, pod_labels, pod_spec, reachable, workloads
 
 ROLES = ("source", "warehouse", "load")
@@ -57,11 +57,8 @@ def renders(helm, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def promtool():
-    found = shutil.which("promtool") or ("/usr/bin/promtool" if Path("/usr/bin/promtool").is_file() else None)
-    if found is None:
-        missing("promtool is not found (not on PATH, no /usr/bin/promtool): install prometheus (Debian's package; "
-                "`make promtool`); the chart's alert rules and dashboard queries are checked with it")
-    return found
+    require(PROMTOOL)
+    return promtool_path()
 
 
 def run_promtool(promtool, *args) -> subprocess.CompletedProcess:

@@ -6,21 +6,21 @@ tests/test_live_metrics.py's."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import time
 import urllib.request
 
 import pytest
+from prerequisites import require
 
 from fedlab.fedio.channels import client_channel
 from fedlab.fedio.metrics_endpoint import BucketCounts, MetricsEndpoint, new_registry
 from fedlab.fedmodel.catalog import Catalog
 from fedlab.fedmodel.messages import to_pb
 from fedlab.fedmodel.transactions import TransactionRequest
-from fedlab.fedmodel.wire import pb, rpc
+from fedlab.fedmodel.wire import rpc
 from fedlab.live.top import quantile, scrape, select
+from fedlab.preflight import PROMTOOL, promtool_path
 from fedlab.loadgen.driver import DriveResult, drive, grpc_committer
 from fedlab.loadgen.metrics import LoadCollector
 from fedlab.source_node.control import SourceControl
@@ -33,12 +33,8 @@ CATALOG = Catalog.from_dict({"sources": {"ds1": {"T": {"columns": ["E"], "types"
 
 def promtool_check(text: str) -> None:
     """`promtool check metrics` (Prometheus's own linter of the exposition) passes on `text`."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing: `make promtool` installs it")
-        pytest.skip("promtool is missing: `make promtool` installs it")
-    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    require(PROMTOOL)
+    checked = subprocess.run([promtool_path(), "check", "metrics"], input=text, capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
