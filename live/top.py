@@ -8,7 +8,8 @@ seconds this scrapes each of them and shows, from the last two scrapes:
 - per view and source: the DSV the view reflects and how far behind it is, in versions and seconds;
 - per view: transactions applied a second, the staleness of those applied in the interval (p50,
   p99), maintenance tasks and sub-queries in flight, Delta commits (p50 in the interval, failures);
-- the load: offered and committed a second, and its rejections by reason.
+- the load: offered and committed a second, and its rejections by reason;
+- how long each process has been up: a short time is a restart (a kill, a crash).
 A process that does not answer is shown down. `--once` prints one screen and exits (two scrapes
 an interval apart, for the rates).
 """
@@ -115,7 +116,7 @@ def screen(before: Scrape, now: Scrape) -> Group:
         return max(0.0, sum(select(new, name, **match).values()) - sum(select(old, name, **match).values())) / seconds
 
     down = [p for p, samples in now.processes.items() if samples is None]
-    parts = [_sources(new, rate), _lag(new), _views(old, new, rate), _load(new, rate)]
+    parts = [_sources(new, rate), _lag(new), _views(old, new, rate), _load(new, rate), _uptimes(now)]
     if down:
         parts.append(f"[red]down (no answer from its metrics): {', '.join(down)}[/]")
     return Group(*[p for p in parts if p is not None])
@@ -170,6 +171,12 @@ def _load(new: Samples, rate) -> str | None:
     rejected = ", ".join(f"{v:.0f} {dict(k)['reason']}" for k, v in sorted(select(new, "fedlab_load_rejected_total").items()))
     return (f"load: offered {rate('fedlab_load_offered_total'):.1f}/s, committed "
             f"{rate('fedlab_load_committed_total'):.1f}/s; rejected: {rejected or 'none'}")
+
+
+def _uptimes(now: Scrape) -> str:
+    started = {p: sum(select(samples, "process_start_time_seconds").values())
+               for p, samples in now.processes.items() if samples}
+    return "up: " + ", ".join(f"{p} {time.time() - t:.0f} s" for p, t in started.items())
 
 
 def interval_buckets(old: Samples, new: Samples, histogram: str, **match: str) -> list[tuple[float, float]]:

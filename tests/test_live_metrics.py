@@ -102,7 +102,7 @@ def test_every_process_of_a_live_run_serves_what_the_run_reports(spark, ray_runt
 
         assert main(["top", str(run_dir), "--once", "--interval", "0.2"]) == 0
         shown = capsys.readouterr().out
-        assert all(name in shown for name in ("sources", "lag", "views", "pairs", "load: offered")), shown
+        assert all(name in shown for name in ("sources", "lag", "views", "pairs", "load: offered", "up: source x")), shown
 
         for name, sql in ((DEFAULT_SUBSCRIBER, scenario.view.sql), ("pairs", PAIRS)):
             oracle = Oracle(scenario.catalog, sql, scenario.initial, load.history)
