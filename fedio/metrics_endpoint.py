@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 from prometheus_client.core import HistogramMetricFamily
 
+from fedlab.fedmodel.errors import ModelError
+
 # Spans of a few milliseconds to a minute: sub-queries answered on a LAN, Delta commits, and a
 # view's staleness through a restart.
 SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -44,7 +46,11 @@ class MetricsEndpoint:
 
     @classmethod
     def serve(cls, registry: CollectorRegistry, host: str, port: int) -> "MetricsEndpoint":
-        server, _ = start_http_server(port, addr=host, registry=registry)
+        """ModelError, one line, when the port cannot be bound (taken, or not this host's)."""
+        try:
+            server, _ = start_http_server(port, addr=host, registry=registry)
+        except OSError as err:
+            raise ModelError(f"cannot serve metrics on {host}:{port}: {err.strerror or err}") from None
         return cls(host, server.server_port, server)
 
     @property

@@ -90,7 +90,10 @@ def main(args) -> int:
             print(f"  {elapsed:5.0f} s: offered {result.offered}, committed {result.committed}, "
                   f"rejected {result.rejected}", flush=True)
     result = DriveResult()
-    _serve_metrics(result, args.metrics_port)
+    try:
+        _serve_metrics(result, args.metrics_port)
+    except ModelError as err:
+        return fail("load", err)
     print(f"driving {rate:g} txn/s for {duration:g} s", flush=True)   # the e2e times its faults from here
     drive(commit_batch, stream, sorted(sources), rate, duration, progress, result=result)
     print(f"load: offered {result.offered}, committed {result.committed}, rejected {result.rejected} in "

@@ -44,9 +44,20 @@ def add_tls_arguments(parser) -> None:
     group.add_argument("--tls-ca", metavar="FILE", help="the CA that signs every peer's certificate (PEM)")
 
 
+def port_number(text: str) -> int:
+    """A port flag's value: 0 (a free port) to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"takes a port from 0 to 65535, got {text!r}")
+    return port
+
+
 def add_metrics_argument(parser) -> None:
     """--metrics-port: where the role's Prometheus endpoint serves, beside its gRPC port."""
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    parser.add_argument("--metrics-port", type=port_number, default=None, metavar="PORT",
                         help="serve Prometheus metrics on this port at /metrics (0: a free one; default: none; "
                              "docs/operations.md)")
 

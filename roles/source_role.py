@@ -120,7 +120,11 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
     except Exception as err:  # the engine's own: a file another process holds, or not a database
         return fail("source", f"cannot open {args.db}: {str(err).strip().splitlines()[0]}")
     foreground = Foreground()
-    node.start()
+    try:
+        node.start()
+    except ModelError as err:   # its metrics port taken: nothing was started
+        node.stop()
+        return fail("source", err)
     if faults:
         faults.watch(lambda rates: node.faults.configure(**rates))
     metrics = f", metrics on {node.host}:{node.metrics_port}" if node.metrics_port is not None else ""

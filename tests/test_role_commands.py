@@ -38,11 +38,12 @@ VIEW = "SELECT c.c_name, o.o_orderkey, o.o_total FROM customer c JOIN orders o O
 CHART_COMMANDS = [
     "source --name s1 --catalog /etc/fedlab/config/catalog.yaml --db /var/fedlab/data/s1.sqlite --port 50051 "
     "--warehouse lab-fedlab-warehouse:50052 --ray-address lab-fedlab-ray-head:6379 --ray-resource fedlab_source_s1 "
-    "--faults-file /etc/fedlab/faults/faults.json --tls-cert a --tls-key b --tls-ca c",
+    "--faults-file /etc/fedlab/faults/faults.json --tls-cert a --tls-key b --tls-ca c --metrics-port 9464",
     "warehouse --config /etc/fedlab/config/run.yaml --name wh2 --port 50052 --data s3a://bucket/delta "
     "--spark-master k8s://https://kubernetes.default.svc:443 --faults-file /etc/fedlab/faults/faults.json "
-    "--tls-cert a --tls-key b --tls-ca c",
-    "load --config /etc/fedlab/config/run.yaml --duration 120s --rate 20 --tls-cert a --tls-key b --tls-ca c",
+    "--tls-cert a --tls-key b --tls-ca c --metrics-port 9464",
+    "load --config /etc/fedlab/config/run.yaml --duration 120s --rate 20 --tls-cert a --tls-key b --tls-ca c "
+    "--metrics-port 9464",
     "check /var/fedlab/data/run/lab --expect complete --source s1=lab-fedlab-src-s1:50051 "
     "--source s2=lab-fedlab-src-s2:50051 --tls-cert a --tls-key b --tls-ca c",
 ]
@@ -103,6 +104,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_metrics_port_taken_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["source", "--name", "s1", "--catalog", str(tmp_path / "catalog.yaml"), "--db",
+                     str(tmp_path / "s1.sqlite"), "--metrics-port", str(port)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"fedlab source: cannot serve metrics on 127.0.0.1:{port}: ") and len(err.splitlines()) == 1
 
 
 def test_synthetic_stream_emits_only_valid_transactions():
