@@ -11,9 +11,8 @@ from __future__ import annotations
 
 
 class Lag:
-    def __init__(self, applied: dict[str, int]):
-        """`applied`: per source, the DSV the view reflects when the warehouse opens."""
-        self._applied = dict(applied)
+    def __init__(self):
+        self._applied: dict[str, int] = {}
         self._heard: dict[str, int] = {}
         self._waiting: dict[str, dict[int, float]] = {}   # per source, DSV -> commit time, not applied
 

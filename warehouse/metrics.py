@@ -18,12 +18,13 @@ from fedlab.fedio.metrics_endpoint import histogram, series
 
 class ViewGroupCollector(Collector):
     def __init__(self, views: dict):
-        """`views`: each view's warehouse.service.Warehouse, by the view's name."""
+        """`views`: each view's warehouse.service.Warehouse, by the view's name, opened (the view
+        group serves its endpoint once every view is)."""
         self.views = views
 
     def collect(self):
-        opened = {name: v for name, v in self.views.items() if v.lag is not None}
-        read = {name: _read(view) for name, view in opened.items()}
+        views = self.views
+        read = {name: _read(view) for name, view in views.items()}
         per_source = ["view", "source"]
 
         def by_source(key):
@@ -63,15 +64,15 @@ class ViewGroupCollector(Collector):
                      by_view("commits_failing"))
         yield series(GaugeMetricFamily, "fedlab_warehouse_subqueries_in_flight",
                      "Sub-queries sent to the source whose round trip is not over.", per_source,
-                     [([name, s], d.in_flight) for name, view in opened.items() for s, d in sorted(view.dispatchers.items())])
+                     [([name, s], d.in_flight) for name, view in views.items() for s, d in sorted(view.dispatchers.items())])
         yield histogram("fedlab_warehouse_subquery_seconds",
                         "Round trips of sub-query batches to the source, from sending to the last reply.", per_source,
-                        [([name, s], d.round_trips) for name, view in opened.items() for s, d in sorted(view.dispatchers.items())])
+                        [([name, s], d.round_trips) for name, view in views.items() for s, d in sorted(view.dispatchers.items())])
         yield histogram("fedlab_warehouse_staleness_seconds",
                         "Each applied transaction's staleness: from its commit at the source to its apply.", ["view"],
-                        [([name], view.staleness_seconds) for name, view in opened.items()])
+                        [([name], view.staleness_seconds) for name, view in views.items()])
         yield histogram("fedlab_warehouse_delta_commit_seconds", "Delta batch commits that held, by duration.",
-                        ["view"], [([name], view.committer.commit_seconds) for name, view in opened.items()])
+                        ["view"], [([name], view.committer.commit_seconds) for name, view in views.items()])
 
 
 def _read(view) -> dict:

@@ -169,7 +169,7 @@ class Warehouse:
         # (applied time, seconds since commit) of the latest STALENESS_KEPT applied transactions
         self.staleness: deque[tuple[float, float]] = deque(maxlen=STALENESS_KEPT)
         self.staleness_seconds = BucketCounts()   # every applied transaction's, for its metrics
-        self.lag: Lag | None = None               # how far behind each source it is (set by open)
+        self.lag = Lag()                          # how far behind each source it is
         self.resyncs: list[str] = []
         peer = Peer(catalog, self.messages, settings.subscriber, self.incarnation, self.plugin.assumptions.fifo,
                     self._queue, self._missing)
@@ -197,8 +197,9 @@ class Warehouse:
         else:
             self._restore(restored, began=began)
         self.committer.durable_through(self.seq)   # what was restored or materialised is in Delta
-        with self._edge:
-            self.lag = Lag(self.algorithm.applied_dsv())
+        with self._edge:   # what was restored, which a restore's own applies may not have named
+            for source, dsv in self.algorithm.applied_dsv().items():
+                self.lag.applied(source, dsv)
         # A source whose notifications failed while no warehouse answered retries on a timer that
         # backed off meanwhile (up to a minute): asking each for everything after what this one
         # holds brings what was committed in the outage now, not when those timers run out.
