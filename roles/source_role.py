@@ -119,12 +119,13 @@ def _run_node(args, catalog, initial, faults, seed: int, host: str, tls) -> int:
         return fail("source", err)
     except Exception as err:  # the engine's own: a file another process holds, or not a database
         return fail("source", f"cannot open {args.db}: {str(err).strip().splitlines()[0]}")
-    foreground = Foreground()
     try:
         node.start()
     except ModelError as err:   # its metrics port taken: nothing was started
         node.stop()
         return fail("source", err)
+    # Once started: a start that failed leaves the process's signal handlers as they were.
+    foreground = Foreground()
     if faults:
         faults.watch(lambda rates: node.faults.configure(**rates))
     metrics = f", metrics on {node.host}:{node.metrics_port}" if node.metrics_port is not None else ""

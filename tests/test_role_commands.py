@@ -108,6 +108,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
 
 def test_a_metrics_port_taken_is_one_line_and_exit_2(tmp_path, capsys):
     (tmp_path / "catalog.yaml").write_text(yaml.safe_dump(CATALOG))
+    handler = signal.getsignal(signal.SIGTERM)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -116,6 +117,8 @@ def test_a_metrics_port_taken_is_one_line_and_exit_2(tmp_path, capsys):
                      str(tmp_path / "s1.sqlite"), "--metrics-port", str(port)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"fedlab source: cannot serve metrics on 127.0.0.1:{port}: ") and len(err.splitlines()) == 1
+    # and this process's SIGTERM is as it was: a pool forked by a later test still ends on it
+    assert signal.getsignal(signal.SIGTERM) is handler
 
 
 def test_synthetic_stream_emits_only_valid_transactions():
