@@ -18,7 +18,12 @@
    raylet, the Ray head with a source, and the warehouse); `helm test` again must find the view
    complete over both loads. The nemesis needs root on the cluster's only node (the local
    cluster tool's, as CI runs it); elsewhere the run says it was not applied.
-5. `helm uninstall`, and the release's claims and (local) volumes deleted, also on failure.
+5. Through a Prometheus on this machine that scraped every pod of the release from before the
+   install (helm/e2e_prometheus.py): every pod alive is a target and up, every documented series
+   exists, the counts agree with the last checker's verdict and the load Jobs' logs, every
+   dashboard query and alert rule runs, and promtool passes each pod's page. On a cluster that is
+   not this machine, whose pods it does not reach, this is not checked.
+6. `helm uninstall`, and the release's claims and (local) volumes deleted, also on failure.
 
 The image must be where the cluster finds it: `make image` on the local cluster tool, or build
 the Dockerfile and push it, then --image REPO:TAG. On a cluster without a default StorageClass
@@ -43,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import e2e_cluster as cluster  # noqa: E402
+import e2e_prometheus  # noqa: E402
 import fedlab_helm  # noqa: E402
 import yaml  # noqa: E402
 from e2e_cluster import E2EFailure, Kube, log  # noqa: E402
@@ -56,6 +62,7 @@ NEMESIS = ("partition warehouse|s1 at 8s for 10s; partition load->s2 at 10s for 
            "clock s1 +300s at 22s; pause warehouse at 32s for 6s; pause ray-head at 34s for 5s; "
            "kill executors at 42s; clock s1 -120s at 46s; kill raylet:s2 at 50s; kill ray-head at 58s; "
            "kill s1 at 58s; partition s2|everything at 64s for 5s; kill warehouse at 72s")
+PROMETHEUS_LOG = HERE.parent / "runs" / "e2e-k8s" / "prometheus.log"
 TLS_SECRET = "fedlab-e2e-tls"
 API_CA = "fedlab-e2e-kube-api-ca"
 
@@ -118,19 +125,26 @@ class Run:
         self.figures: dict[str, str] = {}
         self.revision = 0                   # the release's Helm revision: its load Job is load-<revision>
         self.starts: list[tuple[float, str]] = []   # (time, pod) of each restart over the last load
+        self.verdicts: dict[str, dict] = {}          # the last checker's figures, by view (checker_reports)
+        self.load_logs: dict[str, str] = {}          # each load Job's log, by the Job's name
+        self.prometheus: e2e_prometheus.Prometheus | None = None
 
     def run(self) -> int:
         with tempfile.TemporaryDirectory(prefix="fedlab-e2e-") as home:
             self.home = Path(home)
             self.helm_env = fedlab_helm.helm_env(self.home / "helm")
             try:
+                self.start_prometheus()
                 self.phases()
+                self.check_metrics()
                 self.report()
                 return 0
             except BaseException:
                 self.post_mortem()
                 raise
             finally:
+                if self.prometheus is not None:
+                    self.prometheus.stop()
                 if not self.args.keep:
                     self.uninstall()
 
@@ -156,10 +170,14 @@ class Run:
         self.revision = 1
         log(f"installed and ready after {time.monotonic() - started:.0f} s")
         self.figures["install until ready"] = f"{time.monotonic() - started:.0f} s"
-        print(cluster.wait_job(self.kube, f"{self.fullname}-load-1", self.args.timeout), flush=True)
+        self.wait_load(f"{self.fullname}-load-1")
         print(cluster.wait_job(self.kube, f"{self.fullname}-chaos", self.args.timeout), flush=True)
         self.figures["install until the load's end"] = f"{time.monotonic() - started:.0f} s"
         log(f"the load and chaos Jobs finished {time.monotonic() - started:.0f} s after the install began")
+
+    def wait_load(self, job: str) -> None:
+        self.load_logs[job] = cluster.wait_job(self.kube, job, self.args.timeout)
+        print(self.load_logs[job], flush=True)
 
     def chart_args(self, extra: list[str]) -> list[str]:
         repo, _, tag = self.args.image.rpartition(":")
@@ -257,6 +275,7 @@ class Run:
         if proc.returncode != 0:
             raise E2EFailure(f"the Helm test (the checker) {when} failed: see its log above")
         reports = checker_reports(proc.stdout)
+        self.verdicts = reports
         for view, figures in reports.items():
             about = f"checker {when}" + (f", view {view}" if view else "")
             if figures["verdict"] != "complete" or figures["lost"] or figures["doubled"]:
@@ -270,6 +289,34 @@ class Run:
         if clocks:
             self.figures[f"clocks {when}"] = clocks.group(1)
         return figures
+
+    def start_prometheus(self) -> None:
+        """Prometheus on this machine, scraping the release's pods from before the install to the
+        end (helm/e2e_prometheus.py), with the chart's alert rules as this release renders them."""
+        if not self.on_this_machine():
+            log("Prometheus: not run (this machine does not reach the pods of a cluster that is not its own)")
+            self.figures["Prometheus"] = "not run: the cluster is not this machine"
+            return
+        began = time.monotonic()
+        rules = e2e_prometheus.alert_rules([*self.values_files, *self.args.values], self.home / "helm",
+                                           self.args.release, self.kube.namespace)
+        self.prometheus = e2e_prometheus.Prometheus.start(self.home / "prometheus", rules, PROMETHEUS_LOG, self.kube)
+        log(f"Prometheus at {self.prometheus.url}, up in {time.monotonic() - began:.1f} s, scrapes the pods of namespace "
+            f"{self.kube.namespace} every {e2e_prometheus.SCRAPE_INTERVAL}, with "
+            f"{sum(len(g['rules']) for g in rules['groups'])} alert rules (its log: {PROMETHEUS_LOG})")
+
+    def check_metrics(self) -> None:
+        """What Prometheus scraped over the run agrees with the last checker's verdict and the
+        loads' logs (e2e_prometheus.MetricsCheck); its figures go into the report."""
+        if self.prometheus is None:
+            return
+        began = time.monotonic()
+        check = e2e_prometheus.MetricsCheck(self.prometheus, self.kube, self.args.release)
+        for name, line in check.run([s["name"] for s in self.values["sources"]], self.verdicts, self.load_logs).items():
+            self.figures[f"Prometheus, {name}"] = line
+            log(f"Prometheus, {name}: {line}")
+        self.figures["Prometheus"] = (f"scraped the release for {time.time() - self.prometheus.started:.0f} s "
+                                      f"({self.prometheus.usage()}); checked in {time.monotonic() - began:.1f} s")
 
     def load_under(self, schedule: str, values: list[str]) -> tuple:
         """`helm upgrade` with `values`: a new load Job against the same federation, while the
@@ -290,7 +337,7 @@ class Run:
             nemesis = self.start_nemesis(schedule)
             load_from = time.time()
             try:
-                print(cluster.wait_job(self.kube, job, self.args.timeout), flush=True)
+                self.wait_load(job)
                 if nemesis is not None:
                     nemesis.wait()
             finally:
@@ -396,9 +443,12 @@ class Run:
                           *text, sep="\n  ", flush=True)
         except Exception as err:  # the cluster may be what failed: the run's own error comes next
             print(f"e2e: no post-mortem ({type(err).__name__}: {err})", flush=True)
+        if self.prometheus is not None:
+            print(f"e2e: Prometheus's log ({self.prometheus.log_path}) ends:", self.prometheus.log_tail(lines),
+                  sep="\n", flush=True)
 
     def on_this_machine(self) -> bool:
-        """Whether the cluster's nodes are this machine's, where the nemesis can reach them."""
+        """Whether the cluster's nodes are this machine's, where the nemesis and Prometheus reach them."""
         return cluster.local_node(self.kube) is not None
 
     def uninstall(self) -> None:

@@ -13,7 +13,8 @@ On a machine where `local-k8s install` has run and node 1 is up (`local-k8s up f
 4. starts the S3 object store on the host bridge every node reaches (helm/object_store.py,
    SeaweedFS), with a bucket and a credentials Secret for the chart;
 5. runs everything `make e2e-k8s` runs (helm/e2e_k8s.py: TLS, NetworkPolicies, the chaos Job,
-   the upgrade and the 13 faults from the node, the checker after each load), with the values of
+   the upgrade and the 13 faults from the node, the checker after each load, a Prometheus that
+   scrapes every pod throughout and is asked at the end), with the values of
    ci/nodes-values.yaml: sources on nodes of their own, Delta under s3a://, the run directory on a
    volume every node mounts; it prints the placement it got (`placement: POD NODE`) and fails if
    the chart's rules did not hold;
