@@ -150,7 +150,10 @@ def check(seed: int) -> dict | None:
 
 @pytest.mark.parametrize("schedules", [200])
 def test_random_federations_and_faults_keep_salem_complete(schedules):
-    with multiprocessing.get_context("fork").Pool(2) as pool:
+    # Spawned, not forked: a fork would copy the gRPC objects that earlier tests of this worker left
+    # for the collector, and with gRPC's fork support off (fedlab/__init__.py) a child that
+    # collects them waits forever on a lock no thread of its holds.
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
         failures = [f for f in pool.imap_unordered(check, seeds(schedules), chunksize=10) if f]
     assert not failures, f"{len(failures)} of {schedules} fell short; first: {failures[0]}"
 

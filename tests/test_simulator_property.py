@@ -75,7 +75,10 @@ def check(seed: int, algorithm: str = "sze-ling"):
 
 def shortfalls(algorithm: str, schedules: int) -> list[dict]:
     """The schedules of `algorithm`, seeds 0 .. schedules-1, that fell short (two workers)."""
-    with multiprocessing.get_context("fork").Pool(2) as pool:
+    # Spawned, not forked: a fork would copy the gRPC objects that earlier tests of this worker left
+    # for the collector, and with gRPC's fork support off (fedlab/__init__.py) a child that
+    # collects them waits forever on a lock no thread of its holds.
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
         return [f for f in pool.imap_unordered(partial(check, algorithm=algorithm), range(schedules), chunksize=20) if f]
 
 
