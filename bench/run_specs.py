@@ -66,6 +66,7 @@ class BenchPlan:
     seed: int = 1
     workload: str = "mixed"
     source_engine: str = DEFAULT_ENGINE
+    capture: str | None = None     # a PostgreSQL source's: "triggers" (None) or "logical" (source_node.engines)
     batch_interval: float = WarehouseSettings.batch_interval
     repeat: int = 1
     combine: str = "1,10,100,1000"   # lazy's bounds, a run each
@@ -95,6 +96,7 @@ class RunSpec:
     workload: str
     placement: str
     source_engine: str
+    capture: str | None           # a PostgreSQL source's (source_node.engines)
     batch_interval: float         # the warehouse's seconds between Delta batches (at most)
     trial: int                    # which repetition of the same run (--repeat)
     combine_max: int | None       # lazy's bound (warehouse.core.sze_ling.deferral); None for the others
@@ -196,6 +198,8 @@ def run_specs(plan: BenchPlan) -> list[RunSpec]:
     faults = _faults(chaos_list, sources)
     _validate_load(plan)
     _validate_outside_writers(plan.outside_writers, plan.source_engine, data)
+    if plan.capture is not None and plan.source_engine != "postgres":
+        raise BenchArgumentError(f"--capture {plan.capture} is for --source-engine postgres")
     _check_views(algorithm_runs, data)
     allowance = _reorder_allowance(plan.reorder_allowance)
     journal, history = _retention(plan.journal_retention, plan.history_retention)
@@ -203,7 +207,7 @@ def run_specs(plan: BenchPlan) -> list[RunSpec]:
     specs = [RunSpec(algorithm=name, access=access, view=view, scale=scale, chaos="" if spec == "none" else spec,
                      faults=faults[spec], rate=plan.rate, duration=plan.duration, ramp_rates=step_rates,
                      ramp_step=plan.ramp_step, settle=plan.settle, seed=plan.seed, workload=plan.workload,
-                     placement=placement, source_engine=plan.source_engine, batch_interval=plan.batch_interval,
+                     placement=placement, source_engine=plan.source_engine, capture=plan.capture, batch_interval=plan.batch_interval,
                      trial=trial, combine_max=combine_max, max_jobs=plan.max_jobs, synthetic=recipe,
                      outside_writers=plan.outside_writers, reorder_allowance=allowance,
                      journal_retention=journal, history_retention=history)

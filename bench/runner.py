@@ -114,7 +114,7 @@ def run_stream(specs: list[RunSpec], catalog, initial: Path | dict, recipe: Data
     names = subscriber_names(specs)
     stream = _header(first, catalog, run_dir)
     fed = Federation(catalog, first.view_sql(), initial, run_dir, spark, _settings(first),
-                     source_engine=first.source_engine)
+                     source_engine=first.source_engine, capture=first.capture)
     others = {name: (_settings(s), s.view_sql()) for name, s in zip(names[1:], specs[1:])}
     if one_warehouse:
         for name, (settings, view_sql) in others.items():
@@ -203,7 +203,7 @@ def _header(spec: RunSpec, catalog, run_dir: Path) -> dict:
     """The record's first fields: what the run is, before anything is measured."""
     return {"algorithm": spec.algorithm, "access_path": spec.access_path, "label": spec.label,
             "view": spec.view, "scale": spec.scale, "chaos": spec.chaos or "none", "faults": spec.faults,
-            "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine,
+            "placement": spec.placement, "sources": list(catalog.sources), "source_engine": spec.source_engine, "capture": spec.capture,
             "workload": spec.workload, "trial": spec.trial, "combine_max": spec.combine_max,
             "seed": spec.seed, "rate_target": spec.rate, "reorder_allowance": _settings(spec).reorder_allowance,
             "run_dir": str(run_dir), "notes": [],

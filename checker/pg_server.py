@@ -1,5 +1,5 @@
 """A private PostgreSQL server: initdb, serve on a unix socket in a private temporary directory
-at a free port, fsync off; stopped afterwards.
+at a free port, fsync off, WAL for logical decoding; stopped afterwards.
 
 For the checker's PostgreSQL oracle when no server is given (`fedlab check --oracle postgres`
 without --pg-dsn), for the tests, and for the sources of a run with `--source-engine postgres`
@@ -39,6 +39,7 @@ class PostgresServer:
     bin_dir: Path
     run_as: str | None  # the OS user the server runs as, when not this process's
     data: Path          # the data directory: root/data, or one that outlives the server
+    options: str = ""   # the server's settings (pg_ctl -o), to start it again with
 
     @property
     def dsn(self) -> str:
@@ -56,10 +57,11 @@ class PostgresServer:
             return None
 
     @classmethod
-    def start(cls, data: Path | None = None) -> "PostgresServer":
+    def start(cls, data: Path | None = None, wal_level: str = "logical") -> "PostgresServer":
         """A new server, ready for connections; PostgresServerError when it cannot start. `data`:
         a data directory to keep (created and initialised the first time, reused as it is after;
-        its parent directories must be searchable by the server's user); None: a throwaway one."""
+        its parent directories must be searchable by the server's user); None: a throwaway one.
+        `wal_level`: "logical" lets sources capture from the WAL (source_node.logical_capture)."""
         bin_dir = find_binaries()
         run_as, account = None, None
         if os.geteuid() == 0:
@@ -82,9 +84,14 @@ class PostgresServer:
             if not (server.data / "PG_VERSION").exists():
                 server._run("initdb", "-D", str(server.data), f"--username={USER}", "--auth=trust", "--no-locale",
                             "--encoding=UTF8", "--no-sync")
-            options = (f"-c listen_addresses='' -c unix_socket_directories='{server.root / 'socket'}' "
-                       f"-p {server.port} -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
-            server._run("pg_ctl", "-D", str(server.data), "-l", "server.log", "-w", "-t", "60", "-o", options, "start")
+            server.options = (f"-c listen_addresses='' -c unix_socket_directories='{server.root / 'socket'}' "
+                       f"-p {server.port} -c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                       # Logical decoding, for sources with `capture: logical` (source_node.logical_capture);
+                       # a commit reaches the decoder once the WAL writer flushes it, every wal_writer_delay.
+                       f"-c wal_level={wal_level} -c max_replication_slots=64 -c max_wal_senders=64 "
+                       f"-c wal_writer_delay=10ms")
+            server._run("pg_ctl", "-D", str(server.data), "-l", "server.log", "-w", "-t", "60", "-o", server.options,
+                        "start")
         except BaseException:
             server.stop()
             raise

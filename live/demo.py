@@ -29,7 +29,8 @@ from fedlab.live.outside_writers import (
     outside_writers_line,
     source_written,
 )
-from fedlab.roles.process import RoleError, add_deferral_arguments, add_source_engine_argument, deferral
+from fedlab.roles.process import (RoleError, add_deferral_arguments, add_source_engine_argument, capture_problem,
+                                  deferral)
 from fedlab.loadgen.driver import DriveResult, drive
 from fedlab.warehouse.core import registry
 from fedlab.warehouse.core.registry import Settings
@@ -54,6 +55,8 @@ def main(args) -> int:
         bounds = deferral(args)
         registry.check_view(args.algorithm, parse_query(view_sql, tpch_catalog()).join)
         written = source_written(args.outside_writers, args.source_engine, tpch_catalog())
+        if problem := capture_problem(args):
+            raise RoleError(problem)
     except (ModelError, RoleError, registry.AlgorithmError) as err:   # before anything is made: no run directory for refused input
         print(f"fedlab demo: {err}")
         return 2
@@ -77,7 +80,7 @@ def main(args) -> int:
 
         tls = write_certificates(run_dir / "tls")
     fed = Federation(catalog, view_sql, data, run_dir, spark, WarehouseSettings(args.algorithm, Settings(deferral=bounds)),
-                     tls=tls, source_engine=args.source_engine)
+                     tls=tls, source_engine=args.source_engine, capture=args.capture)
     writers = None
     try:
         with console.status("starting Ray, three source actors and the warehouse (initial materialisation)"):

@@ -85,7 +85,8 @@ def source_log_keep(settings: WarehouseSettings) -> float | None:
 class Federation:
     def __init__(self, catalog: Catalog, view_sql: str, initial: dict[str, list[tuple]] | Path, run_dir: str | Path,
                  spark, warehouse: WarehouseSettings = WarehouseSettings(), tls: TlsFiles | None = None,
-                 source_engine: str = DEFAULT_ENGINE, log_retention: dict[str, int] | None = None):
+                 source_engine: str = DEFAULT_ENGINE, log_retention: dict[str, int] | None = None,
+                 capture: str | None = None):
         """`initial`: the initial rows per relation, or a folder of source databases holding them
         already (prepare_source_files), copied for the sources to start from instead of loading
         the rows again; `warehouse`: the warehouse's algorithm and settings (warehouse.settings);
@@ -93,7 +94,8 @@ class Federation:
         certificates of roles.certs; `source_engine`: the sources' database
         (source_node.engines), each told the column sets the view's sub-queries probe;
         `log_retention`: per source, how many notifications its outbox keeps at most (unbounded by
-        default), so that a lost one can be gone for good."""
+        default), so that a lost one can be gone for good; `capture`: a PostgreSQL source's
+        (source_node.engines: triggers by default, or logical)."""
         self.catalog = catalog
         self.tls = tls
         self.view_sql = view_sql
@@ -103,6 +105,7 @@ class Federation:
         self.settings = warehouse
         self.log_retention = log_retention or {}
         self.source_engine = source_engine
+        self.capture = capture
         self.actors: dict = {}
         self.postgres = None   # the sources' private PostgreSQL server (source_engine "postgres")
         self.addresses: dict[str, str] = {}
@@ -157,7 +160,7 @@ class Federation:
         for source in self.catalog.sources:
             if self.postgres is None:
                 self._write_source_file(source)
-            settings = SourceSettings(tls=self.tls, engine=self.source_engine, probes=probes,
+            settings = SourceSettings(tls=self.tls, engine=self.source_engine, capture=self.capture, probes=probes,
                                       log_retention=self.log_retention.get(source),
                                       log_keep_seconds=source_log_keep(self.settings), metrics_port=0)
             self.actors[source] = start_source_actor(self.catalog, source, self._db_path(source), settings=settings,
@@ -276,7 +279,8 @@ class Federation:
         self.postgres = PostgresServer.start(data=self.run_dir / "postgres")
         for source in self.catalog.sources:
             open_store(self.catalog, source, self.postgres.database(source), "postgres",
-                       {r.name: self.initial.get(r.name, []) for r in self.catalog.relations_at(source)}).close()
+                       {r.name: self.initial.get(r.name, []) for r in self.catalog.relations_at(source)},
+                       capture=self.capture).close()
 
     def commit(self, source: str, request: TransactionRequest) -> pb.CommitReply:
         return self._call(source, lambda stub: stub.Commit(to_pb(request, self.catalog), timeout=30))

@@ -54,6 +54,7 @@ from fedlab.roles.chaos_k8s import ChaosError, parse_duration
 from fedlab.roles.process import (
     RoleError,
     add_source_engine_argument,
+    capture_problem,
     add_warehouse_arguments,
     warehouse_settings,
 )
@@ -107,6 +108,8 @@ def main(args) -> int:
             raise ModelError(f"--duration: {err}") from None
         if args.expect not in LEVELS:
             raise ModelError(f"--expect must be one of {', '.join(LEVELS)}")
+        if problem := capture_problem(args):
+            raise ModelError(problem)
         from fedlab.warehouse.core import registry
 
         views = _views(args.view or [DEFAULT_VIEW], args.algorithm)
@@ -138,7 +141,8 @@ def main(args) -> int:
     spark = warehouse_spark(run_dir)
     first, *more = views
     fed = Federation(catalog, views[first][0], data, run_dir, spark, settings[first],
-                     tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine)
+                     tls=_throwaway_tls(run_dir) if args.tls else None, source_engine=args.source_engine,
+                     capture=args.capture)
     for name in more:
         fed.add_view(name, views[name][0], settings[name], subscriber=placement[name])
     events: list[str] = []

@@ -23,7 +23,7 @@ import time
 
 from fedlab.fedio.channels import TlsFiles
 from fedlab.fedmodel.errors import ModelError
-from fedlab.source_node.engines import DEFAULT_ENGINE, ENGINES
+from fedlab.source_node.engines import CAPTURES, DEFAULT_ENGINE, ENGINES
 from fedlab.warehouse.core.registry import AlgorithmError, Settings, check_view
 from fedlab.warehouse.core.salem.propagate import APPLY_MODES, SalemOptions
 from fedlab.warehouse.core.sze_ling.deferral import Deferral
@@ -65,6 +65,17 @@ def add_metrics_argument(parser) -> None:
 def add_source_engine_argument(parser) -> None:
     parser.add_argument("--source-engine", choices=ENGINES, default=DEFAULT_ENGINE,
                         help=f"the sources' database engine (default {DEFAULT_ENGINE}; source_node/engines.py)")
+    parser.add_argument("--capture", choices=CAPTURES, default=None,
+                        help="with --source-engine postgres: how a source sees its commits, by triggers in each "
+                             "writer's transaction or from the WAL through a logical replication slot (default: "
+                             "as the database was installed, triggers for a new one; docs/postgres.md)")
+
+
+def capture_problem(args) -> str | None:
+    """What is wrong with --capture beside --source-engine, None when nothing is."""
+    if args.capture is not None and args.source_engine != "postgres":
+        return f"--capture {args.capture} is for --source-engine postgres"
+    return None
 
 
 def add_reorder_allowance_argument(parser) -> None:

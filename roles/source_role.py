@@ -19,6 +19,7 @@ server and its channel to the warehouse under mutual TLS (fedio.channels).
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import time
@@ -34,6 +35,7 @@ from fedlab.roles.process import (
     add_metrics_argument,
     add_source_engine_argument,
     add_tls_arguments,
+    capture_problem,
     default_host,
     fail,
     retention_seconds,
@@ -55,6 +57,10 @@ def add_arguments(parser) -> None:
                         help="PostgreSQL: delete captured changes once the warehouse has acknowledged and "
                              "applied them (bounded change tables; `fedlab check` can then no longer judge "
                              "the run from this source's log)")
+    parser.add_argument("--max-retained-wal", type=wal_bytes, default=None, metavar="SIZE",
+                        help="with --capture logical: the most WAL its replication slot may keep (e.g. 512MB, "
+                             "2GB); past it the source says so and serves a lagging warehouse from its own log "
+                             "(default: no bound)")
     parser.add_argument("--log-keep", type=retention_seconds, default=None, metavar="SECONDS",
                         help="seconds its log and message log keep of what they wrote (and the log what a "
                              "warehouse has not acknowledged), or 'forever' (the default): `fedlab check` needs the "
@@ -74,6 +80,15 @@ def add_arguments(parser) -> None:
     add_metrics_argument(parser)
 
 
+def wal_bytes(text: str) -> int:
+    """A size such as 512MB or 2GB (kB, MB, GB, TB: powers of 1024, as PostgreSQL's), in bytes."""
+    units = {"kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+    number, unit = text[:-2], text[-2:]
+    if unit not in units or not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 512MB or 2GB")
+    return int(number) * units[unit]
+
+
 def main(args) -> int:
     try:
         tls = tls_files(args)
@@ -88,6 +103,10 @@ def main(args) -> int:
             raise RoleError("--ray-resource needs --ray-address")
         if args.prune_applied and args.source_engine != "postgres":
             raise RoleError("--prune-applied is for --source-engine postgres")
+        if problem := capture_problem(args):
+            raise RoleError(problem)
+        if args.max_retained_wal is not None and args.capture != "logical":
+            raise RoleError("--max-retained-wal is for --capture logical")
         if args.log_keep is not None and not 0 < args.log_keep < math.inf:
             raise RoleError(f"--log-keep must be a positive number of seconds or 'forever', got {args.log_keep:g}")
     except (ModelError, RoleError) as err:
@@ -104,6 +123,7 @@ def _settings(args, host: str, tls):
 
     return SourceSettings(engine=args.source_engine, host=host, port=args.port, tls=tls,
                           prune_applied=args.prune_applied, log_keep_seconds=args.log_keep,
+                          capture=args.capture, max_retained_wal=args.max_retained_wal,
                           metrics_port=args.metrics_port)
 
 

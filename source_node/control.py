@@ -88,12 +88,14 @@ class SourceControl:
 
     def health(self, timeout: float = ANSWER_TIMEOUT) -> dict:
         """The source's versions, what its subscribers have not acknowledged (the most, and each
-        one's), its address, its process id and its message log (None: none)."""
+        one's), its address, its process id, its message log (None: none), and with capture
+        logical the WAL its slot keeps and the warning of a bound reached ("": none)."""
         reply = self.stub.Health(pb.HealthRequest(), timeout=timeout)
         return {"source": reply.source, "address": self.address, "dsv": reply.dsv, "brv": dict(reply.brv),
                 "unacknowledged": reply.unacknowledged, "subscribers": dict(reply.subscribers),
                 "pid": reply.pid, "message_log": reply.message_log or None,
-                "metrics": _beside(self.address, reply.metrics_port)}
+                "metrics": _beside(self.address, reply.metrics_port),
+                "retained_wal": reply.retained_wal, "capture_warning": reply.capture_warning}
 
     def stop(self) -> None:
         """Stops the node (server, senders, store); its actor's process stays until killed."""

@@ -21,6 +21,8 @@ ENGINES = ("sqlite", "duckdb", "postgres")
 DEFAULT_ENGINE = "sqlite"
 _NAMES = {"sqlite": "SQLite", "duckdb": "DuckDB", "postgres": "PostgreSQL"}
 FILE_ENGINES = ("sqlite", "duckdb")   # the engines whose source is a file
+CAPTURES = ("triggers", "logical")    # how a PostgreSQL source sees other applications' commits
+DEFAULT_CAPTURE = "triggers"
 
 
 def file_name(source: str, engine: str = DEFAULT_ENGINE) -> str:
@@ -60,7 +62,8 @@ def is_dsn(path) -> bool:
 def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: str | None = None,
                initial: dict[str, list[tuple]] | None = None, log_retention: int | None = None,
                probes: Iterable[tuple[str, Sequence[str]]] = (), prune_applied: bool = False,
-               log_keep_seconds: float | None = None):
+               log_keep_seconds: float | None = None, capture: str | None = None,
+               max_retained_wal: int | None = None):
     """The store of `source` in the file at `path`, created (with `initial`) if there is none.
 
     `engine` None: the engine that made the file, which must exist. `probes` (SQLite only): the
@@ -68,6 +71,9 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
     connection string (its database is set up the first time: source_node.postgres_store);
     `prune_applied` (PostgreSQL only) empties its change tables as the warehouse applies them;
     `log_keep_seconds` keeps that many seconds of its log (source_node.subscriber_outbox).
+    `capture` (PostgreSQL only): "triggers" (source_node.postgres_store) or "logical", from the
+    WAL (source_node.logical_capture), whose slot keeps at most `max_retained_wal` bytes; None:
+    the capture the database was installed with, triggers for a new one.
     """
     found = None if str(path) == ":memory:" else engine_of(path)
     if engine is None:
@@ -78,6 +84,11 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
     if found is not None and found != engine:
         raise ModelError(f"{path} is a {_NAMES[found]} database, not {_NAMES[engine]} "
                          f"(it was made with --source-engine {found})")
+    if capture is not None and capture not in CAPTURES:
+        raise ModelError(f"unknown capture {capture!r} (one of {', '.join(CAPTURES)})")
+    if engine != "postgres" and (capture is not None or max_retained_wal is not None):
+        raise ModelError(f"capture {capture} and a retained-WAL bound are for PostgreSQL sources; "
+                         f"{path} is a {_NAMES[engine]} file")
     if prune_applied and engine != "postgres":
         raise ModelError(f"pruning applied changes is for PostgreSQL sources; {path} is a {_NAMES[engine]} file")
     # Imported here: a process that never opens a DuckDB store never loads DuckDB (0.2 s).
@@ -85,7 +96,18 @@ def open_store(catalog: Catalog, source: str, path: str | os.PathLike, engine: s
         from fedlab.source_node.sqlite_store import SQLiteStore
 
         return SQLiteStore(catalog, source, path, initial, log_retention, probes, log_keep_seconds)
+    if engine == "postgres" and capture is None:
+        from fedlab.source_node.postgres_store import installed_capture
+
+        capture = installed_capture(str(path)) or DEFAULT_CAPTURE
+    if engine == "postgres" and capture == "logical":
+        from fedlab.source_node.logical_capture import LogicalPostgresStore
+
+        return LogicalPostgresStore(catalog, source, str(path), initial, log_retention, prune_applied,
+                                    log_keep_seconds, max_retained_wal=max_retained_wal)
     if engine == "postgres":
+        if max_retained_wal is not None:
+            raise ModelError("a retained-WAL bound is for capture logical; capture triggers keeps no slot")
         from fedlab.source_node.postgres_store import PostgresStore
 
         return PostgresStore(catalog, source, str(path), initial, log_retention, prune_applied, log_keep_seconds)

@@ -62,7 +62,8 @@ class SourceNode:
         self.faults = faults or FaultInjector()
         self.tls = settings.tls
         self.store = open_store(catalog, source, db_path, settings.engine, initial, settings.log_retention,
-                                settings.probes, settings.prune_applied, settings.log_keep_seconds)
+                                settings.probes, settings.prune_applied, settings.log_keep_seconds,
+                                settings.capture, settings.max_retained_wal)
         if message_log is None and not is_dsn(db_path):
             message_log = source_log_path(db_path)
         self.messages = MessageLog(message_log, source, settings.log_keep_seconds)

@@ -186,24 +186,28 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         try:
             self._con = self._connect()
             self._install(initial or {})
-            with self._reading() as cur:
-                self._dsv, self._brv = self._versions(cur)
-                subscribers = cur.execute("SELECT name, relations, acknowledged FROM fedlab.subscribers").fetchall()
-            oldest = min((acknowledged + 1 for _, _, acknowledged in subscribers), default=self._dsv + 1)
-            self._hold(subscribers, self._read_log(oldest, None))
-            # For answers as of earlier versions: what a subscriber may not have applied yet,
-            # from the unacknowledged on (and the log the pruning left: the rest of it).
-            held = self._read_log(self.oldest_available(), oldest - 1) if prune_applied else []
-            held += self._retained
-            self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, held)
-            self._listener = threading.Thread(target=self._listen, name=f"listen-{source}", daemon=True)
-            self._listener.start()
+            self._open()
         except psycopg.Error as err:
             self.close()
             raise ModelError(f"source {source}: PostgreSQL at {dsn}: {first_line(err)}") from None
         except BaseException:
             self.close()
             raise
+
+    def _open(self) -> None:
+        """Reads the versions, the subscribers and their outbox, and starts the listener."""
+        with self._reading() as cur:
+            self._dsv, self._brv = self._versions(cur)
+            subscribers = cur.execute("SELECT name, relations, acknowledged FROM fedlab.subscribers").fetchall()
+        oldest = min((acknowledged + 1 for _, _, acknowledged in subscribers), default=self._dsv + 1)
+        self._hold(subscribers, self._read_log(oldest, None))
+        # For answers as of earlier versions: what a subscriber may not have applied yet,
+        # from the unacknowledged on (and the log the pruning left: the rest of it).
+        held = self._read_log(self.oldest_available(), oldest - 1) if self.prune_applied else []
+        held += self._retained
+        self.recent = SharedRecentChanges(self._relations, self._dsv, self._brv, held)
+        self._listener = threading.Thread(target=self._listen, name=f"listen-{self.source}", daemon=True)
+        self._listener.start()
 
     # ---- versions ----
 
@@ -237,12 +241,17 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         xids = [w for w in written if isinstance(w, str)]
         if not xids:
             return written
+        notes = self._notifications_of(xids)
+        return [notes[w] if isinstance(w, str) else w for w in written]
+
+    def _notifications_of(self, xids: list[str]) -> dict[str, Notification]:
+        """The notifications of the node's own committed transactions, by transaction id (xid8)."""
         with self._writer:
             dsv_of = dict(self._con.execute("SELECT xid::text, dsv FROM fedlab.log WHERE xid = ANY(%s::xid8[])",
                                             [xids]).fetchall())
         self._catch_up()
         notes = {n.dsv: n for n in self.notifications_from(min(dsv_of.values()), max(dsv_of.values()))}
-        return [notes[dsv_of[w]] if isinstance(w, str) else w for w in written]
+        return {xid: notes[dsv] for xid, dsv in dsv_of.items()}
 
     def _write(self, request: TransactionRequest) -> str:
         """Plans and writes one request in one database transaction; returns its transaction id.
@@ -258,7 +267,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
 
             planned = plan_commit(self.catalog, self.source, request, lookup, self._find)
             with self._con.pipeline(), self._con.cursor() as cur:
-                cur.execute("SELECT set_config('fedlab.txn_id', %s, true)", [request.txn_id])
+                self._mark(cur, request)
                 for p in planned:
                     rel = self.catalog.relation(p.relation)
                     gone = [rel.key_of(r) for r in p.deleted] + [rel.key_of(m.old) for m in p.modified]
@@ -268,13 +277,17 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                     marks = ", ".join(["%s"] * len(rel.columns))
                     cur.executemany(f"INSERT INTO {quote(rel.name)} VALUES ({marks})",
                                     [list(r) for r in [m.new for m in p.modified] + list(p.inserted)])
-                # A transaction whose net effect is nothing (a modification to the same values)
-                # wrote no row, so no trigger queued its stamp: it gets its DSV all the same, as
-                # in the embedded stores (the Commit RPC answers with it).
-                cur.execute("INSERT INTO fedlab.pending VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING")
                 xid = self._con.execute("SELECT pg_current_xact_id()::text")
             (xid,), = xid.fetchall()
         return xid
+
+    def _mark(self, cur, request: TransactionRequest) -> None:
+        """Tags the node's transaction with its id for the capture, and makes sure it gets a DSV:
+        a transaction whose net effect is nothing (a modification to the same values) writes no
+        row, so no trigger queues its stamp, yet it gets its DSV as in the embedded stores (the
+        Commit RPC answers with it)."""
+        cur.execute("SELECT set_config('fedlab.txn_id', %s, true)", [request.txn_id])
+        cur.execute("INSERT INTO fedlab.pending VALUES (pg_current_xact_id()) ON CONFLICT DO NOTHING")
 
     def _lookup(self, relation: str, key: tuple) -> tuple | None:
         rel = self.catalog.relation(relation)
@@ -451,8 +464,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         read_time = time.time()   # before the read: every commit stamped earlier is in it (up to the warehouse's allowance)
         where = f"sub-queries {', '.join(sq.id for sq in subqueries[:3])}{', ...' if len(subqueries) > 3 else ''}"
         try:
-            with self._reading() as cur:
-                dsv, brv = self._versions(cur)
+            with self._at_one_state() as (cur, dsv, brv):
                 # (nets waits for the listener to read another writer's commit this state holds.)
                 batch = [(sq, relations, self.recent.nets(sq, dsv, brv)) for sq, relations in checked]
                 rows = semijoin_chains(self.catalog, batch,
@@ -483,10 +495,16 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
 
     def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
         """(DSV, {relation: (BRV, rows)}) for all of the source's relations, read at one state."""
-        with self._reading() as cur:
-            dsv, brv = self._versions(cur)
+        with self._at_one_state() as (cur, dsv, brv):
             return dsv, {r.name: (brv[r.name], cur.execute(f"SELECT {_columns(r)} FROM {quote(r.name)}").fetchall())
                          for r in self._relations}
+
+    @contextmanager
+    def _at_one_state(self):
+        """(cursor, DSV, BRVs) inside one REPEATABLE READ transaction, the versions of the state
+        its reads see."""
+        with self._reading() as cur:
+            yield (cur, *self._versions(cur))
 
     def _versions(self, cur) -> tuple[int, dict[str, int]]:
         (dsv,), = cur.execute("SELECT dsv FROM fedlab.source").fetchall()
@@ -505,7 +523,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         """This thread's connection for reading: a statement alone reads one committed state, and
         a transaction (`_reading`) begins REPEATABLE READ, READ ONLY in its BEGIN."""
         con = getattr(self._local, "con", None)
-        if con is None:
+        if con is None or con.broken:   # (broken: the server restarted)
             con = self._local.con = self._connect()
             con.isolation_level, con.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
         return con
@@ -537,6 +555,10 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                 (owner,), = self._con.execute("SELECT source FROM fedlab.source").fetchall()
                 if owner != self.source:
                     raise ModelError(f"{self.path} holds source {owner!r}, not {self.source!r}")
+                (triggers,), = self._con.execute("SELECT to_regclass('fedlab.changes') IS NOT NULL").fetchall()
+                if not triggers:
+                    raise ModelError(f"source {self.source}: {self.path} was installed with capture logical, "
+                                     f"not triggers")
                 # The node finds its own commit's DSV by xid (installs before the index had none).
                 self._con.execute("CREATE INDEX IF NOT EXISTS log_xid ON fedlab.log (xid)")
                 # Installs before subscribers kept one acknowledged DSV for their one warehouse:
@@ -568,6 +590,18 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                 # join the answers or other applications make is planned for a few rows (a point
                 # update through an index took 10 ms, not 0.2, until autovacuum came by).
                 self._con.execute(f"ANALYZE {quote(rel.name)}")
+
+
+def installed_capture(dsn: str) -> str | None:
+    """How the source in the database at `dsn` was installed to capture ("triggers" or "logical",
+    source_node.logical_capture), None when it was not; ModelError when it cannot be reached."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as con:
+            (schema, changes), = con.execute("SELECT to_regnamespace('fedlab') IS NOT NULL, "
+                                             "to_regclass('fedlab.changes') IS NOT NULL").fetchall()
+    except psycopg.Error as err:
+        raise ModelError(f"PostgreSQL at {dsn}: {first_line(err)}") from None
+    return None if not schema else "triggers" if changes else "logical"
 
 
 def condensed_captures(captured: Iterable[tuple[str, str, tuple | dict]],

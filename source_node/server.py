@@ -265,10 +265,14 @@ class SourceServicer(rpc.SourceServicer):
 
     def Health(self, request: pb.HealthRequest, context) -> pb.HealthReply:
         behind = {name: len(self.store.unacknowledged(name)) for name in list(self.senders)}
+        # Only a source captured from the WAL has a slot to report (source_node.logical_capture).
+        capture = self.store.capture_status() if hasattr(self.store, "capture_status") else {}
         return pb.HealthReply(source=self.store.source, dsv=self.store.dsv, brv=self.store.brv,
                               unacknowledged=max(behind.values(), default=0), subscribers=behind,
                               pid=os.getpid(), message_log=str(self.messages.path or ""),
-                              metrics_port=self.operator.metrics_port or 0)
+                              metrics_port=self.operator.metrics_port or 0,
+                              retained_wal=capture.get("retained_wal", 0),
+                              capture_warning=capture.get("warning", ""))
 
     def History(self, request: pb.HistoryRequest, context):
         # Read eagerly, relations first: a commit between the two reads only adds notifications

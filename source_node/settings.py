@@ -25,6 +25,9 @@ class SourceSettings:
     tls: TlsFiles | None = None                        # mutual TLS for its server and its channel to the warehouse
     probes: Sequence[tuple[str, Sequence[str]]] = ()   # (relation, columns) to index at once (source_node.probes)
     prune_applied: bool = False                        # PostgreSQL: empty its change tables as the warehouse applies
+    capture: str | None = None                         # PostgreSQL: "triggers" or "logical" (None: as installed,
+    #                                                    triggers for a new database: source_node.engines)
+    max_retained_wal: int | None = None                # capture logical: bytes of WAL its slot may keep
     log_retention: int | None = None                   # the most notifications its outbox keeps (None: unbounded)
     log_keep_seconds: float | None = None              # seconds its log and message log keep (None: all; the log
     #                                                    always keeps what a subscriber has not acknowledged)

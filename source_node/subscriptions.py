@@ -110,6 +110,9 @@ class Subscriptions:
             raise ModelError(f"no subscriber named {name!r} (subscribers: {known})")
         return sub
 
+    def __iter__(self):
+        return iter(list(self._by_name.values()))
+
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
 
@@ -119,8 +122,8 @@ class Subscriptions:
     def committed(self, notes: Iterable[Notification]) -> None:
         """Newly committed notifications, in DSV order: each subscriber's copy joins its outbox."""
         notes = list(notes)
-        for sub in self._by_name.values():
-            sub.outbox.extend(sub.sees(n) for n in notes)
+        for sub in self._by_name.values():   # (a source replaying its WAL offers some acknowledged ones again)
+            sub.outbox.extend(sub.sees(n) for n in notes if n.dsv > sub.acknowledged)
 
     def acknowledge(self, name: str, dsv: int) -> bool:
         """`name` holds every notification up to `dsv` durably; True when that is news."""

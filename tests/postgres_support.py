@@ -30,6 +30,14 @@ def fresh_database(dsn: str, name: str) -> str:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as con:
+        drop_slots(con, name)
         con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         con.execute(f'CREATE DATABASE "{name}"')
     return dsn.replace("dbname=postgres", f"dbname={name}")
+
+
+def drop_slots(con, database: str) -> None:
+    """Drops the replication slots of `database` (a logical capture's): a database with one cannot
+    be dropped, and a slot left behind keeps the server's WAL."""
+    con.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = %s",
+                [database])

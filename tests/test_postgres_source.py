@@ -334,11 +334,13 @@ LIVE = {"name": "postgres sources", "steps": [],
 @pytest.mark.spark
 @pytest.mark.ray
 @pytest.mark.slow
-def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(spark, ray_runtime):
+@pytest.mark.parametrize("capture", ["triggers", "logical"])
+def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(capture, spark, ray_runtime):
     """A federation whose sources are databases of a private PostgreSQL server (its data in the run
-    directory): the load's commits through the source nodes and an application's plain SQL over
-    psql, a source actor killed and restarted by Ray in between, all reach the view; after the run
-    `fedlab check` starts the server again from the run directory and finds the run complete."""
+    directory), captured by triggers or from the WAL: the load's commits through the source nodes
+    and an application's plain SQL over psql, a source actor killed and restarted by Ray in
+    between, all reach the view; after the run `fedlab check` starts the server again from the run
+    directory and finds the run complete."""
     import os
     import tempfile
     import time
@@ -354,7 +356,8 @@ def test_psql_writes_reach_the_view_and_the_run_checks_complete_after_it_ended(s
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-run-"))
     os.chmod(base, 0o755)   # the server's user must reach its data directory in the run directory
     run_dir = base / "run"
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, source_engine="postgres")
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, source_engine="postgres",
+                     capture=capture)
     fed.start()
     try:
         fed.commit("x", TransactionRequest("t1", inserts={"r1": [(5, 2)]}))
@@ -497,8 +500,9 @@ def test_concurrent_applications_a_rollback_and_a_killed_backend_under_versioned
 @pytest.mark.spark
 @pytest.mark.ray
 @pytest.mark.slow
-def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_complete(spark, ray_runtime):
-    """Resend, gap detection and chaos behave as with the embedded engine.
+@pytest.mark.parametrize("capture", ["triggers", "logical"])
+def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_complete(capture, spark, ray_runtime):
+    """Resend, gap detection and chaos behave as with the embedded engine, whichever the capture.
     Notifications and answers of PostgreSQL sources are dropped, duplicated and delayed, and the
     warehouse restarts from Delta mid-load; every committed transaction gets its own state."""
     import os
@@ -516,7 +520,8 @@ def test_message_faults_and_a_warehouse_restart_over_postgres_sources_stay_compl
     base = Path(tempfile.mkdtemp(prefix="fedlab-pg-chaos-"))
     os.chmod(base, 0o755)
     run_dir = base / "run"
-    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, source_engine="postgres")
+    fed = Federation(scenario.catalog, scenario.view.sql, scenario.initial, run_dir, spark, source_engine="postgres",
+                     capture=capture)
     fed.start()
     load = MirroredLoad(scenario, fed.commit)
     try:
