@@ -4,15 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: preflight-demo preflight-test venv demo test quick soak bench image e2e-k8s e2e-nodes objectstore promtool clean
+.PHONY: preflight-demo preflight-test venv demo test quick soak bench image e2e-k8s e2e-nodes objectstore promtool go-tpc clean
 
 # What the machine lacks, one line each with its Debian package, before anything is installed
 # (fedlab/preflight.py): Python 3.11+ and Java 17+ for everything, and for the tests PostgreSQL, helm,
-# Go and promtool, which stop `make test` under CI=true and elsewhere leave their tests skipped.
-# promtool, which Debian's registry serves, is installed first where it can be.
+# Go, promtool and go-tpc, which stop `make test` under CI=true and elsewhere leave their tests
+# skipped. promtool, which Debian's registry serves, and go-tpc, which Go builds, are installed
+# first where they can be.
 preflight-demo:
 	@$(PYTHON) fedlab/preflight.py demo
-preflight-test: promtool
+preflight-test: promtool go-tpc
 	@$(PYTHON) fedlab/preflight.py test
 
 venv: preflight-demo $(STAMP)
@@ -65,6 +66,18 @@ promtool:
 	  apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || \
 	  { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; } || \
 	  echo "promtool: not installed (as root: apt-get install prometheus); the tests that need it skip"; }
+
+# go-tpc, CH-benCHmark's driver (loadgen/ch/go_tpc.py): tests/test_ch_views.py checks the catalog
+# against the schema it creates in PostgreSQL. Built once with `go install` at the version
+# fedlab/preflight.py looks for, into the folder it looks in. Without Go or the Go module proxy it
+# says so, and those tests skip (fail under CI=true).
+GO_TPC_VERSION := v1.0.12
+GO_TPC_DIR     := .cache/go-tpc/$(GO_TPC_VERSION)
+go-tpc:
+	@test -x $(GO_TPC_DIR)/go-tpc || { \
+	  echo "go-tpc: go install github.com/pingcap/go-tpc/cmd/go-tpc@$(GO_TPC_VERSION) (once)"; \
+	  command -v go >/dev/null && GOBIN=$(abspath $(GO_TPC_DIR)) go install github.com/pingcap/go-tpc/cmd/go-tpc@$(GO_TPC_VERSION); } || \
+	  echo "go-tpc: not installed (Go from go.dev and the Go module proxy build it); the tests that need it skip"
 
 # At least 10,000 random schedules of Sze-Ling, every fault and the warehouse's crashes (a few minutes).
 soak: venv

@@ -10,7 +10,7 @@ Two kinds of prerequisite:
 
 - *required* ones stop the command anywhere: Python 3.11+ with its venv module, and Java 17+,
   without which neither Spark nor anything else here starts;
-- the *test servers'* ones (PostgreSQL, helm, Go for the object store, promtool) stop `make test` only
+- the *test servers'* ones (PostgreSQL, helm, Go for the object store, promtool, go-tpc) stop `make test` only
   under CI=true. Elsewhere the line is a warning, and each test that needs the missing program
   is skipped saying why (tests/prerequisites.py): a developer without PostgreSQL can still run
   the rest, and CI can never pass by skipping.
@@ -36,6 +36,10 @@ from pathlib import Path
 POSTGRES_SEARCHED = "/usr/lib/postgresql/*/bin"   # Debian's layout, one directory per major version
 POSTGRES_PROGRAMS = ("initdb", "pg_ctl", "postgres")
 CHECKOUT = Path(__file__).resolve().parent.parent   # helm/ beside fedlab/ in a checkout
+# go-tpc, CH-benCHmark's driver (loadgen/ch/go_tpc.py): v1.0.12 is the only version with PostgreSQL
+# support the Go module proxy serves; `make go-tpc` installs it here, a folder the Makefile owns.
+GO_TPC_VERSION = "v1.0.12"
+GO_TPC_DIR = CHECKOUT / ".cache" / "go-tpc" / GO_TPC_VERSION
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,17 @@ def promtool_problem() -> str | None:
     return None if promtool_path() else "is not found (not on PATH, no /usr/bin/promtool)"
 
 
+def go_tpc_path() -> str | None:
+    """go-tpc at GO_TPC_VERSION, where `make go-tpc` installs it. Not looked for on PATH: another
+    version there may lack PostgreSQL, or create another schema."""
+    found = GO_TPC_DIR / "go-tpc"
+    return str(found) if os.access(found, os.X_OK) else None
+
+
+def go_tpc_problem() -> str | None:
+    return None if go_tpc_path() else f"is not installed (no {GO_TPC_DIR / 'go-tpc'})"
+
+
 # ---------------------------------------------------------------------- the table
 PYTHON = Prerequisite("Python", "python3 (3.11+: Debian bookworm's)", "everything", True, python_problem)
 VENV = Prerequisite("Python", "python3-venv", "the .venv that make builds", True, venv_problem)
@@ -130,8 +145,10 @@ GO = Prerequisite("Go", "Go 1.26.6+ from go.dev (Debian's golang-go is too old)"
                   "building the object store (SeaweedFS's weed)", False, go_problem)
 PROMTOOL = Prerequisite("promtool", "prometheus (`make promtool`)",
                         "checking the metrics pages, the alert rules and the dashboard's queries", False, promtool_problem)
+GO_TPC = Prerequisite(f"go-tpc {GO_TPC_VERSION}", "it with `make go-tpc` (Go's `go install`, from the Go module proxy)",
+                      "checking the CH-benCHmark catalog and views against go-tpc's database", False, go_tpc_problem)
 
-NEEDED = {"demo": (PYTHON, VENV, JAVA), "test": (PYTHON, VENV, JAVA, POSTGRES, HELM, GO, PROMTOOL)}
+NEEDED = {"demo": (PYTHON, VENV, JAVA), "test": (PYTHON, VENV, JAVA, POSTGRES, HELM, GO, PROMTOOL, GO_TPC)}
 
 
 def lines(command: str, ci: bool) -> tuple[list[str], bool]:

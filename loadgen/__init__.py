@@ -2,6 +2,8 @@
 
 - tpch: the TPC-H federation (catalog, data from tpchgen-cli, views/*.sql); workload: its update
   streams;
+- ch: the CH-benCHmark federation (catalog of go-tpc's schema, go-tpc's database, views/ch/*.sql);
+- view_files: the view definitions kept as SQL files, TPC-H's and CH-benCHmark's;
 - synthetic, synthetic_load: random federations and their update streams; federation_shapes and
   many_views: generated federations of any size, of many views;
 - pgbench/*.sql: the pgbench-like transactions of `fedlab bench-postgres`;

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Iterator
 
 from fedlab.fedmodel.catalog import Catalog, ReferentialIntegrity, Relation
 from fedlab.fedmodel.errors import ModelError
+from fedlab.loadgen import view_files
 from fedlab.loadgen.workload import InitialRows
 
 VIEWS_DIR = Path(__file__).with_name("views")
@@ -290,21 +291,9 @@ def sample_orders(data: dict[str, list[tuple]], orders: int) -> dict[str, list[t
 
 def view_names() -> list[str]:
     """The names of the view definitions shipped in loadgen/views/ (file names without .sql)."""
-    return sorted(p.stem for p in VIEWS_DIR.glob("*.sql"))
+    return view_files.names(VIEWS_DIR)
 
 
 def load_view(name: str) -> str:
-    """The SQL of the named view, parsed before anything starts: ModelError naming the available
-    views for an unknown name, or the file and the construct for a view the parser refuses."""
-    from fedlab.fedmodel.aggregate_view import parse_query
-
-    names = view_names()
-    if name not in names:
-        raise ModelError(f"unknown TPC-H view {name!r}; choose one of {', '.join(names)}")
-    path = VIEWS_DIR / f"{name}.sql"
-    sql = path.read_text().strip()
-    try:
-        parse_query(sql, tpch_catalog())
-    except ModelError as err:
-        raise ModelError(f"{path.relative_to(VIEWS_DIR.parents[1])}: {err}") from None   # from the repository root
-    return sql
+    """The SQL of the named view, parsed before anything starts (loadgen.view_files.load)."""
+    return view_files.load(VIEWS_DIR, name, tpch_catalog(), "TPC-H", VIEWS_DIR.parents[1])

@@ -47,7 +47,8 @@ def test_a_test_that_uses_the_postgres_server_is_marked_and_make_check_leaves_it
 
 @pytest.fixture
 def bare_machine(tmp_path, monkeypatch):
-    """A PATH with java and nothing else, no PostgreSQL where Debian puts it, no helm or weed cached."""
+    """A PATH with java and nothing else, no PostgreSQL where Debian puts it, no promtool where Debian's
+    package puts it, no helm, weed or go-tpc where make caches them."""
     java = Path(os.path.realpath(shutil.which("java")))
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "java").symlink_to(java)
@@ -57,12 +58,16 @@ def bare_machine(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDLAB_HELM_CACHE", str(tmp_path / "helm"))
     monkeypatch.setenv("FEDLAB_OBJECTSTORE_DIR", str(tmp_path / "objectstore"))
     monkeypatch.setattr(preflight, "POSTGRES_SEARCHED", str(tmp_path / "postgresql" / "*" / "bin"))
+    monkeypatch.setattr(preflight, "promtool_path", lambda: None)   # /usr/bin/promtool, where it is installed
+    monkeypatch.setattr(preflight, "GO_TPC_DIR", tmp_path / "go-tpc")
 
 
 def test_the_preflight_names_each_missing_test_server_with_its_package(bare_machine):
     warned, stop = preflight.lines("test", ci=False)
-    assert not stop and len(warned) == 3
-    for line, package in zip(warned, ("install postgresql-15;", "install npm", "install Go 1.26.6+ from go.dev")):
+    packages = ("install postgresql-15;", "install npm", "install Go 1.26.6+ from go.dev", "install prometheus",
+                "install it with `make go-tpc`")
+    assert not stop and len(warned) == len(packages)
+    for line, package in zip(warned, packages):
         assert line.startswith("preflight: warning: ") and package in line and line.endswith("are skipped")
     failed, stop = preflight.lines("test", ci=True)
     assert stop and [f.replace("preflight: ", "preflight: warning: ", 1) for f in failed] == \
@@ -88,6 +93,15 @@ def test_make_test_and_make_demo_begin_with_the_preflight():
     assert prerequisites("test")[0] == "preflight-test"
     assert prerequisites("demo")[0] == "venv" and prerequisites("venv")[0] == "preflight-demo"
     assert "fedlab/preflight.py test" in makefile and "fedlab/preflight.py demo" in makefile
+
+
+def test_make_installs_go_tpc_at_the_version_and_where_the_preflight_looks_for_it():
+    makefile = (REPO / "Makefile").read_text()
+    assert re.search(rf"^GO_TPC_VERSION\s*:= {re.escape(preflight.GO_TPC_VERSION)}$", makefile, re.M)
+    assert re.search(r"^GO_TPC_DIR\s*:= \.cache/go-tpc/\$\(GO_TPC_VERSION\)$", makefile, re.M)
+    assert preflight.GO_TPC_DIR == REPO / ".cache" / "go-tpc" / preflight.GO_TPC_VERSION
+    assert "GOBIN=$(abspath $(GO_TPC_DIR)) go install github.com/pingcap/go-tpc/cmd/go-tpc@$(GO_TPC_VERSION)" in makefile
+    assert "go-tpc" in re.search(r"^preflight-test:(.*)$", makefile, re.M).group(1).split()
 
 
 AUDITED = """
