@@ -63,6 +63,8 @@ from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
 
 log = logging.getLogger(__name__)
 _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "DATE": "date", "BOOLEAN": "boolean"}
+# PostgreSQL types read as a catalog type's without a cast (which would keep an index from a probe)
+_READ_ALIKE = {"bigint": {"bigint", "integer", "smallint"}, "text": {"text", "character varying"}}
 _PROBE_CHUNK = 500            # wanted values per statement
 LISTEN_TIMEOUT = 1.0          # seconds between looks at the log even without a NOTIFY
 LISTEN_SPACING = 0.05         # seconds at least between two reads of the log for NOTIFYs
@@ -186,6 +188,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         try:
             self._con = self._connect()
             self._install(initial or {})
+            self._pg_types = self._column_types()
             self._open()
         except psycopg.Error as err:
             self.close()
@@ -300,7 +303,8 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                                               for c in columns), values)
 
     def _select(self, rel: Relation, where: str, params: Sequence) -> list[tuple]:
-        return self._con.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)} WHERE {where}", list(params)).fetchall()
+        return self._con.execute(f"SELECT {self._selected(rel)} FROM {quote(rel.name)} WHERE {where}",
+                                 list(params)).fetchall()
 
     # ---- the log: change tables, read as notifications ----
 
@@ -400,8 +404,9 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         """A captured row (to_jsonb: column -> value) as the stores hold it."""
         by_name = {k.lower(): v for k, v in doc.items()}
         values = [by_name.get(c.lower()) for c in rel.columns]
-        return tuple(float(v) if t == "DOUBLE" and isinstance(v, int) and not isinstance(v, bool) else v
-                     for v, t in zip(values, rel.types))
+        return tuple(float(v) if t == "DOUBLE" and isinstance(v, int) and not isinstance(v, bool) else
+                     self._as_text(rel, c, v) if t == "VARCHAR" and isinstance(v, str) else v
+                     for c, v, t in zip(rel.columns, values, rel.types))
 
     def _prune(self, through: int) -> None:
         """Deletes the log's notifications up to DSV `through`, and their change rows."""
@@ -468,7 +473,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                 # (nets waits for the listener to read another writer's commit this state holds.)
                 batch = [(sq, relations, self.recent.nets(sq, dsv, brv)) for sq, relations in checked]
                 rows = semijoin_chains(self.catalog, batch,
-                                       lambda rel: cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall(),
+                                       lambda rel: cur.execute(f"SELECT {self._selected(rel)} FROM {quote(rel.name)}").fetchall(),
                                        lambda rel, positions, wanted: self._matching(cur, rel, positions, wanted))
         except psycopg.Error as err:
             raise ModelError(f"{where}: {first_line(err)}") from None
@@ -480,15 +485,15 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         columns = [rel.columns[p] for p in positions]
         wanted = sorted({v for v in wanted if None not in v}, key=repr)
         if not wanted or not columns:
-            return cur.execute(f"SELECT {_columns(rel)} FROM {quote(rel.name)}").fetchall() if wanted else []
+            return cur.execute(f"SELECT {self._selected(rel)} FROM {quote(rel.name)}").fetchall() if wanted else []
         casts = [_TYPES[rel.types[rel.index(c)]] for c in columns]
         row = "(" + ", ".join(f"%s::{t}" for t in casts) + ")"
         names = ", ".join(f"v{j}" for j in range(len(columns)))
-        match = " AND ".join(f"r.{quote(c)} = v.v{j}" for j, c in enumerate(columns))
+        match = " AND ".join(f"r.{quote(c)}{self._cast(rel, c)} = v.v{j}" for j, c in enumerate(columns))
         found = []
         for start in range(0, len(wanted), _PROBE_CHUNK):
             chunk = wanted[start:start + _PROBE_CHUNK]
-            found += cur.execute(f"SELECT {_columns(rel, 'r.')} FROM {quote(rel.name)} r "
+            found += cur.execute(f"SELECT {self._selected(rel, 'r.')} FROM {quote(rel.name)} r "
                                  f"JOIN (VALUES {', '.join([row] * len(chunk))}) AS v({names}) ON {match}",
                                  [x for v in chunk for x in v]).fetchall()
         return found
@@ -496,7 +501,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
     def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
         """(DSV, {relation: (BRV, rows)}) for all of the source's relations, read at one state."""
         with self._at_one_state() as (cur, dsv, brv):
-            return dsv, {r.name: (brv[r.name], cur.execute(f"SELECT {_columns(r)} FROM {quote(r.name)}").fetchall())
+            return dsv, {r.name: (brv[r.name], cur.execute(f"SELECT {self._selected(r)} FROM {quote(r.name)}").fetchall())
                          for r in self._relations}
 
     @contextmanager
@@ -510,6 +515,36 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         (dsv,), = cur.execute("SELECT dsv FROM fedlab.source").fetchall()
         stored = {name.lower(): v for name, v in cur.execute("SELECT relation, brv FROM fedlab.versions").fetchall()}
         return dsv, {r.name: stored[r.name.lower()] for r in self._relations}
+
+    # ---- columns of other applications' types ----
+
+    def _column_types(self) -> dict[tuple[str, str], str]:
+        """(table, column) -> its PostgreSQL type, for the source's relations (lower case)."""
+        rows = self._con.execute("SELECT lower(table_name), lower(column_name), data_type FROM information_schema.columns "
+                                 "WHERE table_schema = current_schema()").fetchall()
+        return {(table, column): kind for table, column, kind in rows}
+
+    def _cast(self, rel: Relation, column: str) -> str:
+        """The cast that reads `column` as its catalog type ("" when its PostgreSQL type is that
+        type already, as in the tables the store creates): a relation an application made may hold
+        numeric, char(n) or timestamp columns (loadgen/ch/catalog.py: read as double precision
+        and text, a char's padding dropped)."""
+        wanted = _TYPES[rel.types[rel.index(column)]]
+        found = self._pg_types.get((rel.name.lower(), column.lower()), wanted)
+        return "" if found in _READ_ALIKE.get(wanted, {wanted}) else f"::{wanted}"
+
+    def _selected(self, rel: Relation, prefix: str = "") -> str:
+        return ", ".join(f"{prefix}{quote(c)}{self._cast(rel, c)}" for c in rel.columns)
+
+    def _as_text(self, rel: Relation, column: str, value: str) -> str:
+        """A captured VARCHAR (to_jsonb's text) as `_cast` reads it: a char(n) without its padding,
+        a timestamp in PostgreSQL's ISO output (a space, not to_jsonb's 'T', between date and time)."""
+        found = self._pg_types.get((rel.name.lower(), column.lower()))
+        if found == "character":
+            return value.rstrip(" ")
+        if found and found.startswith("timestamp"):
+            return value.replace("T", " ", 1)
+        return value
 
     # ---- connections ----
 

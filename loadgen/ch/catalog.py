@@ -26,6 +26,13 @@ the same way (`ol_delivery_d > '2007-01-02 00:00:00'`) selects the same rows as 
 literal with trailing zeros (go-tpc writes '... 00:00:00.000000') still selects them under `>`
 and `<=`, and differs under `>=`, `<` and `=` at that very instant only (docs/ch-benchmark.md).
 
+Two columns are not go-tpc's: CH-benCHmark joins a stock row to its supplier and a customer to
+its nation through expressions (`mod(s_w_id * s_i_id, 10000) = s_suppkey`,
+`ascii(substr(c_state, 1, 1)) - 65 = s_nationkey`), and fedlab relates two relations by equalities
+of columns only. `GENERATED` adds each expression as a stored generated column at the end of its
+table (go-tpc names its columns in every INSERT, so it writes on unchanged): stock.s_su_suppkey
+and customer.c_nationkey. The queries that join through them (Q5) then join by columns.
+
 Placement: TPC-C's nine relations at the source `tpcc`, since go-tpc's transactions write all of
 them in one database, and a transaction of a source commits at that source alone; supplier at
 `suppliers`; nation and region at `geography`. The queries that join order lines with suppliers
@@ -74,7 +81,7 @@ SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
                           "c_last VARCHAR, c_street_1 VARCHAR, c_street_2 VARCHAR, c_city VARCHAR, c_state VARCHAR, "
                           "c_zip VARCHAR, c_phone VARCHAR, c_since VARCHAR, c_credit VARCHAR, c_credit_lim DOUBLE, "
                           "c_discount DOUBLE, c_balance DOUBLE, c_ytd_payment DOUBLE, c_payment_cnt BIGINT, "
-                          "c_delivery_cnt BIGINT, c_data VARCHAR"),
+                          "c_delivery_cnt BIGINT, c_data VARCHAR, c_nationkey BIGINT"),
                  ("c_w_id", "c_d_id", "c_id")),
     "history": (_columns("h_c_id BIGINT, h_c_d_id BIGINT, h_c_w_id BIGINT, h_d_id BIGINT, h_w_id BIGINT, "
                          "h_date VARCHAR, h_amount DOUBLE, h_data VARCHAR"),
@@ -89,7 +96,7 @@ SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
                             "ol_dist_info VARCHAR"),
                    ("ol_w_id", "ol_d_id", "ol_o_id", "ol_number")),
     "stock": (_columns(f"s_i_id BIGINT, s_w_id BIGINT, s_quantity BIGINT, {_STOCK_DISTRICTS}, s_ytd BIGINT, "
-                       "s_order_cnt BIGINT, s_remote_cnt BIGINT, s_data VARCHAR"),
+                       "s_order_cnt BIGINT, s_remote_cnt BIGINT, s_data VARCHAR, s_su_suppkey BIGINT"),
               ("s_w_id", "s_i_id")),
     "item": (_columns("i_id BIGINT, i_im_id BIGINT, i_name VARCHAR, i_price DOUBLE, i_data VARCHAR"),
              ("i_id",)),
@@ -103,6 +110,10 @@ SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
 }
 
 TABLES = tuple(SCHEMA)
+
+# The columns fedlab adds to go-tpc's tables: (table, column, the expression CH-benCHmark joins by).
+GENERATED = (("stock", "s_su_suppkey", "mod(s_w_id * s_i_id, 10000)"),
+             ("customer", "c_nationkey", "ascii(substr(c_state, 1, 1)) - 65"))
 
 
 def _fk(child: str, columns: str, parent: str, parent_columns: str) -> ReferentialIntegrity:

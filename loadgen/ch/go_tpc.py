@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+from fedlab.loadgen.ch.catalog import GENERATED as GENERATED_COLUMNS
 from fedlab.loadgen.ch.catalog import READ_AS, ch_catalog
 from fedlab.preflight import GO_TPC, go_tpc_path, go_tpc_problem
 
@@ -43,6 +44,11 @@ def prepare(dsn: str, warehouses: int, foreign_keys: bool = False) -> None:
         done = subprocess.run([go_tpc, *command, *options], capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise RuntimeError(f"go-tpc {' '.join(command[:2])} failed (exit {done.returncode}): {_why(done)}")
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as con:   # the join columns (loadgen/ch/catalog.py)
+        for table, column, expression in GENERATED_COLUMNS:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} integer GENERATED ALWAYS AS ({expression}) STORED")
 
 
 def _why(done: subprocess.CompletedProcess) -> str:
