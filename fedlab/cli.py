@@ -33,6 +33,8 @@ COMMANDS = {
                                                                     "costs a writer"),
     "bench-scrape": ("fedlab.bench.scrape_cost", "what a Prometheus scrape costs each process of a running "
                                                  "federation (CPU per scrape, share of a core at an interval)"),
+    "bench-capture": ("fedlab.bench.capture_cost", "what change capture (none, triggers, logical) costs the writers "
+                                                   "of a PostgreSQL source: pgbench's throughput and latency by clients"),
     "check": ("fedlab.live.check", "classify a live run's consistency from its run directory"),
     "view": ("fedlab.live.delta_view", "print the view a live run left in Delta (as a Spark reader sees it)"),
     "refresh": ("fedlab.live.refresh", "roll a running salem warehouse's view forward to a point in time"),

@@ -72,13 +72,10 @@ class OutsideWriters:
         `dsn`; `scale`: TPC-H's scale factor, which bounds the keys the scripts pick at random;
         `server_bin`: the server's programs, where its pgbench is looked for first. (`fedlab demo`
         checks the rate before anything starts.)"""
-        pgbench = server_bin / "pgbench" if (server_bin / "pgbench").is_file() else shutil.which("pgbench")
+        pgbench = pgbench_program(server_bin)
         if pgbench is None:
             raise ModelError(f"--outside-writers: pgbench is not installed (not in {server_bin}, not on PATH)")
-        keys = [f"customers={max(1, round(150_000 * scale))}", f"orders={max(1, round(6_000_000 * scale))}"]
-        command = [str(pgbench), "--no-vacuum", f"--client={CLIENTS}", "--jobs=2", f"--rate={rate:g}",
-                   f"--time={max(1, round(seconds))}", *(f"--define={k}" for k in keys),
-                   *(f"--file={SCRIPTS / name}@{weight}" for name, weight in MIX), dsn]
+        command = pgbench_command(pgbench, dsn, CLIENTS, 2, seconds, scale, rate)
         return cls(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), rate)
 
     def finish(self, timeout: float = 120.0) -> dict:
@@ -87,8 +84,25 @@ class OutsideWriters:
         return report(output, self.rate, self.process.returncode)
 
 
-def report(output: str, rate: float, returncode: int) -> dict:
-    """pgbench's figures from its output; its last error line when it did not end well.
+def pgbench_program(server_bin: Path) -> str | None:
+    """The pgbench to run: the server's own, in `server_bin`, else the one on PATH; None: neither."""
+    return str(server_bin / "pgbench") if (server_bin / "pgbench").is_file() else shutil.which("pgbench")
+
+
+def pgbench_command(pgbench: str, dsn: str, clients: int, jobs: int, seconds: float, scale: float,
+                    rate: float | None = None) -> list[str]:
+    """pgbench running the scripts of MIX, weighted, over `clients` connections to `dsn` (on `jobs`
+    threads) for `seconds`, at `rate` transactions per second (its schedule; None: as fast as they
+    commit); `scale`: TPC-H's scale factor, which bounds the keys the scripts pick at random."""
+    keys = [f"customers={max(1, round(150_000 * scale))}", f"orders={max(1, round(6_000_000 * scale))}"]
+    return [pgbench, "--no-vacuum", f"--client={clients}", f"--jobs={jobs}", *([f"--rate={rate:g}"] if rate else []),
+            f"--time={max(1, round(seconds))}", *(f"--define={k}" for k in keys),
+            *(f"--file={SCRIPTS / name}@{weight}" for name, weight in MIX), dsn]
+
+
+def report(output: str, rate: float | None, returncode: int) -> dict:
+    """pgbench's figures from its output (`rate`: the one offered, None for none); its last error
+    line when it did not end well.
 
     >>> report("number of transactions actually processed: 2500\\nnumber of failed transactions: 0 (0.000%)\\n"
     ...        "latency average = 3.1 ms\\ntps = 249.5 (without initial connection time)", 250, 0)
