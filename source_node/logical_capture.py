@@ -208,6 +208,15 @@ class LogicalPostgresStore(PostgresStore):
             raise ModelError(f"source {self.source}: role {user} at {self.path} lacks REPLICATION; capture logical "
                              f"needs it (ALTER ROLE {user} REPLICATION)")
         self._slot = re.sub(r"[^a-z0-9_]", "_", f"fedlab_{database}".lower())[:63]
+        generated = self._con.execute(
+            "SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "WHERE a.attrelid = ANY(%s::regclass[]) AND a.attgenerated <> '' ORDER BY 1, 2",
+            [[quote(r.name) for r in self._relations if self._exists(r)]]).fetchall()
+        if generated:
+            table, column = generated[0]
+            raise ModelError(f"source {self.source}: column {table}.{column} at {self.path} is generated, and "
+                             f"PostgreSQL's logical decoding leaves generated columns out (keep it with a trigger, "
+                             f"or capture by triggers)")
         (installed,), = self._con.execute(
             "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fedlab'").fetchall()
         if installed:
@@ -234,6 +243,10 @@ class LogicalPostgresStore(PostgresStore):
                           "WHERE slot_name = %s AND confirmed_flush_lsn < %s::pg_lsn AND NOT active",
                           [self._slot, lsn, self._slot, lsn])
 
+    def _exists(self, rel: Relation) -> bool:
+        (there,), = self._con.execute("SELECT to_regclass(%s) IS NOT NULL", [quote(rel.name)]).fetchall()
+        return there
+
     def _check_installed(self) -> None:
         (owner,), = self._con.execute("SELECT source FROM fedlab.source").fetchall()
         if owner != self.source:
@@ -253,8 +266,7 @@ class LogicalPostgresStore(PostgresStore):
             self._con.execute("SELECT pg_advisory_xact_lock(hashtext('fedlab install'))")
             created = []
             for rel in self._relations:
-                (there,), = self._con.execute("SELECT to_regclass(%s) IS NOT NULL", [quote(rel.name)]).fetchall()
-                if not there:
+                if not self._exists(rel):
                     self._con.execute(f"CREATE TABLE {quote(rel.name)} ({_definition(rel)})")
                     created.append(rel)
             for name, rows in initial.items():
@@ -286,6 +298,7 @@ class LogicalPostgresStore(PostgresStore):
         self._checkpoint = dsv
         self._forced = False                     # the bound is past: the checkpoint goes to all decoded
         self._bound_note = ""                    # what the bound last said
+        self._stopped = ""                       # why capture stopped, when a commit could not be read
         self._retained_wal = 0
         self._held: deque[Numbered] = deque()    # the commits a read checks for visibility
         self._before = (dsv, dict(brv))          # the versions before the first of them
@@ -364,6 +377,11 @@ class LogicalPostgresStore(PostgresStore):
                 self._drop_stream()
                 self._stop.wait(1.0)
                 self._reconnect_writer()
+            except Exception as err:   # not the connection: reading on would fail the same way
+                with self._state:
+                    self._stopped = f"source {self.source}: capture stopped: {type(err).__name__}: {first_line(err)}"
+                log.exception(self._stopped)
+                return
 
     def _pump(self, timeout: float) -> None:
         """Reads what the slot has sent (waiting up to `timeout` for the first), and takes it."""
@@ -508,11 +526,12 @@ class LogicalPostgresStore(PostgresStore):
         log.warning(self._bound_note)
 
     def capture_status(self) -> dict:
-        """For Health: the WAL the slot retains, and the line the bound last gave (`warning`, "":
-        none) while it acts, or while some subscriber lacks what only the log now holds."""
+        """For Health: the WAL the slot retains, and (`warning`, "": none) why capture stopped, or
+        the line the bound last gave while it acts or some subscriber lacks what only the log holds."""
         with self._state:
             lagging = any(s.acknowledged < self._checkpoint for s in self._subscriptions)
-            return {"retained_wal": self._retained_wal, "warning": self._bound_note if self._forced or lagging else ""}
+            warning = self._stopped or (self._bound_note if self._forced or lagging else "")
+            return {"retained_wal": self._retained_wal, "warning": warning}
 
     # ---- the node's own transactions ----
 

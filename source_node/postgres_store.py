@@ -519,9 +519,12 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
     # ---- columns of other applications' types ----
 
     def _column_types(self) -> dict[tuple[str, str], str]:
-        """(table, column) -> its PostgreSQL type, for the source's relations (lower case)."""
-        rows = self._con.execute("SELECT lower(table_name), lower(column_name), data_type FROM information_schema.columns "
-                                 "WHERE table_schema = current_schema()").fetchall()
+        """(table, column) -> its PostgreSQL type, for the source's relations (lower case), each
+        relation found as the store's statements find it (the search path)."""
+        rows = self._con.execute(
+            "SELECT lower(c.relname), lower(a.attname), format_type(a.atttypid, NULL) FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid WHERE a.attrelid = ANY(%s::regclass[]) AND a.attnum > 0 "
+            "AND NOT a.attisdropped", [[quote(r.name) for r in self._relations]]).fetchall()
         return {(table, column): kind for table, column, kind in rows}
 
     def _cast(self, rel: Relation, column: str) -> str:

@@ -25,7 +25,7 @@ from fedlab.fedmodel.aggregate_view import parse_query
 from fedlab.fedmodel.catalog import validate_rows
 from fedlab.fedmodel.errors import ModelError
 from fedlab.loadgen.ch.catalog import PG_TYPES, ch_catalog
-from fedlab.loadgen.ch.catalog import GENERATED as GENERATED_EXPRESSIONS
+from fedlab.loadgen.ch.catalog import JOIN_COLUMNS
 from fedlab.loadgen.ch.go_tpc import GENERATED, prepare, rows_of
 from fedlab.loadgen.ch.views import QUERIES, VIEWS_DIR, load_view, original, view_names
 from fedlab.preflight import GO_TPC
@@ -89,7 +89,7 @@ STATES = ["ab", "a", "ba", "A1", "zz", "X1", "H2"]   # CHAR(2): PostgreSQL pads 
 # (X: nation 23, United Kingdom, whose supplier 7 of go-tpc's is; H: 7, Germany: Q5's Europe)
 
 
-GENERATED_COLUMNS = {(table, column) for table, column, _ in GENERATED_EXPRESSIONS}
+KEPT_BY_TRIGGER = {(table, column) for table, column, _ in JOIN_COLUMNS}
 
 
 def row(relation: str, **values) -> tuple:
@@ -110,7 +110,7 @@ def made_up(seed: int) -> dict[str, list[tuple]]:
     for w in (1, 2):
         rows["warehouse"].append(row("warehouse", w_id=w, w_name=f"w{w}"))
         rows["stock"] += [row("stock", s_i_id=i, s_w_id=w, s_quantity=rng.randint(10, 100),
-                              s_su_suppkey=(w * i) % 10000) for i in items]   # as the generated column holds
+                              s_su_suppkey=(w * i) % 10000) for i in items]   # as its trigger keeps it
         for d in (1, 2):
             rows["district"].append(row("district", d_id=d, d_w_id=w))
             order = 0
@@ -215,9 +215,9 @@ def made_up_in_postgres(go_tpc_database):
     # parents first, for go-tpc's foreign keys
     written = ("warehouse", "district", "customer", "history", "stock", "orders", "new_order", "order_line")
     with psycopg.connect(go_tpc_database) as con:
-        for name in written:   # the generated columns left to PostgreSQL, which computes them
+        for name in written:   # the join columns left to their triggers, which compute them
             rel = CATALOG.relation(name)
-            given = [i for i, c in enumerate(rel.columns) if (name, c) not in GENERATED_COLUMNS]
+            given = [i for i, c in enumerate(rel.columns) if (name, c) not in KEPT_BY_TRIGGER]
             with con.cursor() as cur:
                 cur.executemany(f"INSERT INTO {name} ({', '.join(rel.columns[i] for i in given)}) "
                                 f"VALUES ({', '.join(['%s'] * len(given))})", [[r[i] for i in given] for r in rows[name]])

@@ -568,6 +568,9 @@ def test_a_postgres_source_runs_the_postgres_engine_on_its_dsn(rendered):
         args = source_role_args(source_container(docs, name))
         assert (args.source_engine, args.db) == ("postgres", pg["dsn"]), name
         assert args.prune_applied is pg.get("pruneApplied", False), name
+        assert args.capture == pg.get("capture"), name
+        assert args.max_retained_wal == (2 << 30 if pg.get("maxRetainedWal") == "2GB" else None), name
+    assert postgres_sources()["s2"]["capture"] == "logical"   # both ways are rendered
 
 
 def test_a_postgres_dsn_reaches_the_source_as_one_word_through_sh(rendered, tmp_path):

@@ -312,3 +312,17 @@ def test_postgresql_killed_and_restarted_under_writers_loses_and_doubles_nothing
             assert replay(dict(INITIAL), notes) == table_state(dsn)
         finally:
             store.close()
+
+
+def test_a_generated_column_is_refused_since_the_wal_stream_leaves_it_out(dsn):
+    with psycopg.connect(dsn, autocommit=True) as con:
+        con.execute('CREATE TABLE acct (id bigint PRIMARY KEY, owner text, balance double precision)')
+        con.execute('CREATE TABLE owner (name text PRIMARY KEY, city text, '
+                    'since date GENERATED ALWAYS AS (DATE \'2020-01-01\') STORED)')
+    with pytest.raises(ModelError) as refused:
+        open_store(CATALOG, "ds1", dsn, "postgres", capture="logical")
+    assert str(refused.value) == (f"source ds1: column owner.since at {dsn} is generated, and PostgreSQL's logical "
+                                  f"decoding leaves generated columns out (keep it with a trigger, or capture by "
+                                  f"triggers)")
+    with psycopg.connect(dsn) as con:
+        assert con.execute("SELECT to_regnamespace('fedlab')").fetchall() == [(None,)]

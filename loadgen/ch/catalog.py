@@ -29,9 +29,12 @@ and `<=`, and differs under `>=`, `<` and `=` at that very instant only (docs/ch
 Two columns are not go-tpc's: CH-benCHmark joins a stock row to its supplier and a customer to
 its nation through expressions (`mod(s_w_id * s_i_id, 10000) = s_suppkey`,
 `ascii(substr(c_state, 1, 1)) - 65 = s_nationkey`), and fedlab relates two relations by equalities
-of columns only. `GENERATED` adds each expression as a stored generated column at the end of its
-table (go-tpc names its columns in every INSERT, so it writes on unchanged): stock.s_su_suppkey
-and customer.c_nationkey. The queries that join through them (Q5) then join by columns.
+of columns only. The prepare (loadgen.ch.go_tpc) adds each expression of `JOIN_COLUMNS` as a
+column at the end of its table, kept by a BEFORE INSERT OR UPDATE trigger (go-tpc names its
+columns in every INSERT, so it writes on unchanged): stock.s_su_suppkey and customer.c_nationkey.
+The queries that join through them (Q5) then join by columns. A trigger, not a generated column:
+PostgreSQL 15's logical decoding leaves generated columns out of the WAL stream (the trigger is
+the applications' schema, the same under every capture and without one).
 
 Placement: TPC-C's nine relations at the source `tpcc`, since go-tpc's transactions write all of
 them in one database, and a transaction of a source commits at that source alone; supplier at
@@ -112,7 +115,7 @@ SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
 TABLES = tuple(SCHEMA)
 
 # The columns fedlab adds to go-tpc's tables: (table, column, the expression CH-benCHmark joins by).
-GENERATED = (("stock", "s_su_suppkey", "mod(s_w_id * s_i_id, 10000)"),
+JOIN_COLUMNS = (("stock", "s_su_suppkey", "mod(s_w_id * s_i_id, 10000)"),
              ("customer", "c_nationkey", "ascii(substr(c_state, 1, 1)) - 65"))
 
 

@@ -6,6 +6,10 @@
 nations, 5 regions; and a view, revenue1, that query 15 reads) into the empty database `dsn`
 names; go-tpc is fedlab.preflight's, installed by `make go-tpc`.
 
+`TpccRun.start(dsn, ...)` runs go-tpc's TPC-C transactions against the database in a process of
+its own, and `finish()` gives go-tpc's own report of them (`summary`): the client no one here
+wrote, whose figures (tpmC: New-Orders a minute) can be set beside other systems'.
+
 `rows_of(dsn)` reads what go-tpc generated for the sources that are not go-tpc's (supplier,
 nation and region by default: loadgen/ch/catalog.py places them at `suppliers` and `geography`)
 in catalog column order and types, each column read as catalog.READ_AS says, so that they can be
@@ -15,10 +19,12 @@ given to those sources as their initial rows.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
-from fedlab.loadgen.ch.catalog import GENERATED as GENERATED_COLUMNS
-from fedlab.loadgen.ch.catalog import READ_AS, ch_catalog
+from fedlab.loadgen.ch.catalog import JOIN_COLUMNS, READ_AS, ch_catalog
 from fedlab.preflight import GO_TPC, go_tpc_path, go_tpc_problem
 
 GENERATED = ("supplier", "nation", "region")
@@ -47,8 +53,80 @@ def prepare(dsn: str, warehouses: int, foreign_keys: bool = False) -> None:
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as con:   # the join columns (loadgen/ch/catalog.py)
-        for table, column, expression in GENERATED_COLUMNS:
-            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} integer GENERATED ALWAYS AS ({expression}) STORED")
+        for table, column, expression in JOIN_COLUMNS:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} integer")
+            con.execute(f"UPDATE {table} SET {column} = {expression}")
+            con.execute(f"CREATE FUNCTION keep_{column}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                        f"NEW.{column} := (SELECT {expression} FROM (SELECT (NEW).*) AS r); RETURN NEW; END $$")
+            con.execute(f"CREATE TRIGGER keep_{column} BEFORE INSERT OR UPDATE ON {table} "
+                        f"FOR EACH ROW EXECUTE FUNCTION keep_{column}()")
+            con.execute(f"VACUUM ANALYZE {table}")
+
+
+@dataclass
+class TpccRun:
+    """`go-tpc tpcc run` against a prepared database, its output in a file."""
+    process: subprocess.Popen
+    output: Path
+
+    @classmethod
+    def start(cls, dsn: str, warehouses: int, clients: int, seconds: float, output: Path) -> "TpccRun":
+        """go-tpc's five transactions at its default weights (New-Order 45%, Payment 43%, the rest
+        4% each) over `clients` connections for `seconds`, without keying or thinking time (as fast
+        as they commit). `--ignore-error`: a transaction that fails (a server restarted under it)
+        is counted as go-tpc's `_ERR` and the client goes on, as an application would."""
+        go_tpc = go_tpc_path()
+        if go_tpc is None:
+            raise RuntimeError(GO_TPC.line(go_tpc_problem()))
+        options, password = _connection(dsn)
+        env = {**os.environ, "PGPASSWORD": password} if password else None
+        command = [go_tpc, "tpcc", "run", "--warehouses", str(warehouses), "-T", str(clients),
+                   "--time", f"{seconds:g}s", "--ignore-error", "--silence", "--interval", "600s", *options]
+        with open(output, "w") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        return cls(process, output)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def finish(self, timeout: float) -> dict:
+        """Waits for go-tpc (killing it after `timeout` seconds) and returns `summary` of its
+        output, with its exit status."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        return {**summary(self.output.read_text()), "exit": self.process.returncode}
+
+
+def summary(text: str) -> dict:
+    """go-tpc's final report: tpmC (New-Orders a minute), tpmTotal, and per transaction type its
+    count, per minute, average and 99th percentile latency in ms; failures under `errors`.
+
+    >>> report = summary(
+    ...     "[Summary] NEW_ORDER - Takes(s): 29.9, Count: 11971, TPM: 24020.8, Sum(ms): 92000.1, Avg(ms): 7.7, "
+    ...     "50th(ms): 6.3, 90th(ms): 12.6, 95th(ms): 16.3, 99th(ms): 39.8, 99.9th(ms): 65.0, Max(ms): 96.5\\n"
+    ...     "[Summary] NEW_ORDER_ERR - Takes(s): 29.9, Count: 3, TPM: 6.0, Sum(ms): 1.0, Avg(ms): 0.3, "
+    ...     "50th(ms): 0.3, 90th(ms): 0.3, 95th(ms): 0.3, 99th(ms): 0.3, 99.9th(ms): 0.3, Max(ms): 0.3\\n"
+    ...     "tpmC: 24020.8, tpmTotal: 53363.4, efficiency: 186798.8%\\n")
+    >>> report["tpmC"], report["transactions"]["NEW_ORDER"], report["errors"]
+    (24020.8, {'count': 11971, 'per_minute': 24020.8, 'avg_ms': 7.7, 'p99_ms': 39.8}, {'NEW_ORDER': 3})
+    """
+    found: dict = {"tpmC": None, "tpmTotal": None, "transactions": {}, "errors": {}}
+    for line in text.splitlines():
+        if match := re.match(r"\[Summary\] (\S+)\s+- (.*)", line):
+            fields = dict(part.split(": ", 1) for part in match.group(2).split(", "))
+            name = match.group(1)
+            if name.endswith("_ERR"):
+                found["errors"][name[:-4]] = int(fields["Count"])
+            else:
+                found["transactions"][name] = {"count": int(fields["Count"]), "per_minute": float(fields["TPM"]),
+                                               "avg_ms": float(fields["Avg(ms)"]), "p99_ms": float(fields["99th(ms)"])}
+        elif match := re.match(r"tpmC: ([\d.]+), tpmTotal: ([\d.]+)", line):
+            found["tpmC"], found["tpmTotal"] = float(match.group(1)), float(match.group(2))
+    return found
 
 
 def _why(done: subprocess.CompletedProcess) -> str:

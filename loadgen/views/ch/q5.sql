@@ -1,7 +1,7 @@
 -- CH-benCHmark Q5: the revenue of European nations' local suppliers, by nation; it joins
 -- tpcc's customers, orders, order lines and stock with suppliers' supplier and geography's
--- nation and region. Changed: the two joins through expressions join through the generated
--- columns that hold them (loadgen/ch/catalog.py: stock.s_su_suppkey is mod(s_w_id * s_i_id,
+-- nation and region. Changed: the two joins through expressions join through the columns
+-- that hold them, kept by triggers (loadgen/ch/catalog.py: stock.s_su_suppkey is mod(s_w_id * s_i_id,
 -- 10000), customer.c_nationkey is ascii(substr(c_state, 1, 1)) - 65); ORDER BY revenue desc left
 -- out, and go-tpc's comments and the semicolon.
 select   n_name,
