@@ -317,19 +317,28 @@ class LogicalPostgresStore(PostgresStore):
 
         try:
             self._replication = self._start_stream()
-            (wal_end,), = self._con.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchall()
-            self._con.execute("SELECT pg_logical_emit_message(false, %s, '')", [MARK_PREFIX])
-            deadline = time.monotonic() + STREAM_WAIT
-            while self._passed < int(wal_end):    # what the slot kept since the checkpoint, numbered again
-                if time.monotonic() > deadline:
-                    raise ModelError(f"source {self.source}: the WAL stream of slot {self._slot} did not reach "
-                                     f"the server's WAL in {STREAM_WAIT:.0f} s")
-                self._pump(1.0)
+            self._catch_up()
+        except (psycopg2.OperationalError, psycopg.OperationalError) as err:   # the server went: the thread reads on
+            log.warning("source %s: WAL stream: %s; opening it again", self.source, first_line(err))
+            self._drop_stream()
         except psycopg2.Error as err:
             raise ModelError(f"source {self.source}: replication from slot {self._slot} at {self.path}: "
                              f"{first_line(err)}") from None
         self._stream_thread = threading.Thread(target=self._stream, name=f"wal-{self.source}", daemon=True)
         self._stream_thread.start()
+
+    def _catch_up(self) -> None:
+        """Numbers what the slot kept since the checkpoint, up to the server's WAL now, so that the
+        node opens with its DSV and outbox; past STREAM_WAIT the stream thread goes on with it."""
+        (wal_end,), = self._con.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchall()
+        self._con.execute("SELECT pg_logical_emit_message(false, %s, '')", [MARK_PREFIX])
+        deadline = time.monotonic() + STREAM_WAIT
+        while self._passed < int(wal_end):
+            if time.monotonic() > deadline:
+                log.warning("source %s: still reading the slot's backlog after %.0f s (DSV %d so far); going on "
+                            "in the background", self.source, STREAM_WAIT, self._numbered)
+                return
+            self._pump(1.0)
 
     def _start_stream(self):
         """The slot's stream from its confirmed position. A slot still active waits: the
@@ -361,6 +370,7 @@ class LogicalPostgresStore(PostgresStore):
         checked = float("-inf")
         while not self._stop.is_set():
             try:
+                self._reconnect_writer()
                 if self._replication is None:
                     self._assembler = Assembler()
                     self._replication = self._start_stream()
@@ -376,7 +386,6 @@ class LogicalPostgresStore(PostgresStore):
                 log.warning("source %s: WAL stream: %s; opening it again", self.source, first_line(err))
                 self._drop_stream()
                 self._stop.wait(1.0)
-                self._reconnect_writer()
             except Exception as err:   # not the connection: reading on would fail the same way
                 with self._state:
                     self._stopped = f"source {self.source}: capture stopped: {type(err).__name__}: {first_line(err)}"
@@ -464,16 +473,6 @@ class LogicalPostgresStore(PostgresStore):
             text, oid = by_name[column.lower()]
             row.append(None if text is None else _value(kind, text.rstrip(" ") if oid == BPCHAR else text))
         return tuple(row)
-
-    def _reconnect_writer(self) -> None:
-        """A new writer's connection when the server restart broke it (the log and the checkpoint
-        are written through it)."""
-        with self._writer:
-            if self._con.broken:
-                try:
-                    self._con = self._connect()
-                except psycopg.Error as err:
-                    log.warning("source %s: %s; trying again", self.source, first_line(err))
 
     def _drop_stream(self) -> None:
         if self._replication is not None:

@@ -41,10 +41,11 @@ ISO string, as the other stores hold it.
 from __future__ import annotations
 
 import logging
+import select
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -66,6 +67,10 @@ _TYPES = {"BIGINT": "bigint", "DOUBLE": "double precision", "VARCHAR": "text", "
 # PostgreSQL types read as a catalog type's without a cast (which would keep an index from a probe)
 _READ_ALIKE = {"bigint": {"bigint", "integer", "smallint"}, "text": {"text", "character varying"}}
 _PROBE_CHUNK = 500            # wanted values per statement
+CONNECT_WAIT = 60.0           # seconds an opening store waits for a server that is not up
+# What libpq says of a server that is down or coming up (not of a wrong name or password)
+_RESTARTING = ("not yet accepting connections", "starting up", "shutting down", "No such file or directory",
+               "Connection refused")
 LISTEN_TIMEOUT = 1.0          # seconds between looks at the log even without a NOTIFY
 LISTEN_SPACING = 0.05         # seconds at least between two reads of the log for NOTIFYs
 
@@ -186,7 +191,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         self._stop = threading.Event()
         self._listener: threading.Thread | None = None
         try:
-            self._con = self._connect()
+            self._con = self._connect(wait=CONNECT_WAIT)   # a node restarted with its server waits for it
             self._install(initial or {})
             self._pg_types = self._column_types()
             self._open()
@@ -233,6 +238,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         are read once for the whole group: a statement is a round trip, and under writers from
         outside each one waits for the server's CPU."""
         written: list[str | ModelError] = []   # a transaction id, or what rejected the request
+        self._reconnect_writer()
         for request in requests:
             with self._writer:
                 try:
@@ -241,6 +247,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                     written.append(err)
                 except psycopg.Error as err:
                     written.append(ModelError(f"transaction {request.txn_id}: {first_line(err)}"))
+            self._reconnect_writer()   # (a server restart: this request was refused, the next one goes through)
         xids = [w for w in written if isinstance(w, str)]
         if not xids:
             return written
@@ -317,15 +324,13 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         Every commit notifies; the notifications that queued while the log was read are taken
         together, and reads are at least LISTEN_SPACING apart, so that writers from outside at
         hundreds of commits a second cost a read per batch of them, not one each."""
-        try:
-            con = self._connect()
-            con.execute("LISTEN fedlab")
-        except psycopg.Error:
-            log.exception("source %s: cannot listen for commits; polling instead", self.source)
-            con = None
+        con = self._listening()
         read = float("-inf")
         while not self._stop.is_set():
             try:
+                self._reconnect_writer()
+                if con is not None and con.broken:   # the server restarted
+                    con = self._listening()
                 if con is not None:
                     for _ in con.notifies(timeout=LISTEN_TIMEOUT, stop_after=1):
                         pass
@@ -344,6 +349,26 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                     return
                 log.exception("source %s: reading the change log failed; trying again", self.source)
                 self._stop.wait(LISTEN_TIMEOUT)
+
+    def _listening(self) -> psycopg.Connection | None:
+        """A connection that LISTENs for commits; None (the listener polls) when there is none."""
+        try:
+            con = self._connect(wait=CONNECT_WAIT)
+            con.execute("LISTEN fedlab")
+            return con
+        except psycopg.Error as err:
+            log.warning("source %s: cannot listen for commits (%s); polling instead", self.source, first_line(err))
+            return None
+
+    def _reconnect_writer(self) -> None:
+        """A new writer's connection when a server restart broke it: the node's commits, the
+        acknowledgements and the bookkeeping go through it."""
+        with self._writer:
+            if gone(self._con):
+                try:
+                    self._con = self._connect()
+                except psycopg.Error as err:
+                    log.warning("source %s: %s; trying again", self.source, first_line(err))
 
     def _catch_up(self) -> bool:
         """Reads the log entries past those held; True if there were any."""
@@ -498,11 +523,12 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                                  [x for v in chunk for x in v]).fetchall()
         return found
 
-    def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
-        """(DSV, {relation: (BRV, rows)}) for all of the source's relations, read at one state."""
+    def snapshot(self, relations: Collection[str] = ()) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        """(DSV, {relation: (BRV, rows)}) for the named relations of the source (all when none are
+        named), read at one state."""
         with self._at_one_state() as (cur, dsv, brv):
             return dsv, {r.name: (brv[r.name], cur.execute(f"SELECT {self._selected(r)} FROM {quote(r.name)}").fetchall())
-                         for r in self._relations}
+                         for r in self._relations if not relations or r.name in relations}
 
     @contextmanager
     def _at_one_state(self):
@@ -551,8 +577,17 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
 
     # ---- connections ----
 
-    def _connect(self) -> psycopg.Connection:
-        con = psycopg.connect(self.path, autocommit=True)
+    def _connect(self, wait: float = 0.0) -> psycopg.Connection:
+        """A new connection; for `wait` seconds a server that is not there (restarting) is tried again."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                con = psycopg.connect(self.path, autocommit=True)
+                break
+            except psycopg.OperationalError as err:
+                if time.monotonic() > deadline or not any(sign in str(err) for sign in _RESTARTING):
+                    raise
+                time.sleep(0.5)
         con.adapters.register_loader("date", TextLoader)   # a DATE as its ISO string
         self._connections.append(con)
         return con
@@ -561,7 +596,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
         """This thread's connection for reading: a statement alone reads one committed state, and
         a transaction (`_reading`) begins REPEATABLE READ, READ ONLY in its BEGIN."""
         con = getattr(self._local, "con", None)
-        if con is None or con.broken:   # (broken: the server restarted)
+        if con is None or gone(con):
             con = self._local.con = self._connect()
             con.isolation_level, con.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
         return con
@@ -628,6 +663,18 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                 # join the answers or other applications make is planned for a few rows (a point
                 # update through an index took 10 ms, not 0.2, until autovacuum came by).
                 self._con.execute(f"ANALYZE {quote(rel.name)}")
+
+
+def gone(con: psycopg.Connection) -> bool:
+    """Whether an idle connection is no use: broken, or closed by its server (a restart), which
+    makes its socket readable though no statement is running (libpq only finds out on next use)."""
+    if con.broken or con.closed:
+        return True
+    try:
+        readable, _, _ = select.select([con.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def installed_capture(dsn: str) -> str | None:
