@@ -38,7 +38,7 @@ import os
 import threading
 import time
 from contextlib import AbstractContextManager
-from typing import Callable, Sequence
+from typing import Callable, Collection, Sequence
 
 from fedlab.fedmodel import json_text
 from fedlab.fedmodel.as_of import answered_versions, reading_as_of
@@ -330,12 +330,13 @@ class DurableStore(GroupCommit, SubscriberOutbox):
 
     # ---- snapshots ----
 
-    def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
-        """(DSV, {relation: (BRV, rows)}) for all of the source's relations, read at one state."""
+    def snapshot(self, relations: Collection[str] = ()) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        """(DSV, {relation: (BRV, rows)}) for the named relations of the source (all when none are
+        named), read at one state."""
         with self._reading() as query:
             dsv, brv = self._versions(query)
             return dsv, {r.name: (brv[r.name], self._decode(r, query(f"SELECT * FROM {quote(r.name)}", [])))
-                         for r in self._relations}
+                         for r in self._relations if not relations or r.name in relations}
 
     # ---- the file ----
 

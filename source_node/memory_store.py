@@ -13,7 +13,7 @@ a scan gives them, so an answer is the same with or without them.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Collection, Sequence
 
 from fedlab.fedmodel.as_of import RecentChanges, answered_versions, rebuild
 from fedlab.fedmodel.catalog import Catalog
@@ -170,8 +170,9 @@ class MemoryStore(GroupCommit):
         floor = self.subscriptions.applied_floor()
         self.recent.forget_through(self.dsv if floor is None else floor)
 
-    def snapshot(self) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
-        return self.dsv, {name: (self.brv[name], list(rows.values())) for name, rows in self.relations.items()}
+    def snapshot(self, relations: Collection[str] = ()) -> tuple[int, dict[str, tuple[int, list[tuple]]]]:
+        return self.dsv, {name: (self.brv[name], list(rows.values())) for name, rows in self.relations.items()
+                          if not relations or name in relations}
 
 
 class _Indexes:

@@ -226,8 +226,7 @@ class SourceServicer(rpc.SourceServicer):
     def Snapshot(self, request: pb.SnapshotRequest, context):
         # Validated and read eagerly, so that bad input is refused before the stream starts.
         wanted = {owned_relation(self.catalog, self.store.source, name, "snapshot").name for name in request.relations}
-        dsv, relations = self.store.snapshot()
-        return self._chunks(dsv, {name: state for name, state in relations.items() if not wanted or name in wanted})
+        return self._chunks(*self.store.snapshot(wanted))
 
     def _chunks(self, dsv: int, relations: dict):
         for name, (brv, rows) in relations.items():

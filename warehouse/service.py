@@ -248,8 +248,12 @@ class Warehouse:
 
     def _materialise(self) -> None:
         snapshots, brv, dsv = {}, {}, {}
+        join = self.view.join
+        read = {join.base_of(r) for r in join.relations}
         for source, dispatcher in self.dispatchers.items():
-            for chunk in dispatcher.stub.Snapshot(pb.SnapshotRequest(), timeout=600):
+            # Only the relations the view reads (a source with none of them sends all, and its DSV).
+            wanted = [r.name for r in self.catalog.relations_at(source) if r.name in read]
+            for chunk in dispatcher.stub.Snapshot(pb.SnapshotRequest(relations=wanted), timeout=600):
                 rel = self.catalog.relation(chunk.relation)
                 rows = from_pb_rows(rel, chunk.rows)
                 snapshots.setdefault(rel.name, (list(rel.columns), list(rel.types), []))[2].extend(rows)
@@ -259,7 +263,6 @@ class Warehouse:
             brv.setdefault(rel.name, 1)
         # The Strobe family maintains the view widened with every relation's key; its
         # view_rows() are the join's again.
-        join = self.view.join
         maintained = materialize(started(self.spark), maintained_sql(self.plugin.maintained_view(join)), snapshots)
         self.algorithm = registry.create(self.plugin.name, join, maintained, brv, dsv, self.core_settings)
         self.batches = BatchLedger(dsv)
