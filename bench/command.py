@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+from fedlab.bench import ch_workload
 from fedlab.bench.run_specs import (
     DEFAULT_RELATION_ROWS,
     DEFAULT_SOURCES,
@@ -54,7 +55,7 @@ TPCH_DEFAULTS = {"views": BenchPlan.views, "scale": BenchPlan.scales, "placement
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--algorithms", default=BenchPlan.algorithms,
+    parser.add_argument("--algorithms",
                         help=f"comma-separated, name or name:access (default {BenchPlan.algorithms})")
     parser.add_argument("--combine-max", default=BenchPlan.combine, metavar="N,N,...",
                         help=f"lazy runs once per bound: the most transactions a maintenance job combines "
@@ -97,7 +98,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--placement",
                         help="TPC-H relations over sources, comma-separated: spread (Q3 over three sources; "
                              "the default) or default (loadgen.tpch's, Q3 at one source)")
-    parser.add_argument("--workload", default=BenchPlan.workload, help=f"rf, mixed or skewed (default {BenchPlan.workload})")
+    parser.add_argument("--workload", default=BenchPlan.workload,
+                        help=f"rf, mixed or skewed (default {BenchPlan.workload}), or ch: CH-benCHmark, go-tpc's TPC-C "
+                             "transactions against a PostgreSQL source (bench/ch_workload.py)")
     parser.add_argument("--seed", type=int, default=BenchPlan.seed)
     parser.add_argument("--repeat", type=int, default=BenchPlan.repeat,
                         help="run everything this many times over: the summary shows how far the trials differ "
@@ -128,9 +131,12 @@ def add_arguments(parser) -> None:
                              "at 10s', or random:SEED): every algorithm meets the same schedule")
     add_source_engine_argument(parser)
     add_outside_writers_argument(parser)
+    ch_workload.add_arguments(parser)
 
 
 def main(args) -> int:
+    if args.workload == "ch":   # a load of its own, and its own figures
+        return ch_workload.main(args)
     try:
         plan = plan_from(args)   # first: it fills in the chosen bench's data arguments
         if args.orders < 0:
@@ -178,7 +184,7 @@ def plan_from(args) -> BenchPlan:
     bench (TPC-H's or the synthetic federations')."""
     synthetic = _synthetic_federations(args)
     tpch = {} if synthetic else {"views": args.views, "scales": args.scale, "placements": args.placement}
-    return BenchPlan(algorithms=args.algorithms, **tpch, chaos=tuple(args.chaos or BenchPlan.chaos), rate=args.rate,
+    return BenchPlan(algorithms=args.algorithms or BenchPlan.algorithms, **tpch, chaos=tuple(args.chaos or BenchPlan.chaos), rate=args.rate,
                      duration=args.duration, ramp_start=args.ramp_start, ramp_factor=args.ramp_factor,
                      ramp_max=args.ramp_max, ramp_step=args.ramp_step, settle=args.settle, seed=args.seed,
                      workload=args.workload, source_engine=args.source_engine, capture=args.capture, batch_interval=args.batch_interval,
@@ -310,7 +316,7 @@ def _summary(specs, runs: list[dict], bench_dir: Path, started: float, machine: 
     first = specs[0]
     return {"bench_dir": str(bench_dir), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1), "machine": machine,
-            "settings": {"algorithms": args.algorithms,
+            "settings": {"algorithms": args.algorithms or BenchPlan.algorithms,
                          **({"federation": args.federation, "sources": args.sources,
                              "relation_rows": args.relation_rows} if args.federation else
                             {"views": args.views, "scale": args.scale, "orders": args.orders or "all",

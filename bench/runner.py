@@ -244,7 +244,7 @@ class _LiveRun:
         for name, (settings, view_sql) in self.others.items():
             self.progress("start", 0, None, f"the warehouse of {settings.algorithm}, subscribed as {name}")
             fed.add_subscriber(name, settings, view_sql)
-        self.pids = _source_pids(fed, record["notes"])
+        self.pids = source_pids(fed, record["notes"])
         self.sampler = ResourceSampler(self.pids).start()
         if fed.postgres is not None and fed.postgres.pid:   # the sources' work is done in its backends
             self.sampler.name(fed.postgres.pid, POSTGRES, with_children=True)
@@ -466,7 +466,7 @@ def _synthetic(spec: RunSpec) -> dict:
     return {"synthetic": {"shape": recipe.shape, "sources": recipe.sources, "rows_per_relation": recipe.rows}} if recipe else {}
 
 
-def _source_pids(fed, notes: list) -> dict[str, int]:
+def source_pids(fed, notes: list) -> dict[str, int]:
     """Each source actor's process id, from its health call; a source whose call fails is named
     in the run's notes (its CPU and memory are then not sampled: figures the run can do without)."""
     pids = {}

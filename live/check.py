@@ -77,8 +77,11 @@ class LiveHistory:
     of either (`initial`, `log`, `states`, `final_view`) is read only when asked for: a complete
     run is judged without it (checker.windows)."""
 
-    def __init__(self, run: RunFile, sources: dict[str, SourceLog]):
+    def __init__(self, run: RunFile, sources: dict[str, SourceLog], read: dict | None = None):
+        """`read`: the sources' whole histories read so far, by the versions they start from,
+        shared by the histories `of` gives (several views read the same sources once)."""
         self.run, self.sources = run, sources
+        self._read = {} if read is None else read
         if run.warehouse_history is None:
             raise HistoryError("run file: names no warehouse history")
         try:
@@ -96,7 +99,7 @@ class LiveHistory:
             run = self.run.of(subscriber)
         except ModelError as err:
             raise HistoryError(str(err)) from None
-        return LiveHistory(run, self.sources)
+        return LiveHistory(run, self.sources, self._read)
 
     def read_states(self) -> Iterator[dict]:
         """The warehouse's states after its first view, in apply order, a state at a time."""
@@ -105,13 +108,16 @@ class LiveHistory:
         except ChangeHistoryError as err:
             raise HistoryError(str(err)) from None
 
-    @cached_property
+    @property
     def _whole_sources(self) -> tuple[dict[str, list[tuple]], dict[str, list[Notification]]]:
-        initial, log = {}, {}
-        for source, where in self.sources.items():
-            rows, log[source] = whole_source(self.run.catalog, source, where, self.start_versions.get(source, 1))
-            initial.update(rows)
-        return initial, log
+        start = tuple(sorted(self.start_versions.items()))
+        if start not in self._read:
+            initial, log = {}, {}
+            for source, where in self.sources.items():
+                rows, log[source] = whole_source(self.run.catalog, source, where, self.start_versions.get(source, 1))
+                initial.update(rows)
+            self._read[start] = initial, log
+        return self._read[start]
 
     @property
     def initial(self) -> dict[str, list[tuple]]:

@@ -50,18 +50,18 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from fedlab.fedmodel.catalog import Relation, validate_row
+from fedlab.fedmodel.catalog import Relation
 from fedlab.fedmodel.errors import ModelError, first_line
 from fedlab.fedmodel.transactions import (Notification, RelationChange, TransactionRequest, notification_from_dict,
                                           notification_to_dict)
 from fedlab.source_node import pgoutput
-from fedlab.source_node.durable_store import owned_relation, quote
-from fedlab.source_node.postgres_store import (SUBSCRIBERS, PostgresStore, _columns, _definition,
+from fedlab.source_node.durable_store import quote
+from fedlab.source_node.postgres_store import (SUBSCRIBERS, PostgresStore, _definition,
                                                condensed_captures)
 from fedlab.source_node.recent_changes import SharedRecentChanges
 from fedlab.source_node.subscriptions import DEFAULT_SUBSCRIBER
@@ -269,13 +269,7 @@ class LogicalPostgresStore(PostgresStore):
                 if not self._exists(rel):
                     self._con.execute(f"CREATE TABLE {quote(rel.name)} ({_definition(rel)})")
                     created.append(rel)
-            for name, rows in initial.items():
-                rel = owned_relation(self.catalog, self.source, name, "initial rows")
-                checked = [validate_row(rel, r, f"initial rows of {rel.name}") for r in rows]
-                marks = ", ".join(["%s"] * len(rel.columns))
-                with self._con.cursor() as cur:
-                    cur.executemany(f"INSERT INTO {quote(rel.name)} ({_columns(rel)}) VALUES ({marks})",
-                                    [list(r) for r in checked])
+            self._load(initial)
             self._con.execute(INSTALL)
             self._con.execute("INSERT INTO fedlab.source VALUES (%s, 1, NULL, %s)",
                               [self.source, Jsonb({r.name: 1 for r in self._relations})])

@@ -645,13 +645,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                 return
             for rel in self._relations:
                 self._con.execute(f"CREATE TABLE IF NOT EXISTS {quote(rel.name)} ({_definition(rel)})")
-            for name, rows in initial.items():
-                rel = owned_relation(self.catalog, self.source, name, "initial rows")
-                checked = [validate_row(rel, r, f"initial rows of {rel.name}") for r in rows]
-                marks = ", ".join(["%s"] * len(rel.columns))
-                with self._con.cursor() as cur:
-                    cur.executemany(f"INSERT INTO {quote(rel.name)} ({_columns(rel)}) VALUES ({marks})",
-                                    [list(r) for r in checked])
+            self._load(initial)
             self._con.execute(INSTALL)
             self._con.execute("INSERT INTO fedlab.source VALUES (%s, 1)", [self.source])
             self._con.execute(SUBSCRIBERS)
@@ -663,6 +657,16 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                 # join the answers or other applications make is planned for a few rows (a point
                 # update through an index took 10 ms, not 0.2, until autovacuum came by).
                 self._con.execute(f"ANALYZE {quote(rel.name)}")
+
+    def _load(self, initial: dict[str, list[tuple]]) -> None:
+        """Inserts the initial rows, each checked against its relation (in the install's transaction)."""
+        for name, rows in initial.items():
+            rel = owned_relation(self.catalog, self.source, name, "initial rows")
+            checked = [validate_row(rel, r, f"initial rows of {rel.name}") for r in rows]
+            marks = ", ".join(["%s"] * len(rel.columns))
+            with self._con.cursor() as cur:
+                cur.executemany(f"INSERT INTO {quote(rel.name)} ({_columns(rel)}) VALUES ({marks})",
+                                [list(r) for r in checked])
 
 
 def gone(con: psycopg.Connection) -> bool:
