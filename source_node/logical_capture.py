@@ -162,9 +162,9 @@ def snapshot_dsv(snapshot: str, wal_end: int, commits: Iterable[Numbered],
     in_progress = {int(x) for x in running.split(",") if x}
 
     def visible(xid: int) -> bool:
-        full = (xmax & ~0xFFFFFFFF) | xid        # the WAL's 32-bit xid, in the snapshot's epoch
-        if full > xmax:
-            full -= 1 << 32
+        # The WAL's 32-bit xid as the full xid nearest xmax: one begun after the snapshot (at or
+        # past xmax) can commit before the WAL position is read, and must stay invisible.
+        full = xmax + (xid - xmax + (1 << 31)) % (1 << 32) - (1 << 31)
         return full < xmin or (full < xmax and full not in in_progress)
 
     dsv, brv = before

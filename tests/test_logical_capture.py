@@ -117,9 +117,11 @@ def test_a_snapshot_is_named_by_the_prefix_of_the_commit_order_it_sees():
     assert snapshot_dsv("700:703:700,701,702", 10_000, commits, before) == before      # none yet
     assert snapshot_dsv("703:703:", 350, commits, before) == (3, {"r": 3})             # DSV 4 after the WAL read
     assert snapshot_dsv("702:703:702", 10_000, commits, before) is None                # 4 seen without 3
+    assert snapshot_dsv("701:701:", 10_000, commits, before) == (2, {"r": 2})          # 702 began after it
     # The WAL's 32-bit xids in a snapshot of a later epoch
     epoch = 5 << 32
     assert snapshot_dsv(f"{epoch + 702}:{epoch + 703}:{epoch + 702}", 10_000, commits, before) is None
+    assert snapshot_dsv(f"{epoch + 701}:{epoch + 701}:", 10_000, commits, before) == (2, {"r": 2})
 
 
 # ---- against the server ----
