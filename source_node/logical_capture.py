@@ -7,7 +7,7 @@ in the order of their commit records (LSN order). What `install` adds to the dat
 - REPLICA IDENTITY FULL on every relation, so that an update's or a delete's old row is in the WAL
   (a notification carries old images), and a BEFORE TRUNCATE trigger that refuses a TRUNCATE:
   the WAL does not carry the rows a TRUNCATE removed, so it cannot be captured;
-- publication `fedlab` of the relations, and the slot (`slot_name`) that decodes them with
+- publication `fedlab` of the relations, and the slot `fedlab_<database>` that decodes them with
   pgoutput (source_node.pgoutput);
 - `fedlab.source(source, dsv, lsn, brv)`: the checkpoint, the DSV and BRVs of every transaction
   whose commit record ends at or before `lsn`; the slot is confirmed to `lsn`, so it keeps the
@@ -190,10 +190,6 @@ class LogicalPostgresStore(PostgresStore):
 
     # ---- installing ----
 
-    @property
-    def slot_name(self) -> str:
-        return self._slot
-
     def _install(self, initial: dict[str, list[tuple]]) -> None:
         """Refuses a server or role that cannot decode (one line naming the setting), then
         creates what is missing; a slot that cannot be made takes the rest back with it."""
@@ -307,11 +303,12 @@ class LogicalPostgresStore(PostgresStore):
             self._bound_note = (f"source {self.source}: subscriber(s) {', '.join(behind)} behind the slot, which the "
                                 f"retained-WAL bound moved to DSV {dsv}: served from fedlab.log, not the WAL")
         self._assembler = Assembler()
+        self._layouts: dict[str, tuple[pgoutput.RelationInfo, list]] = {}
         import psycopg2
 
         try:
             self._replication = self._start_stream()
-            self._catch_up()
+            self._read_backlog()
         except (psycopg2.OperationalError, psycopg.OperationalError) as err:   # the server went: the thread reads on
             log.warning("source %s: WAL stream: %s; opening it again", self.source, first_line(err))
             self._drop_stream()
@@ -321,7 +318,7 @@ class LogicalPostgresStore(PostgresStore):
         self._stream_thread = threading.Thread(target=self._stream, name=f"wal-{self.source}", daemon=True)
         self._stream_thread.start()
 
-    def _catch_up(self) -> None:
+    def _read_backlog(self) -> None:
         """Numbers what the slot kept since the checkpoint, up to the server's WAL now, so that the
         node opens with its DSV and outbox; past STREAM_WAIT the stream thread goes on with it."""
         (wal_end,), = self._con.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchall()
@@ -439,10 +436,7 @@ class LogicalPostgresStore(PostgresStore):
                 gone = self._held.popleft()
                 self._before = (gone.dsv, gone.brv)
             aged = self._committed(notes, self.log_retention)
-        if self.log_retention is not None:
-            self._prune(notes[-1].dsv - self.log_retention)
-        if aged is not None:
-            self._prune(aged)
+        self._prune_after(notes[-1].dsv, aged)
         for callback in self._watchers:
             callback()
 
@@ -460,13 +454,23 @@ class LogicalPostgresStore(PostgresStore):
 
     def _typed(self, rel: Relation, table: str, values: tuple) -> tuple:
         """A row of WAL text (PostgreSQL's output of each column) as the stores hold it."""
-        info = self._assembler.named[table]
-        by_name = dict(zip((c.lower() for c in info.columns), zip(values, info.types)))
         row = []
-        for column, kind in zip(rel.columns, rel.types):
-            text, oid = by_name[column.lower()]
-            row.append(None if text is None else _value(kind, text.rstrip(" ") if oid == BPCHAR else text))
+        for at, kind, padded in self._layout(rel, table):
+            text = values[at]
+            row.append(None if text is None else _value(kind, text.rstrip(" ") if padded else text))
         return tuple(row)
+
+    def _layout(self, rel: Relation, table: str) -> list[tuple[int, str, bool]]:
+        """For each catalog column of `rel`: its place in the WAL's rows, its catalog type, and
+        whether its WAL text is blank-padded (char(n)); worked out once per Relation message,
+        since every row of the stream goes through it."""
+        info = self._assembler.named[table]
+        known = self._layouts.get(table)
+        if known is None or known[0] is not info:
+            place = {c.lower(): at for at, c in enumerate(info.columns)}
+            known = self._layouts[table] = (info, [(place[c.lower()], kind, info.types[place[c.lower()]] == BPCHAR)
+                                                   for c, kind in zip(rel.columns, rel.types)])
+        return known[1]
 
     def _drop_stream(self) -> None:
         if self._replication is not None:

@@ -387,10 +387,7 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
                         taken.append(n)
                         self.recent.record(n)
                 aged = self._committed(taken, self.log_retention)
-            if self.log_retention is not None:
-                self._prune(notes[-1].dsv - self.log_retention)
-            if aged is not None:
-                self._prune(aged)
+            self._prune_after(notes[-1].dsv, aged)
             return True
 
     def _read_log(self, start: int, through: int | None) -> list[Notification]:
@@ -441,6 +438,14 @@ class PostgresStore(GroupCommit, SubscriberOutbox):
             self._con.execute("DELETE FROM fedlab.log WHERE dsv <= %s", [through])
 
     _trim_log = _prune
+
+    def _prune_after(self, newest: int, aged: int | None) -> None:
+        """Trims the log once DSVs through `newest` are taken: to the newest `log_retention`, and
+        through `aged` (what `_committed` found past `log_keep_seconds`). Outside the state lock."""
+        if self.log_retention is not None:
+            self._prune(newest - self.log_retention)
+        if aged is not None:
+            self._prune(aged)
 
     def oldest_available(self) -> int:
         with self._reading() as cur:
