@@ -4,7 +4,8 @@
 
 The load is TPC-C's five transactions, run by go-tpc (loadgen.ch.go_tpc: a client no one here
 wrote) against the `tpcc` source's PostgreSQL database, over `--ch-clients` connections without
-keying or thinking time; the views are CH-benCHmark's queries that fedlab maintains
+keying or thinking time, paced to run `--ch-duty` of the time (loadgen.ch.go_tpc.Pacer: go-tpc
+has no rate limit of its own); the views are CH-benCHmark's queries that fedlab maintains
 (loadgen/views/ch: `--views`, all of them by default), each kept by every algorithm of
 `--algorithms` (Sze-Ling by default), all in one warehouse, subscribed once to the three sources
 (loadgen/ch/catalog.py: tpcc, suppliers, geography).
@@ -60,6 +61,9 @@ def add_arguments(parser) -> None:
                         help=f"with --workload ch: TPC-C warehouses go-tpc prepares (default {WAREHOUSES})")
     parser.add_argument("--ch-clients", type=int, default=CLIENTS,
                         help=f"with --workload ch: go-tpc's connections (default {CLIENTS})")
+    parser.add_argument("--ch-duty", type=float, default=1.0,
+                        help="with --workload ch: the share of the time go-tpc runs, stopped the rest of every "
+                             "0.1 s: its rate limit, in both runs (default 1, unpaced)")
     parser.add_argument("--ch-kills", action="store_true",
                         help="with --workload ch: kill the tpcc source's node a third of the way through the "
                              "load, and PostgreSQL itself once the load is over")
@@ -91,6 +95,8 @@ def plan(args) -> dict:
             raise ChArgumentError(f"--algorithms: {err}") from None
     if args.ch_warehouses < 1 or args.ch_clients < 1:
         raise ChArgumentError("--ch-warehouses and --ch-clients must be at least 1")
+    if not 0 < args.ch_duty <= 1:
+        raise ChArgumentError(f"--ch-duty {args.ch_duty:g}: a share of the time, above 0 and at most 1")
     if not args.duration > 0 or args.repeat < 1 or args.settle < 0:
         raise ChArgumentError("--duration must be positive, --repeat at least 1, --settle not negative")
     chaos = (args.chaos or ["notification_drop=0.05,notification_reorder=0.1"])
@@ -104,6 +110,7 @@ def plan(args) -> dict:
         raise ChArgumentError(GO_TPC_PREREQUISITE.line(go_tpc_problem()))
     return {"views": views, "algorithms": algorithms, "capture": args.capture or "triggers", "faults": faults,
             "chaos": chaos[0], "warehouses": args.ch_warehouses, "clients": args.ch_clients,
+            "duty": args.ch_duty,
             "seconds": args.duration, "settle": args.settle, "repeat": args.repeat, "kills": args.ch_kills}
 
 
@@ -121,8 +128,10 @@ def main(args) -> int:
     bench_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(bench_dir, 0o755)   # the server's user reaches its data directory in each run directory
     say = lambda line: print(line, file=sys.stderr, flush=True)   # noqa: E731
-    say(f"fedlab bench --workload ch: {settings['repeat']} trial(s), capture {settings['capture']}, views "
-        f"{', '.join(settings['views'])} by {', '.join(settings['algorithms'])} -> {bench_dir}")
+    pace = f", running {settings['duty']:.0%} of the time" if settings["duty"] < 1 else ""
+    say(f"fedlab bench --workload ch: {settings['repeat']} trial(s), capture {settings['capture']}, "
+        f"{settings['clients']} go-tpc clients{pace}, views {', '.join(settings['views'])} by "
+        f"{', '.join(settings['algorithms'])} -> {bench_dir}")
     spark = warehouse_spark(bench_dir)
     trials = []
     try:
@@ -171,7 +180,7 @@ def run_trial(settings: dict, run_dir: Path, spark, say) -> dict:
         alone = copy_of(server, "tpcc", "tpcc_alone")
         durable_commits(server, "tpcc_alone")
         record["alone"] = TpccRun.start(alone, settings["warehouses"], settings["clients"], settings["seconds"],
-                                        run_dir / "go-tpc-alone.txt").finish(settings["seconds"] + 120)
+                                        run_dir / "go-tpc-alone.txt", settings["duty"]).finish(settings["seconds"] + 120)
         drop(server, "tpcc_alone")
     finally:
         server.stop()
@@ -236,7 +245,7 @@ def with_federation(settings: dict, run_dir: Path, spark, catalog, initial: dict
         before, machine = sampler.cpu_seconds(), machine_seconds()
         load_from = time.time()
         load = TpccRun.start(fed.postgres.dsn_for("tpcc"), settings["warehouses"], settings["clients"],
-                             settings["seconds"], run_dir / "go-tpc-with.txt")
+                             settings["seconds"], run_dir / "go-tpc-with.txt", settings["duty"])
         sampler.name(load.pid, GO_TPC, with_children=True)
         kills = Kills(fed, settings["seconds"], record["notes"]).start() if settings["kills"] else None
         record["with"] = load.finish(settings["seconds"] + 120)

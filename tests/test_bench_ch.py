@@ -1,16 +1,19 @@
 """`fedlab bench --workload ch` (bench.ch_workload): arguments it cannot run are refused in one line
-before anything starts; a short real trial, go-tpc's TPC-C against the tpcc source captured from
-the WAL, with the source's node and PostgreSQL itself killed during the load, ends with every
-CH view complete against its oracle and go-tpc's own figures beside the federation's."""
+before anything starts, and the pacer that is go-tpc's rate limit stops and runs a real process.
+(A trial itself, 10-25 minutes here, is not run by the suite: docs/ch-benchmark.md.)"""
 
 from __future__ import annotations
 
-import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from fedlab.checker.pg_server import PostgresServer
 from fedlab.cli import main
+from fedlab.loadgen.ch.go_tpc import Pacer
 from fedlab.warehouse.core import registry
 
 
@@ -19,6 +22,8 @@ from fedlab.warehouse.core import registry
     (["--source-engine", "postgres", "--views", "q2"],
      "--views: unknown CH-benCHmark view 'q2'; choose one of q1, q18, q3, q5, q6"),
     (["--source-engine", "postgres", "--ch-clients", "0"], "--ch-warehouses and --ch-clients must be at least 1"),
+    (["--source-engine", "postgres", "--ch-duty", "0"], "--ch-duty 0: a share of the time, above 0 and at most 1"),
+    (["--source-engine", "postgres", "--ch-duty", "1.5"], "--ch-duty 1.5: a share of the time, above 0 and at most 1"),
     (["--source-engine", "postgres", "--chaos", "none", "--chaos", "drop=0.1"], "--workload ch: one --chaos setting"),
     (["--source-engine", "postgres", "--chaos", "drop=2"], "--chaos: drop is a probability between 0 and 1, got 2.0"),
 ])
@@ -40,3 +45,33 @@ def test_the_ch_bench_refuses_an_unknown_algorithm_naming_those_registered(tmp_p
     assert capsys.readouterr().err == (f"fedlab bench: --algorithms: unknown algorithm 'nope' "
                                        f"(registered: {', '.join(registry.names())})\n")
     assert not (tmp_path / "out").exists()
+
+
+def state(pid: int) -> str:
+    """The process's state letter (/proc/PID/stat): T when stopped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_pacer_stops_the_process_for_part_of_the_time_and_leaves_it_running():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pacer = Pacer(child, duty=0.2)
+        seen = set()
+        for _ in range(200):
+            seen.add(state(child.pid))
+            time.sleep(0.013)
+        pacer.stop()
+        assert "T" in seen, f"never stopped: {seen}"
+        assert len(seen) > 1, "never ran"
+        assert state(child.pid) != "T"
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_the_pacer_ends_when_its_process_does():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    pacer = Pacer(child, duty=0.5)
+    child.wait(30)
+    pacer._thread.join(5)
+    assert not pacer._thread.is_alive()

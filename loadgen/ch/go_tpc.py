@@ -8,7 +8,8 @@ names; go-tpc is fedlab.preflight's, installed by `make go-tpc`.
 
 `TpccRun.start(dsn, ...)` runs go-tpc's TPC-C transactions against the database in a process of
 its own, and `finish()` gives go-tpc's own report of them (`summary`): the client no one here
-wrote, whose figures (tpmC: New-Orders a minute) can be set beside other systems'.
+wrote, whose figures (tpmC: New-Orders a minute) can be set beside other systems'. With a `duty`
+below 1 the process is paced from outside (`Pacer`).
 
 `rows_of(dsn)` reads what go-tpc generated for the sources that are not go-tpc's (supplier,
 nation and region by default: loadgen/ch/catalog.py places them at `suppliers` and `geography`)
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,18 +66,62 @@ def prepare(dsn: str, warehouses: int, foreign_keys: bool = False) -> None:
             con.execute(f"VACUUM ANALYZE {table}")
 
 
+PACE_PERIOD = 0.1   # seconds: a pace's run and stop add up to this
+
+
+class Pacer:
+    """Lets a process run `duty` of every PACE_PERIOD and stops it (SIGSTOP) for the rest, until
+    it exits: a rate limit for go-tpc, which has none. TPC-C's keying and thinking times (its
+    `--wait`) pace each client at the specification's rate, 12.86 New-Orders a minute per
+    warehouse at most, far below what a machine sustains; unpaced, 8 clients commit as fast as
+    the server lets them. All of go-tpc stops at once, so no client waits on a lock another one
+    holds while stopped. go-tpc's own latencies then include the stops; its counts and tpmC
+    (over wall time) are the paced rate."""
+
+    def __init__(self, process: subprocess.Popen, duty: float):
+        self.process, self.duty = process, duty
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="go-tpc-pacer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self.duty * PACE_PERIOD) and self._signal(signal.SIGSTOP):
+            self._done.wait((1 - self.duty) * PACE_PERIOD)
+            if not self._signal(signal.SIGCONT):
+                return
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> bool:
+        """False once the process has exited."""
+        if self.process.poll() is not None:
+            return False
+        try:
+            os.kill(self.process.pid, sig)
+        except ProcessLookupError:   # exited, and reaped by finish(), since poll()
+            return False
+        return True
+
+    def stop(self) -> None:
+        """Ends the pacing with the process running."""
+        self._done.set()
+        self._thread.join()
+
+
 @dataclass
 class TpccRun:
     """`go-tpc tpcc run` against a prepared database, its output in a file."""
     process: subprocess.Popen
     output: Path
+    pacer: Pacer | None = None
 
     @classmethod
-    def start(cls, dsn: str, warehouses: int, clients: int, seconds: float, output: Path) -> "TpccRun":
+    def start(cls, dsn: str, warehouses: int, clients: int, seconds: float, output: Path,
+              duty: float = 1.0) -> "TpccRun":
         """go-tpc's five transactions at its default weights (New-Order 45%, Payment 43%, the rest
         4% each) over `clients` connections for `seconds`, without keying or thinking time (as fast
-        as they commit). `--ignore-error`: a transaction that fails (a server restarted under it)
-        is counted as go-tpc's `_ERR` and the client goes on, as an application would."""
+        as they commit), paced to run `duty` of the time (`Pacer`). `--ignore-error`: a
+        transaction that fails (a server restarted under it) is counted as go-tpc's `_ERR` and the
+        client goes on, as an application would."""
         go_tpc = go_tpc_path()
         if go_tpc is None:
             raise RuntimeError(GO_TPC.line(go_tpc_problem()))
@@ -84,7 +131,7 @@ class TpccRun:
                    "--time", f"{seconds:g}s", "--ignore-error", "--silence", "--interval", "600s", *options]
         with open(output, "w") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-        return cls(process, output)
+        return cls(process, output, Pacer(process, duty) if duty < 1 else None)
 
     @property
     def pid(self) -> int:
@@ -98,6 +145,9 @@ class TpccRun:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        finally:
+            if self.pacer is not None:
+                self.pacer.stop()
         return {**summary(self.output.read_text()), "exit": self.process.returncode}
 
 
