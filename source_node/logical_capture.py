@@ -322,7 +322,7 @@ class LogicalPostgresStore(PostgresStore):
         """Numbers what the slot kept since the checkpoint, up to the server's WAL now, so that the
         node opens with its DSV and outbox; past STREAM_WAIT the stream thread goes on with it."""
         (wal_end,), = self._con.execute("SELECT pg_current_wal_insert_lsn() - '0/0'").fetchall()
-        self._con.execute("SELECT pg_logical_emit_message(false, %s, '')", [MARK_PREFIX])
+        self._flushed_mark()
         deadline = time.monotonic() + STREAM_WAIT
         while self._passed < int(wal_end):
             if time.monotonic() > deadline:
@@ -564,8 +564,8 @@ class LogicalPostgresStore(PostgresStore):
                 wal_end = int(wal_end)
                 with self._state:
                     behind = self._passed < wal_end
-                if behind:   # a mark after it: the stream reaches it even when nothing else commits
-                    cur.execute("SELECT pg_logical_emit_message(false, %s, '')", [MARK_PREFIX])
+                if behind:
+                    self._flushed_mark()
                 with self._progress:
                     if not self._progress.wait_for(lambda: self._passed >= wal_end, STREAM_WAIT):
                         raise ModelError(f"source {self.source}: the WAL stream did not reach the read's state "
@@ -576,6 +576,17 @@ class LogicalPostgresStore(PostgresStore):
                     yield cur, dsv, dict(brv)
                     return
         raise ModelError(f"source {self.source}: no read saw a prefix of the commit order in 100 tries")
+
+    def _flushed_mark(self) -> None:
+        """A mark after the WAL written so far, which the stream reaches even when nothing else
+        commits. PostgreSQL 15 leaves a non-transactional message in the WAL buffers until
+        something flushes them (16 gave pg_logical_emit_message a flush argument), and logical
+        decoding reads flushed WAL only: at the end of a CH load, reads of the idle sources waited
+        about 10 s for that. So the statement also takes a transaction id, and its commit flushes
+        the WAL (or the WAL writer does, within wal_writer_delay, when commits are asynchronous);
+        pgoutput sends nothing of that transaction, which changed no published table."""
+        with self._writer:
+            self._con.execute("SELECT pg_logical_emit_message(false, %s, ''), pg_current_xact_id()", [MARK_PREFIX])
 
     # ---- the log ----
 

@@ -343,3 +343,20 @@ def test_a_generated_column_is_refused_since_the_wal_stream_leaves_it_out(dsn):
                                   f"triggers)")
     with psycopg.connect(dsn) as con:
         assert con.execute("SELECT to_regnamespace('fedlab')").fetchall() == [(None,)]
+
+
+def test_a_read_while_nothing_commits_does_not_wait_for_someone_else_to_flush_the_wal(store, dsn, postgres_dsn,
+                                                                                     monkeypatch):
+    """Another database's asynchronous commit moves the WAL past what the stream has passed, and
+    then nothing commits. The read's mark must reach the stream by itself: PostgreSQL 15 leaves a
+    non-transactional message unflushed, and logical decoding reads flushed WAL only (at the end of
+    a CH load, reads of the idle sources waited about 10 s for that)."""
+    monkeypatch.setattr("fedlab.source_node.logical_capture.STREAM_WAIT", 3.0)
+    elsewhere = fresh_database(postgres_dsn, "wal_elsewhere")
+    with psycopg.connect(elsewhere, autocommit=True) as con:
+        con.execute("CREATE TABLE IF NOT EXISTS noise (n int)")
+        for _ in range(3):
+            con.execute("SET synchronous_commit = off")
+            con.execute("INSERT INTO noise VALUES (1)")
+            dsv, relations = store.snapshot()
+            assert dsv == 1 and sorted(map(tuple, relations["acct"][1])) == table_state(dsn)["acct"]
