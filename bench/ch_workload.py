@@ -5,7 +5,8 @@
 The load is TPC-C's five transactions, run by go-tpc (loadgen.ch.go_tpc: a client no one here
 wrote) against the `tpcc` source's PostgreSQL database, over `--ch-clients` connections without
 keying or thinking time, paced to run `--ch-duty` of the time (loadgen.ch.go_tpc.Pacer: go-tpc
-has no rate limit of its own); the views are CH-benCHmark's queries that fedlab maintains
+has no rate limit of its own; several shares, `--ch-duty 0.05,0.1,0.2`, sweep the rate); the
+views are CH-benCHmark's queries that fedlab maintains
 (loadgen/views/ch: `--views`, all of them by default), each kept by every algorithm of
 `--algorithms` (Sze-Ling by default), all in one warehouse, subscribed once to the three sources
 (loadgen/ch/catalog.py: tpcc, suppliers, geography).
@@ -29,13 +30,15 @@ Each trial, in a run directory of its own:
    sub-queries per transaction and the CPU by process are read as `fedlab bench` reads them.
 
 Output: BENCH_DIR/bench_ch.json, a table, and bench_ch.png (go-tpc's tpmC alone and with the
-federation per trial; each view's staleness p50 and p99).
+federation per trial; each view's staleness p50 and p99 against tpmC), and the highest pace at
+which every view was complete with staleness p99 within STALENESS_TARGET in every trial.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import sys
 import threading
 import time
@@ -49,6 +52,7 @@ from fedlab.fedmodel.errors import ModelError
 CLIENTS = 8
 WAREHOUSES = 1
 ALGORITHM = "sze-ling"
+STALENESS_TARGET = 5.0   # seconds, p99 (issue 70)
 GO_TPC = "go-tpc"   # the CPU sampler's name for the client
 
 
@@ -61,9 +65,9 @@ def add_arguments(parser) -> None:
                         help=f"with --workload ch: TPC-C warehouses go-tpc prepares (default {WAREHOUSES})")
     parser.add_argument("--ch-clients", type=int, default=CLIENTS,
                         help=f"with --workload ch: go-tpc's connections (default {CLIENTS})")
-    parser.add_argument("--ch-duty", type=float, default=1.0,
+    parser.add_argument("--ch-duty", default="1", metavar="SHARE,...",
                         help="with --workload ch: the share of the time go-tpc runs, stopped the rest of every "
-                             "0.1 s: its rate limit, in both runs (default 1, unpaced)")
+                             "0.1 s: its rate limit, in both runs; several sweep the rate (default 1, unpaced)")
     parser.add_argument("--ch-kills", action="store_true",
                         help="with --workload ch: kill the tpcc source's node a third of the way through the "
                              "load, and PostgreSQL itself once the load is over")
@@ -95,8 +99,15 @@ def plan(args) -> dict:
             raise ChArgumentError(f"--algorithms: {err}") from None
     if args.ch_warehouses < 1 or args.ch_clients < 1:
         raise ChArgumentError("--ch-warehouses and --ch-clients must be at least 1")
-    if not 0 < args.ch_duty <= 1:
-        raise ChArgumentError(f"--ch-duty {args.ch_duty:g}: a share of the time, above 0 and at most 1")
+    duties = []
+    for text in args.ch_duty.split(","):
+        try:
+            duty = float(text)
+        except ValueError:
+            duty = None
+        if duty is None or not 0 < duty <= 1:
+            raise ChArgumentError(f"--ch-duty {text}: a share of the time, above 0 and at most 1")
+        duties.append(duty)
     if not args.duration > 0 or args.repeat < 1 or args.settle < 0:
         raise ChArgumentError("--duration must be positive, --repeat at least 1, --settle not negative")
     chaos = (args.chaos or ["notification_drop=0.05,notification_reorder=0.1"])
@@ -110,7 +121,7 @@ def plan(args) -> dict:
         raise ChArgumentError(GO_TPC_PREREQUISITE.line(go_tpc_problem()))
     return {"views": views, "algorithms": algorithms, "capture": args.capture or "triggers", "faults": faults,
             "chaos": chaos[0], "warehouses": args.ch_warehouses, "clients": args.ch_clients,
-            "duty": args.ch_duty,
+            "duties": duties,
             "seconds": args.duration, "settle": args.settle, "repeat": args.repeat, "kills": args.ch_kills}
 
 
@@ -128,21 +139,24 @@ def main(args) -> int:
     bench_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(bench_dir, 0o755)   # the server's user reaches its data directory in each run directory
     say = lambda line: print(line, file=sys.stderr, flush=True)   # noqa: E731
-    pace = f", running {settings['duty']:.0%} of the time" if settings["duty"] < 1 else ""
-    say(f"fedlab bench --workload ch: {settings['repeat']} trial(s), capture {settings['capture']}, "
-        f"{settings['clients']} go-tpc clients{pace}, views {', '.join(settings['views'])} by "
+    duties = settings["duties"]
+    say(f"fedlab bench --workload ch: {settings['repeat']} trial(s) at each pace "
+        f"({', '.join(f'{d * 100:g}%' for d in duties)} of the time), capture {settings['capture']}, "
+        f"{settings['clients']} go-tpc clients, views {', '.join(settings['views'])} by "
         f"{', '.join(settings['algorithms'])} -> {bench_dir}")
     spark = warehouse_spark(bench_dir)
     trials = []
     try:
-        for trial in range(1, settings["repeat"] + 1):
-            run_dir = bench_dir / f"{trial:02d}-ch-{settings['capture']}"
-            trials.append(run_trial(settings, run_dir, spark, say))
+        for duty in duties:
+            for trial in range(1, settings["repeat"] + 1):
+                run_dir = bench_dir / f"{trial:02d}-ch-{settings['capture']}-duty{duty:g}"
+                trials.append({"duty": duty, **run_trial({**settings, "duty": duty}, run_dir, spark, say)})
     finally:
         stop_ray()
         spark.stop()
     summary = {"settings": {k: v for k, v in settings.items() if k != "faults"}, "trials": trials,
-               "medians": medians(trials)}
+               "medians": {f"{d:g}": medians([t for t in trials if t["duty"] == d]) for d in duties},
+               "highest_pace_meeting_target": highest_pace_meeting_target(trials)}
     (bench_dir / "bench_ch.json").write_text(json.dumps(summary, indent=2, default=str))
     plot(trials, bench_dir / "bench_ch.png")
     print(table(summary))
@@ -259,7 +273,7 @@ def with_federation(settings: dict, run_dir: Path, spark, catalog, initial: dict
         deadline = time.monotonic() + settings["settle"]
         record["caught_up"] = {name: fed.wait_until_applied(max(0.0, deadline - time.monotonic()), warehouse=w)
                                for name, w in fed.views.items()}
-        record["counters"] = fed.warehouse.status()["counters"]
+        record["counters"] = {name: w.status()["counters"] for name, w in fed.views.items()}
     finally:
         fed.stop()
         if sampler is not None:
@@ -271,8 +285,9 @@ def with_federation(settings: dict, run_dir: Path, spark, catalog, initial: dict
 
 def judged(run_dir: Path, kept: dict, start_versions: dict, load_from: float, load_until: float,
            counters: dict, say) -> tuple[dict, dict, int]:
-    """Each view's verdict and staleness, the warehouse's cost per transaction, and the sources'
-    transactions during the load, from the run's files."""
+    """Each view's verdict, staleness and sub-queries per transaction, the warehouse's cost per
+    transaction (its views' together), and the sources' transactions during the load, from the
+    run's files and `counters` (each view's engine counters)."""
     from fedlab.live.check import judge, open_history
     from fedlab.live.runfile import RunFile
 
@@ -288,11 +303,15 @@ def judged(run_dir: Path, kept: dict, start_versions: dict, load_from: float, lo
             views[name] = {"view": view, "algorithm": algorithm, "consistency": verdict.level,
                            "verdict": {"transactions": verdict.transactions, "states": verdict.states,
                                        "lost": len(verdict.lost), "doubled": len(verdict.doubled)},
+                           "subqueries_per_txn": round(counters[name].get("subqueries", 0) / max(in_load, 1), 3),
                            "staleness_ms": metrics.percentiles(window(seen.lags())),
                            "staleness_delta_ms": metrics.percentiles(window(seen.lags(to_delta=True)))}
         files = RunFile.read(run_dir).message_logs()
     cost = metrics.wire_cost(files, window=(load_from, load_until))
-    per_txn, _ = metrics.per_transaction(cost, counters, in_load)
+    together = Counter()
+    for each in counters.values():
+        together.update(each)
+    per_txn, _ = metrics.per_transaction(cost, together, in_load)
     return views, per_txn, in_load
 
 
@@ -350,6 +369,22 @@ def medians(trials: list[dict]) -> dict:
     return out
 
 
+def meets_target(trial: dict) -> bool:
+    """Every view complete, with staleness p99 within STALENESS_TARGET."""
+    return all(v["consistency"] == "complete" and v["staleness_ms"].get("p99") is not None
+               and v["staleness_ms"]["p99"] <= STALENESS_TARGET * 1000 for v in trial["views"].values())
+
+
+def highest_pace_meeting_target(trials: list[dict]) -> dict | None:
+    """The highest pace all of whose trials met the target: its duty and median tpmC with the
+    federation; None when none did."""
+    met = [d for d in sorted({t["duty"] for t in trials}) if all(meets_target(t) for t in trials if t["duty"] == d)]
+    if not met:
+        return None
+    with_fed = [t["with"]["tpmC"] for t in trials if t["duty"] == met[-1] and t["with"]["tpmC"] is not None]
+    return {"duty": met[-1], "tpmC_with": spread(with_fed)}
+
+
 def table(summary: dict) -> str:
     """The trials as lines of text: the client's figures, then each view's."""
     lines = []
@@ -365,12 +400,19 @@ def table(summary: dict) -> str:
         for name, v in t["views"].items():
             s, d = v["staleness_ms"], v["staleness_delta_ms"]
             lines.append(f"  {v['view']:>4} {v['algorithm']:<10} {v['consistency']:<9} staleness p50/p99 "
-                         f"{s.get('p50')}/{s.get('p99')} ms, to Delta {d.get('p50')}/{d.get('p99')} ms")
+                         f"{s.get('p50')}/{s.get('p99')} ms, to Delta {d.get('p50')}/{d.get('p99')} ms; "
+                         f"{v['subqueries_per_txn']} sub-queries a transaction")
+    best = summary["highest_pace_meeting_target"]
+    found = (f"go-tpc running {best['duty'] * 100:g}% of the time, {best['tpmC_with']['median']} tpmC with the "
+             f"federation" if best else "none of those run")
+    lines.append(f"highest pace meeting the target (every view complete, staleness p99 at most "
+                 f"{STALENESS_TARGET:g} s): {found}")
     return "\n".join(lines)
 
 
 def plot(trials: list[dict], path: Path) -> None:
-    """tpmC alone and with the federation per trial, and each view's staleness p50 and p99."""
+    """tpmC alone and with the federation per trial, and each view's staleness p50 and p99 against
+    tpmC with the federation, with the target."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -384,14 +426,18 @@ def plot(trials: list[dict], path: Path) -> None:
     left.set_xticks(list(x), labels, rotation=20, fontsize=7)
     left.set_ylabel("tpmC (New-Orders a minute)")
     left.legend(fontsize=8)
-    names = list(trials[0]["views"])
-    for key, offset in (("p50", -0.2), ("p99", 0.2)):
-        right.bar([i + offset for i in range(len(names))],
-                  [max((t["views"][n]["staleness_ms"].get(key) or 0) for t in trials) / 1000 for n in names], 0.4,
-                  label=f"staleness {key} (worst trial)")
-    right.set_xticks(range(len(names)), [trials[0]["views"][n]["view"] for n in names], fontsize=8)
+    by_rate = sorted(trials, key=lambda t: t["with"]["tpmC"] or 0)
+    rates = [t["with"]["tpmC"] or 0 for t in by_rate]
+    for name, v in trials[0]["views"].items():
+        staleness = lambda key: [(t["views"][name]["staleness_ms"].get(key) or 0) / 1000 for t in by_rate]  # noqa: E731
+        p99, = right.plot(rates, staleness("p99"), "o-", markersize=4, label=f"{v['view']} p99")
+        right.plot(rates, staleness("p50"), "x:", markersize=4, color=p99.get_color(), label=f"{v['view']} p50")
+    right.axhline(STALENESS_TARGET, color="grey", linestyle="--", linewidth=1,
+                  label=f"target: p99 at most {STALENESS_TARGET:g} s")
+    right.set_yscale("log")
+    right.set_xlabel("tpmC with the federation")
     right.set_ylabel("seconds from commit to view")
-    right.legend(fontsize=8)
+    right.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

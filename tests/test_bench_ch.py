@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fedlab.bench.ch_workload import highest_pace_meeting_target
 from fedlab.checker.pg_server import PostgresServer
 from fedlab.cli import main
 from fedlab.loadgen.ch.go_tpc import Pacer
@@ -24,6 +25,7 @@ from fedlab.warehouse.core import registry
     (["--source-engine", "postgres", "--ch-clients", "0"], "--ch-warehouses and --ch-clients must be at least 1"),
     (["--source-engine", "postgres", "--ch-duty", "0"], "--ch-duty 0: a share of the time, above 0 and at most 1"),
     (["--source-engine", "postgres", "--ch-duty", "1.5"], "--ch-duty 1.5: a share of the time, above 0 and at most 1"),
+    (["--source-engine", "postgres", "--ch-duty", "0.1,x"], "--ch-duty x: a share of the time, above 0 and at most 1"),
     (["--source-engine", "postgres", "--chaos", "none", "--chaos", "drop=0.1"], "--workload ch: one --chaos setting"),
     (["--source-engine", "postgres", "--chaos", "drop=2"], "--chaos: drop is a probability between 0 and 1, got 2.0"),
 ])
@@ -45,6 +47,23 @@ def test_the_ch_bench_refuses_an_unknown_algorithm_naming_those_registered(tmp_p
     assert capsys.readouterr().err == (f"fedlab bench: --algorithms: unknown algorithm 'nope' "
                                        f"(registered: {', '.join(registry.names())})\n")
     assert not (tmp_path / "out").exists()
+
+
+def trial(duty: float, tpmc: float, *views: tuple[str, float | None]) -> dict:
+    return {"duty": duty, "with": {"tpmC": tpmc},
+            "views": {f"v{i}": {"consistency": level, "staleness_ms": {"p99": p99}} for i, (level, p99) in
+                      enumerate(views)}}
+
+
+def test_the_highest_pace_is_the_fastest_whose_every_trial_kept_every_view_complete_and_fresh():
+    trials = [trial(0.05, 1000, ("complete", 900), ("complete", 4000)),
+              trial(0.05, 1100, ("complete", 800), ("complete", 4900)),
+              trial(0.1, 2000, ("complete", 3000), ("complete", 4500)),
+              trial(0.1, 2100, ("complete", 3000), ("complete", 5100)),      # one trial over the target
+              trial(0.2, 4000, ("complete", 2000), ("none", 1000))]           # fresh, but not complete
+    assert highest_pace_meeting_target(trials) == {"duty": 0.05, "tpmC_with": {"median": 1050.0, "min": 1000,
+                                                                                "max": 1100, "values": [1000, 1100]}}
+    assert highest_pace_meeting_target([trial(0.05, 1000, ("complete", None))]) is None   # nothing reflected
 
 
 def state(pid: int) -> str:
